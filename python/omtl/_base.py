@@ -1,0 +1,189 @@
+"""The shared face of every learner: scikit-learn/River-style methods over an algorithm core.
+
+A learner class holds its hyper-parameters (keyword-only, stored unchanged) and builds a *core*
+on its first non-empty batch, when the number of features is known. The core is either the Rust
+engine (``NativeCore``) or a NumPy reference implementation (``omtl.reference``); both take the
+validated batch and return the pre-update scores. Everything a user can get wrong is checked here
+first, so a failing call leaves the model exactly as it was.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import PM1, check_labels, check_tasks, check_X, classes_of, csr_parts, labels_in_form
+
+STATE_VERSION = 1
+
+
+def _as_native_rows(X):
+    return csr_parts(X) if sp.issparse(X) else X
+
+
+class NativeCore:
+    """Adapter from the batch protocol to ``omtl._native.NativeLearner`` (and its pickling)."""
+
+    def __init__(self, learner):
+        self._learner = learner
+
+    def learn(self, X, tasks, y):
+        return self._learner.learn(_as_native_rows(X), tasks, y)
+
+    def decision(self, X, tasks):
+        return self._learner.decision(_as_native_rows(X), tasks)
+
+    def __getattr__(self, name):
+        # n_updates, n_active, diagnostics, learn_rounds, ... come straight from the engine.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["_learner"], name)
+
+    def __getstate__(self):
+        return {"state": bytes(self._learner.to_bytes())}
+
+    def __setstate__(self, state):
+        from ._native import NativeLearner
+
+        self._learner = NativeLearner.from_bytes(state["state"])
+
+
+class OnlineClassifier:
+    """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
+
+    # ---- hyper-parameters (scikit-learn conventions) -------------------------------------------
+    @classmethod
+    def _param_names(cls):
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind is p.KEYWORD_ONLY]
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params):
+        valid = set(self._param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {sorted(valid)}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({args})"
+
+    # ---- to be provided by subclasses ----------------------------------------------------------
+    def _make_core(self, n_features: int, sparse: bool):
+        raise NotImplementedError
+
+    def _check_n_tasks(self) -> int:
+        k = self.n_tasks
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"n_tasks must be an integer >= 1, got {k!r}")
+        return int(k)
+
+    # ---- the online protocol -------------------------------------------------------------------
+    def _is_fitted(self) -> bool:
+        return getattr(self, "_core", None) is not None
+
+    def _prepare(self, X, y, tasks):
+        n_tasks = self._check_n_tasks()
+        X = check_X(X, n_features=getattr(self, "n_features_in_", None))
+        n = X.shape[0]
+        y_pm1, form = check_labels(y, n)
+        task_ids = check_tasks(tasks, n, n_tasks)
+        return X, y_pm1, form, task_ids
+
+    def _ensure_core(self, X):
+        """The model's core, building it (not yet attached) on the first batch."""
+        if self._is_fitted():
+            return self._core, False
+        return self._make_core(X.shape[1], sp.issparse(X)), True
+
+    def _run_learn(self, X, y, tasks):
+        X, y_pm1, form, task_ids = self._prepare(X, y, tasks)
+        if X.shape[0] == 0:
+            return np.zeros(0), form
+        core, new = self._ensure_core(X)
+        scores = np.asarray(core.learn(X, task_ids, y_pm1), dtype=np.float64)
+        # Only now, after the core succeeded, does the Python-side state change.
+        if new:
+            self._core = core
+            self.n_features_in_ = X.shape[1]
+            self.n_seen_ = 0
+            self.n_mistakes_ = 0
+            self._seen_per_task = np.zeros(self.n_tasks, dtype=np.int64)
+        pred = np.where(scores >= 0.0, 1.0, -1.0)
+        self.n_seen_ += X.shape[0]
+        self.n_mistakes_ += int(np.count_nonzero(pred != y_pm1))
+        self._seen_per_task += np.bincount(task_ids, minlength=self.n_tasks)
+        self._label_form = form
+        return scores, form
+
+    def partial_fit(self, X, y, *, tasks):
+        """Runs the online protocol on the rows of ``X`` in order (predict, then update)."""
+        self._run_learn(X, y, tasks)
+        return self
+
+    def learn(self, X, y, *, tasks) -> np.ndarray:
+        """Like ``partial_fit``, returning the prediction made for each row before its update,
+        in the label form of ``y`` (-1/+1, 0/1 or bool)."""
+        scores, form = self._run_learn(X, y, tasks)
+        return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
+
+    def decision_function(self, X, *, tasks) -> np.ndarray:
+        """The real-valued score f_task(x) of the current model for each row (no update)."""
+        n_tasks = self._check_n_tasks()
+        X = check_X(X, n_features=getattr(self, "n_features_in_", None))
+        task_ids = check_tasks(tasks, X.shape[0], n_tasks)
+        if X.shape[0] == 0 or not self._is_fitted():
+            return np.zeros(X.shape[0])
+        return np.asarray(self._core.decision(X, task_ids), dtype=np.float64)
+
+    def predict(self, X, *, tasks) -> np.ndarray:
+        """Labels by the sign of the score (0 counts as positive), in the last label form seen."""
+        scores = self.decision_function(X, tasks=tasks)
+        return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
+
+    # ---- fitted attributes ---------------------------------------------------------------------
+    @property
+    def classes_(self) -> np.ndarray:
+        return classes_of(getattr(self, "_label_form", PM1))
+
+    @property
+    def n_updates_(self) -> int:
+        """Number of model updates (for Perceptron-type rules: update-mistakes y f <= 0)."""
+        return int(self._core.n_updates) if self._is_fitted() else 0
+
+    @property
+    def n_active_(self) -> int:
+        """Size of the active set (for linear models: the number of examples it sums)."""
+        return int(self._core.n_active) if self._is_fitted() else 0
+
+    @property
+    def active_tasks_(self) -> np.ndarray:
+        """Ids of the tasks that have had at least one example so far."""
+        if not self._is_fitted():
+            return np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self._seen_per_task)
+
+    @property
+    def n_seen_per_task_(self) -> np.ndarray:
+        return self._seen_per_task.copy() if self._is_fitted() else np.zeros(self.n_tasks, dtype=np.int64)
+
+    def _diagnostics(self) -> dict:
+        return dict(self._core.diagnostics()) if self._is_fitted() else {}
+
+    # ---- persistence ---------------------------------------------------------------------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["__omtl_state_version__"] = STATE_VERSION
+        return state
+
+    def __setstate__(self, state):
+        version = state.pop("__omtl_state_version__", None)
+        if version != STATE_VERSION:
+            raise ValueError(f"cannot load a {type(self).__name__} saved with state version {version}; this omtl reads {STATE_VERSION}")
+        self.__dict__.update(state)

@@ -1,0 +1,40 @@
+"""Base-kernel hyper-parameters (ALGORITHMS.md §2.2), named as in scikit-learn's SVC."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KERNELS = ("linear", "poly", "rbf")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A resolved base kernel: ``gamma`` is a number (its default depends on the kernel and d)."""
+
+    name: str
+    gamma: float
+    degree: int
+    coef0: float
+    normalize: bool
+
+    @classmethod
+    def resolve(cls, kernel, gamma, degree, coef0, normalize, n_features: int) -> KernelSpec:
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+        if gamma is None:
+            # §2.2: rbf defaults to 1/d, poly to 1.
+            gamma = 1.0 / n_features if kernel == "rbf" else 1.0
+        if isinstance(gamma, str) or not float(gamma) > 0 or gamma != gamma or float(gamma) == float("inf"):
+            raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
+        if isinstance(degree, bool) or int(degree) != degree or degree < 1:
+            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+        if not float(coef0) >= 0:
+            raise ValueError(f"coef0 must be >= 0 (a negative coef0 can make the kernel indefinite), got {coef0!r}")
+        return cls(kernel, float(gamma), int(degree), float(coef0), bool(normalize))
+
+    def native(self):
+        from . import _native
+
+        return _native.NativeKernel(
+            self.name, gamma=self.gamma, degree=self.degree, coef0=self.coef0, normalize=self.normalize
+        )

@@ -1,0 +1,124 @@
+"""Input checking and conversion shared by every learner (native and reference).
+
+Everything here runs before a model is touched, so a bad call raises and leaves it unchanged.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+# Label forms (ALGORITHMS.md §0): how a call's ``y`` was written, so outputs can be written alike.
+PM1, ZERO_ONE, BOOL = "pm1", "01", "bool"
+
+
+def check_X(X, *, n_features: int | None = None):
+    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix."""
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        X.sum_duplicates()  # also sorts the indices
+        X.sort_indices()
+        if X.data.size and not np.isfinite(X.data).all():
+            raise ValueError("X contains NaN or infinity")
+    else:
+        if isinstance(X, (str, bytes)):
+            raise TypeError("X must be a 2-D array of numbers, got a string")
+        try:
+            arr = np.asarray(X)
+        except Exception as exc:  # ragged lists and the like
+            raise ValueError(f"X cannot be converted to a 2-D numeric array: {exc}") from None
+        if arr.dtype.kind not in "biuf":
+            raise TypeError(f"X must hold real numbers, got dtype {arr.dtype}")
+        if arr.ndim != 2:
+            raise ValueError(
+                f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
+            )
+        X = np.ascontiguousarray(arr, dtype=np.float64)
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinity")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {n_features}")
+    if X.shape[1] == 0 and X.shape[0] > 0:
+        raise ValueError("X has 0 features")
+    return X
+
+
+def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
+    """Returns task ids as int64 of length ``n_rows``; one int applies to every row."""
+    if tasks is None:
+        raise TypeError("tasks is required: pass one task id per row, or one int for all rows")
+    if isinstance(tasks, (bool, np.bool_)):
+        raise TypeError("tasks must be integers, got a bool")
+    if isinstance(tasks, numbers.Integral):
+        arr = np.full(n_rows, int(tasks), dtype=np.int64)
+    else:
+        arr = np.asarray(tasks)
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+            arr = arr.astype(np.int64)
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"tasks must be integers, got dtype {arr.dtype}")
+        if arr.ndim != 1:
+            raise ValueError(f"tasks must be 1-D, got shape {arr.shape}")
+        if arr.shape[0] != n_rows:
+            raise ValueError(f"X has {n_rows} rows but tasks has {arr.shape[0]}")
+        arr = arr.astype(np.int64)
+    if arr.size:
+        bad = np.flatnonzero((arr < 0) | (arr >= n_tasks))
+        if bad.size:
+            raise ValueError(f"unknown task id {arr[bad[0]]} at row {bad[0]}: task ids must lie in [0, {n_tasks})")
+    return arr
+
+
+def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
+    """Returns labels as float64 in {-1, +1} and the form they were given in (§0)."""
+    arr = np.asarray(y)
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
+    if arr.dtype == np.bool_:
+        return np.where(arr, 1.0, -1.0), BOOL
+    if arr.dtype.kind not in "iuf":
+        raise TypeError(f"labels must be -1/+1, 0/1 or bool, got dtype {arr.dtype}")
+    values = arr.astype(np.float64)
+    if not np.isfinite(values).all():
+        raise ValueError("y contains NaN or infinity")
+    is_pm1 = (values == 1.0) | (values == -1.0)
+    if is_pm1.all():
+        return values, PM1
+    is_01 = (values == 0.0) | (values == 1.0)
+    if is_01.all():
+        return np.where(values == 1.0, 1.0, -1.0), ZERO_ONE
+    bad = np.flatnonzero(~(is_pm1 | is_01))
+    raise ValueError(
+        f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: labels must be -1/+1, 0/1 or bool"
+        if bad.size
+        else "labels mix -1 with 0: use -1/+1, 0/1 or bool"
+    )
+
+
+def labels_in_form(pm1: np.ndarray, form: str) -> np.ndarray:
+    """Writes ±1 predictions in a label form."""
+    if form == BOOL:
+        return pm1 > 0
+    if form == ZERO_ONE:
+        return (pm1 > 0).astype(np.int64)
+    return pm1.astype(np.int64)
+
+
+def classes_of(form: str) -> np.ndarray:
+    return {BOOL: np.array([False, True]), ZERO_ONE: np.array([0, 1]), PM1: np.array([-1, 1])}[form]
+
+
+def csr_parts(X: sp.csr_matrix):
+    """The canonical CSR as the tuple the native core reads."""
+    return (
+        X.indptr.astype(np.int64, copy=False),
+        X.indices.astype(np.uint32, copy=False),
+        X.data,
+        int(X.shape[1]),
+    )

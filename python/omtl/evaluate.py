@@ -1,0 +1,143 @@
+"""Prequential (online) evaluation: every prediction is made before its label is used (§7.1)."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validation import check_labels
+
+
+@dataclass
+class TaskCounts:
+    """Confusion counts per task (positive class +1)."""
+
+    tp: np.ndarray
+    fp: np.ndarray
+    tn: np.ndarray
+    fn: np.ndarray
+
+    @property
+    def n(self) -> np.ndarray:
+        return self.tp + self.fp + self.tn + self.fn
+
+    @property
+    def f1(self) -> np.ndarray:
+        denom = 2 * self.tp + self.fp + self.fn
+        return np.divide(2.0 * self.tp, denom, out=np.zeros(len(self.tp)), where=denom > 0)
+
+
+@dataclass
+class EvaluationReport:
+    """What one online pass measured.
+
+    ``curve[j]`` is the cumulative error rate after ``curve_steps[j]`` predictions, sampled every
+    ``ceil(n/curve_points)`` predictions and at the end.
+    """
+
+    learner: str
+    n: int
+    mistakes: int
+    error_rate: float
+    f1_micro: float
+    f1_macro: float
+    per_task: TaskCounts
+    curve: np.ndarray
+    curve_steps: np.ndarray
+    seconds: float
+    examples_per_second: float
+    n_active: int
+    n_updates: int
+    predictions: np.ndarray = field(repr=False)
+
+    def summary(self) -> dict:
+        return {
+            "learner": self.learner,
+            "n": self.n,
+            "error_rate": self.error_rate,
+            "f1_micro": self.f1_micro,
+            "f1_macro": self.f1_macro,
+            "n_active": self.n_active,
+            "n_updates": self.n_updates,
+            "seconds": self.seconds,
+            "examples_per_second": self.examples_per_second,
+        }
+
+
+def f1_from_counts(tp, fp, fn) -> float:
+    denom = 2 * tp + fp + fn
+    return 2.0 * tp / denom if denom > 0 else 0.0
+
+
+def online_metrics(y_pm1: np.ndarray, pred_pm1: np.ndarray, tasks: np.ndarray, n_tasks: int, curve_points: int = 200):
+    """Error rate, micro/macro F1, per-task counts and the cumulative error curve (INV-E1)."""
+    pos, ppos = y_pm1 > 0, pred_pm1 > 0
+    count = lambda mask: np.bincount(tasks[mask], minlength=n_tasks).astype(np.int64)  # noqa: E731
+    counts = TaskCounts(tp=count(pos & ppos), fp=count(~pos & ppos), tn=count(~pos & ~ppos), fn=count(pos & ~ppos))
+    n = len(y_pm1)
+    errors = pred_pm1 != y_pm1
+    mistakes = int(errors.sum())
+    f1_micro = f1_from_counts(counts.tp.sum(), counts.fp.sum(), counts.fn.sum())
+    present = counts.n > 0
+    f1_macro = float(counts.f1[present].mean()) if present.any() else 0.0
+    step = max(1, math.ceil(n / curve_points)) if n else 1
+    steps = np.arange(step, n + 1, step)
+    if n and (steps.size == 0 or steps[-1] != n):
+        steps = np.append(steps, n)
+    cumulative = np.cumsum(errors)
+    curve = cumulative[steps - 1] / steps if n else np.zeros(0)
+    return mistakes, (mistakes / n if n else 0.0), f1_micro, f1_macro, counts, curve, steps
+
+
+def evaluate(model, X, y=None, *, tasks=None, curve_points: int = 200, progress: bool = False, chunk_size: int | None = None):
+    """Runs ``model`` over the stream once (predict, then update, row by row) and reports.
+
+    ``X`` may be a :class:`omtl.datasets.Stream`, in which case ``y`` and ``tasks`` come from it.
+    The learner is updated in place. Batches go to the learner in chunks so a progress bar
+    (``progress=True``, tqdm) can show the pass; chunking does not change the results.
+    """
+    name = type(model).__name__
+    if y is None and hasattr(X, "y"):
+        stream = X
+        X, y, tasks = stream.X, stream.y, stream.tasks
+    if tasks is None:
+        raise TypeError("evaluate needs tasks (or a Stream)")
+    y_pm1, _ = check_labels(y, X.shape[0])
+    tasks_arr = np.broadcast_to(np.asarray(tasks, dtype=np.int64), (X.shape[0],))
+    n = X.shape[0]
+    chunk = chunk_size or max(256, math.ceil(n / 100))
+    preds = np.empty(n)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, desc=name, unit="ex", leave=False)
+    start = time.perf_counter()
+    for a in range(0, n, chunk):
+        b = min(n, a + chunk)
+        preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b])
+        if bar is not None:
+            bar.update(b - a)
+    seconds = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, preds, tasks_arr, model.n_tasks, curve_points)
+    return EvaluationReport(
+        learner=name,
+        n=n,
+        mistakes=mistakes,
+        error_rate=err,
+        f1_micro=f1_micro,
+        f1_macro=f1_macro,
+        per_task=counts,
+        curve=curve,
+        curve_steps=steps,
+        seconds=seconds,
+        examples_per_second=n / seconds if seconds > 0 else float("inf"),
+        n_active=int(model.n_active_),
+        n_updates=int(model.n_updates_),
+        predictions=preds,
+    )

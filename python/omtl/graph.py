@@ -1,0 +1,203 @@
+"""Task relations: the graph G over tasks and the task kernel T it induces (ALGORITHMS.md §2.3).
+
+By default T = (I + L_G)^{-1}, where L_G is the graph Laplacian. The complete and the
+disconnected graph use their closed forms, T = (I + 11ᵀ)/(k+1) and T = I, and never build a
+k x k matrix unless ``task_kernel`` is read, so ``TaskGraph.complete(100_000)`` is cheap.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+
+class TaskGraph:
+    """How the tasks are related. Build one with a class method, not the constructor.
+
+    Attributes
+    ----------
+    n_tasks : int
+    kind : str
+        ``"complete"``, ``"disconnected"``, ``"edges"``, ``"laplacian_pinv"``, ``"interaction"``,
+        ``"psd_plus_identity"`` or ``"task_kernel"``.
+
+    Examples
+    --------
+    >>> g = TaskGraph.from_edges(3, [(0, 1)])
+    >>> g.task_kernel.sum(axis=1).round(12).tolist()
+    [1.0, 1.0, 1.0]
+    >>> g.components.tolist()
+    [0, 0, 1]
+    """
+
+    def __init__(self, n_tasks: int, kind: str, *, edges=None, weights=None, matrix=None, _native=None):
+        self.n_tasks = int(n_tasks)
+        self.kind = kind
+        self.edges = edges
+        self.weights = weights
+        self.matrix = matrix
+        self._native_cache = _native
+
+    # -- constructors -------------------------------------------------------------------------
+    @classmethod
+    def complete(cls, n_tasks: int) -> TaskGraph:
+        """Every pair of tasks joined by a unit edge: T = (I + 11ᵀ)/(k+1)."""
+        return cls._checked(n_tasks, "complete")
+
+    @classmethod
+    def disconnected(cls, n_tasks: int) -> TaskGraph:
+        """No edges: T = I, the tasks are learned independently."""
+        return cls._checked(n_tasks, "disconnected")
+
+    @classmethod
+    def from_edges(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
+        """An undirected graph from ``(i, j)`` pairs with optional nonnegative weights (default 1)."""
+        edges, weights = _edge_list(n_tasks, edges, weights)
+        return cls._checked(n_tasks, "edges", edges=edges, weights=weights)
+
+    @classmethod
+    def laplacian_pinv(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
+        """T = L_G^+ (the footnote variant of the paper). Not recommended: see the warning."""
+        warnings.warn(
+            "T = pinv(L) forces the scores of each connected component to sum to zero, and an isolated task "
+            "always scores 0 (ALGORITHMS.md §2.3); prefer the default T = (I + L)^-1",
+            UserWarning,
+            stacklevel=2,
+        )
+        edges, weights = _edge_list(n_tasks, edges, weights)
+        return cls._checked(n_tasks, "laplacian_pinv", edges=edges, weights=weights)
+
+    @classmethod
+    def from_interaction(cls, A) -> TaskGraph:
+        """A user-given symmetric positive definite interaction matrix A: T = A^{-1}."""
+        A = _square(A, "A")
+        return cls._checked(A.shape[0], "interaction", matrix=A)
+
+    @classmethod
+    def from_psd_plus_identity(cls, M) -> TaskGraph:
+        """A user-given symmetric PSD matrix M: T = (I + M)^{-1}."""
+        M = _square(M, "M")
+        return cls._checked(M.shape[0], "psd_plus_identity", matrix=M)
+
+    @classmethod
+    def from_task_kernel(cls, T) -> TaskGraph:
+        """A user-given symmetric PSD task kernel T, used as is."""
+        T = _square(T, "T")
+        return cls._checked(T.shape[0], "task_kernel", matrix=T)
+
+    @classmethod
+    def _checked(cls, n_tasks, kind, **kw) -> TaskGraph:
+        if isinstance(n_tasks, bool) or int(n_tasks) != n_tasks or n_tasks < 1:
+            raise ValueError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
+        graph = cls(int(n_tasks), kind, **kw)
+        graph.native()  # validates now, so a bad graph fails where it is built
+        return graph
+
+    # -- what learners read -------------------------------------------------------------------
+    def native(self):
+        """The native task kernel (built once)."""
+        if self._native_cache is None:
+            from ._native import NativeTaskKernel
+
+            k = self.n_tasks
+            if self.kind == "complete":
+                native = NativeTaskKernel.complete(k)
+            elif self.kind == "disconnected":
+                native = NativeTaskKernel.disconnected(k)
+            elif self.kind in ("edges", "laplacian_pinv"):
+                triples = [(int(i), int(j), float(w)) for (i, j), w in zip(self.edges, self.weights)]
+                build = NativeTaskKernel.from_edges if self.kind == "edges" else NativeTaskKernel.laplacian_pinv
+                native = build(k, triples)
+            elif self.kind == "interaction":
+                native = NativeTaskKernel.from_interaction(self.matrix)
+            elif self.kind == "psd_plus_identity":
+                native = NativeTaskKernel.from_psd_plus_identity(self.matrix)
+            elif self.kind == "task_kernel":
+                native = NativeTaskKernel.from_task_kernel(self.matrix)
+            else:
+                raise ValueError(f"unknown task graph kind {self.kind!r}")
+            self._native_cache = native
+        return self._native_cache
+
+    @property
+    def task_kernel(self) -> np.ndarray:
+        """The k x k task kernel T (materialised on request)."""
+        return self.native().to_dense()
+
+    def c_g_for(self, radius: float = 1.0) -> float:
+        """c_G = R sqrt(max_i T_ii) (§2.5)."""
+        return float(self.native().c_g(float(radius)))
+
+    @property
+    def c_g(self) -> float:
+        """c_G for R = 1 (rbf or normalised kernels)."""
+        return self.c_g_for(1.0)
+
+    @property
+    def components(self) -> np.ndarray:
+        """The connected component of each task (numbered by their smallest task)."""
+        if self.kind == "complete":
+            return np.zeros(self.n_tasks, dtype=np.int64)
+        if self.kind == "disconnected":
+            return np.arange(self.n_tasks, dtype=np.int64)
+        return self.native().components()
+
+    def scaled(self, c: float) -> TaskGraph:
+        """The same relation with T multiplied by ``c > 0`` (predictions are invariant, INV-P6)."""
+        return TaskGraph.from_task_kernel(self.task_kernel * float(c))
+
+    # -- plumbing -----------------------------------------------------------------------------
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_native_cache"] = None
+        return state
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, TaskGraph):
+            return NotImplemented
+        if (self.n_tasks, self.kind) != (other.n_tasks, other.kind):
+            return False
+        same = lambda a, b: (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))  # noqa: E731
+        return same(self.edges, other.edges) and same(self.weights, other.weights) and same(self.matrix, other.matrix)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        extra = f", {len(self.edges)} edges" if self.edges is not None else ""
+        return f"TaskGraph.{self.kind}(n_tasks={self.n_tasks}{extra})"
+
+
+def resolve_graph(graph, n_tasks: int) -> TaskGraph:
+    """A learner's ``graph`` argument as a TaskGraph with ``n_tasks`` tasks."""
+    if isinstance(graph, str):
+        if graph == "complete":
+            return TaskGraph.complete(n_tasks)
+        if graph == "disconnected":
+            return TaskGraph.disconnected(n_tasks)
+        raise ValueError(f"graph must be 'complete', 'disconnected' or a TaskGraph, got {graph!r}")
+    if isinstance(graph, TaskGraph):
+        if graph.n_tasks != n_tasks:
+            raise ValueError(f"the task graph has {graph.n_tasks} tasks but n_tasks={n_tasks}")
+        return graph
+    raise TypeError(f"graph must be 'complete', 'disconnected' or a TaskGraph, got {type(graph).__name__}")
+
+
+def _edge_list(n_tasks, edges, weights):
+    pairs = np.asarray(list(edges), dtype=np.int64).reshape(-1, 2)
+    if weights is None:
+        w = np.ones(len(pairs))
+    else:
+        w = np.asarray(weights, dtype=np.float64).reshape(-1)
+        if w.shape[0] != pairs.shape[0]:
+            raise ValueError(f"{pairs.shape[0]} edges but {w.shape[0]} weights")
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= n_tasks):
+        raise ValueError(f"an edge names a task outside [0, {n_tasks})")
+    return pairs, w
+
+
+def _square(M, name):
+    M = np.array(M, dtype=np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1] or M.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty square matrix, got shape {M.shape}")
+    return np.ascontiguousarray(M)

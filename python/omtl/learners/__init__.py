@@ -1,0 +1,5 @@
+"""The native (Rust-backed) learners."""
+
+from .perceptron import KernelPerceptron, MTPerceptron
+
+__all__ = ["KernelPerceptron", "MTPerceptron"]

@@ -1,0 +1,61 @@
+"""Unbounded kernel Perceptrons (ALGORITHMS.md §3): the battery and the multitask Perceptron."""
+
+from __future__ import annotations
+
+from .._base import NativeCore, OnlineClassifier
+from ._mixins import KernelParamsMixin
+
+
+class MTPerceptron(KernelParamsMixin, OnlineClassifier):
+    """Multitask kernel Perceptron (Cavallanti, Cesa-Bianchi & Gentile, JMLR 2010).
+
+    Scores ``f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x)`` with the task kernel T of ``graph``
+    and stores every example with ``y f <= 0``. Unbounded: memory grows with the mistakes (with
+    the linear kernel it is kept in primal form, O(k d) floats at most).
+
+    Parameters
+    ----------
+    n_tasks : int
+    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
+    kernel : {"linear", "poly", "rbf"}, default="linear"
+    gamma : float or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    degree : int, default=2
+    coef0 : float, default=1.0
+    normalize : bool, default=False
+        Cosine-normalise the base kernel (``K(x,x) = 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import MTPerceptron
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
+    >>> MTPerceptron(n_tasks=2).learn(X, [1, -1, 1], tasks=[0, 1, 1]).tolist()
+    [1, 1, 1]
+    """
+
+    def __init__(self, *, n_tasks, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+        self.n_tasks = n_tasks
+        self.graph = graph
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return NativeCore(NativeLearner.mt_perceptron(graph.native(), spec.native(), n_features, sparse))
+
+
+class KernelPerceptron(MTPerceptron):
+    """The Perceptron battery: one independent kernel Perceptron per task (§3.2).
+
+    Same as ``MTPerceptron(graph="disconnected")``; its active-set size after one pass sets the
+    budgets of the papers' experiments (§7.2). Parameters as MTPerceptron, without ``graph``.
+    """
+
+    def __init__(self, *, n_tasks, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+        super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize)

@@ -1,0 +1,90 @@
+"""Reference kernel Perceptrons (§3), the textbook dual form with a list of stored examples."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import learners
+from .graph import task_kernel
+from .kernels import kernel_matrix
+
+
+class SupportSet:
+    """Stored examples (x_j, i_j, y_j, beta_j) in insertion order, rows kept as a dense matrix."""
+
+    def __init__(self, n_features: int):
+        self.X = np.zeros((0, n_features))
+        self.tasks = np.zeros(0, dtype=np.int64)
+        self.labels = np.zeros(0)
+        self.beta = np.zeros(0)
+
+    def __len__(self) -> int:
+        return len(self.beta)
+
+    def append(self, x: np.ndarray, task: int, y: float, beta: float) -> None:
+        self.X = np.vstack([self.X, x[None, :]])
+        self.tasks = np.append(self.tasks, task)
+        self.labels = np.append(self.labels, y)
+        self.beta = np.append(self.beta, beta)
+
+    def remove(self, position: int) -> None:
+        keep = np.arange(len(self)) != position
+        self.X, self.tasks, self.labels, self.beta = self.X[keep], self.tasks[keep], self.labels[keep], self.beta[keep]
+
+    def multitask_kernel_row(self, kernel, T, x: np.ndarray, task: int) -> np.ndarray:
+        """``T[i_j, task] K'(x_j, x)`` for every stored j."""
+        if len(self) == 0:
+            return np.zeros(0)
+        return T[self.tasks, task] * kernel_matrix(kernel, self.X, x[None, :])[:, 0]
+
+    def score(self, kernel, T, x: np.ndarray, task: int) -> float:
+        return float(self.beta @ self.multitask_kernel_row(kernel, T, x, task))
+
+
+def dense_row(X, t: int) -> np.ndarray:
+    return X[t].toarray()[0] if sp.issparse(X) else X[t]
+
+
+class PerceptronCore:
+    """f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x); on y f <= 0 append (x, i, y)."""
+
+    def __init__(self, T: np.ndarray, kernel, n_features: int):
+        self.T = T
+        self.kernel = kernel
+        self.support = SupportSet(n_features)
+        self.n_updates = 0
+
+    @property
+    def n_active(self) -> int:
+        return len(self.support)
+
+    def diagnostics(self) -> dict:
+        return {}
+
+    def decision(self, X, tasks):
+        return np.array([self.support.score(self.kernel, self.T, dense_row(X, t), tasks[t]) for t in range(len(tasks))])
+
+    def learn(self, X, tasks, y):
+        scores = np.zeros(len(tasks))
+        for t in range(len(tasks)):
+            x, i = dense_row(X, t), int(tasks[t])
+            scores[t] = self.support.score(self.kernel, self.T, x, i)
+            if y[t] * scores[t] <= 0:
+                self.support.append(x, i, y[t], y[t])
+                self.n_updates += 1
+        return scores
+
+
+class MTPerceptron(learners.MTPerceptron):
+    __doc__ = "Reference twin of :class:`omtl.MTPerceptron` (NumPy, dual form)."
+
+    def _make_core(self, n_features, sparse):
+        return PerceptronCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features)
+
+
+class KernelPerceptron(learners.KernelPerceptron):
+    __doc__ = "Reference twin of :class:`omtl.KernelPerceptron` (NumPy, dual form)."
+
+    def _make_core(self, n_features, sparse):
+        return PerceptronCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features)

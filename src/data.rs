@@ -1,0 +1,249 @@
+//! Borrowed views of the input: one instance (`Row`) and a batch of instances (`Rows`),
+//! dense row-major or CSR, plus the validation every batch call runs before touching a model.
+
+use crate::error::{Error, Result};
+
+/// One instance: a dense slice or a sparse vector with strictly increasing indices.
+#[derive(Debug, Clone, Copy)]
+pub enum Row<'a> {
+    Dense(&'a [f64]),
+    Sparse { indices: &'a [u32], values: &'a [f64] },
+}
+
+impl Row<'_> {
+    /// Squared Euclidean norm.
+    pub fn sq_norm(&self) -> f64 {
+        let values = match *self {
+            Row::Dense(v) => v,
+            Row::Sparse { values, .. } => values,
+        };
+        dot_dense(values, values)
+    }
+
+    /// Number of stored entries.
+    pub fn nnz(&self) -> usize {
+        match *self {
+            Row::Dense(v) => v.len(),
+            Row::Sparse { values, .. } => values.len(),
+        }
+    }
+
+    /// Calls `f(index, value)` for every stored entry.
+    #[inline]
+    pub fn for_each(&self, mut f: impl FnMut(usize, f64)) {
+        match *self {
+            Row::Dense(v) => v.iter().enumerate().for_each(|(j, &x)| f(j, x)),
+            Row::Sparse { indices, values } => {
+                indices.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x))
+            }
+        }
+    }
+
+    /// `<self, w>` for a dense `w` of the full dimension.
+    #[inline]
+    pub fn dot(&self, w: &[f64]) -> f64 {
+        match *self {
+            Row::Dense(v) => dot_dense(v, w),
+            Row::Sparse { indices, values } => gather_dot(indices, values, w),
+        }
+    }
+
+    /// `w += scale * self` for a dense `w` of the full dimension.
+    #[inline]
+    pub fn add_to(&self, w: &mut [f64], scale: f64) {
+        match *self {
+            Row::Dense(v) => w.iter_mut().zip(v).for_each(|(wi, &vi)| *wi += scale * vi),
+            Row::Sparse { indices, values } => {
+                for (&j, &v) in indices.iter().zip(values) {
+                    w[j as usize] += scale * v;
+                }
+            }
+        }
+    }
+
+    /// `<self, other>` for any pair of representations (merge-join for sparse·sparse).
+    pub fn dot_row(&self, other: &Row) -> f64 {
+        match (*self, *other) {
+            (Row::Dense(a), Row::Dense(b)) => dot_dense(a, b),
+            (Row::Dense(a), Row::Sparse { indices, values })
+            | (Row::Sparse { indices, values }, Row::Dense(a)) => gather_dot(indices, values, a),
+            (Row::Sparse { indices: ia, values: va }, Row::Sparse { indices: ib, values: vb }) => {
+                let (mut p, mut q, mut acc) = (0, 0, 0.0);
+                while p < ia.len() && q < ib.len() {
+                    match ia[p].cmp(&ib[q]) {
+                        std::cmp::Ordering::Less => p += 1,
+                        std::cmp::Ordering::Greater => q += 1,
+                        std::cmp::Ordering::Equal => {
+                            acc += va[p] * vb[q];
+                            p += 1;
+                            q += 1;
+                        }
+                    }
+                }
+                acc
+            }
+        }
+    }
+}
+
+/// Dense dot product, written as four independent accumulators so the compiler vectorises it.
+#[inline]
+pub fn dot_dense(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; 4];
+    let chunks = n / 4;
+    for c in 0..chunks {
+        let i = 4 * c;
+        acc[0] += a[i] * b[i];
+        acc[1] += a[i + 1] * b[i + 1];
+        acc[2] += a[i + 2] * b[i + 2];
+        acc[3] += a[i + 3] * b[i + 3];
+    }
+    let mut tail = 0.0;
+    for i in 4 * chunks..n {
+        tail += a[i] * b[i];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+#[inline]
+pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
+    indices.iter().zip(values).map(|(&j, &v)| v * dense[j as usize]).sum()
+}
+
+/// A batch of instances.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    /// Row-major `n_rows x n_cols`.
+    Dense { data: &'a [f64], n_rows: usize, n_cols: usize },
+    /// Compressed sparse rows with canonical (sorted, duplicate-free) indices.
+    Csr { indptr: &'a [i64], indices: &'a [u32], data: &'a [f64], n_cols: usize },
+}
+
+impl<'a> Rows<'a> {
+    pub fn len(&self) -> usize {
+        match *self {
+            Rows::Dense { n_rows, .. } => n_rows,
+            Rows::Csr { indptr, .. } => indptr.len().saturating_sub(1),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn n_cols(&self) -> usize {
+        match *self {
+            Rows::Dense { n_cols, .. } | Rows::Csr { n_cols, .. } => n_cols,
+        }
+    }
+
+    pub fn is_sparse(&self) -> bool {
+        matches!(self, Rows::Csr { .. })
+    }
+
+    /// Row `i`; call `validate` first (it checks the CSR structure this relies on).
+    #[inline]
+    pub fn row(&self, i: usize) -> Row<'a> {
+        match *self {
+            Rows::Dense { data, n_cols, .. } => Row::Dense(&data[i * n_cols..(i + 1) * n_cols]),
+            Rows::Csr { indptr, indices, data, .. } => {
+                let (a, b) = (indptr[i] as usize, indptr[i + 1] as usize);
+                Row::Sparse { indices: &indices[a..b], values: &data[a..b] }
+            }
+        }
+    }
+
+    /// Checks shape, CSR structure and finiteness, so that a model is never half-updated.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            Rows::Dense { data, n_rows, n_cols } => {
+                if data.len() != n_rows * n_cols {
+                    return Err(Error::LengthMismatch { rows: n_rows, what: "the dense buffer", len: data.len() });
+                }
+                if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
+                    return Err(Error::NonFinite { row: pos / n_cols.max(1), value: data[pos] });
+                }
+            }
+            Rows::Csr { indptr, indices, data, n_cols } => {
+                if indptr.is_empty() || indptr[0] != 0 || indices.len() != data.len() {
+                    return Err(Error::MalformedSparse { row: 0, reason: "indptr/indices/data lengths disagree".into() });
+                }
+                for r in 0..indptr.len() - 1 {
+                    let (a, b) = (indptr[r], indptr[r + 1]);
+                    if a > b || b as usize > indices.len() {
+                        return Err(Error::MalformedSparse { row: r, reason: format!("indptr goes from {a} to {b}") });
+                    }
+                    let idx = &indices[a as usize..b as usize];
+                    if idx.windows(2).any(|w| w[0] >= w[1]) {
+                        return Err(Error::MalformedSparse { row: r, reason: "indices are not strictly increasing".into() });
+                    }
+                    if let Some(&last) = idx.last() {
+                        if last as usize >= n_cols {
+                            return Err(Error::MalformedSparse { row: r, reason: format!("index {last} >= n_features {n_cols}") });
+                        }
+                    }
+                    if let Some(v) = data[a as usize..b as usize].iter().find(|v| !v.is_finite()) {
+                        return Err(Error::NonFinite { row: r, value: *v });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.
+pub fn validate_batch(rows: &Rows, tasks: &[i64], labels: Option<&[f64]>, n_tasks: usize, n_features: usize) -> Result<()> {
+    rows.validate()?;
+    if rows.n_cols() != n_features {
+        return Err(Error::FeatureMismatch { expected: n_features, got: rows.n_cols() });
+    }
+    if tasks.len() != rows.len() {
+        return Err(Error::LengthMismatch { rows: rows.len(), what: "tasks", len: tasks.len() });
+    }
+    if let Some((row, &task)) = tasks.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= n_tasks) {
+        return Err(Error::UnknownTask { row, task, n_tasks });
+    }
+    if let Some(y) = labels {
+        if y.len() != rows.len() {
+            return Err(Error::LengthMismatch { rows: rows.len(), what: "y", len: y.len() });
+        }
+        if let Some((row, &value)) = y.iter().enumerate().find(|(_, &v)| v != 1.0 && v != -1.0) {
+            return Err(Error::InvalidLabel { row, value });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_and_sparse_dots_agree() {
+        let a = [0.0, 1.5, 0.0, -2.0, 3.0];
+        let b = [1.0, 2.0, 0.5, 0.0, -1.0];
+        let sa = Row::Sparse { indices: &[1, 3, 4], values: &[1.5, -2.0, 3.0] };
+        let sb = Row::Sparse { indices: &[0, 1, 2, 4], values: &[1.0, 2.0, 0.5, -1.0] };
+        let expect = 3.0 - 3.0;
+        assert_eq!(Row::Dense(&a).dot_row(&Row::Dense(&b)), expect);
+        assert_eq!(sa.dot_row(&Row::Dense(&b)), expect);
+        assert_eq!(sa.dot_row(&sb), expect);
+    }
+
+    #[test]
+    fn validation_rejects_bad_batches() {
+        let data = [1.0, f64::NAN];
+        let rows = Rows::Dense { data: &data, n_rows: 1, n_cols: 2 };
+        assert!(matches!(rows.validate(), Err(Error::NonFinite { .. })));
+        let rows = Rows::Csr { indptr: &[0, 2], indices: &[3, 1], data: &[1.0, 1.0], n_cols: 5 };
+        assert!(matches!(rows.validate(), Err(Error::MalformedSparse { .. })));
+        let good = [1.0, 2.0];
+        let rows = Rows::Dense { data: &good, n_rows: 1, n_cols: 2 };
+        assert!(matches!(validate_batch(&rows, &[3], None, 2, 2), Err(Error::UnknownTask { .. })));
+        assert!(matches!(validate_batch(&rows, &[0], Some(&[0.0]), 2, 2), Err(Error::InvalidLabel { .. })));
+        assert!(validate_batch(&rows, &[1], Some(&[-1.0]), 2, 2).is_ok());
+    }
+}

@@ -1,0 +1,43 @@
+//! One error type for the whole crate. Each variant carries the offending value so that the
+//! message a user sees (in Rust or, through the binding, in Python) says what was wrong.
+
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum Error {
+    #[error("invalid parameter `{name}`: {reason}")]
+    InvalidParameter { name: &'static str, reason: String },
+
+    #[error("X has {got} features but the model was fitted with {expected}")]
+    FeatureMismatch { expected: usize, got: usize },
+
+    #[error("length mismatch: X has {rows} rows but {what} has {len}")]
+    LengthMismatch { rows: usize, what: &'static str, len: usize },
+
+    #[error("task id {task} at row {row} is outside [0, {n_tasks})")]
+    UnknownTask { row: usize, task: i64, n_tasks: usize },
+
+    #[error("label {value} at row {row} is not -1 or +1")]
+    InvalidLabel { row: usize, value: f64 },
+
+    #[error("X contains a non-finite value ({value}) at row {row}")]
+    NonFinite { row: usize, value: f64 },
+
+    #[error("sparse row {row} is malformed: {reason}")]
+    MalformedSparse { row: usize, reason: String },
+
+    #[error("invalid task relation: {0}")]
+    InvalidTaskRelation(String),
+
+    #[error("numerical failure: {0}")]
+    Numerical(String),
+
+    #[error("cannot restore model state: {0}")]
+    State(String),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidParameter { name, reason: reason.into() }
+}

@@ -1,0 +1,150 @@
+//! Base (single-task) kernels K'(x, x') of ALGORITHMS.md §2.2, as an enum for static dispatch.
+//!
+//! Every kernel value is a function of `<x, x'>` and the two squared norms, so callers compute
+//! the dot product once (their hot loop) and finish with [`BaseKernel::from_dot`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum KernelKind {
+    Linear,
+    /// `(gamma <x,x'> + coef0)^degree`
+    Poly { degree: u32, gamma: f64, coef0: f64 },
+    /// `exp(-gamma ||x - x'||^2)`
+    Rbf { gamma: f64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BaseKernel {
+    pub kind: KernelKind,
+    /// Cosine normalisation `K(x,x') / sqrt(K(x,x) K(x',x'))` (a no-op for rbf).
+    pub normalize: bool,
+}
+
+impl BaseKernel {
+    pub fn linear() -> Self {
+        Self { kind: KernelKind::Linear, normalize: false }
+    }
+
+    pub fn poly(degree: u32, gamma: f64, coef0: f64) -> Result<Self> {
+        Self::new(KernelKind::Poly { degree, gamma, coef0 }, false)
+    }
+
+    pub fn rbf(gamma: f64) -> Result<Self> {
+        Self::new(KernelKind::Rbf { gamma }, false)
+    }
+
+    pub fn new(kind: KernelKind, normalize: bool) -> Result<Self> {
+        match kind {
+            KernelKind::Linear => {}
+            KernelKind::Poly { degree, gamma, coef0 } => {
+                if degree < 1 {
+                    return Err(invalid("degree", format!("must be >= 1, got {degree}")));
+                }
+                if !(gamma > 0.0 && gamma.is_finite()) {
+                    return Err(invalid("gamma", format!("must be a positive finite number, got {gamma}")));
+                }
+                // c0 < 0 can make the polynomial kernel indefinite (§2.2).
+                if !(coef0 >= 0.0 && coef0.is_finite()) {
+                    return Err(invalid("coef0", format!("must be >= 0 to keep the kernel PSD, got {coef0}")));
+                }
+            }
+            KernelKind::Rbf { gamma } => {
+                if !(gamma > 0.0 && gamma.is_finite()) {
+                    return Err(invalid("gamma", format!("must be a positive finite number, got {gamma}")));
+                }
+            }
+        }
+        Ok(Self { kind, normalize })
+    }
+
+    /// Whether the normalised form differs from the raw one.
+    #[inline]
+    pub fn normalizes(&self) -> bool {
+        self.normalize && !matches!(self.kind, KernelKind::Rbf { .. })
+    }
+
+    /// The raw kernel value from `<x,x'>` and the squared norms.
+    #[inline]
+    pub fn raw_from_dot(&self, dot: f64, sq_a: f64, sq_b: f64) -> f64 {
+        match self.kind {
+            KernelKind::Linear => dot,
+            KernelKind::Poly { degree, gamma, coef0 } => (gamma * dot + coef0).powi(degree as i32),
+            KernelKind::Rbf { gamma } => (-gamma * (sq_a + sq_b - 2.0 * dot).max(0.0)).exp(),
+        }
+    }
+
+    /// `K'(x, x)` from the squared norm: what normalisation divides by.
+    #[inline]
+    pub fn raw_self(&self, sq: f64) -> f64 {
+        self.raw_from_dot(sq, sq, sq)
+    }
+
+    /// The kernel value from `<x,x'>`, the squared norms and the raw self-kernels
+    /// (the last two are only read when normalising).
+    #[inline]
+    pub fn from_dot(&self, dot: f64, sq_a: f64, sq_b: f64, self_a: f64, self_b: f64) -> f64 {
+        let raw = self.raw_from_dot(dot, sq_a, sq_b);
+        if self.normalizes() {
+            let denom = self_a * self_b;
+            if denom > 0.0 {
+                raw / denom.sqrt()
+            } else {
+                0.0
+            }
+        } else {
+            raw
+        }
+    }
+
+    /// `K'(x, x)` after normalisation (1, or 0 for a zero-norm instance).
+    #[inline]
+    pub fn self_value(&self, sq: f64) -> f64 {
+        let raw = self.raw_self(sq);
+        if self.normalizes() {
+            if raw > 0.0 {
+                1.0
+            } else {
+                0.0
+            }
+        } else {
+            raw
+        }
+    }
+
+    /// `K'(a, b)` for two rows in any representation (not the hot path).
+    pub fn eval(&self, a: &Row, b: &Row) -> f64 {
+        let (sa, sb) = (a.sq_norm(), b.sq_norm());
+        self.from_dot(a.dot_row(b), sa, sb, self.raw_self(sa), self.raw_self(sb))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_forms() {
+        let a = [1.0, 2.0];
+        let b = [0.5, -1.0];
+        let (ra, rb) = (Row::Dense(&a), Row::Dense(&b));
+        assert_eq!(BaseKernel::linear().eval(&ra, &rb), -1.5);
+        let p = BaseKernel::poly(2, 0.5, 1.0).unwrap();
+        assert!((p.eval(&ra, &rb) - 0.0625).abs() < 1e-15);
+        let r = BaseKernel::rbf(0.1).unwrap();
+        assert!((r.eval(&ra, &rb) - (-0.1f64 * 9.25).exp()).abs() < 1e-15);
+        let n = BaseKernel::new(KernelKind::Poly { degree: 3, gamma: 1.0, coef0: 1.0 }, true).unwrap();
+        assert!((n.eval(&ra, &ra) - 1.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(BaseKernel::poly(0, 1.0, 1.0).is_err());
+        assert!(BaseKernel::poly(2, 1.0, -1.0).is_err());
+        assert!(BaseKernel::rbf(0.0).is_err());
+        assert!(BaseKernel::rbf(f64::NAN).is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! Kernels: the base kernel K', the task kernel T, and their product, the multitask kernel
+//! K([x,i],[x',j]) = T_ij K'(x,x') (ALGORITHMS.md §2.4), plus the storage kernel models keep.
+
+mod base;
+mod store;
+mod task;
+
+pub use base::{BaseKernel, KernelKind};
+pub use store::{Query, RowStore, Scratch};
+pub use task::TaskKernel;
+
+use crate::data::Row;
+
+/// The multitask kernel `K([x,i],[x',j]) = T_ij K'(x,x')`.
+pub fn multitask_kernel(base: &BaseKernel, tasks: &TaskKernel, x: &Row, i: usize, x2: &Row, j: usize) -> f64 {
+    let t = tasks.get(i, j);
+    if t == 0.0 {
+        return 0.0;
+    }
+    t * base.eval(x, x2)
+}

@@ -1,0 +1,228 @@
+//! Storage of the instances a kernel model keeps (its active set), with the cached squared
+//! norms and self-kernels that turn a prediction into one pass of dot products.
+//!
+//! Rows live in compact slots `0..len`; removal is swap-remove, so the slots stay contiguous and
+//! the dense case is a plain row-major matrix the dot-product loop streams through. The logical
+//! (insertion) order of an active set is kept by its owner, not here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{dot_dense, gather_dot, Row};
+use crate::kernel::BaseKernel;
+
+/// Per-call scratch space: a dense buffer into which a sparse query is scattered once, so that
+/// every sparse stored row is dotted with it by a gather instead of a merge-join.
+#[derive(Debug, Default, Clone)]
+pub struct Scratch {
+    dense: Vec<f64>,
+}
+
+/// A query instance with the quantities every kernel evaluation against it needs.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a> {
+    pub row: Row<'a>,
+    pub sq_norm: f64,
+    /// Raw `K'(x, x)`, read only by normalised kernels.
+    pub self_raw: f64,
+}
+
+impl<'a> Query<'a> {
+    pub fn new(row: Row<'a>, kernel: &BaseKernel) -> Self {
+        let sq_norm = row.sq_norm();
+        Self { row, sq_norm, self_raw: kernel.raw_self(sq_norm) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Storage {
+    /// Row-major `len x n_features`.
+    Dense(Vec<f64>),
+    /// One sorted sparse vector per slot.
+    Sparse(Vec<(Vec<u32>, Vec<f64>)>),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RowStore {
+    n_features: usize,
+    storage: Storage,
+    sq_norms: Vec<f64>,
+    self_raw: Vec<f64>,
+}
+
+impl RowStore {
+    /// An empty store; `sparse` chooses the representation (rows of the other kind are converted).
+    pub fn new(n_features: usize, sparse: bool) -> Self {
+        let storage = if sparse { Storage::Sparse(Vec::new()) } else { Storage::Dense(Vec::new()) };
+        Self { n_features, storage, sq_norms: Vec::new(), self_raw: Vec::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.sq_norms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sq_norms.is_empty()
+    }
+
+    pub fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    pub fn sq_norm(&self, slot: usize) -> f64 {
+        self.sq_norms[slot]
+    }
+
+    /// Appends a row at slot `len()` and returns that slot.
+    pub fn push(&mut self, row: Row, kernel: &BaseKernel) -> usize {
+        let d = self.n_features;
+        match &mut self.storage {
+            Storage::Dense(data) => {
+                let start = data.len();
+                data.resize(start + d, 0.0);
+                row.for_each(|j, v| data[start + j] = v);
+            }
+            Storage::Sparse(rows) => {
+                let mut idx = Vec::with_capacity(row.nnz());
+                let mut val = Vec::with_capacity(row.nnz());
+                row.for_each(|j, v| {
+                    if v != 0.0 {
+                        idx.push(j as u32);
+                        val.push(v);
+                    }
+                });
+                rows.push((idx, val));
+            }
+        }
+        let sq = row.sq_norm();
+        self.sq_norms.push(sq);
+        self.self_raw.push(kernel.raw_self(sq));
+        self.len() - 1
+    }
+
+    /// Removes `slot` by moving the last slot into it; returns the slot that moved (if any).
+    pub fn swap_remove(&mut self, slot: usize) -> Option<usize> {
+        let last = self.len() - 1;
+        let d = self.n_features;
+        match &mut self.storage {
+            Storage::Dense(data) => {
+                if slot != last {
+                    data.copy_within(last * d..(last + 1) * d, slot * d);
+                }
+                data.truncate(last * d);
+            }
+            Storage::Sparse(rows) => {
+                rows.swap_remove(slot);
+            }
+        }
+        self.sq_norms.swap_remove(slot);
+        self.self_raw.swap_remove(slot);
+        (slot != last).then_some(last)
+    }
+
+    /// The stored row at `slot`.
+    pub fn row(&self, slot: usize) -> Row<'_> {
+        let d = self.n_features;
+        match &self.storage {
+            Storage::Dense(data) => Row::Dense(&data[slot * d..(slot + 1) * d]),
+            Storage::Sparse(rows) => Row::Sparse { indices: &rows[slot].0, values: &rows[slot].1 },
+        }
+    }
+
+    /// Calls `f(slot, K'(x_slot, q))` for every slot with `keep(slot)`.
+    ///
+    /// This is the hot loop of every kernel learner: one dot product per kept slot (a contiguous
+    /// dense dot, a gather, or a gather from the scattered query), then the kernel's scalar map.
+    pub fn for_each_kernel(
+        &self,
+        kernel: &BaseKernel,
+        q: &Query,
+        scratch: &mut Scratch,
+        mut keep: impl FnMut(usize) -> bool,
+        mut f: impl FnMut(usize, f64),
+    ) {
+        let d = self.n_features;
+        let mut emit = |slot: usize, dot: f64| {
+            let kv = kernel.from_dot(dot, self.sq_norms[slot], q.sq_norm, self.self_raw[slot], q.self_raw);
+            f(slot, kv);
+        };
+        match (&self.storage, q.row) {
+            (Storage::Dense(data), Row::Dense(x)) => {
+                for (slot, stored) in data.chunks_exact(d.max(1)).enumerate().take(self.len()) {
+                    if keep(slot) {
+                        emit(slot, dot_dense(stored, x));
+                    }
+                }
+            }
+            (Storage::Dense(data), Row::Sparse { indices, values }) => {
+                for (slot, stored) in data.chunks_exact(d.max(1)).enumerate().take(self.len()) {
+                    if keep(slot) {
+                        emit(slot, gather_dot(indices, values, stored));
+                    }
+                }
+            }
+            (Storage::Sparse(rows), Row::Dense(x)) => {
+                for (slot, (idx, val)) in rows.iter().enumerate() {
+                    if keep(slot) {
+                        emit(slot, gather_dot(idx, val, x));
+                    }
+                }
+            }
+            (Storage::Sparse(rows), Row::Sparse { indices, values }) => {
+                let buf = &mut scratch.dense;
+                if buf.len() < d {
+                    buf.resize(d, 0.0);
+                }
+                indices.iter().zip(values).for_each(|(&j, &v)| buf[j as usize] = v);
+                for (slot, (idx, val)) in rows.iter().enumerate() {
+                    if keep(slot) {
+                        emit(slot, gather_dot(idx, val, buf));
+                    }
+                }
+                // Clear only what was written: O(nnz), not O(d).
+                indices.iter().for_each(|&j| buf[j as usize] = 0.0);
+            }
+        }
+    }
+
+    /// `K'(x_a, x_b)` between two stored rows.
+    pub fn kernel_between(&self, kernel: &BaseKernel, a: usize, b: usize) -> f64 {
+        let dot = self.row(a).dot_row(&self.row(b));
+        kernel.from_dot(dot, self.sq_norms[a], self.sq_norms[b], self.self_raw[a], self.self_raw[b])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::KernelKind;
+
+    #[test]
+    fn dense_and_sparse_stores_give_the_same_kernel_rows() {
+        let kernel = BaseKernel::new(KernelKind::Poly { degree: 2, gamma: 0.5, coef0: 1.0 }, true).unwrap();
+        let rows = [[0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.0, 0.0]];
+        let mut dense = RowStore::new(4, false);
+        let mut sparse = RowStore::new(4, true);
+        for r in &rows {
+            dense.push(Row::Dense(r), &kernel);
+            sparse.push(Row::Dense(r), &kernel);
+        }
+        dense.swap_remove(0);
+        sparse.swap_remove(0);
+        let q_dense = [1.0, 0.0, 2.0, 1.0];
+        let q_sparse = Row::Sparse { indices: &[0, 2, 3], values: &[1.0, 2.0, 1.0] };
+        let mut out = Vec::new();
+        let mut scratch = Scratch::default();
+        for store in [&dense, &sparse] {
+            for q in [Row::Dense(&q_dense), q_sparse] {
+                let mut vals = vec![0.0; store.len()];
+                store.for_each_kernel(&kernel, &Query::new(q, &kernel), &mut scratch, |_| true, |s, v| vals[s] = v);
+                out.push(vals);
+            }
+        }
+        for v in &out[1..] {
+            v.iter().zip(&out[0]).for_each(|(a, b)| assert!((a - b).abs() < 1e-14 * b.abs().max(1.0)));
+        }
+        let direct = kernel.eval(&Row::Dense(&rows[2]), &Row::Dense(&q_dense));
+        assert!((out[0][0] - direct).abs() < 1e-14);
+    }
+}

@@ -1,0 +1,356 @@
+//! Task relations (ALGORITHMS.md §2.3): graph -> Laplacian -> interaction matrix A = I + L ->
+//! task kernel T = A^{-1}, plus the user-supplied variants. Everything downstream reads only T.
+//!
+//! The complete and the disconnected graph keep their closed forms (T = (I + 11ᵀ)/(k+1) and
+//! T = I), so a task kernel over 100,000 tasks costs O(1) memory.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::linalg::{cholesky_inverse, sym_eigen, SymMatrix};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TaskKernel {
+    /// `T = scale * I`: no task shares anything.
+    Disconnected { k: usize, scale: f64 },
+    /// `T = (diag - off) I + off 11ᵀ`: every pair of tasks equally related.
+    Complete { k: usize, diag: f64, off: f64 },
+    /// A general symmetric PSD `T` (row-major) and the connected component of each task.
+    Dense { k: usize, t: Vec<f64>, components: Vec<u32> },
+}
+
+fn check_k(k: usize) -> Result<()> {
+    if k == 0 {
+        return Err(Error::InvalidTaskRelation("the number of tasks must be >= 1".into()));
+    }
+    Ok(())
+}
+
+impl TaskKernel {
+    /// T = I.
+    pub fn disconnected(k: usize) -> Result<Self> {
+        check_k(k)?;
+        Ok(Self::Disconnected { k, scale: 1.0 })
+    }
+
+    /// T = (I + L_C)^{-1} = (I + 11ᵀ)/(k+1) for the complete graph.
+    pub fn complete(k: usize) -> Result<Self> {
+        check_k(k)?;
+        let kp1 = (k + 1) as f64;
+        Ok(Self::Complete { k, diag: 2.0 / kp1, off: 1.0 / kp1 })
+    }
+
+    /// T = (I + L_G)^{-1} for an undirected graph given by weighted edges `(i, j, w)`, w >= 0.
+    pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
+        let lap = laplacian(k, edges)?;
+        let mut a = lap;
+        (0..k).for_each(|i| a.data[i * k + i] += 1.0);
+        let components = components_from_edges(k, edges);
+        let t = cholesky_inverse(&a).ok_or_else(|| Error::Numerical("I + L is not positive definite".into()))?;
+        Ok(Self::dense_with_components(t, components))
+    }
+
+    /// T = L_G^+, the Moore-Penrose pseudo-inverse of the Laplacian (not recommended, §2.3:
+    /// it forces the scores of each component to sum to zero, and isolated tasks score 0).
+    pub fn laplacian_pinv(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
+        let lap = laplacian(k, edges)?;
+        let (values, vectors) = sym_eigen(&lap);
+        let lmax = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let mut t = vec![0.0; k * k];
+        for (r, &lambda) in values.iter().enumerate() {
+            // Eigenvalues below 1e-12 λmax count as zero (§2.3).
+            if lambda > 1e-12 * lmax && lambda > 0.0 {
+                for i in 0..k {
+                    let vi = vectors.get(i, r) / lambda;
+                    for j in 0..k {
+                        t[i * k + j] += vi * vectors.get(j, r);
+                    }
+                }
+            }
+        }
+        Ok(Self::dense_with_components(SymMatrix { n: k, data: t }, components_from_edges(k, edges)))
+    }
+
+    /// T = A^{-1} for a user-given symmetric positive definite interaction matrix A.
+    pub fn from_interaction(a: SymMatrix) -> Result<Self> {
+        check_k(a.n)?;
+        check_symmetric(&a, "interaction matrix")?;
+        let components = components_from_pattern(&a);
+        let t = cholesky_inverse(&a)
+            .ok_or_else(|| Error::InvalidTaskRelation("the interaction matrix is not positive definite (Cholesky failed)".into()))?;
+        Ok(Self::dense_with_components(t, components))
+    }
+
+    /// T = (I + M)^{-1} for a user-given symmetric PSD M.
+    pub fn from_psd_plus_identity(m: SymMatrix) -> Result<Self> {
+        check_k(m.n)?;
+        check_symmetric(&m, "matrix M")?;
+        check_psd(&m, "matrix M")?;
+        let mut a = m;
+        let n = a.n;
+        (0..n).for_each(|i| a.data[i * n + i] += 1.0);
+        Self::from_interaction(a)
+    }
+
+    /// A user-given symmetric PSD task kernel T.
+    pub fn from_task_kernel(t: SymMatrix) -> Result<Self> {
+        check_k(t.n)?;
+        check_symmetric(&t, "task kernel")?;
+        check_psd(&t, "task kernel")?;
+        let components = components_from_pattern(&t);
+        let mut t = t;
+        crate::linalg::dense_symmetrize(&mut t);
+        Ok(Self::dense_with_components(t, components))
+    }
+
+    fn dense_with_components(t: SymMatrix, components: Vec<u32>) -> Self {
+        let k = t.n;
+        let mut data = t.data;
+        // Exact zeros across components: predictions skip other components entirely.
+        for i in 0..k {
+            for j in 0..k {
+                if components[i] != components[j] {
+                    data[i * k + j] = 0.0;
+                }
+            }
+        }
+        Self::Dense { k, t: data, components }
+    }
+
+    pub fn n_tasks(&self) -> usize {
+        match *self {
+            Self::Disconnected { k, .. } | Self::Complete { k, .. } | Self::Dense { k, .. } => k,
+        }
+    }
+
+    /// `T[i, j]`.
+    #[inline]
+    pub fn get(&self, i: usize, j: usize) -> f64 {
+        match self {
+            Self::Disconnected { scale, .. } => {
+                if i == j {
+                    *scale
+                } else {
+                    0.0
+                }
+            }
+            Self::Complete { diag, off, .. } => {
+                if i == j {
+                    *diag
+                } else {
+                    *off
+                }
+            }
+            Self::Dense { k, t, .. } => t[i * k + j],
+        }
+    }
+
+    /// The connected component of task `i` (tasks in different components never interact).
+    #[inline]
+    pub fn component(&self, i: usize) -> usize {
+        match self {
+            Self::Disconnected { .. } => i,
+            Self::Complete { .. } => 0,
+            Self::Dense { components, .. } => components[i] as usize,
+        }
+    }
+
+    pub fn n_components(&self) -> usize {
+        match self {
+            Self::Disconnected { k, .. } => *k,
+            Self::Complete { .. } => 1,
+            Self::Dense { components, .. } => components.iter().map(|&c| c as usize + 1).max().unwrap_or(0),
+        }
+    }
+
+    /// The tasks of every component, in ascending task order.
+    pub fn component_members(&self) -> Vec<Vec<usize>> {
+        let mut members = vec![Vec::new(); self.n_components()];
+        (0..self.n_tasks()).for_each(|i| members[self.component(i)].push(i));
+        members
+    }
+
+    pub fn max_diag(&self) -> f64 {
+        match self {
+            Self::Disconnected { scale, .. } => *scale,
+            Self::Complete { diag, .. } => *diag,
+            Self::Dense { k, t, .. } => (0..*k).map(|i| t[i * k + i]).fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
+
+    /// c_G = R sqrt(max_i T_ii) (§2.5).
+    pub fn c_g(&self, radius: f64) -> f64 {
+        radius * self.max_diag().max(0.0).sqrt()
+    }
+
+    /// The task kernel multiplied by `c > 0` (same structure).
+    pub fn scaled(&self, c: f64) -> Result<Self> {
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(Error::InvalidTaskRelation(format!("scale must be positive and finite, got {c}")));
+        }
+        Ok(match self.clone() {
+            Self::Disconnected { k, scale } => Self::Disconnected { k, scale: scale * c },
+            Self::Complete { k, diag, off } => Self::Complete { k, diag: diag * c, off: off * c },
+            Self::Dense { k, t, components } => Self::Dense { k, t: t.into_iter().map(|v| v * c).collect(), components },
+        })
+    }
+
+    /// The full k x k matrix (row-major). Only call this when k is small enough.
+    pub fn to_dense(&self) -> SymMatrix {
+        let k = self.n_tasks();
+        let mut data = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..k {
+                data[i * k + j] = self.get(i, j);
+            }
+        }
+        SymMatrix { n: k, data }
+    }
+}
+
+fn laplacian(k: usize, edges: &[(usize, usize, f64)]) -> Result<SymMatrix> {
+    check_k(k)?;
+    let mut lap = vec![0.0; k * k];
+    for &(i, j, w) in edges {
+        if i >= k || j >= k {
+            return Err(Error::InvalidTaskRelation(format!("edge ({i}, {j}) names a task outside [0, {k})")));
+        }
+        if i == j {
+            return Err(Error::InvalidTaskRelation(format!("self loop on task {i}")));
+        }
+        if !(w >= 0.0 && w.is_finite()) {
+            return Err(Error::InvalidTaskRelation(format!("edge ({i}, {j}) has weight {w}; weights must be finite and >= 0")));
+        }
+        lap[i * k + j] -= w;
+        lap[j * k + i] -= w;
+        lap[i * k + i] += w;
+        lap[j * k + j] += w;
+    }
+    Ok(SymMatrix { n: k, data: lap })
+}
+
+fn union_find_components(k: usize, mut linked: impl FnMut(&mut dyn FnMut(usize, usize))) -> Vec<u32> {
+    let mut parent: Vec<usize> = (0..k).collect();
+    fn find(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    linked(&mut |a, b| {
+        let (ra, rb) = (find(&mut parent, a), find(&mut parent, b));
+        if ra != rb {
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    });
+    // Number components by their smallest task, in task order.
+    let mut label = vec![u32::MAX; k];
+    let mut next = 0;
+    let mut out = vec![0u32; k];
+    for i in 0..k {
+        let r = find(&mut parent, i);
+        if label[r] == u32::MAX {
+            label[r] = next;
+            next += 1;
+        }
+        out[i] = label[r];
+    }
+    out
+}
+
+fn components_from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Vec<u32> {
+    union_find_components(k, |link| edges.iter().filter(|e| e.2 > 0.0).for_each(|&(i, j, _)| link(i, j)))
+}
+
+fn components_from_pattern(m: &SymMatrix) -> Vec<u32> {
+    let n = m.n;
+    union_find_components(n, |link| {
+        for i in 0..n {
+            for j in 0..i {
+                if m.get(i, j) != 0.0 || m.get(j, i) != 0.0 {
+                    link(i, j);
+                }
+            }
+        }
+    })
+}
+
+fn check_symmetric(m: &SymMatrix, what: &str) -> Result<()> {
+    if m.data.iter().any(|v| !v.is_finite()) {
+        return Err(Error::InvalidTaskRelation(format!("the {what} has non-finite entries")));
+    }
+    let asym = m.asymmetry();
+    if asym > 1e-10 * m.max_abs().max(1e-300) {
+        return Err(Error::InvalidTaskRelation(format!("the {what} is not symmetric (largest |M_ij - M_ji| = {asym:e})")));
+    }
+    Ok(())
+}
+
+fn check_psd(m: &SymMatrix, what: &str) -> Result<()> {
+    let (values, _) = sym_eigen(m);
+    let lmin = values.first().copied().unwrap_or(0.0);
+    let norm = values.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+    if lmin < -1e-10 * norm {
+        return Err(Error::InvalidTaskRelation(format!("the {what} is not positive semidefinite (smallest eigenvalue {lmin:e})")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn closed_forms_match_the_general_construction() {
+        let k = 5;
+        let all: Vec<_> = (0..k).flat_map(|i| (i + 1..k).map(move |j| (i, j, 1.0))).collect();
+        let general = TaskKernel::from_edges(k, &all).unwrap();
+        let closed = TaskKernel::complete(k).unwrap();
+        for i in 0..k {
+            for j in 0..k {
+                assert!((general.get(i, j) - closed.get(i, j)).abs() < 1e-14);
+            }
+        }
+        let none = TaskKernel::from_edges(k, &[]).unwrap();
+        let d = TaskKernel::disconnected(k).unwrap();
+        for i in 0..k {
+            for j in 0..k {
+                assert!((none.get(i, j) - d.get(i, j)).abs() < 1e-15);
+            }
+        }
+        assert!((closed.c_g(1.0) - (2.0 / 6.0f64).sqrt()).abs() < 1e-15);
+        assert_eq!(d.c_g(1.0), 1.0);
+    }
+
+    #[test]
+    fn rows_sum_to_one_and_components_separate() {
+        let edges = [(0, 1, 1.0), (1, 2, 2.5), (3, 4, 0.5)];
+        let t = TaskKernel::from_edges(6, &edges).unwrap();
+        for i in 0..6 {
+            let s: f64 = (0..6).map(|j| t.get(i, j)).sum();
+            assert!((s - 1.0).abs() < 1e-13);
+            for j in 0..6 {
+                assert!(t.get(i, j) >= 0.0);
+                if i != j {
+                    assert!(t.get(i, i) > t.get(i, j));
+                }
+            }
+        }
+        assert_eq!(t.get(0, 3), 0.0);
+        assert_eq!(t.get(5, 5), 1.0);
+        assert_eq!(t.n_components(), 3);
+        assert_eq!(t.component(2), t.component(0));
+    }
+
+    #[test]
+    fn rejects_bad_relations() {
+        assert!(TaskKernel::from_edges(3, &[(0, 0, 1.0)]).is_err());
+        assert!(TaskKernel::from_edges(3, &[(0, 5, 1.0)]).is_err());
+        assert!(TaskKernel::from_edges(3, &[(0, 1, -1.0)]).is_err());
+        assert!(TaskKernel::from_interaction(SymMatrix::new(2, vec![1.0, 2.0, 2.0, 1.0]).unwrap()).is_err());
+        assert!(TaskKernel::from_task_kernel(SymMatrix::new(2, vec![1.0, 0.5, 0.4, 1.0]).unwrap()).is_err());
+        assert!(TaskKernel::from_task_kernel(SymMatrix::new(2, vec![1.0, 2.0, 2.0, 1.0]).unwrap()).is_err());
+        assert!(TaskKernel::complete(0).is_err());
+    }
+}

@@ -1,0 +1,133 @@
+//! The active (support) set of a kernel learner: stored instances with their task, original
+//! label, insertion time and coefficient, in insertion order (ALGORITHMS.md §4 common rules).
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActiveSet {
+    rows: RowStore,
+    /// Per slot: task id, original label (±1), insertion time, coefficient β.
+    tasks: Vec<u32>,
+    labels: Vec<f64>,
+    times: Vec<u64>,
+    beta: Vec<f64>,
+    /// Slots in insertion order: position p of the active set lives in slot `order[p]`.
+    order: Vec<u32>,
+}
+
+impl ActiveSet {
+    pub fn new(n_features: usize, sparse: bool) -> Self {
+        Self {
+            rows: RowStore::new(n_features, sparse),
+            tasks: Vec::new(),
+            labels: Vec::new(),
+            times: Vec::new(),
+            beta: Vec::new(),
+            order: Vec::new(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    pub fn rows(&self) -> &RowStore {
+        &self.rows
+    }
+
+    /// Appends an element at the end of the insertion order; returns its slot.
+    pub fn push(&mut self, row: Row, task: usize, label: f64, time: u64, beta: f64, kernel: &BaseKernel) -> usize {
+        let slot = self.rows.push(row, kernel);
+        self.tasks.push(task as u32);
+        self.labels.push(label);
+        self.times.push(time);
+        self.beta.push(beta);
+        self.order.push(slot as u32);
+        slot
+    }
+
+    /// The slot of the element at insertion-order position `position`.
+    pub fn slot_at(&self, position: usize) -> usize {
+        self.order[position] as usize
+    }
+
+    /// Slots in insertion order.
+    pub fn slots_in_order(&self) -> impl Iterator<Item = usize> + '_ {
+        self.order.iter().map(|&s| s as usize)
+    }
+
+    /// Removes the element at insertion-order `position`; later elements move up by one.
+    pub fn remove_at(&mut self, position: usize) {
+        let slot = self.order.remove(position) as usize;
+        if let Some(moved) = self.rows.swap_remove(slot) {
+            // The last slot now lives in `slot`: repoint its order entry.
+            if let Some(p) = self.order.iter().position(|&s| s as usize == moved) {
+                self.order[p] = slot as u32;
+            }
+        }
+        self.tasks.swap_remove(slot);
+        self.labels.swap_remove(slot);
+        self.times.swap_remove(slot);
+        self.beta.swap_remove(slot);
+    }
+
+    pub fn task(&self, slot: usize) -> usize {
+        self.tasks[slot] as usize
+    }
+
+    pub fn label(&self, slot: usize) -> f64 {
+        self.labels[slot]
+    }
+
+    pub fn time(&self, slot: usize) -> u64 {
+        self.times[slot]
+    }
+
+    pub fn beta(&self, slot: usize) -> f64 {
+        self.beta[slot]
+    }
+
+    pub fn beta_mut(&mut self) -> &mut [f64] {
+        &mut self.beta
+    }
+
+    /// `sum_j beta_j T[i_j, task] K'(x_j, x)` over the elements in `task`'s component.
+    pub fn score(&self, kernel: &BaseKernel, tasks: &TaskKernel, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
+        let component = tasks.component(task);
+        let mut f = 0.0;
+        self.rows.for_each_kernel(
+            kernel,
+            q,
+            scratch,
+            |slot| tasks.component(self.tasks[slot] as usize) == component,
+            |slot, kv| f += self.beta[slot] * tasks.get(self.tasks[slot] as usize, task) * kv,
+        );
+        f
+    }
+
+    /// The multitask kernel values `T[i_j, task] K'(x_j, x)` for every slot (0 across components).
+    pub fn multitask_kernel_row(&self, kernel: &BaseKernel, tasks: &TaskKernel, q: &Query, task: usize, scratch: &mut Scratch) -> Vec<f64> {
+        let component = tasks.component(task);
+        let mut out = vec![0.0; self.len()];
+        self.rows.for_each_kernel(
+            kernel,
+            q,
+            scratch,
+            |slot| tasks.component(self.tasks[slot] as usize) == component,
+            |slot, kv| out[slot] = tasks.get(self.tasks[slot] as usize, task) * kv,
+        );
+        out
+    }
+
+    /// Multiplies every coefficient by `factor`.
+    pub fn scale_betas(&mut self, factor: f64) {
+        self.beta.iter_mut().for_each(|b| *b *= factor);
+    }
+}

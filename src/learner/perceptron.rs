@@ -1,0 +1,166 @@
+//! Unbounded kernel Perceptrons (ALGORITHMS.md §3).
+//!
+//! The multitask kernel Perceptron (Cavallanti, Cesa-Bianchi & Gentile, JMLR 2010; kernel of
+//! Evgeniou, Micchelli & Pontil, JMLR 2005) scores `f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x)`
+//! and, on an update-mistake `y f <= 0`, appends `([x, i], y)`. The Perceptron battery (k
+//! independent kernel Perceptrons) is the same learner with T = I (INV-P2).
+//! With the linear kernel the model is kept in primal form (§3.3): O(nnz) per example.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{Error, Result};
+use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Model {
+    Primal(LinearWeights),
+    Dual(ActiveSet),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MTPerceptron {
+    kernel: BaseKernel,
+    tasks: TaskKernel,
+    n_features: usize,
+    model: Model,
+    n_updates: u64,
+    n_seen: u64,
+}
+
+impl MTPerceptron {
+    /// A multitask Perceptron; the linear kernel runs in primal form.
+    pub fn new(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
+        let primal = matches!(kernel.kind, KernelKind::Linear);
+        Self::build(tasks, kernel, n_features, sparse, primal)
+    }
+
+    /// The same learner always kept as an active set (the oracle for the primal form).
+    pub fn new_dual(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
+        Self::build(tasks, kernel, n_features, sparse, false)
+    }
+
+    /// The Perceptron battery: k independent kernel Perceptrons (T = I).
+    pub fn battery(n_tasks: usize, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
+        Self::new(TaskKernel::disconnected(n_tasks)?, kernel, n_features, sparse)
+    }
+
+    fn build(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
+        if n_features == 0 {
+            return Err(Error::InvalidParameter { name: "n_features", reason: "must be >= 1".into() });
+        }
+        let model = if primal {
+            Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks))
+        } else {
+            Model::Dual(ActiveSet::new(n_features, sparse))
+        };
+        Ok(Self { kernel, tasks, n_features, model, n_updates: 0, n_seen: 0 })
+    }
+
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
+    }
+
+    pub fn is_primal(&self) -> bool {
+        matches!(self.model, Model::Primal(_))
+    }
+}
+
+impl OnlineLearner for MTPerceptron {
+    fn n_tasks(&self) -> usize {
+        self.tasks.n_tasks()
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
+        match &self.model {
+            Model::Primal(w) => w.score(&self.tasks, x, task),
+            Model::Dual(set) => set.score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch),
+        }
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        self.n_seen += 1;
+        if !is_update_mistake(y, score) {
+            return;
+        }
+        self.n_updates += 1;
+        match &mut self.model {
+            Model::Primal(w) => w.add(&self.tasks, x, task, y),
+            Model::Dual(set) => {
+                set.push(x, task, y, self.n_seen, y, &self.kernel);
+            }
+        }
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    fn n_active(&self) -> usize {
+        match &self.model {
+            Model::Primal(_) => self.n_updates as usize,
+            Model::Dual(set) => set.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::learn;
+    use crate::rng::SplitMix64;
+
+    fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y: Vec<f64> = (0..n).map(|t| if x[t * d] + 0.3 * x[t * d + 1] > 0.0 { 1.0 } else { -1.0 }).collect();
+        (x, tasks, y)
+    }
+
+    #[test]
+    fn primal_equals_dual_for_the_linear_kernel() {
+        let (n, d, k) = (600, 6, 4);
+        let (x, tasks, y) = random_stream(n, d, k, 7);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        for tk in [
+            TaskKernel::complete(k).unwrap(),
+            TaskKernel::disconnected(k).unwrap(),
+            TaskKernel::from_edges(k, &[(0, 1, 1.0), (1, 2, 0.5)]).unwrap(),
+        ] {
+            let mut primal = MTPerceptron::new(tk.clone(), BaseKernel::linear(), d, false).unwrap();
+            let mut dual = MTPerceptron::new_dual(tk, BaseKernel::linear(), d, false).unwrap();
+            assert!(primal.is_primal() && !dual.is_primal());
+            let a = learn(&mut primal, &rows, &tasks, &y).unwrap();
+            let b = learn(&mut dual, &rows, &tasks, &y).unwrap();
+            for (p, q) in a.iter().zip(&b) {
+                assert!((p - q).abs() <= 1e-9 * q.abs().max(1.0));
+            }
+            assert_eq!(primal.n_active(), dual.n_active());
+        }
+    }
+
+    #[test]
+    fn battery_is_the_disconnected_multitask_perceptron() {
+        let (n, d, k) = (400, 5, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 11);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let kernel = BaseKernel::rbf(0.5).unwrap();
+        let mut battery = MTPerceptron::battery(k, kernel, d, false).unwrap();
+        let mut single: Vec<MTPerceptron> = (0..k).map(|_| MTPerceptron::battery(1, kernel, d, false).unwrap()).collect();
+        let a = learn(&mut battery, &rows, &tasks, &y).unwrap();
+        let mut scratch = Scratch::default();
+        for t in 0..n {
+            let i = tasks[t] as usize;
+            let f = single[i].learn_one(rows.row(t), 0, y[t], &mut scratch);
+            assert!((f - a[t]).abs() < 1e-12);
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! Python classes for the base kernel and the task kernel.
+
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+use super::convert::{guarded, RowsArg};
+use crate::kernel::{BaseKernel, KernelKind, TaskKernel};
+use crate::linalg::SymMatrix;
+
+#[pyclass(module = "omtl._native", frozen)]
+#[derive(Clone)]
+pub struct NativeKernel {
+    pub inner: BaseKernel,
+}
+
+#[pymethods]
+impl NativeKernel {
+    #[new]
+    #[pyo3(signature = (name, *, gamma, degree, coef0, normalize))]
+    fn new(name: &str, gamma: f64, degree: u32, coef0: f64, normalize: bool) -> PyResult<Self> {
+        let kind = match name {
+            "linear" => KernelKind::Linear,
+            "poly" => KernelKind::Poly { degree, gamma, coef0 },
+            "rbf" => KernelKind::Rbf { gamma },
+            other => {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "unknown kernel {other:?}; expected 'linear', 'poly' or 'rbf'"
+                )))
+            }
+        };
+        Ok(Self { inner: guarded(|| BaseKernel::new(kind, normalize))? })
+    }
+
+    /// The kernel matrix `K'(a_r, b_c)` between two batches.
+    fn matrix<'py>(&self, py: Python<'py>, a: RowsArg<'py>, b: RowsArg<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let (ra, rb) = (a.view()?, b.view()?);
+        let values = guarded(|| {
+            ra.validate()?;
+            rb.validate()?;
+            let mut out = Vec::with_capacity(ra.len() * rb.len());
+            for r in 0..ra.len() {
+                for c in 0..rb.len() {
+                    out.push(self.inner.eval(&ra.row(r), &rb.row(c)));
+                }
+            }
+            Ok(out)
+        })?;
+        let arr = values.into_pyarray(py).reshape([ra.len(), rb.len()])?;
+        Ok(arr)
+    }
+}
+
+#[pyclass(module = "omtl._native", frozen)]
+#[derive(Clone)]
+pub struct NativeTaskKernel {
+    pub inner: TaskKernel,
+}
+
+fn matrix_arg(m: &PyReadonlyArray2<'_, f64>) -> PyResult<SymMatrix> {
+    let shape = m.shape();
+    if shape[0] != shape[1] {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!("expected a square matrix, got {}x{}", shape[0], shape[1])));
+    }
+    let data: Vec<f64> = m.as_array().iter().copied().collect();
+    guarded(|| SymMatrix::new(shape[0], data))
+}
+
+#[pymethods]
+impl NativeTaskKernel {
+    #[staticmethod]
+    fn complete(k: usize) -> PyResult<Self> {
+        Ok(Self { inner: guarded(|| TaskKernel::complete(k))? })
+    }
+
+    #[staticmethod]
+    fn disconnected(k: usize) -> PyResult<Self> {
+        Ok(Self { inner: guarded(|| TaskKernel::disconnected(k))? })
+    }
+
+    #[staticmethod]
+    fn from_edges(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
+        Ok(Self { inner: guarded(|| TaskKernel::from_edges(k, &edges))? })
+    }
+
+    #[staticmethod]
+    fn laplacian_pinv(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
+        Ok(Self { inner: guarded(|| TaskKernel::laplacian_pinv(k, &edges))? })
+    }
+
+    #[staticmethod]
+    fn from_interaction(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
+        let m = matrix_arg(&a)?;
+        Ok(Self { inner: guarded(|| TaskKernel::from_interaction(m))? })
+    }
+
+    #[staticmethod]
+    fn from_psd_plus_identity(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
+        let m = matrix_arg(&a)?;
+        Ok(Self { inner: guarded(|| TaskKernel::from_psd_plus_identity(m))? })
+    }
+
+    #[staticmethod]
+    fn from_task_kernel(t: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
+        let m = matrix_arg(&t)?;
+        Ok(Self { inner: guarded(|| TaskKernel::from_task_kernel(m))? })
+    }
+
+    #[getter]
+    fn n_tasks(&self) -> usize {
+        self.inner.n_tasks()
+    }
+
+    fn get(&self, i: usize, j: usize) -> PyResult<f64> {
+        let k = self.inner.n_tasks();
+        if i >= k || j >= k {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!("task index out of range [0, {k})")));
+        }
+        Ok(self.inner.get(i, j))
+    }
+
+    fn c_g(&self, radius: f64) -> f64 {
+        self.inner.c_g(radius)
+    }
+
+    fn max_diag(&self) -> f64 {
+        self.inner.max_diag()
+    }
+
+    fn to_dense<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
+        let m = self.inner.to_dense();
+        Ok(m.data.into_pyarray(py).reshape([m.n, m.n])?)
+    }
+
+    fn components<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        (0..self.inner.n_tasks()).map(|i| self.inner.component(i) as i64).collect::<Vec<_>>().into_pyarray(py)
+    }
+
+    fn scaled(&self, c: f64) -> PyResult<Self> {
+        Ok(Self { inner: guarded(|| self.inner.scaled(c))? })
+    }
+}

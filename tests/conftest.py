@@ -1,0 +1,43 @@
+"""Shared fixtures: seeded streams and the location of the real data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+DATA_DIR = Path(os.environ.get("OMTL_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
+
+
+def random_stream(n=300, d=8, k=4, *, seed=0, sparse=False, density=0.4):
+    """A seeded stream of related noisy linear tasks (dense, or CSR with explicit sparsity)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1.0, 1.0, size=(n, d))
+    if sparse:
+        X[rng.random((n, d)) > density] = 0.0
+        X = sp.csr_matrix(X)
+    tasks = rng.integers(0, k, size=n)
+    w0 = rng.standard_normal(d)
+    W = w0 + 0.7 * rng.standard_normal((k, d))
+    Xd = X.toarray() if sparse else X
+    y = np.where(np.einsum("ij,ij->i", Xd, W[tasks]) + 0.1 * rng.standard_normal(n) >= 0, 1, -1)
+    return X, y, tasks
+
+
+def random_graph(k, *, seed=0, weighted=False):
+    import omtl
+
+    rng = np.random.default_rng(seed)
+    edges = [(i, j) for i in range(k) for j in range(i + 1, k) if rng.random() < 0.4]
+    weights = rng.uniform(0.2, 3.0, size=len(edges)) if weighted else None
+    return omtl.TaskGraph.from_edges(k, edges, weights)
+
+
+@pytest.fixture
+def data_dir():
+    if not DATA_DIR.is_dir():
+        pytest.skip(f"real data not found at {DATA_DIR} (set OMTL_DATA)")
+    return DATA_DIR
