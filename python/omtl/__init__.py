@@ -5,7 +5,7 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 ``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`.
 """
 
-from . import datasets
+from . import datasets, kernels
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
 from .learners import KernelPerceptron, MTPerceptron
@@ -19,4 +19,5 @@ __all__ = [
     "TaskGraph",
     "datasets",
     "evaluate",
+    "kernels",
 ]

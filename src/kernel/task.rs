@@ -247,16 +247,16 @@ fn union_find_components(k: usize, mut linked: impl FnMut(&mut dyn FnMut(usize, 
     // Number components by their smallest task, in task order.
     let mut label = vec![u32::MAX; k];
     let mut next = 0;
-    let mut out = vec![0u32; k];
-    for i in 0..k {
-        let r = find(&mut parent, i);
-        if label[r] == u32::MAX {
-            label[r] = next;
-            next += 1;
-        }
-        out[i] = label[r];
-    }
-    out
+    (0..k)
+        .map(|i| {
+            let r = find(&mut parent, i);
+            if label[r] == u32::MAX {
+                label[r] = next;
+                next += 1;
+            }
+            label[r]
+        })
+        .collect()
 }
 
 fn components_from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Vec<u32> {

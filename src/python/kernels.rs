@@ -45,8 +45,7 @@ impl NativeKernel {
             }
             Ok(out)
         })?;
-        let arr = values.into_pyarray(py).reshape([ra.len(), rb.len()])?;
-        Ok(arr)
+        values.into_pyarray(py).reshape([ra.len(), rb.len()])
     }
 }
 
@@ -128,7 +127,7 @@ impl NativeTaskKernel {
 
     fn to_dense<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
         let m = self.inner.to_dense();
-        Ok(m.data.into_pyarray(py).reshape([m.n, m.n])?)
+        m.data.into_pyarray(py).reshape([m.n, m.n])
     }
 
     fn components<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {

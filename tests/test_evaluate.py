@@ -1,0 +1,71 @@
+"""Online evaluation (INV-E1), the synthetic stream and the demo command."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics import f1_score
+
+import omtl
+from omtl.cli import main
+from omtl.evaluate import online_metrics
+
+
+def test_inv_e1_metrics_match_scikit_learn():
+    rng = np.random.default_rng(0)
+    n, k = 500, 6
+    y = rng.choice([-1, 1], n)
+    pred = np.where(rng.random(n) < 0.8, y, -y)
+    tasks = rng.integers(0, k - 1, n)  # task k-1 never appears: excluded from the macro mean
+    mistakes, err, micro, macro, counts, curve, steps = online_metrics(y, pred, tasks, k, curve_points=50)
+    assert err == pytest.approx((counts.fp.sum() + counts.fn.sum()) / n)
+    assert mistakes == int((pred != y).sum())
+    assert micro == pytest.approx(f1_score(y, pred, pos_label=1, zero_division=0))
+    per_task = [f1_score(y[tasks == i], pred[tasks == i], pos_label=1, zero_division=0) for i in range(k - 1)]
+    np.testing.assert_allclose(counts.f1[: k - 1], per_task)
+    assert macro == pytest.approx(np.mean(per_task))
+    assert counts.n[k - 1] == 0
+    assert steps[-1] == n and curve[-1] == pytest.approx(err)
+    np.testing.assert_allclose(curve, np.cumsum(pred != y)[steps - 1] / steps)
+    assert len(steps) <= 51
+
+
+def test_all_negative_task_has_f1_zero():
+    y = np.array([-1, -1, 1])
+    pred = np.array([-1, -1, 1])
+    *_, counts, _, _ = online_metrics(y, pred, np.array([0, 0, 1]), 2)
+    assert counts.f1.tolist() == [0.0, 1.0]
+
+
+def test_evaluate_runs_the_online_protocol():
+    stream = omtl.datasets.make_multitask_stream(n_samples=900, n_tasks=5, n_features=6, seed=1)
+    model = omtl.KernelPerceptron(n_tasks=5)
+    report = omtl.evaluate(model, stream, chunk_size=64)
+    again = omtl.KernelPerceptron(n_tasks=5).learn(stream.X, stream.y, tasks=stream.tasks)
+    np.testing.assert_array_equal(report.predictions, again)
+    assert report.n == 900 and report.mistakes == int((again != stream.y).sum())
+    assert report.n_active == model.n_active_ > 0
+    assert report.examples_per_second > 0 and report.seconds >= 0
+    assert 0 <= report.error_rate < 0.5
+
+
+def test_synthetic_stream_is_seeded_and_related():
+    a = omtl.datasets.make_multitask_stream(n_samples=500, seed=3)
+    b = omtl.datasets.make_multitask_stream(n_samples=500, seed=3)
+    c = omtl.datasets.make_multitask_stream(n_samples=500, seed=4)
+    np.testing.assert_array_equal(a.X, b.X)
+    np.testing.assert_array_equal(a.y, b.y)
+    assert not np.array_equal(a.X, c.X)
+    s = omtl.datasets.make_multitask_stream(n_samples=300, n_features=200, sparse=True, density=0.05)
+    assert sp.isspmatrix_csr(s.X) and s.X.nnz == 300 * 10
+    np.testing.assert_allclose(np.sqrt(s.X.multiply(s.X).sum(axis=1)).A.ravel(), 1.0)
+    assert 0.3 < (s.y > 0).mean() < 0.7
+    with pytest.raises(ValueError):
+        omtl.datasets.make_multitask_stream(relatedness=2.0)
+
+
+def test_demo_prints_a_table(capsys):
+    assert main(["demo", "--n-samples", "600"]) == 0
+    out = capsys.readouterr().out
+    assert "| learner |" in out and "KernelPerceptron (rbf)" in out and "examples/s" in out
