@@ -10,12 +10,12 @@ from ._stream import Stream
 
 def make_multitask_stream(
     n_samples: int = 6000,
-    n_tasks: int = 12,
+    n_tasks: int = 40,
     n_features: int = 20,
     *,
     relatedness: float = 0.8,
     n_outlier_tasks: int = 2,
-    label_noise: float = 0.05,
+    label_noise: float = 0.02,
     sparse: bool = False,
     density: float = 0.05,
     seed: int = 0,
