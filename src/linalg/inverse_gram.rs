@@ -21,7 +21,6 @@
 //! use the constants of §4.3; a recompute is a Cholesky factorisation of `H + εI` with
 //! escalating jitter `ε`, which is then kept (added to `H` and to every later `κ`).
 
-use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
 /// N1: relative insertion guard `ε_ins` (a candidate is inserted only if `δ² > ε_ins κ`).
@@ -356,22 +355,13 @@ impl InverseGram {
             return;
         }
         let hbar = (0..n).map(|i| self.h[i * cap + i]).sum::<f64>() / n as f64;
-        let base = DMatrix::from_fn(n, n, |i, j| self.h[i * cap + j]);
         let mut eps = 0.0;
         loop {
-            let mut m = base.clone();
-            for i in 0..n {
-                m[(i, i)] += eps;
-            }
-            if let Some(chol) = m.cholesky() {
-                let inv = chol.inverse();
+            if let Some(inv) = spd_inverse(&self.h, cap, n, eps) {
                 let saved = std::mem::take(&mut self.q);
                 self.q = saved.clone();
                 for i in 0..n {
-                    for j in 0..n {
-                        // Exact symmetry: (a + b)/2 does not depend on the order.
-                        self.q[i * cap + j] = 0.5 * (inv[(i, j)] + inv[(j, i)]);
-                    }
+                    self.q[i * cap..i * cap + n].copy_from_slice(&inv[i * n..(i + 1) * n]);
                 }
                 let diag: Vec<f64> = (0..n).map(|i| self.h[i * cap + i]).collect();
                 for i in 0..n {
@@ -380,7 +370,7 @@ impl InverseGram {
                 // A factor of a numerically singular H can pass and still give a poor inverse:
                 // accept it only if one residual column (round robin) is within τ_res.
                 let j = self.check_col % n;
-                let ok = self.column_residual(j) <= TAU_RES && (0..n).all(|i| self.q[i * cap + i] > 0.0);
+                let ok = self.column_residual(j) <= TAU_RES;
                 if ok || eps >= JITTER_LAST * hbar {
                     self.jitter += eps;
                     return;
@@ -399,6 +389,51 @@ impl InverseGram {
     }
 }
 
+/// `(H + εI)^{-1}` (row-major `n x n`, exactly symmetric) of the leading `n x n` block of `h`
+/// (row stride `cap`) by Cholesky, or `None` if `H + εI` is not numerically positive definite.
+///
+/// `H = L Lᵀ` row by row; `U = L^{-ᵀ}` by forward substitution, one column of `L^{-1}` (a row
+/// of `U`) at a time; `Q_ij = Σ_{k ≥ max(i,j)} U_ik U_jk`. Every inner loop is a contiguous dot
+/// product; n³/2 multiply-adds in all.
+pub fn spd_inverse(h: &[f64], cap: usize, n: usize, eps: f64) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let s = h[i * cap + j] + if i == j { eps } else { 0.0 } - dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
+            if i == j {
+                if !(s > 0.0 && s.is_finite()) {
+                    return None;
+                }
+                l[i * n + i] = s.sqrt();
+            } else {
+                l[i * n + j] = s / l[j * n + j];
+            }
+        }
+    }
+    let mut u = vec![0.0; n * n];
+    let mut m = vec![0.0; n];
+    for j in 0..n {
+        m[j] = 1.0 / l[j * n + j];
+        for i in j + 1..n {
+            m[i] = -dot(&l[i * n + j..i * n + i], &m[j..i]) / l[i * n + i];
+        }
+        u[j * n + j..(j + 1) * n].copy_from_slice(&m[j..n]);
+    }
+    let mut q = vec![0.0; n * n];
+    for i in 0..n {
+        for j in 0..=i {
+            let v = dot(&u[i * n + i..(i + 1) * n], &u[j * n + i..(j + 1) * n]);
+            q[i * n + j] = v;
+            q[j * n + i] = v;
+        }
+    }
+    if q.iter().all(|v| v.is_finite()) {
+        Some(q)
+    } else {
+        None
+    }
+}
+
 #[inline]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     crate::data::dot_dense(a, b)
@@ -408,6 +443,7 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+    use nalgebra::DMatrix;
 
     fn unif(rng: &mut SplitMix64) -> f64 {
         (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
@@ -695,5 +731,25 @@ mod tests {
         let after = q_matrix(&h.g);
         assert!((&before - &after).norm() / after.norm() < 1e-10);
         assert_eq!(h.g.jitter(), 0.0);
+    }
+
+    #[test]
+    fn spd_inverse_matches_nalgebra_and_rejects_indefinite() {
+        let mut rng = SplitMix64::new(17);
+        let n = 37;
+        let a = DMatrix::from_fn(n, n, |_, _| unif(&mut rng) - 0.5);
+        let h = &a * a.transpose() + DMatrix::identity(n, n) * 0.1;
+        let flat: Vec<f64> = (0..n * n).map(|p| h[(p / n, p % n)]).collect();
+        let q = spd_inverse(&flat, n, n, 0.0).unwrap();
+        let inv = h.clone().try_inverse().unwrap();
+        for i in 0..n {
+            for j in 0..n {
+                assert!((q[i * n + j] - inv[(i, j)]).abs() < 1e-9 * inv.amax());
+                assert_eq!(q[i * n + j], q[j * n + i]);
+            }
+        }
+        let bad = [1.0, 2.0, 2.0, 1.0];
+        assert!(spd_inverse(&bad, 2, 2, 0.0).is_none());
+        assert!(spd_inverse(&bad, 2, 2, 1.5).is_some());
     }
 }
