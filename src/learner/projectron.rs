@@ -321,6 +321,10 @@ pub struct MTBPRJ2 {
     gram: InverseGram,
     /// One optional block per component, and each task's row within its block.
     blocks: Vec<Option<Block>>,
+    /// Tasks of every component, ascending (so allocating a block costs O(|c|), not O(k)).
+    members: Vec<Vec<u32>>,
+    /// Components with an allocated block, in allocation order.
+    allocated: Vec<u32>,
     local: Vec<u32>,
     /// Column stride of every block.
     cap: usize,
@@ -353,6 +357,8 @@ impl MTBPRJ2 {
             dict: ActiveSet::new(n_features, sparse),
             gram: InverseGram::new(params.budget + 1),
             blocks: vec![None; members.len()],
+            members: members.iter().map(|m| m.iter().map(|&i| i as u32).collect()).collect(),
+            allocated: Vec::new(),
             local,
             cap: 0,
             counters: Counters::default(),
@@ -373,7 +379,8 @@ impl MTBPRJ2 {
 
     /// Number of weights held in allocated blocks (`Σ_c |c| ×` dictionary size).
     pub fn n_weights(&self) -> usize {
-        self.blocks.iter().flatten().map(|b| b.members.len()).sum::<usize>() * self.dict.len()
+        self.allocated.iter().filter_map(|&c| self.blocks[c as usize].as_ref()).map(|b| b.members.len()).sum::<usize>()
+            * self.dict.len()
     }
 
     /// `W[task, slot]` (0 for an unallocated block).
@@ -392,6 +399,7 @@ impl MTBPRJ2 {
         let cap = (self.cap * 2).max(16).min(self.params.budget + 1).max(size);
         let (old, n) = (self.cap, self.dict.len());
         for b in self.blocks.iter_mut().flatten() {
+            // (grows once per doubling: O(k) over the options is fine here)
             let rows = b.members.len();
             let mut w = vec![0.0; rows * cap];
             for l in 0..rows {
@@ -404,10 +412,10 @@ impl MTBPRJ2 {
 
     fn ensure_block(&mut self, component: usize) {
         if self.blocks[component].is_none() {
-            let members: Vec<u32> =
-                (0..self.tasks.n_tasks()).filter(|&i| self.tasks.component(i) == component).map(|i| i as u32).collect();
+            let members = self.members[component].clone();
             let w = vec![0.0; members.len() * self.cap];
             self.blocks[component] = Some(Block { members, w });
+            self.allocated.push(component as u32);
         }
     }
 }
@@ -468,10 +476,10 @@ impl OnlineLearner for MTBPRJ2 {
             Step::Insert | Step::Replace => {
                 self.counters.n_insertions += 1;
                 // The new column n: y T[l, i] in the block of i, 0 elsewhere.
-                for (c, b) in self.blocks.iter_mut().enumerate() {
-                    if let Some(b) = b.as_mut() {
+                for &c in &self.allocated {
+                    if let Some(b) = self.blocks[c as usize].as_mut() {
                         for (l, &m) in b.members.iter().enumerate() {
-                            b.w[l * cap + n] = if c == comp { y * tasks.get(m as usize, task) } else { 0.0 };
+                            b.w[l * cap + n] = if c as usize == comp { y * tasks.get(m as usize, task) } else { 0.0 };
                         }
                     }
                 }
@@ -480,17 +488,18 @@ impl OnlineLearner for MTBPRJ2 {
                     self.gram.append(&kz, kappa, &alpha, d2);
                 } else {
                     self.counters.n_evictions += 1;
-                    // ‖d_j‖ = ‖W_{:,j}‖₂ / sqrt(Q'_jj) over the old elements.
-                    let blocks = &self.blocks;
+                    // ‖d_j‖ = ‖W_{:,j}‖₂ / sqrt(Q'_jj) over the old elements (rows streamed).
+                    let mut norm2 = vec![0.0; n];
+                    for &c in &self.allocated {
+                        if let Some(b) = &self.blocks[c as usize] {
+                            for l in 0..b.members.len() {
+                                let row = &b.w[l * cap..l * cap + n];
+                                norm2.iter_mut().zip(row).for_each(|(s, w)| *s += w * w);
+                            }
+                        }
+                    }
                     let gram = &self.gram;
-                    let r = argmin_oldest(&self.dict, |j| {
-                        let norm2: f64 = blocks
-                            .iter()
-                            .flatten()
-                            .map(|b| (0..b.members.len()).map(|l| b.w[l * cap + j] * b.w[l * cap + j]).sum::<f64>())
-                            .sum();
-                        removal_score(norm2.sqrt(), gram.tentative_diag(&alpha, d2, j))
-                    });
+                    let r = argmin_oldest(&self.dict, |j| removal_score(norm2[j].sqrt(), gram.tentative_diag(&alpha, d2, j)));
                     let mut col = Vec::with_capacity(n + 1);
                     self.gram.tentative_column(&alpha, d2, r, &mut col);
                     let qrr = col[r];
@@ -498,7 +507,8 @@ impl OnlineLearner for MTBPRJ2 {
                     // Tasks of the dictionary elements 0..n (slot order) and of the new one.
                     let elem_task: Vec<usize> = (0..n).map(|j| self.dict.task(j)).chain(std::iter::once(task)).collect();
                     let literal = self.literal_line14;
-                    for b in self.blocks.iter_mut().flatten() {
+                    for &c in &self.allocated {
+                        let Some(b) = self.blocks[c as usize].as_mut() else { continue };
                         for (l, &m) in b.members.iter().enumerate() {
                             let row = &mut b.w[l * cap..l * cap + n + 1];
                             let wr = row[r];
@@ -535,7 +545,7 @@ impl OnlineLearner for MTBPRJ2 {
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let mut d = diagnostics(&self.counters, &self.gram);
         d.push(("n_weights", self.n_weights() as f64));
-        d.push(("n_allocated_blocks", self.blocks.iter().flatten().count() as f64));
+        d.push(("n_allocated_blocks", self.allocated.len() as f64));
         d
     }
 }
@@ -691,12 +701,12 @@ mod tests {
             let h = DMatrix::from_fn(nn, nn, |a, b| kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0)));
             let qinv = h.clone().try_inverse().unwrap();
             let mut damage2 = 0.0;
-            for l in 0..k {
+            for (l, pre_l) in pre.iter().enumerate() {
                 let post: Vec<f64> = elems
                     .iter()
                     .map(|e| post_elems.iter().find(|p| p.2 == e.2).map_or(0.0, |p| m.weight(l, p.3)))
                     .collect();
-                let diff = DVector::from_fn(nn, |a, _| pre[l][a] - post[a]);
+                let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
                 damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
             }
             let r = elems.iter().position(|e| !post_elems.iter().any(|p| p.2 == e.2)).unwrap();

@@ -243,7 +243,7 @@ impl InverseGram {
             acc += row[i];
         }
         // A non-positive pivot means Q had drifted: recompute (N3).
-        if !(qnn > 0.0) {
+        if !positive(qnn) {
             acc = f64::NAN;
         }
         self.after_structural_ops(1, acc);
@@ -283,7 +283,7 @@ impl InverseGram {
             }
             acc += row[i];
         }
-        if !(qrr > 0.0) {
+        if !positive(qrr) {
             acc = f64::NAN;
         }
         let kappa = self.effective_kappa(kappa);
@@ -303,14 +303,14 @@ impl InverseGram {
         let crossed = |period: u64| before / period != self.n_ops / period;
         let n = self.n;
         // N3: a non-finite value or a non-positive diagonal entry.
-        let mut bad = !diag_sum.is_finite() || (0..n).any(|j| !(self.q(j, j) > 0.0));
+        let mut bad = !diag_sum.is_finite() || (0..n).any(|j| !positive(self.q(j, j)));
         if !bad && crossed(N_CHK) && !crossed(N_REF) && n > 0 {
             // N4: residual of one column, round robin; also catches non-finite values off the
             // diagonal (they make the residual NaN).
             let j = self.check_col % n;
             self.check_col = (j + 1) % n.max(1);
             let r = self.column_residual(j);
-            bad = !(r <= TAU_RES);
+            bad = r.is_nan() || r > TAU_RES;
         }
         if bad || crossed(N_REF) {
             self.rebuild();
@@ -324,12 +324,10 @@ impl InverseGram {
         let mut worst = 0.0f64;
         for i in 0..n {
             let v = dot(&self.h[i * cap..i * cap + n], qj) - if i == j { 1.0 } else { 0.0 };
-            if !(v.abs() <= worst) {
-                worst = if v.is_nan() { f64::NAN } else { v.abs() };
-                if v.is_nan() {
-                    return worst;
-                }
+            if v.is_nan() {
+                return f64::NAN;
             }
+            worst = worst.max(v.abs());
         }
         worst
     }
@@ -432,6 +430,12 @@ pub fn spd_inverse(h: &[f64], cap: usize, n: usize, eps: f64) -> Option<Vec<f64>
     } else {
         None
     }
+}
+
+/// `x > 0`, false for NaN.
+#[inline]
+fn positive(x: f64) -> bool {
+    x > 0.0
 }
 
 #[inline]
@@ -683,8 +687,8 @@ mod tests {
         a.g.tentative_column(&alpha, s, r, &mut col);
         let diag: Vec<f64> = (0..15).map(|j| a.g.tentative_diag(&alpha, s, j)).collect();
         assert!(a.insert(p.clone()));
-        for l in 0..16 {
-            assert!((col[l] - a.g.q(l, r)).abs() < 1e-12 * a.g.q(l, r).abs().max(1.0));
+        for (l, &cl) in col.iter().enumerate() {
+            assert!((cl - a.g.q(l, r)).abs() < 1e-12 * a.g.q(l, r).abs().max(1.0));
         }
         for (j, dj) in diag.iter().enumerate() {
             assert!((dj - a.g.q(j, j)).abs() < 1e-12 * dj.abs());

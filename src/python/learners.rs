@@ -19,24 +19,24 @@ pub const STATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
-    MTBPRJ(MTBPRJ),
-    MTBPRJ2(MTBPRJ2),
+    Mtbprj(MTBPRJ),
+    Mtbprj2(MTBPRJ2),
 }
 
 impl AnyLearner {
     fn get(&self) -> &(dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
-            AnyLearner::MTBPRJ(m) => m,
-            AnyLearner::MTBPRJ2(m) => m,
+            AnyLearner::Mtbprj(m) => m,
+            AnyLearner::Mtbprj2(m) => m,
         }
     }
 
     fn get_mut(&mut self) -> &mut (dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
-            AnyLearner::MTBPRJ(m) => m,
-            AnyLearner::MTBPRJ2(m) => m,
+            AnyLearner::Mtbprj(m) => m,
+            AnyLearner::Mtbprj2(m) => m,
         }
     }
 }
@@ -75,7 +75,7 @@ impl NativeLearner {
             let params = ProjectronParams::new(budget, eta, Threshold::parse(threshold_on)?)?;
             MTBPRJ::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, params)
         })?;
-        Ok(wrap(AnyLearner::MTBPRJ(m)))
+        Ok(wrap(AnyLearner::Mtbprj(m)))
     }
 
     /// MTBPRJ-2, projection in the base-kernel space with per-task weights (§4.5).
@@ -95,15 +95,15 @@ impl NativeLearner {
             let params = ProjectronParams::new(budget, eta, Threshold::parse(threshold_on)?)?;
             MTBPRJ2::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, params, alg2_literal_line14)
         })?;
-        Ok(wrap(AnyLearner::MTBPRJ2(m)))
+        Ok(wrap(AnyLearner::Mtbprj2(m)))
     }
 
     /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
     /// learners without one.
     fn force_rebuild(&mut self) {
         match &mut self.inner {
-            AnyLearner::MTBPRJ(m) => m.force_rebuild(),
-            AnyLearner::MTBPRJ2(m) => m.force_rebuild(),
+            AnyLearner::Mtbprj(m) => m.force_rebuild(),
+            AnyLearner::Mtbprj2(m) => m.force_rebuild(),
             _ => {}
         }
     }
