@@ -157,7 +157,7 @@ impl MTBPRJ {
             n_features,
             params,
             set: ActiveSet::new(n_features, sparse),
-            gram: InverseGram::new(params.budget + 1),
+            gram: InverseGram::new(params.budget.saturating_add(1)),
             counters: Counters::default(),
         })
     }
@@ -355,7 +355,7 @@ impl MTBPRJ2 {
             params,
             literal_line14,
             dict: ActiveSet::new(n_features, sparse),
-            gram: InverseGram::new(params.budget + 1),
+            gram: InverseGram::new(params.budget.saturating_add(1)),
             blocks: vec![None; members.len()],
             members: members.iter().map(|m| m.iter().map(|&i| i as u32).collect()).collect(),
             allocated: Vec::new(),
@@ -396,7 +396,7 @@ impl MTBPRJ2 {
         if size <= self.cap {
             return;
         }
-        let cap = (self.cap * 2).max(16).min(self.params.budget + 1).max(size);
+        let cap = (self.cap * 2).max(16).min(self.params.budget.saturating_add(1)).max(size);
         let (old, n) = (self.cap, self.dict.len());
         for b in self.blocks.iter_mut().flatten() {
             // (grows once per doubling: O(k) over the options is fine here)

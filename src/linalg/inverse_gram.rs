@@ -1,7 +1,8 @@
 //! The incremental inverse Gram matrix of ALGORITHMS.md §4.3, shared by the budget Projectrons.
 //!
 //! The engine keeps, for an ordered set of `n` elements, their Gram matrix `H` and `Q ≈ H^{-1}`
-//! (both stored in full, row-major, with a row stride `cap`). Positions here are the engine's
+//! (row-major `cap x cap` buffers; `H` is kept in full, `Q` only in its lower triangle, which
+//! halves the memory traffic of every O(n²) pass, the cost that dominates for large n). Positions here are the engine's
 //! own storage positions: removal swaps the removed element with the last one (exactly what
 //! [`crate::kernel::RowStore::swap_remove`] does), so an owner that stores its rows in a
 //! `RowStore` can use its slots as engine positions and keep insertion order separately.
@@ -15,8 +16,8 @@
 //!   available beforehand ([`InverseGram::tentative_diag`], [`InverseGram::tentative_column`]).
 //!
 //! Every rank-1 change is applied as `Q_ab ← (Q_ab + ũ_a ũ_b) - q̃_a q̃_b` with pre-scaled
-//! vectors, an expression symmetric in `(a, b)` bit for bit, so `Q` stays exactly symmetric
-//! without a symmetrisation pass (safeguard N2). The other safeguards (N1 insertion guard, N3
+//! vectors, and only for `b ≤ a`: `Q` is symmetric by construction (safeguard N2: one triangle
+//! stored), and [`InverseGram::q`] reads `Q_ab` and `Q_ba` from the same entry. The other safeguards (N1 insertion guard, N3
 //! non-finite or non-positive diagonal, N4 round-robin residual checks, N5 periodic recompute)
 //! use the constants of §4.3; a recompute is a Cholesky factorisation of `H + εI` with
 //! escalating jitter `ε`, which is then kept (added to `H` and to every later `κ`).
@@ -96,7 +97,12 @@ impl InverseGram {
     /// `Q[i, j]`.
     #[inline]
     pub fn q(&self, i: usize, j: usize) -> f64 {
-        self.q[i * self.cap + j]
+        // Only the lower triangle of Q is kept up to date (the matrix is symmetric).
+        if j <= i {
+            self.q[i * self.cap + j]
+        } else {
+            self.q[j * self.cap + i]
+        }
     }
 
     /// `H[i, j]` (its diagonal includes the jitter).
@@ -123,8 +129,16 @@ impl InverseGram {
     pub fn project(&self, kz: &[f64], kappa: f64, alpha: &mut Vec<f64>) -> f64 {
         let n = self.n;
         debug_assert_eq!(kz.len(), n);
+        // Q is exactly symmetric: read only its lower triangle (half the memory traffic of a
+        // full matrix-vector product, which is what bounds this loop for large n).
         alpha.clear();
-        alpha.extend((0..n).map(|i| dot(&self.q[i * self.cap..i * self.cap + n], kz)));
+        alpha.resize(n, 0.0);
+        for i in 0..n {
+            let row = &self.q[i * self.cap..i * self.cap + i];
+            let ki = kz[i];
+            alpha[i] += dot(row, &kz[..i]) + self.q[i * self.cap + i] * ki;
+            alpha[..i].iter_mut().zip(row).for_each(|(a, q)| *a += q * ki);
+        }
         let d2 = self.effective_kappa(kappa) - dot(kz, alpha);
         d2.max(0.0)
     }
@@ -189,15 +203,12 @@ impl InverseGram {
         // ũ = [α; -1] / sqrt(s)
         let scale = 1.0 / delta2.sqrt();
         let u: Vec<f64> = alpha.iter().map(|a| a * scale).chain(std::iter::once(-scale)).collect();
-        for i in 0..=n {
-            self.q[i * cap + n] = 0.0;
-            self.q[n * cap + i] = 0.0;
-        }
+        self.q[n * cap..n * cap + n + 1].iter_mut().for_each(|v| *v = 0.0);
         self.n = n + 1;
         let mut acc = 0.0;
         for i in 0..=n {
             let ui = u[i];
-            let row = &mut self.q[i * cap..i * cap + n + 1];
+            let row = &mut self.q[i * cap..i * cap + i + 1];
             for (qv, &uj) in row.iter_mut().zip(&u) {
                 *qv += ui * uj;
             }
@@ -206,19 +217,17 @@ impl InverseGram {
         self.after_structural_ops(1, acc);
     }
 
-    /// Swaps positions `a` and `b` in `H` and `Q` (rows and columns).
-    fn swap_positions(&mut self, a: usize, b: usize) {
+    /// Swaps positions `a` and `b` in `H` (rows and columns; `H` is kept in full).
+    fn swap_h(&mut self, a: usize, b: usize) {
         if a == b {
             return;
         }
         let (n, cap) = (self.n, self.cap);
-        for m in [&mut self.h, &mut self.q] {
-            for i in 0..n {
-                m.swap(i * cap + a, i * cap + b);
-            }
-            for j in 0..n {
-                m.swap(a * cap + j, b * cap + j);
-            }
+        for i in 0..n {
+            self.h.swap(i * cap + a, i * cap + b);
+        }
+        for j in 0..n {
+            self.h.swap(a * cap + j, b * cap + j);
         }
     }
 
@@ -227,23 +236,35 @@ impl InverseGram {
         let n = self.n;
         debug_assert!(r < n);
         let last = n - 1;
-        self.swap_positions(r, last);
         let cap = self.cap;
-        let qnn = self.q[last * cap + last];
-        let scale = 1.0 / qnn.sqrt();
-        let v: Vec<f64> = (0..last).map(|i| self.q[i * cap + last] * scale).collect();
+        // Column r of Q in the final indexing (the last element moves into r), and its pivot.
+        let qrr = self.q[r * cap + r];
+        let scale = 1.0 / qrr.sqrt();
+        let mut v: Vec<f64> = (0..last).map(|a| self.q(a, r) * scale).collect();
+        if r < last {
+            v[r] = self.q(last, r) * scale;
+            // Move the last element's lower-triangle entries into position r.
+            for b in 0..r {
+                self.q[r * cap + b] = self.q[last * cap + b];
+            }
+            for a in r + 1..last {
+                self.q[a * cap + r] = self.q[last * cap + a];
+            }
+            self.q[r * cap + r] = self.q[last * cap + last];
+        }
+        self.swap_h(r, last);
         self.n = last;
         let mut acc = 0.0;
         for i in 0..last {
             let vi = v[i];
-            let row = &mut self.q[i * cap..i * cap + last];
+            let row = &mut self.q[i * cap..i * cap + i + 1];
             for (qv, &vj) in row.iter_mut().zip(&v) {
                 *qv -= vi * vj;
             }
             acc += row[i];
         }
         // A non-positive pivot means Q had drifted: recompute (N3).
-        if !positive(qnn) {
+        if !positive(qrr) {
             acc = f64::NAN;
         }
         self.after_structural_ops(1, acc);
@@ -261,7 +282,7 @@ impl InverseGram {
         // Column r of the enlarged Q, in the final indexing (the candidate at r).
         let ar = alpha[r] / s;
         let qrr = self.q[r * cap + r] + alpha[r] * ar;
-        let mut qcol: Vec<f64> = (0..n).map(|l| self.q[l * cap + r] + alpha[l] * ar).collect();
+        let mut qcol: Vec<f64> = (0..n).map(|l| self.q(l, r) + alpha[l] * ar).collect();
         qcol[r] = -ar;
         let mut u: Vec<f64> = alpha.to_vec();
         u[r] = -1.0;
@@ -270,14 +291,14 @@ impl InverseGram {
         let qs = 1.0 / qrr.sqrt();
         qcol.iter_mut().for_each(|v| *v *= qs);
         // The candidate's base row in [Q 0; 0 0] is zero.
-        for i in 0..n {
+        for i in r + 1..n {
             self.q[i * cap + r] = 0.0;
         }
-        self.q[r * cap..r * cap + n].iter_mut().for_each(|v| *v = 0.0);
+        self.q[r * cap..r * cap + r + 1].iter_mut().for_each(|v| *v = 0.0);
         let mut acc = 0.0;
         for i in 0..n {
             let (ui, vi) = (u[i], qcol[i]);
-            let row = &mut self.q[i * cap..i * cap + n];
+            let row = &mut self.q[i * cap..i * cap + i + 1];
             for ((qv, &uj), &vj) in row.iter_mut().zip(&u).zip(&qcol) {
                 *qv = (*qv + ui * uj) - vi * vj;
             }
@@ -320,10 +341,10 @@ impl InverseGram {
     /// `‖H Q_{:,j} - e_j‖_∞`.
     pub fn column_residual(&self, j: usize) -> f64 {
         let (n, cap) = (self.n, self.cap);
-        let qj = &self.q[j * cap..j * cap + n]; // row j = column j (Q symmetric)
+        let qj: Vec<f64> = (0..n).map(|i| self.q(i, j)).collect();
         let mut worst = 0.0f64;
         for i in 0..n {
-            let v = dot(&self.h[i * cap..i * cap + n], qj) - if i == j { 1.0 } else { 0.0 };
+            let v = dot(&self.h[i * cap..i * cap + n], &qj) - if i == j { 1.0 } else { 0.0 };
             if v.is_nan() {
                 return f64::NAN;
             }
