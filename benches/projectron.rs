@@ -17,7 +17,9 @@ const K: usize = 8;
 
 fn points(n: usize, seed: u64) -> Vec<f64> {
     let mut rng = SplitMix64::new(seed);
-    (0..n * D).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64).collect()
+    (0..n * D)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+        .collect()
 }
 
 /// A model holding exactly `b` elements (every fill step is an insertion: far-apart points).
@@ -83,7 +85,10 @@ fn recompute(c: &mut Criterion) {
     group.sample_size(10);
     for &b in &[100usize, 250, 500, 1000] {
         let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
-        let model = filled(MTBPRJ::new(TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(), b);
+        let model = filled(
+            MTBPRJ::new(TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(),
+            b,
+        );
         group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
             bench.iter_batched(
                 || model.clone(),

@@ -45,7 +45,10 @@ impl Threshold {
         match name {
             "norm" => Ok(Self::Norm),
             "squared" => Ok(Self::Squared),
-            other => Err(invalid("threshold_on", format!("must be \"norm\" or \"squared\", got {other:?}"))),
+            other => Err(invalid(
+                "threshold_on",
+                format!("must be \"norm\" or \"squared\", got {other:?}"),
+            )),
         }
     }
 
@@ -97,7 +100,10 @@ enum Step {
 
 fn check_features(n_features: usize) -> Result<()> {
     if n_features == 0 {
-        return Err(Error::InvalidParameter { name: "n_features", reason: "must be >= 1".into() });
+        return Err(Error::InvalidParameter {
+            name: "n_features",
+            reason: "must be >= 1".into(),
+        });
     }
     Ok(())
 }
@@ -149,7 +155,13 @@ pub struct MTBPRJ {
 }
 
 impl MTBPRJ {
-    pub fn new(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, params: ProjectronParams) -> Result<Self> {
+    pub fn new(
+        tasks: TaskKernel,
+        kernel: BaseKernel,
+        n_features: usize,
+        sparse: bool,
+        params: ProjectronParams,
+    ) -> Result<Self> {
         check_features(n_features)?;
         Ok(Self {
             kernel,
@@ -208,7 +220,8 @@ impl OnlineLearner for MTBPRJ {
     }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
-        self.set.score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch)
+        self.set
+            .score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch)
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
@@ -218,7 +231,9 @@ impl OnlineLearner for MTBPRJ {
         }
         self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
-        let kz = self.set.multitask_kernel_row(&self.kernel, &self.tasks, &q, task, scratch);
+        let kz = self
+            .set
+            .multitask_kernel_row(&self.kernel, &self.tasks, &q, task, scratch);
         let kappa = self.tasks.get(task, task) * self.kernel.self_value(q.sq_norm);
         let mut alpha = Vec::with_capacity(kz.len());
         let d2 = self.gram.project(&kz, kappa, &mut alpha);
@@ -227,7 +242,11 @@ impl OnlineLearner for MTBPRJ {
         match step {
             Step::Project => {
                 self.counters.n_projections += 1;
-                self.set.beta_mut().iter_mut().zip(&alpha).for_each(|(b, a)| *b += y * a);
+                self.set
+                    .beta_mut()
+                    .iter_mut()
+                    .zip(&alpha)
+                    .for_each(|(b, a)| *b += y * a);
             }
             Step::Insert => {
                 self.counters.n_insertions += 1;
@@ -239,7 +258,9 @@ impl OnlineLearner for MTBPRJ {
                 self.counters.n_evictions += 1;
                 let n = self.set.len();
                 // Leave-one-out scores of the enlarged set, old elements only (A-C3, A-C4).
-                let r = argmin_oldest(&self.set, |j| removal_score(self.set.beta(j).abs(), self.gram.tentative_diag(&alpha, d2, j)));
+                let r = argmin_oldest(&self.set, |j| {
+                    removal_score(self.set.beta(j).abs(), self.gram.tentative_diag(&alpha, d2, j))
+                });
                 let mut col = Vec::with_capacity(n + 1);
                 self.gram.tentative_column(&alpha, d2, r, &mut col);
                 let beta_r = self.set.beta(r);
@@ -379,7 +400,11 @@ impl MTBPRJ2 {
 
     /// Number of weights held in allocated blocks (`Σ_c |c| ×` dictionary size).
     pub fn n_weights(&self) -> usize {
-        self.allocated.iter().filter_map(|&c| self.blocks[c as usize].as_ref()).map(|b| b.members.len()).sum::<usize>()
+        self.allocated
+            .iter()
+            .filter_map(|&c| self.blocks[c as usize].as_ref())
+            .map(|b| b.members.len())
+            .sum::<usize>()
             * self.dict.len()
     }
 
@@ -396,7 +421,10 @@ impl MTBPRJ2 {
         if size <= self.cap {
             return;
         }
-        let cap = (self.cap * 2).max(16).min(self.params.budget.saturating_add(1)).max(size);
+        let cap = (self.cap * 2)
+            .max(16)
+            .min(self.params.budget.saturating_add(1))
+            .max(size);
         let (old, n) = (self.cap, self.dict.len());
         for b in self.blocks.iter_mut().flatten() {
             // (grows once per doubling: O(k) over the options is fine here)
@@ -437,7 +465,9 @@ impl OnlineLearner for MTBPRJ2 {
         let w = &block.w[start..start + self.dict.len()];
         let mut f = 0.0;
         let q = Query::new(x, &self.kernel);
-        self.dict.rows().for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| f += w[slot] * kv);
+        self.dict
+            .rows()
+            .for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| f += w[slot] * kv);
         f
     }
 
@@ -450,7 +480,9 @@ impl OnlineLearner for MTBPRJ2 {
         let q = Query::new(x, &self.kernel);
         let n = self.dict.len();
         let mut kz = vec![0.0; n];
-        self.dict.rows().for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| kz[slot] = kv);
+        self.dict
+            .rows()
+            .for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| kz[slot] = kv);
         let kappa = self.kernel.self_value(q.sq_norm);
         let mut alpha = Vec::with_capacity(n);
         let d2 = self.gram.project(&kz, kappa, &mut alpha);
@@ -469,7 +501,10 @@ impl OnlineLearner for MTBPRJ2 {
                 if let Some(b) = self.blocks[comp].as_mut() {
                     for (l, &m) in b.members.iter().enumerate() {
                         let c = y * tasks.get(m as usize, task);
-                        b.w[l * cap..l * cap + n].iter_mut().zip(&alpha).for_each(|(w, a)| *w += c * a);
+                        b.w[l * cap..l * cap + n]
+                            .iter_mut()
+                            .zip(&alpha)
+                            .for_each(|(w, a)| *w += c * a);
                     }
                 }
             }
@@ -479,7 +514,11 @@ impl OnlineLearner for MTBPRJ2 {
                 for &c in &self.allocated {
                     if let Some(b) = self.blocks[c as usize].as_mut() {
                         for (l, &m) in b.members.iter().enumerate() {
-                            b.w[l * cap + n] = if c as usize == comp { y * tasks.get(m as usize, task) } else { 0.0 };
+                            b.w[l * cap + n] = if c as usize == comp {
+                                y * tasks.get(m as usize, task)
+                            } else {
+                                0.0
+                            };
                         }
                     }
                 }
@@ -499,16 +538,25 @@ impl OnlineLearner for MTBPRJ2 {
                         }
                     }
                     let gram = &self.gram;
-                    let r = argmin_oldest(&self.dict, |j| removal_score(norm2[j].sqrt(), gram.tentative_diag(&alpha, d2, j)));
+                    let r = argmin_oldest(&self.dict, |j| {
+                        removal_score(norm2[j].sqrt(), gram.tentative_diag(&alpha, d2, j))
+                    });
                     let mut col = Vec::with_capacity(n + 1);
                     self.gram.tentative_column(&alpha, d2, r, &mut col);
                     let qrr = col[r];
-                    let gamma: Vec<f64> = col.iter().enumerate().map(|(j, &c)| if j == r { 0.0 } else { -c / qrr }).collect();
+                    let gamma: Vec<f64> = col
+                        .iter()
+                        .enumerate()
+                        .map(|(j, &c)| if j == r { 0.0 } else { -c / qrr })
+                        .collect();
                     // Tasks of the dictionary elements 0..n (slot order) and of the new one.
-                    let elem_task: Vec<usize> = (0..n).map(|j| self.dict.task(j)).chain(std::iter::once(task)).collect();
+                    let elem_task: Vec<usize> =
+                        (0..n).map(|j| self.dict.task(j)).chain(std::iter::once(task)).collect();
                     let literal = self.literal_line14;
                     for &c in &self.allocated {
-                        let Some(b) = self.blocks[c as usize].as_mut() else { continue };
+                        let Some(b) = self.blocks[c as usize].as_mut() else {
+                            continue;
+                        };
                         for (l, &m) in b.members.iter().enumerate() {
                             let row = &mut b.w[l * cap..l * cap + n + 1];
                             let wr = row[r];
@@ -610,8 +658,15 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 1);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let mut a = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
-        let mut b =
-            MTBPRJ2::new(TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3), false).unwrap();
+        let mut b = MTBPRJ2::new(
+            TaskKernel::complete(k).unwrap(),
+            kernel,
+            d,
+            true,
+            params(12, 0.3),
+            false,
+        )
+        .unwrap();
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
@@ -620,7 +675,10 @@ mod tests {
             for set in [&a.set, &b.dict] {
                 assert!(set.len() <= 12);
                 let times: Vec<u64> = elements(set).iter().map(|e| e.2).collect();
-                assert!(times.windows(2).all(|w| w[0] < w[1]), "insertion order broken: {times:?}");
+                assert!(
+                    times.windows(2).all(|w| w[0] < w[1]),
+                    "insertion order broken: {times:?}"
+                );
             }
         }
         assert!(a.n_evictions() > 0 && a.n_projections() > 0);
@@ -652,8 +710,10 @@ mod tests {
             elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
             pre.push(y[t]);
             let post_map: Vec<(u64, f64)> = elements(&m.set).iter().map(|e| (e.2, m.set.beta(e.3))).collect();
-            let post: Vec<f64> =
-                elems.iter().map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1)).collect();
+            let post: Vec<f64> = elems
+                .iter()
+                .map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1))
+                .collect();
             let nn = elems.len();
             let h = DMatrix::from_fn(nn, nn, |a, b| {
                 tk.get(elems[a].1, elems[b].1) * kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
@@ -662,10 +722,21 @@ mod tests {
             let damage = (diff.transpose() * &h * &diff)[(0, 0)].sqrt();
             let qinv = h.clone().try_inverse().unwrap();
             let scores: Vec<f64> = (0..nn - 1).map(|j| pre[j].abs() / qinv[(j, j)].sqrt()).collect();
-            let r = post.iter().take(nn - 1).position(|&b| b == 0.0).expect("one element removed");
+            let r = post
+                .iter()
+                .take(nn - 1)
+                .position(|&b| b == 0.0)
+                .expect("one element removed");
             let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
-            assert!((scores[r] - best).abs() <= 1e-9 * best.max(1e-12), "removed a non-minimal element");
-            assert!((damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9), "damage {damage} vs score {}", scores[r]);
+            assert!(
+                (scores[r] - best).abs() <= 1e-9 * best.max(1e-12),
+                "removed a non-minimal element"
+            );
+            assert!(
+                (damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9),
+                "damage {damage} vs score {}",
+                scores[r]
+            );
             checked += 1;
         }
         assert!(checked > 20, "too few budget steps: {checked}");
@@ -690,15 +761,18 @@ mod tests {
                 continue;
             }
             let mut elems = elements(&before.dict);
-            let mut pre: Vec<Vec<f64>> =
-                (0..k).map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect()).collect();
+            let mut pre: Vec<Vec<f64>> = (0..k)
+                .map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect())
+                .collect();
             elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
             for (l, p) in pre.iter_mut().enumerate() {
                 p.push(y[t] * before.tasks.get(l, i));
             }
             let post_elems = elements(&m.dict);
             let nn = elems.len();
-            let h = DMatrix::from_fn(nn, nn, |a, b| kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0)));
+            let h = DMatrix::from_fn(nn, nn, |a, b| {
+                kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
+            });
             let qinv = h.clone().try_inverse().unwrap();
             let mut damage2 = 0.0;
             for (l, pre_l) in pre.iter().enumerate() {
@@ -709,10 +783,17 @@ mod tests {
                 let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
                 damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
             }
-            let r = elems.iter().position(|e| !post_elems.iter().any(|p| p.2 == e.2)).unwrap();
+            let r = elems
+                .iter()
+                .position(|e| !post_elems.iter().any(|p| p.2 == e.2))
+                .unwrap();
             let norm: f64 = (0..k).map(|l| pre[l][r] * pre[l][r]).sum::<f64>().sqrt();
             let dr = norm / qinv[(r, r)].sqrt();
-            assert!((damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9), "{} vs {dr}", damage2.sqrt());
+            assert!(
+                (damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9),
+                "{} vs {dr}",
+                damage2.sqrt()
+            );
             checked += 1;
         }
         assert!(checked > 20, "too few budget steps: {checked}");
@@ -739,7 +820,12 @@ mod tests {
         for model in [&mut m as &mut dyn OnlineLearner, &mut m2] {
             let before: Vec<(f64, f64)> = probes
                 .iter()
-                .map(|p| (model.score(Row::Dense(p), 0, &mut scratch), model.score(Row::Dense(p), 1, &mut scratch)))
+                .map(|p| {
+                    (
+                        model.score(Row::Dense(p), 0, &mut scratch),
+                        model.score(Row::Dense(p), 1, &mut scratch),
+                    )
+                })
                 .collect();
             // Force an update-mistake on the duplicate of element 1 (task 0) with label -1.
             model.update(Row::Dense(&pts[1]), 0, -1.0, 0.0, &mut scratch);
@@ -758,9 +844,15 @@ mod tests {
     }
 
     fn run(model: &mut dyn OnlineLearner, x: &[f64], tasks: &[i64], y: &[f64], d: usize) -> Vec<f64> {
-        let rows = Rows::Dense { data: x, n_rows: y.len(), n_cols: d };
+        let rows = Rows::Dense {
+            data: x,
+            n_rows: y.len(),
+            n_cols: d,
+        };
         let mut scratch = Scratch::default();
-        (0..y.len()).map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)).collect()
+        (0..y.len())
+            .map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch))
+            .collect()
     }
 
     /// INV-B4: with one task MTBPRJ equals MTBPRJ-2.
@@ -852,7 +944,9 @@ mod tests {
         let kernel = BaseKernel::rbf(1.0).unwrap();
         let mut m = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(30, 0.01)).unwrap();
         let mut rng = SplitMix64::new(31);
-        let base: Vec<[f64; 3]> = (0..6).map(|_| [unif(&mut rng), unif(&mut rng), unif(&mut rng)]).collect();
+        let base: Vec<[f64; 3]> = (0..6)
+            .map(|_| [unif(&mut rng), unif(&mut rng), unif(&mut rng)])
+            .collect();
         let mut scratch = Scratch::default();
         for step in 0..2000 {
             let p = base[rng.below(6) as usize];
@@ -872,12 +966,28 @@ mod tests {
         let (x, mut tasks, y) = stream(n, d, k, 2);
         tasks.iter_mut().for_each(|t| *t %= 2); // only tasks 0 and 1 appear
         let kernel = BaseKernel::rbf(3.0).unwrap();
-        let mut m = MTBPRJ2::new(TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(20, 0.1), false).unwrap();
+        let mut m = MTBPRJ2::new(
+            TaskKernel::disconnected(k).unwrap(),
+            kernel,
+            d,
+            false,
+            params(20, 0.1),
+            false,
+        )
+        .unwrap();
         run(&mut m, &x, &tasks, &y, d);
         let diag: std::collections::HashMap<_, _> = m.diagnostics().into_iter().collect();
         assert_eq!(diag["n_allocated_blocks"], 2.0);
         assert_eq!(diag["n_weights"], 2.0 * m.n_active() as f64);
-        let mut c = MTBPRJ2::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(20, 0.1), false).unwrap();
+        let mut c = MTBPRJ2::new(
+            TaskKernel::complete(k).unwrap(),
+            kernel,
+            d,
+            false,
+            params(20, 0.1),
+            false,
+        )
+        .unwrap();
         run(&mut c, &x, &tasks, &y, d);
         assert_eq!(c.n_weights(), k * c.n_active());
         // An untouched task of the disconnected graph scores 0 without any kernel evaluation.
@@ -895,10 +1005,36 @@ mod tests {
         let mut b = MTBPRJ2::new(tk, kernel, d, false, params(10, 0.05), true).unwrap();
         assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
         let ones = vec![0i64; n];
-        let mut a1 = MTBPRJ2::new(TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05), false).unwrap();
-        let mut b1 = MTBPRJ2::new(TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05), true).unwrap();
+        let mut a1 = MTBPRJ2::new(
+            TaskKernel::disconnected(1).unwrap(),
+            kernel,
+            d,
+            false,
+            params(10, 0.05),
+            false,
+        )
+        .unwrap();
+        let mut b1 = MTBPRJ2::new(
+            TaskKernel::disconnected(1).unwrap(),
+            kernel,
+            d,
+            false,
+            params(10, 0.05),
+            true,
+        )
+        .unwrap();
         // With T = [1] the extra factor is 1.
         assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));
-        let _ = learn(&mut a1, &Rows::Dense { data: &x[..d], n_rows: 1, n_cols: d }, &[0], &[1.0]).unwrap();
+        let _ = learn(
+            &mut a1,
+            &Rows::Dense {
+                data: &x[..d],
+                n_rows: 1,
+                n_cols: d,
+            },
+            &[0],
+            &[1.0],
+        )
+        .unwrap();
     }
 }

@@ -502,7 +502,14 @@ mod tests {
 
     impl Harness {
         fn new(gamma: f64) -> Self {
-            Self { pts: Vec::new(), gamma, thr2: 0.0, g: InverseGram::new(64), alpha: Vec::new(), kz: Vec::new() }
+            Self {
+                pts: Vec::new(),
+                gamma,
+                thr2: 0.0,
+                g: InverseGram::new(64),
+                alpha: Vec::new(),
+                kz: Vec::new(),
+            }
         }
 
         /// Tries to insert `p`; returns whether N1 let it in.
@@ -681,7 +688,10 @@ mod tests {
             let coef = hr.clone().cholesky().unwrap().solve(&hc);
             let resid2 = hm[(j, j)] - hc.dot(&coef);
             let rho = h.g.loo_residual(j);
-            assert!((rho * rho - resid2).abs() < 1e-10 * resid2.max(1e-3), "1/Q_jj vs direct residual");
+            assert!(
+                (rho * rho - resid2).abs() < 1e-10 * resid2.max(1e-3),
+                "1/Q_jj vs direct residual"
+            );
             h.g.loo_coefficients(j, &mut gamma);
             for (a, &l) in others.iter().enumerate() {
                 assert!((gamma[l] - coef[a]).abs() < 1e-8 * coef[a].abs().max(1.0));
@@ -697,7 +707,14 @@ mod tests {
         for _ in 0..15 {
             a.insert((0..3).map(|_| unif(&mut rng)).collect());
         }
-        let mut b = Harness { pts: a.pts.clone(), gamma: a.gamma, thr2: 0.0, g: a.g.clone(), alpha: Vec::new(), kz: Vec::new() };
+        let mut b = Harness {
+            pts: a.pts.clone(),
+            gamma: a.gamma,
+            thr2: 0.0,
+            g: a.g.clone(),
+            alpha: Vec::new(),
+            kz: Vec::new(),
+        };
         let p: Vec<f64> = (0..3).map(|_| unif(&mut rng)).collect();
         let r = 6;
         // tentative leave-one-out quantities agree with the appended matrix
