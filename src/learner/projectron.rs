@@ -93,6 +93,8 @@ struct Counters {
 
 /// What an update-mistake does, decided from `δ²`.
 enum Step {
+    /// A non-finite candidate (an overflowing kernel): the model is left unchanged.
+    Skip,
     Project,
     Insert,
     Replace,
@@ -240,6 +242,7 @@ impl OnlineLearner for MTBPRJ {
         let step = decide(&self.gram, &self.params, kappa, d2, &alpha, self.set.len());
         let time = self.counters.n_seen;
         match step {
+            Step::Skip => {}
             Step::Project => {
                 self.counters.n_projections += 1;
                 self.set
@@ -296,9 +299,11 @@ impl OnlineLearner for MTBPRJ {
 
 fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, alpha: &[f64], n: usize) -> Step {
     // N1: insert only if δ² > max(thr², ε_ins κ). A non-finite candidate (an overflowing
-    // kernel) is never inserted: it is "projected", and a non-finite α leaves the weights alone.
-    let finite = d2.is_finite() && alpha.iter().all(|a| a.is_finite());
-    if !finite || d2 <= gram.min_schur(kappa, params.threshold.squared(params.eta)) {
+    // kernel) changes nothing.
+    let finite = d2.is_finite() && kappa.is_finite() && alpha.iter().all(|a| a.is_finite());
+    if !finite {
+        Step::Skip
+    } else if d2 <= gram.min_schur(kappa, params.threshold.squared(params.eta)) {
         Step::Project
     } else if n < params.budget {
         Step::Insert
@@ -489,6 +494,9 @@ impl OnlineLearner for MTBPRJ2 {
         let step = decide(&self.gram, &self.params, kappa, d2, &alpha, n);
         let comp = self.tasks.component(task);
         let time = self.counters.n_seen;
+        if matches!(step, Step::Skip) {
+            return;
+        }
         if !matches!(step, Step::Project) {
             self.grow_to(n + 1);
         }
@@ -496,6 +504,7 @@ impl OnlineLearner for MTBPRJ2 {
         let cap = self.cap;
         let tasks = &self.tasks;
         match step {
+            Step::Skip => {}
             Step::Project => {
                 self.counters.n_projections += 1;
                 if let Some(b) = self.blocks[comp].as_mut() {
@@ -1036,5 +1045,23 @@ mod tests {
             &[1.0],
         )
         .unwrap();
+    }
+
+    #[test]
+    fn overflowing_kernel_values_leave_the_model_unchanged() {
+        // (1e200 <x,x'> + 1)^3 overflows: the candidate is skipped, nothing becomes non-finite.
+        let kernel = BaseKernel::poly(3, 1e200, 1.0).unwrap();
+        let tk = TaskKernel::complete(2).unwrap();
+        let mut a = MTBPRJ::new(tk.clone(), kernel, 2, false, params(4, 0.01)).unwrap();
+        let mut b = MTBPRJ2::new(tk, kernel, 2, false, params(4, 0.01), false).unwrap();
+        let mut scratch = Scratch::default();
+        for model in [&mut a as &mut dyn OnlineLearner, &mut b] {
+            model.update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch);
+            assert_eq!(model.n_active(), 1);
+            model.update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch);
+            assert_eq!(model.n_active(), 1);
+            let f = model.score(Row::Dense(&[1e-100, 0.0]), 0, &mut scratch);
+            assert!(f.is_finite());
+        }
     }
 }
