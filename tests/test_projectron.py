@@ -38,12 +38,11 @@ def unit_cube_stream(n, d, k, *, seed, sparse=False):
 
 
 def run_pair(native, reference, X, y, tasks, chunk=37):
-    """Feeds both the same chunks; returns the native and reference pre-update scores."""
+    """Feeds both the same chunks (predictions must agree); returns both models' scores of each
+    chunk right after learning it."""
     s_nat, s_ref = [], []
     for a in range(0, len(y), chunk):
         sl = slice(a, a + chunk)
-        # decision_function before learn gives the pre-update score of the chunk's first row;
-        # the rest come from learn's predictions, so compare scores via a replay below.
         p_nat = native.learn(X[sl], y[sl], tasks=tasks[sl])
         p_ref = reference.learn(X[sl], y[sl], tasks=tasks[sl])
         np.testing.assert_array_equal(p_nat, p_ref, err_msg=f"predictions diverge in rows {a}..{a + chunk}")
@@ -347,3 +346,14 @@ def test_bad_parameters_raise_on_first_fit(cls, params):
 def test_attributes_before_fit():
     m = omtl.MTBPRJ2(n_tasks=2, budget=4)
     assert (m.n_projections_, m.n_evictions_, m.n_rebuilds_, m.jitter_, m.n_active_) == (0, 0, 0, 0.0, 0)
+
+
+@pytest.mark.parametrize("cls", [omtl.MTBPRJ, omtl.MTBPRJ2, ref.MTBPRJ, ref.MTBPRJ2], ids=["nat1", "nat2", "ref1", "ref2"])
+def test_overflowing_kernel_values_are_skipped(cls):
+    """A candidate whose kernel values overflow changes nothing (no inf/NaN enters the model)."""
+    model = cls(n_tasks=2, budget=4, kernel="poly", degree=3, gamma=1e200)
+    model.partial_fit(np.array([[1e-100, 0.0]]), [1], tasks=[0])
+    with np.errstate(all="ignore"):
+        model.partial_fit(np.array([[1e10, 1e10]]), [-1], tasks=[1])
+    assert model.n_active_ == 1 and model.n_updates_ == 2
+    assert np.isfinite(model.decision_function(np.array([[1e-100, 0.0]]), tasks=[0])).all()

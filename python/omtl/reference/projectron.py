@@ -34,8 +34,9 @@ def project(H: np.ndarray, kz: np.ndarray, kappa: float):
     """alpha = H^-1 k_z and delta^2 = max(0, kappa - k_z' alpha), by a direct solve."""
     if len(kz) == 0:
         return np.zeros(0), max(0.0, kappa)
-    alpha = np.linalg.solve(H, kz)
-    return alpha, max(0.0, kappa - float(kz @ alpha))
+    with np.errstate(all="ignore"):
+        alpha = np.linalg.solve(H, kz)
+        return alpha, max(0.0, kappa - float(kz @ alpha))
 
 
 class MTBPRJCore:
@@ -78,6 +79,8 @@ class MTBPRJCore:
         kz = S.multitask_kernel_row(self.kernel, self.T, x, i)
         kappa = self.T[i, i] * self_kernel(self.kernel, x)
         alpha, d2 = project(self.gram(), kz, kappa)
+        if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
+            return  # an overflowing kernel value: the model is left unchanged
         if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
             S.beta = S.beta + y * alpha  # projection step: the set does not change
             self.counts["n_projections"] += 1
@@ -141,6 +144,8 @@ class MTBPRJ2Core:
         kz = kernel_matrix(self.kernel, self.D, x[None, :])[:, 0] if self.n_active else np.zeros(0)
         kappa = self_kernel(self.kernel, x)
         alpha, d2 = project(K, kz, kappa)
+        if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
+            return  # an overflowing kernel value: the model is left unchanged
         coupling = y * self.T[:, i]  # y T[l, i] for every task l (0 outside i's component)
         if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
             self.W = self.W + np.outer(coupling, alpha)
