@@ -8,13 +8,17 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 from . import datasets, kernels
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import KernelPerceptron, MTPerceptron
+from .learners import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2, KernelPerceptron, MTPerceptron
 
 __version__ = "0.1.0"
 
 __all__ = [
     "EvaluationReport",
     "KernelPerceptron",
+    "MTBPRJ",
+    "MTBPRJ2",
+    "MTPRJ",
+    "MTPRJ2",
     "MTPerceptron",
     "TaskGraph",
     "datasets",

@@ -7,10 +7,12 @@
 mod active_set;
 mod linear;
 mod perceptron;
+mod projectron;
 
 pub use active_set::ActiveSet;
 pub use linear::LinearWeights;
 pub use perceptron::MTPerceptron;
+pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 
 use crate::data::{validate_batch, Row, Rows};
 use crate::error::Result;

@@ -1,6 +1,10 @@
-//! Small dense linear algebra on top of nalgebra (pure Rust, so the wheel needs no system BLAS).
+//! Small dense linear algebra on top of nalgebra (pure Rust, so the wheel needs no system BLAS),
+//! and the incremental inverse Gram matrix of the budget Projectrons (§4.3).
 
 mod dense;
+mod inverse_gram;
 
-pub use dense::{cholesky_inverse, sym_eigen, sym_sqrt, SymMatrix};
 pub(crate) use dense::symmetrize as dense_symmetrize;
+pub use dense::{cholesky_inverse, sym_eigen, sym_sqrt, SymMatrix};
+pub use inverse_gram::InverseGram;
+pub use inverse_gram::{EPS_INS, JITTER_FIRST, JITTER_LAST, N_CHK, N_REF, TAU_RES};

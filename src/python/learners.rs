@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use crate::learner::{self, MTPerceptron, OnlineLearner};
+use crate::learner::{self, MTPerceptron, OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
@@ -19,18 +19,24 @@ pub const STATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
+    Mtbprj(MTBPRJ),
+    Mtbprj2(MTBPRJ2),
 }
 
 impl AnyLearner {
     fn get(&self) -> &(dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::Mtbprj(m) => m,
+            AnyLearner::Mtbprj2(m) => m,
         }
     }
 
     fn get_mut(&mut self) -> &mut (dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::Mtbprj(m) => m,
+            AnyLearner::Mtbprj2(m) => m,
         }
     }
 }
@@ -51,6 +57,55 @@ impl NativeLearner {
     fn mt_perceptron(task_kernel: &NativeTaskKernel, kernel: &NativeKernel, n_features: usize, sparse: bool) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
+    }
+
+    /// The multitask budget Projectron MTBPRJ (ALGORITHMS.md §4.4).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn mtbprj(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        eta: f64,
+        threshold_on: &str,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            let params = ProjectronParams::new(budget, eta, Threshold::parse(threshold_on)?)?;
+            MTBPRJ::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, params)
+        })?;
+        Ok(wrap(AnyLearner::Mtbprj(m)))
+    }
+
+    /// MTBPRJ-2, projection in the base-kernel space with per-task weights (§4.5).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn mtbprj2(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        eta: f64,
+        threshold_on: &str,
+        alg2_literal_line14: bool,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            let params = ProjectronParams::new(budget, eta, Threshold::parse(threshold_on)?)?;
+            MTBPRJ2::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, params, alg2_literal_line14)
+        })?;
+        Ok(wrap(AnyLearner::Mtbprj2(m)))
+    }
+
+    /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
+    /// learners without one.
+    fn force_rebuild(&mut self) {
+        match &mut self.inner {
+            AnyLearner::Mtbprj(m) => m.force_rebuild(),
+            AnyLearner::Mtbprj2(m) => m.force_rebuild(),
+            _ => {}
+        }
     }
 
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.

@@ -5,5 +5,6 @@ the tests compare the Rust engine against. They are slow by design.
 """
 
 from .perceptron import KernelPerceptron, MTPerceptron
+from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
 
-__all__ = ["KernelPerceptron", "MTPerceptron"]
+__all__ = ["MTBPRJ", "MTBPRJ2", "MTPRJ", "MTPRJ2", "KernelPerceptron", "MTPerceptron"]

@@ -1,0 +1,107 @@
+//! Cost of one MTBPRJ / MTBPRJ-2 budget step (ALGORITHMS.md §4.4 step 4, §4.5 step 4) as the
+//! budget B grows: projection of the candidate, tentative insertion, leave-one-out scores,
+//! folding and removal, all O(B²). Each measured step starts from the same full model (cloned
+//! outside the timing), so the periodic O(B³) recompute (N5, every 1000 structural operations)
+//! is measured separately in the `recompute` group.
+//!
+//! `cargo bench --bench projectron`
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use omtl::data::Row;
+use omtl::kernel::{BaseKernel, Scratch, TaskKernel};
+use omtl::learner::{OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+use omtl::rng::SplitMix64;
+
+const D: usize = 10;
+const K: usize = 8;
+
+fn points(n: usize, seed: u64) -> Vec<f64> {
+    let mut rng = SplitMix64::new(seed);
+    (0..n * D)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
+        .collect()
+}
+
+/// A model holding exactly `b` elements (every fill step is an insertion: far-apart points).
+fn filled<L: OnlineLearner>(mut model: L, b: usize) -> L {
+    let x = points(b, 1);
+    let mut scratch = Scratch::default();
+    for t in 0..b {
+        // score 0 with label +1 is an update-mistake: every row is offered to the model
+        model.update(Row::Dense(&x[t * D..(t + 1) * D]), t % K, 1.0, 0.0, &mut scratch);
+    }
+    assert_eq!(model.n_active(), b, "the fill must insert every point");
+    model
+}
+
+fn budget_step(c: &mut Criterion) {
+    let kernel = BaseKernel::rbf(5.0).unwrap();
+    let candidates = points(64, 2);
+    for (name, two) in [("mtbprj_budget_step", false), ("mtbprj2_budget_step", true)] {
+        let mut group = c.benchmark_group(name);
+        group.sample_size(10);
+        for &b in &[100usize, 250, 500, 1000, 2000] {
+            let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
+            let tasks = TaskKernel::complete(K).unwrap();
+            let mut scratch = Scratch::default();
+            let mut which = 0usize;
+            if two {
+                let model = filled(MTBPRJ2::new(tasks, kernel, D, false, params, false).unwrap(), b);
+                group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
+                    bench.iter_batched(
+                        || model.clone(),
+                        |mut m| {
+                            which = (which + 1) % 64;
+                            let x = &candidates[which * D..(which + 1) * D];
+                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch);
+                            m
+                        },
+                        BatchSize::LargeInput,
+                    )
+                });
+            } else {
+                let model = filled(MTBPRJ::new(tasks, kernel, D, false, params).unwrap(), b);
+                group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
+                    bench.iter_batched(
+                        || model.clone(),
+                        |mut m| {
+                            which = (which + 1) % 64;
+                            let x = &candidates[which * D..(which + 1) * D];
+                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch);
+                            m
+                        },
+                        BatchSize::LargeInput,
+                    )
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+fn recompute(c: &mut Criterion) {
+    let kernel = BaseKernel::rbf(5.0).unwrap();
+    let mut group = c.benchmark_group("mtbprj_recompute");
+    group.sample_size(10);
+    for &b in &[100usize, 250, 500, 1000] {
+        let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
+        let model = filled(
+            MTBPRJ::new(TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(),
+            b,
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
+            bench.iter_batched(
+                || model.clone(),
+                |mut m| {
+                    m.force_rebuild();
+                    m
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, budget_step, recompute);
+criterion_main!(benches);

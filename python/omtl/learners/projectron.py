@@ -1,0 +1,229 @@
+"""Budget Projectrons (ALGORITHMS.md §4.3–§4.5): MTBPRJ and MTBPRJ-2 of Cavallanti & Cesa-Bianchi."""
+
+from __future__ import annotations
+
+import numbers
+
+from .._base import NativeCore, OnlineClassifier
+from ._mixins import KernelParamsMixin
+
+THRESHOLDS = ("norm", "squared")
+
+
+def check_projectron_params(model) -> tuple[int, float, str]:
+    """Validated ``(budget, eta, threshold_on)`` of a Projectron (shared with the reference twins)."""
+    budget = model.budget
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1:
+        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+    eta = model.eta
+    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not (0.0 <= float(eta) < float("inf")):
+        raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
+    if model.threshold_on not in THRESHOLDS:
+        raise ValueError(f"threshold_on must be one of {THRESHOLDS}, got {model.threshold_on!r}")
+    return int(budget), float(eta), model.threshold_on
+
+
+class _ProjectronAttributes:
+    """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
+
+    def _diag_int(self, name: str) -> int:
+        return int(self._diagnostics().get(name, 0))
+
+    @property
+    def n_projections_(self) -> int:
+        """Update-mistakes absorbed by projection (the set did not change)."""
+        return self._diag_int("n_projections")
+
+    @property
+    def n_evictions_(self) -> int:
+        """Budget steps: an element was folded into the others and removed."""
+        return self._diag_int("n_evictions")
+
+    @property
+    def n_rebuilds_(self) -> int:
+        """Recomputes of the inverse Gram matrix from scratch (§4.3, safeguards N3–N5)."""
+        return self._diag_int("n_rebuilds")
+
+    @property
+    def jitter_(self) -> float:
+        """Total jitter the recomputes had to add to the Gram matrix diagonal (0 when well conditioned)."""
+        return float(self._diagnostics().get("jitter", 0.0))
+
+    def _force_rebuild(self) -> None:
+        """Recomputes the inverse Gram matrix now (INV-Q2; for tests)."""
+        if self._is_fitted():
+            self._core.force_rebuild()
+
+
+class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
+    """Multitask budget Projectron, MTBPRJ (Cavallanti & Cesa-Bianchi, Alg. 1).
+
+    A multitask kernel Perceptron ``f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x)`` that keeps at
+    most ``budget`` examples. On an update-mistake (``y f <= 0``) it projects
+    ``K([x, i], .)`` onto the span of the active set in the multitask RKHS (Orabona, Keshet &
+    Caputo, JMLR 2009):
+
+    - if the residual norm is at most ``eta``, the projection is added to the weights and the set
+      is unchanged (also when the set is full: no eviction);
+    - otherwise ``[x, i]`` is added with weight ``y``; if the set was full, the old element whose
+      removal loses least, ``|beta_j| / sqrt((H^-1)_jj)``, is folded into the others by projection
+      and removed (ties go to the oldest; the new example is never the one removed).
+
+    ``MTPRJ`` is another name for this class.
+
+    Parameters
+    ----------
+    n_tasks : int
+    budget : int
+        Largest number of stored examples.
+    eta : float, default=0.01
+        Projection threshold (the paper's value).
+    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
+    kernel : {"linear", "poly", "rbf"}, default="rbf"
+    gamma : float or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: default 1.
+    degree : int, default=2
+    coef0 : float, default=1.0
+    normalize : bool, default=False
+    threshold_on : {"norm", "squared"}, default="norm"
+        Compare ``eta`` with the residual norm ``delta`` (the papers) or with ``delta**2``
+        (Orabona's MATLAB Projectron++).
+
+    Attributes
+    ----------
+    n_projections_, n_evictions_, n_rebuilds_, jitter_
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import MTBPRJ
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(200, 3))
+    >>> y = np.where(X[:, 0] > X[:, 1], 1, -1)
+    >>> model = MTBPRJ(n_tasks=2, budget=10, gamma=2.0).partial_fit(X, y, tasks=rng.integers(0, 2, 200))
+    >>> model.n_active_ <= 10, model.n_evictions_ > 0
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        n_tasks,
+        budget,
+        eta=0.01,
+        graph="complete",
+        kernel="rbf",
+        gamma=None,
+        degree=2,
+        coef0=1.0,
+        normalize=False,
+        threshold_on="norm",
+    ):
+        self.n_tasks = n_tasks
+        self.budget = budget
+        self.eta = eta
+        self.graph = graph
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.threshold_on = threshold_on
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        budget, eta, threshold_on = check_projectron_params(self)
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return NativeCore(
+            NativeLearner.mtbprj(graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on)
+        )
+
+
+class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
+    """MTBPRJ-2: budget Projectron in the base-kernel space with per-task weights (Alg. 2).
+
+    Keeps a shared dictionary of at most ``budget`` instances and one weight per (task,
+    instance): ``f_i(x) = sum_j W[i, j] K'(x_j, x)``. Projections ignore the task markers, so an
+    instance seen in one task can absorb mistakes of every task:
+
+    - residual norm at most ``eta``: ``W[l, :] += y T[l, i] alpha`` for every task ``l`` of the
+      component of ``i``;
+    - otherwise ``x`` joins the dictionary with ``W[:, new] = y T[:, i]``; when full, the old
+      instance minimising ``||W[:, j]|| / sqrt((H'^-1)_jj)`` is folded into the others
+      (``W[l, j] += gamma_j W[l, r]``) and removed.
+
+    Weights live in one ``|c| x budget`` block per connected component ``c`` of the graph,
+    allocated when a task of ``c`` first errs (so the disconnected graph costs ``budget`` weights
+    per used task and the complete graph ``n_tasks * budget``). ``MTPRJ2`` is another name for
+    this class.
+
+    Parameters
+    ----------
+    n_tasks, budget, eta, graph, kernel, gamma, degree, coef0, normalize, threshold_on
+        As :class:`MTBPRJ`.
+    alg2_literal_line14 : bool, default=False
+        Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
+        ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
+        coupling. The default drops it.
+
+    Attributes
+    ----------
+    n_projections_, n_evictions_, n_rebuilds_, jitter_
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import MTBPRJ2
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(200, 3))
+    >>> y = np.where(X[:, 0] > X[:, 1], 1, -1)
+    >>> model = MTBPRJ2(n_tasks=2, budget=10, gamma=2.0).partial_fit(X, y, tasks=rng.integers(0, 2, 200))
+    >>> model.n_active_ <= 10
+    True
+    """
+
+    def __init__(
+        self,
+        *,
+        n_tasks,
+        budget,
+        eta=0.01,
+        graph="complete",
+        kernel="rbf",
+        gamma=None,
+        degree=2,
+        coef0=1.0,
+        normalize=False,
+        threshold_on="norm",
+        alg2_literal_line14=False,
+    ):
+        self.n_tasks = n_tasks
+        self.budget = budget
+        self.eta = eta
+        self.graph = graph
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.threshold_on = threshold_on
+        self.alg2_literal_line14 = alg2_literal_line14
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        budget, eta, threshold_on = check_projectron_params(self)
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return NativeCore(
+            NativeLearner.mtbprj2(
+                graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on,
+                bool(self.alg2_literal_line14),
+            )
+        )
+
+
+#: Another name for :class:`MTBPRJ` (the paper calls it both MTBPRJ and MTPRJ; A-C9).
+MTPRJ = MTBPRJ
+#: Another name for :class:`MTBPRJ2` (A-C9).
+MTPRJ2 = MTBPRJ2

@@ -1,0 +1,202 @@
+"""Reference budget Projectrons (§4.4, §4.5), written the obvious way.
+
+Every update-mistake rebuilds the Gram matrix of the active set and calls
+``numpy.linalg.solve`` for the projection, and a budget step calls ``numpy.linalg.inv`` on the
+Gram matrix of the enlarged set for the leave-one-out quantities. No incremental inverse, no
+safeguards beyond the insertion guard N1: on well-conditioned streams this is the oracle the
+native incremental engine is compared with.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import learners
+from ..learners.projectron import check_projectron_params
+from .graph import task_kernel
+from .kernels import kernel_matrix
+from .perceptron import SupportSet, dense_row
+
+EPS_INS = 1e-10  # N1 (§4.3)
+
+
+def self_kernel(kernel, x: np.ndarray) -> float:
+    return float(kernel_matrix(kernel, x[None, :], x[None, :])[0, 0])
+
+
+def insertion_floor(eta: float, threshold_on: str, kappa: float) -> float:
+    """Insert only if delta^2 exceeds max(threshold^2, eps_ins * kappa) (A-C6 and N1)."""
+    thr2 = eta * eta if threshold_on == "norm" else eta
+    return max(thr2, EPS_INS * kappa)
+
+
+def project(H: np.ndarray, kz: np.ndarray, kappa: float):
+    """alpha = H^-1 k_z and delta^2 = max(0, kappa - k_z' alpha), by a direct solve."""
+    if len(kz) == 0:
+        return np.zeros(0), max(0.0, kappa)
+    with np.errstate(all="ignore"):
+        alpha = np.linalg.solve(H, kz)
+        return alpha, max(0.0, kappa - float(kz @ alpha))
+
+
+class MTBPRJCore:
+    """Alg. 1 with the choices of §8.1 (A-C3..A-C6)."""
+
+    def __init__(self, T, kernel, n_features, budget, eta, threshold_on):
+        self.T, self.kernel = T, kernel
+        self.budget, self.eta, self.threshold_on = budget, eta, threshold_on
+        self.support = SupportSet(n_features)
+        self.n_updates = 0
+        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0}
+
+    @property
+    def n_active(self) -> int:
+        return len(self.support)
+
+    def diagnostics(self) -> dict:
+        return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
+
+    def gram(self) -> np.ndarray:
+        """H_jl = T[i_j, i_l] K'(x_j, x_l) over the active set."""
+        S = self.support
+        return self.T[np.ix_(S.tasks, S.tasks)] * kernel_matrix(self.kernel, S.X, S.X)
+
+    def decision(self, X, tasks):
+        return np.array([self.support.score(self.kernel, self.T, dense_row(X, t), tasks[t]) for t in range(len(tasks))])
+
+    def learn(self, X, tasks, y):
+        scores = np.zeros(len(tasks))
+        for t in range(len(tasks)):
+            x, i = dense_row(X, t), int(tasks[t])
+            scores[t] = self.support.score(self.kernel, self.T, x, i)
+            if y[t] * scores[t] <= 0:
+                self.n_updates += 1
+                self.mistake(x, i, float(y[t]))
+        return scores
+
+    def mistake(self, x, i, y):
+        S = self.support
+        kz = S.multitask_kernel_row(self.kernel, self.T, x, i)
+        kappa = self.T[i, i] * self_kernel(self.kernel, x)
+        alpha, d2 = project(self.gram(), kz, kappa)
+        if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
+            return  # an overflowing kernel value: the model is left unchanged
+        if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
+            S.beta = S.beta + y * alpha  # projection step: the set does not change
+            self.counts["n_projections"] += 1
+            return
+        S.append(x, i, y, y)
+        self.counts["n_insertions"] += 1
+        if len(S) <= self.budget:
+            return
+        # Budget maintenance on S + {z}: leave-one-out residuals from the inverse Gram matrix.
+        self.counts["n_evictions"] += 1
+        Q = np.linalg.inv(self.gram())
+        old = len(S) - 1  # the new element (last) is not a candidate
+        score = np.abs(S.beta[:old]) / np.sqrt(np.diag(Q)[:old])
+        r = int(np.argmin(score))  # first minimum = oldest (insertion order)
+        gamma = -Q[:, r] / Q[r, r]
+        gamma[r] = 0.0
+        S.beta = S.beta + S.beta[r] * gamma
+        S.remove(r)
+
+
+class MTBPRJ2Core:
+    """Alg. 2: dictionary D with base-kernel projections and a k x |D| weight matrix W."""
+
+    def __init__(self, T, kernel, n_features, budget, eta, threshold_on, literal_line14):
+        self.T, self.kernel = T, kernel
+        self.budget, self.eta, self.threshold_on = budget, eta, threshold_on
+        self.literal_line14 = literal_line14
+        self.D = np.zeros((0, n_features))
+        self.dict_tasks = np.zeros(0, dtype=np.int64)
+        self.W = np.zeros((T.shape[0], 0))
+        self.n_updates = 0
+        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0}
+
+    @property
+    def n_active(self) -> int:
+        return self.D.shape[0]
+
+    def diagnostics(self) -> dict:
+        return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
+
+    def score(self, x, i) -> float:
+        if self.n_active == 0:
+            return 0.0
+        return float(self.W[i] @ kernel_matrix(self.kernel, self.D, x[None, :])[:, 0])
+
+    def decision(self, X, tasks):
+        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
+
+    def learn(self, X, tasks, y):
+        scores = np.zeros(len(tasks))
+        for t in range(len(tasks)):
+            x, i = dense_row(X, t), int(tasks[t])
+            scores[t] = self.score(x, i)
+            if y[t] * scores[t] <= 0:
+                self.n_updates += 1
+                self.mistake(x, i, float(y[t]))
+        return scores
+
+    def mistake(self, x, i, y):
+        K = kernel_matrix(self.kernel, self.D, self.D)
+        kz = kernel_matrix(self.kernel, self.D, x[None, :])[:, 0] if self.n_active else np.zeros(0)
+        kappa = self_kernel(self.kernel, x)
+        alpha, d2 = project(K, kz, kappa)
+        if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
+            return  # an overflowing kernel value: the model is left unchanged
+        coupling = y * self.T[:, i]  # y T[l, i] for every task l (0 outside i's component)
+        if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
+            self.W = self.W + np.outer(coupling, alpha)
+            self.counts["n_projections"] += 1
+            return
+        self.D = np.vstack([self.D, x[None, :]])
+        self.dict_tasks = np.append(self.dict_tasks, i)
+        self.W = np.hstack([self.W, coupling[:, None]])
+        self.counts["n_insertions"] += 1
+        if self.n_active <= self.budget:
+            return
+        self.counts["n_evictions"] += 1
+        Q = np.linalg.inv(kernel_matrix(self.kernel, self.D, self.D))
+        old = self.n_active - 1
+        d_norm = np.linalg.norm(self.W[:, :old], axis=0) / np.sqrt(np.diag(Q)[:old])
+        r = int(np.argmin(d_norm))
+        gamma = -Q[:, r] / Q[r, r]
+        gamma[r] = 0.0
+        if self.literal_line14:
+            # As printed: (beta_l)_j += gamma_j (beta_l)_r (A^-1)_{l, i_j}
+            self.W = self.W + gamma[None, :] * self.W[:, [r]] * self.T[:, self.dict_tasks]
+        else:
+            self.W = self.W + np.outer(self.W[:, r], gamma)
+        keep = np.arange(self.n_active) != r
+        self.D, self.dict_tasks, self.W = self.D[keep], self.dict_tasks[keep], self.W[:, keep]
+
+
+class MTBPRJ(learners.MTBPRJ):
+    __doc__ = "Reference twin of :class:`omtl.MTBPRJ` (NumPy, direct solves on the Gram matrix)."
+
+    def _make_core(self, n_features, sparse):
+        budget, eta, threshold_on = check_projectron_params(self)
+        T = task_kernel(self._task_graph())
+        return MTBPRJCore(T, self._kernel_spec(n_features), n_features, budget, eta, threshold_on)
+
+    def _force_rebuild(self):
+        """Nothing to rebuild: every step solves from scratch."""
+
+
+class MTBPRJ2(learners.MTBPRJ2):
+    __doc__ = "Reference twin of :class:`omtl.MTBPRJ2` (NumPy, direct solves on the Gram matrix)."
+
+    def _make_core(self, n_features, sparse):
+        budget, eta, threshold_on = check_projectron_params(self)
+        T = task_kernel(self._task_graph())
+        spec = self._kernel_spec(n_features)
+        return MTBPRJ2Core(T, spec, n_features, budget, eta, threshold_on, bool(self.alg2_literal_line14))
+
+    def _force_rebuild(self):
+        """Nothing to rebuild: every step solves from scratch."""
+
+
+MTPRJ = MTBPRJ
+MTPRJ2 = MTBPRJ2
