@@ -8,11 +8,16 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 from . import datasets, kernels
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import KernelPerceptron, MTPerceptron
+from .learners import CWCOL, MTFL, OMTL, OMTRL, TRML, KernelPerceptron, MTPerceptron
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "CWCOL",
+    "MTFL",
+    "OMTL",
+    "OMTRL",
+    "TRML",
     "EvaluationReport",
     "KernelPerceptron",
     "MTPerceptron",

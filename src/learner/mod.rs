@@ -5,11 +5,19 @@
 //! whole batches after validating all of it, so a bad batch never leaves a model half-updated.
 
 mod active_set;
+pub mod batch_mtl;
+mod cw;
 mod linear;
+mod omtl;
+mod omtrl;
 mod perceptron;
 
 pub use active_set::ActiveSet;
+pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
+pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
 pub use linear::LinearWeights;
+pub use omtl::{omtl_tau, GlobalNorm, Omtl};
+pub use omtrl::{Omtrl, RelationUpdate};
 pub use perceptron::MTPerceptron;
 
 use crate::data::{validate_batch, Row, Rows};
@@ -41,6 +49,11 @@ pub trait OnlineLearner {
 
     /// Learner-specific counters and values, by name.
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
+    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`.
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         Vec::new()
     }
 }

@@ -3,7 +3,7 @@
 //! (`omtl._base`) does label handling and validation; this layer checks again, releases the GIL
 //! for the batch loop and serialises state for pickling.
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use crate::learner::{self, MTPerceptron, OnlineLearner};
+use crate::learner::{self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, OnlineLearner, Omtl, Omtrl, Regularizer, RelationUpdate};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
@@ -19,18 +19,30 @@ pub const STATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
+    CwCol(CwCol),
+    Omtrl(Omtrl),
+    Omtl(Omtl),
+    BatchMtl(BatchMtl),
 }
 
 impl AnyLearner {
     fn get(&self) -> &(dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::CwCol(m) => m,
+            AnyLearner::Omtrl(m) => m,
+            AnyLearner::Omtl(m) => m,
+            AnyLearner::BatchMtl(m) => m,
         }
     }
 
     fn get_mut(&mut self) -> &mut (dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::CwCol(m) => m,
+            AnyLearner::Omtrl(m) => m,
+            AnyLearner::Omtl(m) => m,
+            AnyLearner::BatchMtl(m) => m,
         }
     }
 }
@@ -51,6 +63,43 @@ impl NativeLearner {
     fn mt_perceptron(task_kernel: &NativeTaskKernel, kernel: &NativeKernel, n_features: usize, sparse: bool) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
+    }
+
+    /// CW-COL (ALGORITHMS.md §6.4).
+    #[staticmethod]
+    fn cw_col(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> PyResult<Self> {
+        let m = guarded(|| CwCol::new(n_tasks, n_features, confidence, a, omega))?;
+        Ok(wrap(AnyLearner::CwCol(m)))
+    }
+
+    /// OMTRL (§6.3); `relation_update` is "batch", "logdet" or "vonneumann".
+    #[staticmethod]
+    fn omtrl(n_tasks: usize, n_features: usize, relation_update: &str, eta: f64, epoch: u64) -> PyResult<Self> {
+        let m = guarded(|| Omtrl::new(n_tasks, n_features, RelationUpdate::parse(relation_update)?, eta, epoch))?;
+        Ok(wrap(AnyLearner::Omtrl(m)))
+    }
+
+    /// OMTL (§6.2); `global_norm` is "linf", "l1" or "l2".
+    #[staticmethod]
+    fn omtl(n_tasks: usize, n_features: usize, c: f64, global_norm: &str, explicit: bool) -> PyResult<Self> {
+        let m = guarded(|| Omtl::new(n_tasks, n_features, c, GlobalNorm::parse(global_norm)?, explicit))?;
+        Ok(wrap(AnyLearner::Omtl(m)))
+    }
+
+    /// MTFL (`regularizer="l21"`) or TRML (`"trace"`), retrained periodically (§6.5).
+    #[staticmethod]
+    fn batch_mtl(n_tasks: usize, n_features: usize, regularizer: &str, rho: f64, retrain_every: u64, sparse: bool) -> PyResult<Self> {
+        let m = guarded(|| BatchMtl::new(n_tasks, n_features, Regularizer::parse(regularizer)?, rho, retrain_every, sparse))?;
+        Ok(wrap(AnyLearner::BatchMtl(m)))
+    }
+
+    /// Learner-specific fitted arrays by name (copies).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, shape, data) in self.inner.get().arrays() {
+            d.set_item(name, data.into_pyarray(py).reshape(shape.as_slice())?)?;
+        }
+        Ok(d)
     }
 
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.
@@ -123,4 +172,40 @@ impl NativeLearner {
         }
         Ok(wrap(inner))
     }
+}
+
+/// The MTFL/TRML solver on one batch (for tests, INV-M1/M2): returns `(W (k x d), c, objective,
+/// n_iter)` after an accelerated proximal gradient warm-started from `(w0, c0)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, tasks, y, n_tasks, regularizer, rho, w0, c0, tol, max_iter))]
+pub fn batch_mtl_solve<'py>(
+    py: Python<'py>,
+    x: RowsArg<'py>,
+    tasks: PyReadonlyArray1<'py, i64>,
+    y: PyReadonlyArray1<'py, f64>,
+    n_tasks: usize,
+    regularizer: &str,
+    rho: f64,
+    w0: PyReadonlyArray1<'py, f64>,
+    c0: PyReadonlyArray1<'py, f64>,
+    tol: f64,
+    max_iter: usize,
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize)> {
+    let rows = x.view()?;
+    let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
+    let (w0, c0) = (slice1(&w0, "w0")?, slice1(&c0, "c0")?);
+    let (w, c, report) = guarded(|| {
+        crate::data::validate_batch(&rows, tasks, Some(y), n_tasks, rows.n_cols())?;
+        let reg = Regularizer::parse(regularizer)?;
+        if w0.len() != n_tasks * rows.n_cols() || c0.len() != n_tasks {
+            return Err(crate::error::invalid("w0", "w0 must hold n_tasks * n_features values and c0 n_tasks"));
+        }
+        let t32: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
+        let (mut w, mut c) = (w0.to_vec(), c0.to_vec());
+        let opts = learner::SolverOptions { tol, max_iter };
+        let report = learner::batch_mtl::solve(&rows, &t32, y, n_tasks, reg, rho, &mut w, &mut c, opts);
+        Ok((w, c, report))
+    })?;
+    Ok((w.into_pyarray(py), c.into_pyarray(py), report.objective, report.n_iter))
 }

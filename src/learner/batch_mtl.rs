@@ -1,0 +1,482 @@
+//! MTFL and TRML: batch multitask logistic learners retrained periodically (ALGORITHMS.md §6.5;
+//! ROMCO's baselines, §8.2 A-R10, A-R11).
+//!
+//! Objective (MALSAR style): `sum_{i: n_i > 0} (1/n_i) sum_{(x,y) in D_i} log(1 + exp(-y (w_i.x + c_i)))
+//! + rho Omega(W)` with a per-task bias `c_i` (never regularised) and
+//! - MTFL: `Omega(W) = sum_r |W_{r,:}|_2` (row / feature groups; Liu, Ji & Ye, UAI 2009),
+//! - TRML: `Omega(W) = |W|_*` (trace norm; Ji & Ye, ICML 2009).
+//!
+//! Solver: accelerated proximal gradient (FISTA, Beck & Teboulle 2009) with MALSAR's line search
+//! (`L` starts at 1 and doubles until the quadratic upper bound holds, never decreases), stopped
+//! when the objective changes by at most `tol` relative, after `max_iter` iterations, or when
+//! the step `|Z+ - S|^2 <= 1e-20`. Proximal maps: row-wise group shrinkage; singular value
+//! thresholding by Householder QR of the `d x k` matrix and an SVD of the small `R` (§5.5 a).
+//!
+//! Online schedule (protocol P1): every example is stored; after every `retrain_every` examples
+//! the model is retrained on all examples seen so far, warm-started from the previous solution,
+//! and the examples in between are predicted with the last model (0 before the first retrain,
+//! so every early prediction is +1 by S0). Memory: the stored examples, dense `n d` floats or
+//! sparse `nnz` (value, index) pairs plus one task id and label per example.
+
+use nalgebra::{DMatrix, SVD};
+use serde::{Deserialize, Serialize};
+
+use crate::data::{Row, Rows};
+use crate::error::{invalid, Result};
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Regularizer {
+    /// Row-wise l2,1 norm (MTFL).
+    L21,
+    /// Trace (nuclear) norm (TRML).
+    Trace,
+}
+
+impl Regularizer {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "l21" => Ok(Self::L21),
+            "trace" => Ok(Self::Trace),
+            other => Err(invalid("regularizer", format!("expected 'l21' or 'trace', got {other:?}"))),
+        }
+    }
+}
+
+/// Stopping rule of the solver (§6.5 defaults: `tol = 1e-4`, `max_iter = 1000`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SolverOptions {
+    pub tol: f64,
+    pub max_iter: usize,
+}
+
+impl Default for SolverOptions {
+    fn default() -> Self {
+        Self { tol: 1e-4, max_iter: 1000 }
+    }
+}
+
+/// What one solve did.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct SolveReport {
+    /// `F(W) + rho Omega(W)` at the returned point.
+    pub objective: f64,
+    pub n_iter: usize,
+    /// The final line-search constant `L`.
+    pub lipschitz: f64,
+}
+
+/// `log(1 + e^z)`, computed stably.
+#[inline]
+fn softplus(z: f64) -> f64 {
+    z.max(0.0) + (-z.abs()).exp().ln_1p()
+}
+
+/// `1 / (1 + e^z)`, computed stably.
+#[inline]
+fn sigmoid_neg(z: f64) -> f64 {
+    if z > 0.0 {
+        let e = (-z).exp();
+        e / (1.0 + e)
+    } else {
+        1.0 / (1.0 + z.exp())
+    }
+}
+
+/// The training set of one solve: rows, task ids, ±1 labels and the per-task weights `1/n_i`.
+struct Problem<'a> {
+    rows: &'a Rows<'a>,
+    tasks: &'a [u32],
+    y: &'a [f64],
+    inv_counts: Vec<f64>,
+    d: usize,
+}
+
+impl<'a> Problem<'a> {
+    fn new(rows: &'a Rows<'a>, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
+        let mut counts = vec![0usize; k];
+        tasks.iter().for_each(|&t| counts[t as usize] += 1);
+        let inv_counts = counts.iter().map(|&n| if n > 0 { 1.0 / n as f64 } else { 0.0 }).collect();
+        Self { rows, tasks, y, inv_counts, d: rows.n_cols() }
+    }
+
+    #[inline]
+    fn margin(&self, r: usize, row: &Row, w: &[f64], c: &[f64]) -> f64 {
+        let t = self.tasks[r] as usize;
+        row.dot(&w[t * self.d..(t + 1) * self.d]) + c[t]
+    }
+
+    fn loss(&self, w: &[f64], c: &[f64]) -> f64 {
+        let mut per_task = vec![0.0; c.len()];
+        for r in 0..self.y.len() {
+            let row = self.rows.row(r);
+            per_task[self.tasks[r] as usize] += softplus(-self.y[r] * self.margin(r, &row, w, c));
+        }
+        per_task.iter().zip(&self.inv_counts).map(|(l, s)| l * s).sum()
+    }
+
+    /// The loss and, into `gw`/`gc`, its gradient.
+    fn loss_grad(&self, w: &[f64], c: &[f64], gw: &mut [f64], gc: &mut [f64]) -> f64 {
+        gw.iter_mut().for_each(|g| *g = 0.0);
+        gc.iter_mut().for_each(|g| *g = 0.0);
+        let mut per_task = vec![0.0; c.len()];
+        let d = self.d;
+        for r in 0..self.y.len() {
+            let row = self.rows.row(r);
+            let t = self.tasks[r] as usize;
+            let ym = self.y[r] * self.margin(r, &row, w, c);
+            per_task[t] += softplus(-ym);
+            let g = -self.y[r] * sigmoid_neg(ym) * self.inv_counts[t];
+            row.add_to(&mut gw[t * d..(t + 1) * d], g);
+            gc[t] += g;
+        }
+        per_task.iter().zip(&self.inv_counts).map(|(l, s)| l * s).sum()
+    }
+}
+
+/// `Omega(W)` of a task-major `W` (`w_i = w[i*d..(i+1)*d]`, i.e. a column-major `d x k` matrix).
+pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
+    match reg {
+        Regularizer::L21 => (0..d).map(|r| (0..k).map(|i| w[i * d + r].powi(2)).sum::<f64>().sqrt()).sum(),
+        Regularizer::Trace => {
+            if d == 0 || k == 0 {
+                return 0.0;
+            }
+            DMatrix::from_column_slice(d, k, w).singular_values().iter().sum()
+        }
+    }
+}
+
+/// `prox_{theta Omega}` in place on a task-major `W`.
+pub fn prox(reg: Regularizer, w: &mut [f64], d: usize, k: usize, theta: f64) {
+    match reg {
+        Regularizer::L21 => {
+            for r in 0..d {
+                let norm = (0..k).map(|i| w[i * d + r].powi(2)).sum::<f64>().sqrt();
+                let scale = if norm > 0.0 { (1.0 - theta / norm).max(0.0) } else { 0.0 };
+                (0..k).for_each(|i| w[i * d + r] *= scale);
+            }
+        }
+        Regularizer::Trace => svt(w, d, k, theta),
+    }
+}
+
+/// Singular value thresholding of the column-major `d x k` matrix `w` (§5.5 a): Householder QR
+/// `W = Q R`, SVD `R = U S V'`, result `Q U (S - theta)_+ V'`. For `d < k` the SVD is taken
+/// directly.
+pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) {
+    let m = DMatrix::from_column_slice(d, k, w);
+    let (left, small) = if d >= k {
+        let qr = m.qr();
+        (Some(qr.q()), qr.r())
+    } else {
+        (None, m)
+    };
+    let Some(svd) = SVD::try_new(small, true, true, f64::EPSILON, 0) else { return };
+    let (Some(u), Some(v_t)) = (svd.u, svd.v_t) else { return };
+    let mut u = u;
+    for (col, s) in svd.singular_values.iter().enumerate() {
+        let shrink = (s - theta).max(0.0);
+        u.column_mut(col).scale_mut(shrink);
+    }
+    let core = u * v_t;
+    let out = match left {
+        Some(q) => q * core,
+        None => core,
+    };
+    w.copy_from_slice(out.as_slice());
+}
+
+/// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
+/// `(w, c)` and overwriting them with the solution.
+#[allow(clippy::too_many_arguments)]
+pub fn solve(
+    rows: &Rows,
+    tasks: &[u32],
+    y: &[f64],
+    k: usize,
+    reg: Regularizer,
+    rho: f64,
+    w: &mut [f64],
+    c: &mut [f64],
+    opts: SolverOptions,
+) -> SolveReport {
+    let problem = Problem::new(rows, tasks, y, k);
+    let d = problem.d;
+    let (mut wz, mut wz_old) = (w.to_vec(), w.to_vec());
+    let (mut cz, mut cz_old) = (c.to_vec(), c.to_vec());
+    let (mut ws, mut cs) = (vec![0.0; d * k], vec![0.0; k]);
+    let (mut gw, mut gc) = (vec![0.0; d * k], vec![0.0; k]);
+    let (mut wp, mut cp) = (vec![0.0; d * k], vec![0.0; k]);
+    let (mut t, mut t_old) = (1.0f64, 0.0f64);
+    let mut lip = 1.0f64;
+    let mut prev: Option<f64> = None;
+    let mut objective = problem.loss(w, c) + rho * penalty(reg, w, d, k);
+    let mut n_iter = 0;
+    while n_iter < opts.max_iter {
+        n_iter += 1;
+        let alpha = (t_old - 1.0) / t;
+        ws.iter_mut().zip(wz.iter().zip(&wz_old)).for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
+        cs.iter_mut().zip(cz.iter().zip(&cz_old)).for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
+        let fs = problem.loss_grad(&ws, &cs, &mut gw, &mut gc);
+        let mut stalled = false;
+        let mut fp;
+        loop {
+            wp.iter_mut().zip(ws.iter().zip(&gw)).for_each(|(p, (s, g))| *p = s - g / lip);
+            prox(reg, &mut wp, d, k, rho / lip);
+            cp.iter_mut().zip(cs.iter().zip(&gc)).for_each(|(p, (s, g))| *p = s - g / lip);
+            fp = problem.loss(&wp, &cp);
+            let (mut r_sum, mut lin) = (0.0, 0.0);
+            for ((p, s), g) in wp.iter().zip(&ws).zip(&gw).chain(cp.iter().zip(&cs).zip(&gc)) {
+                let delta = p - s;
+                r_sum += delta * delta;
+                lin += delta * g;
+            }
+            if r_sum <= 1e-20 {
+                stalled = true;
+                break;
+            }
+            if fp <= fs + lin + lip / 2.0 * r_sum {
+                break;
+            }
+            lip *= 2.0;
+        }
+        std::mem::swap(&mut wz_old, &mut wz);
+        wz.copy_from_slice(&wp);
+        std::mem::swap(&mut cz_old, &mut cz);
+        cz.copy_from_slice(&cp);
+        objective = fp + rho * penalty(reg, &wz, d, k);
+        if stalled {
+            break;
+        }
+        if let Some(p) = prev {
+            if (objective - p).abs() <= opts.tol * p {
+                break;
+            }
+        }
+        prev = Some(objective);
+        t_old = t;
+        t = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+    }
+    w.copy_from_slice(&wz);
+    c.copy_from_slice(&cz);
+    SolveReport { objective, n_iter, lipschitz: lip }
+}
+
+/// Examples kept for retraining: dense row-major or CSR, as the first batch was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+enum Store {
+    Dense(Vec<f64>),
+    Sparse { indptr: Vec<i64>, indices: Vec<u32>, values: Vec<f64> },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchMtl {
+    n_features: usize,
+    n_tasks: usize,
+    reg: Regularizer,
+    rho: f64,
+    retrain_every: u64,
+    opts: SolverOptions,
+    /// Task-major `W` (column-major `d x k`) and the biases.
+    weights: Vec<f64>,
+    bias: Vec<f64>,
+    store: Store,
+    tasks: Vec<u32>,
+    labels: Vec<f64>,
+    n_retrains: u64,
+    last: SolveReport,
+    total_iter: u64,
+}
+
+impl BatchMtl {
+    pub fn new(n_tasks: usize, n_features: usize, reg: Regularizer, rho: f64, retrain_every: u64, sparse: bool) -> Result<Self> {
+        if n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        if !(rho >= 0.0 && rho.is_finite()) {
+            return Err(invalid("rho", format!("must be a finite number >= 0, got {rho}")));
+        }
+        if retrain_every == 0 {
+            return Err(invalid("retrain_every", "must be >= 1"));
+        }
+        let store = if sparse { Store::Sparse { indptr: vec![0], indices: Vec::new(), values: Vec::new() } } else { Store::Dense(Vec::new()) };
+        Ok(Self {
+            n_features,
+            n_tasks,
+            reg,
+            rho,
+            retrain_every,
+            opts: SolverOptions::default(),
+            weights: vec![0.0; n_tasks * n_features],
+            bias: vec![0.0; n_tasks],
+            store,
+            tasks: Vec::new(),
+            labels: Vec::new(),
+            n_retrains: 0,
+            last: SolveReport::default(),
+            total_iter: 0,
+        })
+    }
+
+    pub fn with_options(mut self, opts: SolverOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    fn push(&mut self, x: &Row, task: usize, y: f64) {
+        match &mut self.store {
+            Store::Dense(data) => {
+                let start = data.len();
+                data.resize(start + self.n_features, 0.0);
+                x.add_to(&mut data[start..], 1.0);
+            }
+            Store::Sparse { indptr, indices, values } => {
+                x.for_each(|j, v| {
+                    if v != 0.0 {
+                        indices.push(j as u32);
+                        values.push(v);
+                    }
+                });
+                indptr.push(indices.len() as i64);
+            }
+        }
+        self.tasks.push(task as u32);
+        self.labels.push(y);
+    }
+
+    /// Retrains on every stored example, warm-started from the current model.
+    pub fn retrain(&mut self) {
+        let n = self.labels.len();
+        let rows = match &self.store {
+            Store::Dense(data) => Rows::Dense { data, n_rows: n, n_cols: self.n_features },
+            Store::Sparse { indptr, indices, values } => Rows::Csr { indptr, indices, data: values, n_cols: self.n_features },
+        };
+        let report = solve(&rows, &self.tasks, &self.labels, self.n_tasks, self.reg, self.rho, &mut self.weights, &mut self.bias, self.opts);
+        self.last = report;
+        self.total_iter += report.n_iter as u64;
+        self.n_retrains += 1;
+    }
+
+    /// Bytes held by the stored examples.
+    pub fn stored_bytes(&self) -> usize {
+        let rows = match &self.store {
+            Store::Dense(data) => 8 * data.len(),
+            Store::Sparse { indptr, indices, values } => 8 * indptr.len() + 4 * indices.len() + 8 * values.len(),
+        };
+        rows + 4 * self.tasks.len() + 8 * self.labels.len()
+    }
+
+    fn rank(&self) -> f64 {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let s = DMatrix::from_column_slice(d, k, &self.weights).singular_values();
+        let max = s.iter().copied().fold(0.0f64, f64::max);
+        s.iter().filter(|&&v| v > 1e-12 * max && max > 0.0).count() as f64
+    }
+}
+
+impl OnlineLearner for BatchMtl {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        let d = self.n_features;
+        x.dot(&self.weights[task * d..(task + 1) * d]) + self.bias[task]
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+        self.push(&x, task, y);
+        if self.labels.len() as u64 % self.retrain_every == 0 {
+            self.retrain();
+        }
+    }
+
+    /// The number of retrains.
+    fn n_updates(&self) -> u64 {
+        self.n_retrains
+    }
+
+    /// The number of stored examples (the memory the learner holds).
+    fn n_active(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        let d = self.n_features;
+        let zero_rows = (0..d).filter(|&r| (0..self.n_tasks).all(|i| self.weights[i * d + r] == 0.0)).count();
+        vec![
+            ("n_retrains", self.n_retrains as f64),
+            ("last_n_iter", self.last.n_iter as f64),
+            ("total_n_iter", self.total_iter as f64),
+            ("last_objective", self.last.objective),
+            ("last_lipschitz", self.last.lipschitz),
+            ("stored_bytes", self.stored_bytes() as f64),
+            ("n_zero_rows", zero_rows as f64),
+            ("rank", self.rank()),
+        ]
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        vec![("coef", vec![self.n_tasks, self.n_features], self.weights.clone()), ("intercept", vec![self.n_tasks], self.bias.clone())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn problem(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<u32>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let tasks: Vec<u32> = (0..n).map(|t| (t % k) as u32).collect();
+        let y: Vec<f64> = (0..n).map(|t| if x[t * d] + 0.4 * x[t * d + 1] + 0.5 * unif() > 0.0 { 1.0 } else { -1.0 }).collect();
+        (x, tasks, y)
+    }
+
+    #[test]
+    fn svt_shrinks_singular_values() {
+        let (d, k) = (7, 3);
+        let (x, _, _) = problem(d, k, 1, 3);
+        let mut w = x.clone();
+        let before = DMatrix::from_column_slice(d, k, &x).singular_values();
+        svt(&mut w, d, k, 0.3);
+        let after = DMatrix::from_column_slice(d, k, &w).singular_values();
+        let mut b: Vec<f64> = before.iter().map(|s| (s - 0.3).max(0.0)).collect();
+        let mut a: Vec<f64> = after.iter().copied().collect();
+        b.sort_by(f64::total_cmp);
+        a.sort_by(f64::total_cmp);
+        a.iter().zip(&b).for_each(|(p, q)| assert!((p - q).abs() < 1e-12, "{a:?} {b:?}"));
+    }
+
+    #[test]
+    fn solver_decreases_the_objective_and_prox_zeroes_rows() {
+        let (n, d, k) = (300, 6, 3);
+        let (x, tasks, y) = problem(n, d, k, 9);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        for reg in [Regularizer::L21, Regularizer::Trace] {
+            let (mut w, mut c) = (vec![0.0; d * k], vec![0.0; k]);
+            let start = Problem::new(&rows, &tasks, &y, k).loss(&w, &c);
+            let rep = solve(&rows, &tasks, &y, k, reg, 0.05, &mut w, &mut c, SolverOptions::default());
+            assert!(rep.objective < start && rep.n_iter >= 2);
+            // Warm start from the solution: stops within a few iterations.
+            let again = solve(&rows, &tasks, &y, k, reg, 0.05, &mut w, &mut c, SolverOptions::default());
+            assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
+        }
+        let mut w = vec![1.0, 0.1, 2.0, 0.1];
+        prox(Regularizer::L21, &mut w, 2, 2, 0.5);
+        assert_eq!(w[1], 0.0);
+        assert_eq!(w[3], 0.0);
+        assert!(w[0] > 0.0 && w[2] > 0.0);
+    }
+}
