@@ -39,7 +39,10 @@ impl Regularizer {
         match name {
             "l21" => Ok(Self::L21),
             "trace" => Ok(Self::Trace),
-            other => Err(invalid("regularizer", format!("expected 'l21' or 'trace', got {other:?}"))),
+            other => Err(invalid(
+                "regularizer",
+                format!("expected 'l21' or 'trace', got {other:?}"),
+            )),
         }
     }
 }
@@ -53,7 +56,10 @@ pub struct SolverOptions {
 
 impl Default for SolverOptions {
     fn default() -> Self {
-        Self { tol: 1e-4, max_iter: 1000 }
+        Self {
+            tol: 1e-4,
+            max_iter: 1000,
+        }
     }
 }
 
@@ -97,48 +103,94 @@ impl<'a> Problem<'a> {
     fn new(rows: &'a Rows<'a>, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
         let mut counts = vec![0usize; k];
         tasks.iter().for_each(|&t| counts[t as usize] += 1);
-        let inv_counts = counts.iter().map(|&n| if n > 0 { 1.0 / n as f64 } else { 0.0 }).collect();
-        Self { rows, tasks, y, inv_counts, d: rows.n_cols() }
+        let inv_counts = counts
+            .iter()
+            .map(|&n| if n > 0 { 1.0 / n as f64 } else { 0.0 })
+            .collect();
+        Self {
+            rows,
+            tasks,
+            y,
+            inv_counts,
+            d: rows.n_cols(),
+        }
     }
 
-    #[inline]
-    fn margin(&self, r: usize, row: &Row, w: &[f64], c: &[f64]) -> f64 {
-        let t = self.tasks[r] as usize;
-        row.dot(&w[t * self.d..(t + 1) * self.d]) + c[t]
+    /// `out[r] = w_{task(r)}.x_r + c_{task(r)}`: one pass over the data.
+    fn margins(&self, w: &[f64], c: &[f64], out: &mut [f64]) {
+        let d = self.d;
+        for (r, m) in out.iter_mut().enumerate() {
+            let t = self.tasks[r] as usize;
+            *m = self.rows.row(r).dot(&w[t * d..(t + 1) * d]) + c[t];
+        }
     }
 
-    fn loss(&self, w: &[f64], c: &[f64]) -> f64 {
-        let mut per_task = vec![0.0; c.len()];
-        for r in 0..self.y.len() {
-            let row = self.rows.row(r);
-            per_task[self.tasks[r] as usize] += softplus(-self.y[r] * self.margin(r, &row, w, c));
+    /// The loss from the margins (no pass over the data).
+    fn loss_at(&self, margins: &[f64]) -> f64 {
+        let mut per_task = vec![0.0; self.inv_counts.len()];
+        for (r, &m) in margins.iter().enumerate() {
+            per_task[self.tasks[r] as usize] += softplus(-self.y[r] * m);
         }
         per_task.iter().zip(&self.inv_counts).map(|(l, s)| l * s).sum()
     }
 
-    /// The loss and, into `gw`/`gc`, its gradient.
-    fn loss_grad(&self, w: &[f64], c: &[f64], gw: &mut [f64], gc: &mut [f64]) -> f64 {
+    #[cfg(test)]
+    fn loss(&self, w: &[f64], c: &[f64]) -> f64 {
+        let mut m = vec![0.0; self.y.len()];
+        self.margins(w, c, &mut m);
+        self.loss_at(&m)
+    }
+
+    /// One pass: the margins `mp` of `(wp, cp)`, the margins `ms_next = mp + alpha (mp - mz)` of
+    /// the next search point and the gradient there (into `gw`/`gc`).
+    #[allow(clippy::too_many_arguments)]
+    fn fused_pass(
+        &self,
+        wp: &[f64],
+        cp: &[f64],
+        mz: &[f64],
+        alpha: f64,
+        mp: &mut [f64],
+        ms_next: &mut [f64],
+        gw: &mut [f64],
+        gc: &mut [f64],
+    ) {
         gw.iter_mut().for_each(|g| *g = 0.0);
         gc.iter_mut().for_each(|g| *g = 0.0);
-        let mut per_task = vec![0.0; c.len()];
         let d = self.d;
-        for r in 0..self.y.len() {
-            let row = self.rows.row(r);
+        for r in 0..mp.len() {
             let t = self.tasks[r] as usize;
-            let ym = self.y[r] * self.margin(r, &row, w, c);
-            per_task[t] += softplus(-ym);
-            let g = -self.y[r] * sigmoid_neg(ym) * self.inv_counts[t];
+            let row = self.rows.row(r);
+            let m = row.dot(&wp[t * d..(t + 1) * d]) + cp[t];
+            mp[r] = m;
+            let s = m + alpha * (m - mz[r]);
+            ms_next[r] = s;
+            let g = -self.y[r] * sigmoid_neg(self.y[r] * s) * self.inv_counts[t];
             row.add_to(&mut gw[t * d..(t + 1) * d], g);
             gc[t] += g;
         }
-        per_task.iter().zip(&self.inv_counts).map(|(l, s)| l * s).sum()
+    }
+
+    /// The gradient at the point whose margins are given, into `gw`/`gc`: one pass.
+    fn grad_at(&self, margins: &[f64], gw: &mut [f64], gc: &mut [f64]) {
+        gw.iter_mut().for_each(|g| *g = 0.0);
+        gc.iter_mut().for_each(|g| *g = 0.0);
+        let d = self.d;
+        for (r, &m) in margins.iter().enumerate() {
+            let t = self.tasks[r] as usize;
+            let g = -self.y[r] * sigmoid_neg(self.y[r] * m) * self.inv_counts[t];
+            self.rows.row(r).add_to(&mut gw[t * d..(t + 1) * d], g);
+            gc[t] += g;
+        }
     }
 }
 
 /// `Omega(W)` of a task-major `W` (`w_i = w[i*d..(i+1)*d]`, i.e. a column-major `d x k` matrix).
 pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
     match reg {
-        Regularizer::L21 => (0..d).map(|r| (0..k).map(|i| w[i * d + r].powi(2)).sum::<f64>().sqrt()).sum(),
+        Regularizer::L21 => (0..d)
+            .map(|r| (0..k).map(|i| w[i * d + r].powi(2)).sum::<f64>().sqrt())
+            .sum(),
         Regularizer::Trace => {
             if d == 0 || k == 0 {
                 return 0.0;
@@ -148,24 +200,30 @@ pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
     }
 }
 
-/// `prox_{theta Omega}` in place on a task-major `W`.
-pub fn prox(reg: Regularizer, w: &mut [f64], d: usize, k: usize, theta: f64) {
+/// `prox_{theta Omega}` in place on a task-major `W`; returns `Omega` of the result (the shrunk
+/// row norms or singular values, so no second decomposition is needed).
+pub fn prox(reg: Regularizer, w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
     match reg {
         Regularizer::L21 => {
+            let mut total = 0.0;
             for r in 0..d {
                 let norm = (0..k).map(|i| w[i * d + r].powi(2)).sum::<f64>().sqrt();
                 let scale = if norm > 0.0 { (1.0 - theta / norm).max(0.0) } else { 0.0 };
                 (0..k).for_each(|i| w[i * d + r] *= scale);
+                total += scale * norm;
             }
+            total
         }
+        // With no threshold the prox is the identity; skipping it keeps empty columns exactly 0.
+        Regularizer::Trace if theta == 0.0 => penalty(reg, w, d, k),
         Regularizer::Trace => svt(w, d, k, theta),
     }
 }
 
 /// Singular value thresholding of the column-major `d x k` matrix `w` (§5.5 a): Householder QR
 /// `W = Q R`, SVD `R = U S V'`, result `Q U (S - theta)_+ V'`. For `d < k` the SVD is taken
-/// directly.
-pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) {
+/// directly. Returns the trace norm of the result, `sum (s - theta)_+`.
+pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
     let m = DMatrix::from_column_slice(d, k, w);
     let (left, small) = if d >= k {
         let qr = m.qr();
@@ -173,12 +231,19 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) {
     } else {
         (None, m)
     };
-    let Some(svd) = SVD::try_new(small, true, true, f64::EPSILON, 0) else { return };
-    let (Some(u), Some(v_t)) = (svd.u, svd.v_t) else { return };
-    let mut u = u;
+    // Unlimited iterations (max_niter = 0): the Golub-Kahan iteration converges for finite input.
+    let fallback = || penalty(Regularizer::Trace, w, d, k);
+    let Some(svd) = SVD::try_new(small, true, true, f64::EPSILON, 0) else {
+        return fallback();
+    };
+    let (Some(mut u), Some(v_t)) = (svd.u, svd.v_t) else {
+        return fallback();
+    };
+    let mut total = 0.0;
     for (col, s) in svd.singular_values.iter().enumerate() {
         let shrink = (s - theta).max(0.0);
         u.column_mut(col).scale_mut(shrink);
+        total += shrink;
     }
     let core = u * v_t;
     let out = match left {
@@ -186,6 +251,7 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) {
         None => core,
     };
     w.copy_from_slice(out.as_slice());
+    total
 }
 
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
@@ -204,29 +270,54 @@ pub fn solve(
 ) -> SolveReport {
     let problem = Problem::new(rows, tasks, y, k);
     let d = problem.d;
+    let n = y.len();
     let (mut wz, mut wz_old) = (w.to_vec(), w.to_vec());
     let (mut cz, mut cz_old) = (c.to_vec(), c.to_vec());
-    let (mut ws, mut cs) = (vec![0.0; d * k], vec![0.0; k]);
-    let (mut gw, mut gc) = (vec![0.0; d * k], vec![0.0; k]);
     let (mut wp, mut cp) = (vec![0.0; d * k], vec![0.0; k]);
-    let (mut t, mut t_old) = (1.0f64, 0.0f64);
+    let mut t = 1.0f64;
     let mut lip = 1.0f64;
     let mut prev: Option<f64> = None;
-    let mut objective = problem.loss(w, c) + rho * penalty(reg, w, d, k);
+    // Margins are linear in (W, c), so those of a search point S are combined from the margins
+    // of the last two iterates, and the pass that computes the margins at a trial point Z+ also
+    // accumulates the gradient at the next search point (assuming Z+ is accepted, which it
+    // nearly always is; a rejected trial simply recomputes it). One pass over the data per
+    // iteration.
+    let mut mz = vec![0.0; n];
+    problem.margins(w, c, &mut mz);
+    let (mut ms, mut mp, mut ms_next) = (mz.clone(), vec![0.0; n], vec![0.0; n]);
+    let (mut ws, mut cs) = (wz.clone(), cz.clone());
+    let (mut gw, mut gc) = (vec![0.0; d * k], vec![0.0; k]);
+    let (mut gw_next, mut gc_next) = (vec![0.0; d * k], vec![0.0; k]);
+    problem.grad_at(&ms, &mut gw, &mut gc);
+    let mut objective = problem.loss_at(&mz) + rho * penalty(reg, w, d, k);
     let mut n_iter = 0;
     while n_iter < opts.max_iter {
         n_iter += 1;
-        let alpha = (t_old - 1.0) / t;
-        ws.iter_mut().zip(wz.iter().zip(&wz_old)).for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
-        cs.iter_mut().zip(cz.iter().zip(&cz_old)).for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
-        let fs = problem.loss_grad(&ws, &cs, &mut gw, &mut gc);
+        let fs = problem.loss_at(&ms);
+        let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+        let alpha_next = (t - 1.0) / t_next;
         let mut stalled = false;
         let mut fp;
+        let mut omega;
         loop {
-            wp.iter_mut().zip(ws.iter().zip(&gw)).for_each(|(p, (s, g))| *p = s - g / lip);
-            prox(reg, &mut wp, d, k, rho / lip);
-            cp.iter_mut().zip(cs.iter().zip(&gc)).for_each(|(p, (s, g))| *p = s - g / lip);
-            fp = problem.loss(&wp, &cp);
+            wp.iter_mut()
+                .zip(ws.iter().zip(&gw))
+                .for_each(|(p, (s, g))| *p = s - g / lip);
+            omega = prox(reg, &mut wp, d, k, rho / lip);
+            cp.iter_mut()
+                .zip(cs.iter().zip(&gc))
+                .for_each(|(p, (s, g))| *p = s - g / lip);
+            problem.fused_pass(
+                &wp,
+                &cp,
+                &mz,
+                alpha_next,
+                &mut mp,
+                &mut ms_next,
+                &mut gw_next,
+                &mut gc_next,
+            );
+            fp = problem.loss_at(&mp);
             let (mut r_sum, mut lin) = (0.0, 0.0);
             for ((p, s), g) in wp.iter().zip(&ws).zip(&gw).chain(cp.iter().zip(&cs).zip(&gc)) {
                 let delta = p - s;
@@ -246,7 +337,8 @@ pub fn solve(
         wz.copy_from_slice(&wp);
         std::mem::swap(&mut cz_old, &mut cz);
         cz.copy_from_slice(&cp);
-        objective = fp + rho * penalty(reg, &wz, d, k);
+        std::mem::swap(&mut mz, &mut mp);
+        objective = fp + rho * omega;
         if stalled {
             break;
         }
@@ -256,19 +348,38 @@ pub fn solve(
             }
         }
         prev = Some(objective);
-        t_old = t;
-        t = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
+        t = t_next;
+        // The next search point S = Z_k + alpha (Z_k - Z_{k-1}); its margins and gradient came
+        // with the last pass.
+        let alpha = alpha_next;
+        ws.iter_mut()
+            .zip(wz.iter().zip(&wz_old))
+            .for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
+        cs.iter_mut()
+            .zip(cz.iter().zip(&cz_old))
+            .for_each(|(s, (z, zo))| *s = z + alpha * (z - zo));
+        std::mem::swap(&mut ms, &mut ms_next);
+        std::mem::swap(&mut gw, &mut gw_next);
+        std::mem::swap(&mut gc, &mut gc_next);
     }
     w.copy_from_slice(&wz);
     c.copy_from_slice(&cz);
-    SolveReport { objective, n_iter, lipschitz: lip }
+    SolveReport {
+        objective,
+        n_iter,
+        lipschitz: lip,
+    }
 }
 
 /// Examples kept for retraining: dense row-major or CSR, as the first batch was.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Store {
     Dense(Vec<f64>),
-    Sparse { indptr: Vec<i64>, indices: Vec<u32>, values: Vec<f64> },
+    Sparse {
+        indptr: Vec<i64>,
+        indices: Vec<u32>,
+        values: Vec<f64>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -291,7 +402,14 @@ pub struct BatchMtl {
 }
 
 impl BatchMtl {
-    pub fn new(n_tasks: usize, n_features: usize, reg: Regularizer, rho: f64, retrain_every: u64, sparse: bool) -> Result<Self> {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        reg: Regularizer,
+        rho: f64,
+        retrain_every: u64,
+        sparse: bool,
+    ) -> Result<Self> {
         if n_tasks == 0 {
             return Err(invalid("n_tasks", "must be >= 1"));
         }
@@ -304,7 +422,15 @@ impl BatchMtl {
         if retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }
-        let store = if sparse { Store::Sparse { indptr: vec![0], indices: Vec::new(), values: Vec::new() } } else { Store::Dense(Vec::new()) };
+        let store = if sparse {
+            Store::Sparse {
+                indptr: vec![0],
+                indices: Vec::new(),
+                values: Vec::new(),
+            }
+        } else {
+            Store::Dense(Vec::new())
+        };
         Ok(Self {
             n_features,
             n_tasks,
@@ -335,7 +461,11 @@ impl BatchMtl {
                 data.resize(start + self.n_features, 0.0);
                 x.add_to(&mut data[start..], 1.0);
             }
-            Store::Sparse { indptr, indices, values } => {
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
                 x.for_each(|j, v| {
                     if v != 0.0 {
                         indices.push(j as u32);
@@ -353,10 +483,33 @@ impl BatchMtl {
     pub fn retrain(&mut self) {
         let n = self.labels.len();
         let rows = match &self.store {
-            Store::Dense(data) => Rows::Dense { data, n_rows: n, n_cols: self.n_features },
-            Store::Sparse { indptr, indices, values } => Rows::Csr { indptr, indices, data: values, n_cols: self.n_features },
+            Store::Dense(data) => Rows::Dense {
+                data,
+                n_rows: n,
+                n_cols: self.n_features,
+            },
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => Rows::Csr {
+                indptr,
+                indices,
+                data: values,
+                n_cols: self.n_features,
+            },
         };
-        let report = solve(&rows, &self.tasks, &self.labels, self.n_tasks, self.reg, self.rho, &mut self.weights, &mut self.bias, self.opts);
+        let report = solve(
+            &rows,
+            &self.tasks,
+            &self.labels,
+            self.n_tasks,
+            self.reg,
+            self.rho,
+            &mut self.weights,
+            &mut self.bias,
+            self.opts,
+        );
         self.last = report;
         self.total_iter += report.n_iter as u64;
         self.n_retrains += 1;
@@ -366,7 +519,11 @@ impl BatchMtl {
     pub fn stored_bytes(&self) -> usize {
         let rows = match &self.store {
             Store::Dense(data) => 8 * data.len(),
-            Store::Sparse { indptr, indices, values } => 8 * indptr.len() + 4 * indices.len() + 8 * values.len(),
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => 8 * indptr.len() + 4 * indices.len() + 8 * values.len(),
         };
         rows + 4 * self.tasks.len() + 8 * self.labels.len()
     }
@@ -412,7 +569,9 @@ impl OnlineLearner for BatchMtl {
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let d = self.n_features;
-        let zero_rows = (0..d).filter(|&r| (0..self.n_tasks).all(|i| self.weights[i * d + r] == 0.0)).count();
+        let zero_rows = (0..d)
+            .filter(|&r| (0..self.n_tasks).all(|i| self.weights[i * d + r] == 0.0))
+            .count();
         vec![
             ("n_retrains", self.n_retrains as f64),
             ("last_n_iter", self.last.n_iter as f64),
@@ -426,7 +585,10 @@ impl OnlineLearner for BatchMtl {
     }
 
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
-        vec![("coef", vec![self.n_tasks, self.n_features], self.weights.clone()), ("intercept", vec![self.n_tasks], self.bias.clone())]
+        vec![
+            ("coef", vec![self.n_tasks, self.n_features], self.weights.clone()),
+            ("intercept", vec![self.n_tasks], self.bias.clone()),
+        ]
     }
 }
 
@@ -440,7 +602,15 @@ mod tests {
         let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
         let tasks: Vec<u32> = (0..n).map(|t| (t % k) as u32).collect();
-        let y: Vec<f64> = (0..n).map(|t| if x[t * d] + 0.4 * x[t * d + 1] + 0.5 * unif() > 0.0 { 1.0 } else { -1.0 }).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| {
+                if x[t * d] + 0.4 * x[t * d + 1] + 0.5 * unif() > 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
         (x, tasks, y)
     }
 
@@ -456,21 +626,47 @@ mod tests {
         let mut a: Vec<f64> = after.iter().copied().collect();
         b.sort_by(f64::total_cmp);
         a.sort_by(f64::total_cmp);
-        a.iter().zip(&b).for_each(|(p, q)| assert!((p - q).abs() < 1e-12, "{a:?} {b:?}"));
+        a.iter()
+            .zip(&b)
+            .for_each(|(p, q)| assert!((p - q).abs() < 1e-12, "{a:?} {b:?}"));
     }
 
     #[test]
     fn solver_decreases_the_objective_and_prox_zeroes_rows() {
         let (n, d, k) = (300, 6, 3);
         let (x, tasks, y) = problem(n, d, k, 9);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         for reg in [Regularizer::L21, Regularizer::Trace] {
             let (mut w, mut c) = (vec![0.0; d * k], vec![0.0; k]);
             let start = Problem::new(&rows, &tasks, &y, k).loss(&w, &c);
-            let rep = solve(&rows, &tasks, &y, k, reg, 0.05, &mut w, &mut c, SolverOptions::default());
+            let rep = solve(
+                &rows,
+                &tasks,
+                &y,
+                k,
+                reg,
+                0.05,
+                &mut w,
+                &mut c,
+                SolverOptions::default(),
+            );
             assert!(rep.objective < start && rep.n_iter >= 2);
             // Warm start from the solution: stops within a few iterations.
-            let again = solve(&rows, &tasks, &y, k, reg, 0.05, &mut w, &mut c, SolverOptions::default());
+            let again = solve(
+                &rows,
+                &tasks,
+                &y,
+                k,
+                reg,
+                0.05,
+                &mut w,
+                &mut c,
+                SolverOptions::default(),
+            );
             assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
         }
         let mut w = vec![1.0, 0.1, 2.0, 0.1];

@@ -37,7 +37,11 @@ impl CwConstants {
             return Err(invalid("confidence", format!("must lie in (0.5, 1), got {confidence}")));
         }
         let phi = normal_quantile(confidence);
-        Ok(Self { phi, psi: 1.0 + phi * phi / 2.0, zeta: 1.0 + phi * phi })
+        Ok(Self {
+            phi,
+            psi: 1.0 + phi * phi / 2.0,
+            zeta: 1.0 + phi * phi,
+        })
     }
 
     /// `(alpha, beta)` of the closed-form CW step for variance `v = x' Sigma x` and signed margin
@@ -61,14 +65,40 @@ impl CwConstants {
 /// The standard normal quantile function: Acklam's rational approximation refined by one Halley
 /// step on `erfc` (relative error about 1e-15 on (0, 1)).
 pub fn normal_quantile(p: f64) -> f64 {
-    const A: [f64; 6] = [-3.969683028665376e1, 2.209460984245205e2, -2.759285104469687e2, 1.383577518672690e2, -3.066479806614716e1, 2.506628277459239];
-    const B: [f64; 5] = [-5.447609879822406e1, 1.615858368580409e2, -1.556989798598866e2, 6.680131188771972e1, -1.328068155288572e1];
-    const C: [f64; 6] = [-7.784894002430293e-3, -3.223964580411365e-1, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
-    const D: [f64; 4] = [7.784695709041462e-3, 3.224671290700398e-1, 2.445134137142996, 3.754408661907416];
+    const A: [f64; 6] = [
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.383577518672690e2,
+        -3.066479806614716e1,
+        2.506628277459239,
+    ];
+    const B: [f64; 5] = [
+        -5.447609879822406e1,
+        1.615858368580409e2,
+        -1.556989798598866e2,
+        6.680131188771972e1,
+        -1.328068155288572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
+    ];
+    const D: [f64; 4] = [
+        7.784695709041462e-3,
+        3.224671290700398e-1,
+        2.445134137142996,
+        3.754408661907416,
+    ];
     let low = 0.02425;
     let x = if p < low {
         let q = (-2.0 * p.ln()).sqrt();
-        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     } else if p <= 1.0 - low {
         let q = p - 0.5;
         let r = q * q;
@@ -76,7 +106,8 @@ pub fn normal_quantile(p: f64) -> f64 {
             / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
     } else {
         let q = (-2.0 * (1.0 - p).ln()).sqrt();
-        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5]) / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
     };
     // One Halley step: e = Phi(x) - p.
     let e = 0.5 * erfc(-x / std::f64::consts::SQRT_2) - p;
@@ -143,7 +174,10 @@ pub struct CwModel {
 
 impl CwModel {
     pub fn new(n_features: usize, a: f64) -> Self {
-        Self { mu: vec![0.0; n_features], sigma: vec![a; n_features] }
+        Self {
+            mu: vec![0.0; n_features],
+            sigma: vec![a; n_features],
+        }
     }
 
     pub fn score(&self, x: &Row) -> f64 {
@@ -159,7 +193,9 @@ impl CwModel {
                 s += self.mu[j] * xj;
             }
         });
-        let Some((alpha, beta)) = c.step(v, y * s) else { return false };
+        let Some((alpha, beta)) = c.step(v, y * s) else {
+            return false;
+        };
         x.for_each(|j, xj| {
             if xj != 0.0 {
                 let sj = self.sigma[j];
@@ -196,7 +232,10 @@ impl CwCol {
         }
         let constants = CwConstants::new(confidence)?;
         if !(a > 0.0 && a.is_finite()) {
-            return Err(invalid("a", format!("the initial variance must be a finite number > 0, got {a}")));
+            return Err(invalid(
+                "a",
+                format!("the initial variance must be a finite number > 0, got {a}"),
+            ));
         }
         if !(0.0..=1.0).contains(&omega) {
             return Err(invalid("omega", format!("must lie in [0, 1], got {omega}")));
@@ -247,7 +286,9 @@ impl CwCol {
                 s += mu * xj;
             }
         });
-        let Some((alpha, beta)) = self.constants.step(v, y * s) else { return };
+        let Some((alpha, beta)) = self.constants.step(v, y * s) else {
+            return;
+        };
         self.n_updates += 1;
         let (d, a) = (self.n_features, self.a);
         let mut model = self.individual[task].take().unwrap_or_else(|| CwModel::new(d, a));
@@ -363,7 +404,11 @@ mod tests {
         assert!(m.update(&c, &Row::Dense(&x), 1.0));
         let margin = m.score(&Row::Dense(&x));
         let v = m.sigma[1] * 4.0;
-        assert!((margin - c.phi * v.sqrt()).abs() < 1e-12, "{margin} vs {}", c.phi * v.sqrt());
+        assert!(
+            (margin - c.phi * v.sqrt()).abs() < 1e-12,
+            "{margin} vs {}",
+            c.phi * v.sqrt()
+        );
         assert!(!m.update(&c, &Row::Dense(&x), 1.0));
     }
 
@@ -371,10 +416,18 @@ mod tests {
     fn omega_zero_is_independent_cw_and_variances_stay_positive() {
         let (n, d, k) = (500, 5, 3);
         let mut rng = SplitMix64::new(3);
-        let x: Vec<f64> = (0..n * d).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0).collect();
+        let x: Vec<f64> = (0..n * d)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            .collect();
         let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n).map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 }).collect();
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let y: Vec<f64> = (0..n)
+            .map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
+            .collect();
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
         let a = learn(&mut col, &rows, &tasks, &y).unwrap();
         let c = CwConstants::new(0.85).unwrap();

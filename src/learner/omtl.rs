@@ -30,7 +30,10 @@ impl GlobalNorm {
             "l1" => Ok(Self::L1),
             "l2" => Ok(Self::L2),
             "linf" => Ok(Self::LInf),
-            other => Err(invalid("global_norm", format!("expected 'linf', 'l1' or 'l2', got {other:?}"))),
+            other => Err(invalid(
+                "global_norm",
+                format!("expected 'linf', 'l1' or 'l2', got {other:?}"),
+            )),
         }
     }
 }
@@ -87,16 +90,27 @@ pub fn omtl_tau(losses: &[f64], sq_norms: &[f64], c: f64, norm: GlobalNorm, expl
                     }
                 }
                 let theta = theta.max(0.0);
-                active.iter().for_each(|&i| tau[i] = ((losses[i] - theta) / sq_norms[i]).max(0.0));
+                active
+                    .iter()
+                    .for_each(|&i| tau[i] = ((losses[i] - theta) / sq_norms[i]).max(0.0));
             }
         }
         GlobalNorm::L2 => {
-            let norm_at = |theta: f64| active.iter().map(|&i| (losses[i] / (sq_norms[i] + theta)).powi(2)).sum::<f64>().sqrt();
+            let norm_at = |theta: f64| {
+                active
+                    .iter()
+                    .map(|&i| (losses[i] / (sq_norms[i] + theta)).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            };
             if norm_at(0.0) <= c {
                 active.iter().for_each(|&i| tau[i] = losses[i] / sq_norms[i]);
             } else {
                 // |tau(theta)| is decreasing; |tau(theta)| <= |l| / theta gives the upper bracket.
-                let (mut lo, mut hi) = (0.0f64, active.iter().map(|&i| losses[i] * losses[i]).sum::<f64>().sqrt() / c);
+                let (mut lo, mut hi) = (
+                    0.0f64,
+                    active.iter().map(|&i| losses[i] * losses[i]).sum::<f64>().sqrt() / c,
+                );
                 for _ in 0..200 {
                     let mid = 0.5 * (lo + hi);
                     if norm_at(mid) > c {
@@ -140,7 +154,16 @@ impl Omtl {
         if !(c > 0.0 && c.is_finite()) {
             return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
         }
-        Ok(Self { n_features, n_tasks, c, norm, explicit, weights: vec![0.0; n_tasks * n_features], n_updates: 0, n_rounds: 0 })
+        Ok(Self {
+            n_features,
+            n_tasks,
+            c,
+            norm,
+            explicit,
+            weights: vec![0.0; n_tasks * n_features],
+            n_updates: 0,
+            n_rounds: 0,
+        })
     }
 
     fn w(&self, task: usize) -> &[f64] {
@@ -215,7 +238,11 @@ mod tests {
         let theta = losses[0] - tau[0] * norms[0];
         assert!(theta > 0.0);
         for i in 0..5 {
-            let expect = if losses[i] > 0.0 { ((losses[i] - theta) / norms[i]).max(0.0) } else { 0.0 };
+            let expect = if losses[i] > 0.0 {
+                ((losses[i] - theta) / norms[i]).max(0.0)
+            } else {
+                0.0
+            };
             assert!((tau[i] - expect).abs() < 1e-12, "{i}: {tau:?}");
         }
         // Loose budget: the unconstrained PA steps.

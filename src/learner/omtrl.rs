@@ -36,7 +36,10 @@ impl RelationUpdate {
             "batch" => Ok(Self::Batch),
             "logdet" => Ok(Self::LogDet),
             "vonneumann" => Ok(Self::VonNeumann),
-            other => Err(invalid("relation_update", format!("expected 'batch', 'logdet' or 'vonneumann', got {other:?}"))),
+            other => Err(invalid(
+                "relation_update",
+                format!("expected 'batch', 'logdet' or 'vonneumann', got {other:?}"),
+            )),
         }
     }
 }
@@ -117,7 +120,10 @@ impl Omtrl {
     fn refresh_coupling(&mut self) {
         self.refresh_gram();
         let k = self.n_tasks;
-        let gram = SymMatrix { n: k, data: self.gram.clone() };
+        let gram = SymMatrix {
+            n: k,
+            data: self.gram.clone(),
+        };
         let next = match self.update {
             RelationUpdate::Batch => {
                 let mut s = sym_sqrt(&gram);
@@ -126,14 +132,28 @@ impl Omtrl {
                 s.data.iter().map(|v| v / trace).collect()
             }
             RelationUpdate::LogDet => {
-                let sum: Vec<f64> = self.coupling.iter().zip(&gram.data).map(|(a, g)| a + self.eta * g).collect();
+                let sum: Vec<f64> = self
+                    .coupling
+                    .iter()
+                    .zip(&gram.data)
+                    .map(|(a, g)| a + self.eta * g)
+                    .collect();
                 unit_trace(sum, k)
             }
             RelationUpdate::VonNeumann => {
                 // A^{-1} <- exp(log A^{-1} + eta sym(W'W)), then unit trace. The exponential is
                 // shifted by the largest eigenvalue, which the normalisation cancels.
-                let log = spectral(&SymMatrix { n: k, data: self.coupling.clone() }, |l| l.max(f64::MIN_POSITIVE).ln());
-                let arg = SymMatrix { n: k, data: log.iter().zip(&gram.data).map(|(a, g)| a + self.eta * g).collect() };
+                let log = spectral(
+                    &SymMatrix {
+                        n: k,
+                        data: self.coupling.clone(),
+                    },
+                    |l| l.max(f64::MIN_POSITIVE).ln(),
+                );
+                let arg = SymMatrix {
+                    n: k,
+                    data: log.iter().zip(&gram.data).map(|(a, g)| a + self.eta * g).collect(),
+                };
                 let top = sym_eigen(&arg).0.last().copied().unwrap_or(0.0);
                 unit_trace(spectral(&arg, |l| (l - top).exp()), k)
             }
@@ -233,7 +253,10 @@ impl OnlineLearner for Omtrl {
 
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         let (k, d) = (self.n_tasks, self.n_features);
-        vec![("task_kernel", vec![k, k], self.coupling.clone()), ("coef", vec![k, d], self.weights.clone())]
+        vec![
+            ("task_kernel", vec![k, k], self.coupling.clone()),
+            ("coef", vec![k, d], self.weights.clone()),
+        ]
     }
 }
 
@@ -246,9 +269,13 @@ mod tests {
 
     fn stream(n: usize, d: usize, k: usize) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
         let mut rng = SplitMix64::new(5);
-        let x: Vec<f64> = (0..n * d).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0).collect();
+        let x: Vec<f64> = (0..n * d)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            .collect();
         let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n).map(|t| if x[t * d] + 0.5 * x[t * d + 2] > 0.0 { 1.0 } else { -1.0 }).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| if x[t * d] + 0.5 * x[t * d + 2] > 0.0 { 1.0 } else { -1.0 })
+            .collect();
         (x, tasks, y)
     }
 
@@ -256,12 +283,23 @@ mod tests {
     fn couplings_stay_symmetric_positive_definite() {
         let (n, d, k) = (400, 6, 4);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
-        for update in [RelationUpdate::Batch, RelationUpdate::LogDet, RelationUpdate::VonNeumann] {
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
+        for update in [
+            RelationUpdate::Batch,
+            RelationUpdate::LogDet,
+            RelationUpdate::VonNeumann,
+        ] {
             let mut m = Omtrl::new(k, d, update, 1e-3, 100).unwrap();
             learn(&mut m, &rows, &tasks, &y).unwrap();
             assert_eq!((m.n_refreshes, m.n_refresh_skipped), (301, 0));
-            let (values, _) = sym_eigen(&SymMatrix { n: k, data: m.coupling.clone() });
+            let (values, _) = sym_eigen(&SymMatrix {
+                n: k,
+                data: m.coupling.clone(),
+            });
             assert!(values[0] > 0.0, "{update:?}: {values:?}");
             {
                 let trace: f64 = (0..k).map(|i| m.coupling[i * k + i]).sum();
@@ -276,7 +314,11 @@ mod tests {
         use crate::learner::MTPerceptron;
         let (n, d, k) = (300, 5, 3);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut a = Omtrl::new(k, d, RelationUpdate::LogDet, 1e-3, 10_000).unwrap();
         let mut b = MTPerceptron::new(TaskKernel::complete(k).unwrap(), BaseKernel::linear(), d, false).unwrap();
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use crate::learner::{self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, OnlineLearner, Omtl, Omtrl, Regularizer, RelationUpdate};
+use crate::learner::{
+    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, Regularizer, RelationUpdate,
+};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
@@ -60,7 +62,12 @@ fn wrap(inner: AnyLearner) -> NativeLearner {
 impl NativeLearner {
     /// The unbounded multitask kernel Perceptron (the battery is `task_kernel = disconnected`).
     #[staticmethod]
-    fn mt_perceptron(task_kernel: &NativeTaskKernel, kernel: &NativeKernel, n_features: usize, sparse: bool) -> PyResult<Self> {
+    fn mt_perceptron(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+    ) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
     }
@@ -88,8 +95,24 @@ impl NativeLearner {
 
     /// MTFL (`regularizer="l21"`) or TRML (`"trace"`), retrained periodically (§6.5).
     #[staticmethod]
-    fn batch_mtl(n_tasks: usize, n_features: usize, regularizer: &str, rho: f64, retrain_every: u64, sparse: bool) -> PyResult<Self> {
-        let m = guarded(|| BatchMtl::new(n_tasks, n_features, Regularizer::parse(regularizer)?, rho, retrain_every, sparse))?;
+    fn batch_mtl(
+        n_tasks: usize,
+        n_features: usize,
+        regularizer: &str,
+        rho: f64,
+        retrain_every: u64,
+        sparse: bool,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            BatchMtl::new(
+                n_tasks,
+                n_features,
+                Regularizer::parse(regularizer)?,
+                rho,
+                retrain_every,
+                sparse,
+            )
+        })?;
         Ok(wrap(AnyLearner::BatchMtl(m)))
     }
 
@@ -118,7 +141,12 @@ impl NativeLearner {
     }
 
     /// Scores a batch without changing the model. Releases the GIL.
-    fn decision<'py>(&self, py: Python<'py>, x: RowsArg<'py>, tasks: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    fn decision<'py>(
+        &self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let tasks = slice1(&tasks, "tasks")?;
         let model = self.inner.get();
@@ -175,7 +203,7 @@ impl NativeLearner {
 }
 
 /// The MTFL/TRML solver on one batch (for tests, INV-M1/M2): returns `(W (k x d), c, objective,
-/// n_iter)` after an accelerated proximal gradient warm-started from `(w0, c0)`.
+/// n_iter, final line-search L)` after an accelerated proximal gradient warm-started from `(w0, c0)`.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 #[pyo3(signature = (x, tasks, y, n_tasks, regularizer, rho, w0, c0, tol, max_iter))]
@@ -191,7 +219,7 @@ pub fn batch_mtl_solve<'py>(
     c0: PyReadonlyArray1<'py, f64>,
     tol: f64,
     max_iter: usize,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize)> {
+) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize, f64)> {
     let rows = x.view()?;
     let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
     let (w0, c0) = (slice1(&w0, "w0")?, slice1(&c0, "c0")?);
@@ -199,7 +227,10 @@ pub fn batch_mtl_solve<'py>(
         crate::data::validate_batch(&rows, tasks, Some(y), n_tasks, rows.n_cols())?;
         let reg = Regularizer::parse(regularizer)?;
         if w0.len() != n_tasks * rows.n_cols() || c0.len() != n_tasks {
-            return Err(crate::error::invalid("w0", "w0 must hold n_tasks * n_features values and c0 n_tasks"));
+            return Err(crate::error::invalid(
+                "w0",
+                "w0 must hold n_tasks * n_features values and c0 n_tasks",
+            ));
         }
         let t32: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
         let (mut w, mut c) = (w0.to_vec(), c0.to_vec());
@@ -207,5 +238,33 @@ pub fn batch_mtl_solve<'py>(
         let report = learner::batch_mtl::solve(&rows, &t32, y, n_tasks, reg, rho, &mut w, &mut c, opts);
         Ok((w, c, report))
     })?;
-    Ok((w.into_pyarray(py), c.into_pyarray(py), report.objective, report.n_iter))
+    Ok((
+        w.into_pyarray(py),
+        c.into_pyarray(py),
+        report.objective,
+        report.n_iter,
+        report.lipschitz,
+    ))
+}
+
+/// OMTL's step sizes of one round (for tests, INV-O3): `tau` for losses and squared norms.
+#[pyfunction]
+#[pyo3(signature = (losses, sq_norms, c, global_norm, explicit=false))]
+pub fn omtl_tau(losses: Vec<f64>, sq_norms: Vec<f64>, c: f64, global_norm: &str, explicit: bool) -> PyResult<Vec<f64>> {
+    guarded(|| {
+        let norm = GlobalNorm::parse(global_norm)?;
+        if losses.len() != sq_norms.len() {
+            return Err(crate::error::invalid(
+                "sq_norms",
+                "losses and sq_norms must have the same length",
+            ));
+        }
+        if losses.iter().chain(&sq_norms).any(|v| !v.is_finite() || *v < 0.0) || !(c > 0.0 && c.is_finite()) {
+            return Err(crate::error::invalid(
+                "losses",
+                "losses, sq_norms must be finite and >= 0, C finite and > 0",
+            ));
+        }
+        Ok(learner::omtl_tau(&losses, &sq_norms, c, norm, explicit))
+    })
 }

@@ -311,6 +311,8 @@ def prox(reg, W, theta):
         norms = np.sqrt((W**2).sum(axis=0))
         scale = np.where(norms > 0, np.maximum(0.0, 1.0 - theta / np.where(norms > 0, norms, 1.0)), 0.0)
         return W * scale
+    if theta == 0.0:
+        return W.copy()
     U, s, Vt = np.linalg.svd(W, full_matrices=False)
     return (U * np.maximum(s - theta, 0.0)) @ Vt
 
