@@ -8,7 +8,7 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 from . import datasets
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import KernelPerceptron, MTPerceptron
+from .learners import ROMCO, KernelPerceptron, MTPerceptron, PAGlobal, PAUnique
 
 __version__ = "0.1.0"
 
@@ -16,6 +16,9 @@ __all__ = [
     "EvaluationReport",
     "KernelPerceptron",
     "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+    "ROMCO",
     "TaskGraph",
     "datasets",
     "evaluate",

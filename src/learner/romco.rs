@@ -71,6 +71,9 @@ pub struct Romco {
     v_sq_norm: Vec<f64>,
     /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`).
     gram: Vec<f64>,
+    /// Columns of U that may be non-zero (a column never updated is exactly 0 and the SVT runs
+    /// on the others only, so rounding never leaks into it).
+    u_live: Vec<bool>,
     /// The next SVT uses route (a) (set by a resync that found drift).
     qr_pending: bool,
     /// Rank of U after the last thresholding (`None` with `λ1 = 0`: computed on demand).
@@ -121,6 +124,7 @@ impl Romco {
             v_scale: vec![0.0; n_tasks],
             v_sq_norm: vec![0.0; n_tasks],
             gram: vec![0.0; n_tasks * n_tasks],
+            u_live: vec![false; n_tasks],
             qr_pending: false,
             rank: Some(0),
             n_updates: 0,
@@ -174,7 +178,10 @@ impl Romco {
     pub fn rank(&self) -> usize {
         match self.rank {
             Some(r) => r,
-            None => svt::qr_route(&self.u, self.n_features, self.n_tasks, 0.0).map_or(0, |s| s.rank),
+            None => {
+                let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
+                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0).map_or(0, |s| s.rank)
+            }
         }
     }
 
@@ -225,6 +232,7 @@ impl Romco {
         for it in &active {
             let t = it.task;
             it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
+            self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
             if self.eta2 == 0.0 {
                 continue;
             }
@@ -279,7 +287,18 @@ impl Romco {
     fn threshold_u(&mut self, c_hat: &[f64]) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
-        let gram_result = if self.qr_pending { None } else { svt::gram_route(c_hat, k, theta) };
+        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+        if live.is_empty() {
+            self.rank = Some(0);
+            return;
+        }
+        let q = live.len();
+        let gram_result = if self.qr_pending {
+            None
+        } else {
+            let sub: Vec<f64> = live.iter().flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b])).collect();
+            svt::gram_route(&sub, q, theta)
+        };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
                 self.n_gram_svt += 1;
@@ -288,14 +307,15 @@ impl Romco {
             None => {
                 self.qr_pending = false;
                 self.n_qr_svt += 1;
-                svt::qr_route(&self.u, d, k, theta)
+                svt::qr_route_cols(&self.u, d, &live, theta)
             }
         };
-        match shrink {
+        match shrink.map(|s| svt::embed(s, &live, k)) {
             Some(s) => {
                 if s.pi.iter().all(|&p| p == 0.0) {
                     self.u.fill(0.0);
                     self.gram.fill(0.0);
+                    self.u_live.fill(false);
                 } else {
                     svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
                     self.gram = s.gram;

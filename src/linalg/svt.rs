@@ -87,9 +87,11 @@ pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
     }
 }
 
-/// The `R` factor (`min(d,k) x k`) of a Householder QR of the column-major `d x k` matrix,
-/// computed as a tall-skinny QR over blocks of rows: `R ← qr([R; block]).R`.
-pub fn r_factor(m: &[f64], d: usize, k: usize) -> DMatrix<f64> {
+/// The `R` factor (`min(d,q) x q`) of a Householder QR of the `q` columns `cols` of the
+/// column-major matrix `m` (columns of length `d`), computed as a tall-skinny QR over blocks of
+/// rows: `R ← qr([R; block]).R`.
+pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> DMatrix<f64> {
+    let k = cols.len();
     let mut r = DMatrix::<f64>::zeros(0, k);
     let mut r0 = 0;
     while r0 < d {
@@ -97,9 +99,9 @@ pub fn r_factor(m: &[f64], d: usize, k: usize) -> DMatrix<f64> {
         let top = r.nrows();
         let mut stacked = DMatrix::<f64>::zeros(top + len, k);
         stacked.rows_mut(0, top).copy_from(&r);
-        for c in 0..k {
+        for (c, &col) in cols.iter().enumerate() {
             for i in 0..len {
-                stacked[(top + i, c)] = m[c * d + r0 + i];
+                stacked[(top + i, c)] = m[col * d + r0 + i];
             }
         }
         r = stacked.qr().r();
@@ -169,13 +171,36 @@ pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
 /// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
 /// `None` only if `M` holds non-finite values or the SVD fails to converge.
 pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> {
-    if k == 0 || d == 0 || m.iter().any(|v| !v.is_finite()) {
+    let cols: Vec<usize> = (0..k).collect();
+    qr_route_cols(m, d, &cols, theta)
+}
+
+/// Route (a) on the submatrix of the columns `cols` (the result is `q x q`, `q = cols.len()`).
+pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64) -> Option<Shrinkage> {
+    if cols.is_empty() || d == 0 || cols.iter().any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite())) {
         return None;
     }
-    let r = r_factor(m, d, k);
+    let r = r_factor(m, d, cols);
     let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
     let z = svd.v_t?.transpose();
     Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
+}
+
+/// A shrinkage computed on the columns `cols` of a `k`-column matrix, embedded into `k x k`
+/// (zero rows and columns elsewhere: the other columns are zero and stay zero).
+pub fn embed(s: Shrinkage, cols: &[usize], k: usize) -> Shrinkage {
+    let q = cols.len();
+    if q == k && cols.iter().enumerate().all(|(a, &c)| a == c) {
+        return s;
+    }
+    let (mut pi, mut gram) = (vec![0.0; k * k], vec![0.0; k * k]);
+    for (a, &ca) in cols.iter().enumerate() {
+        for (b, &cb) in cols.iter().enumerate() {
+            pi[ca * k + cb] = s.pi[a * q + b];
+            gram[ca * k + cb] = s.gram[a * q + b];
+        }
+    }
+    Shrinkage { pi, gram, ..s }
 }
 
 /// The literal route (a) of §5.5: `Q_R W diag((σ-θ)_+) Zᵀ` with `Q_R` formed explicitly.

@@ -4,6 +4,8 @@ They share the public API (and its input checking) with the native classes and a
 the tests compare the Rust engine against. They are slow by design.
 """
 
+from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
+from .romco import ROMCO
 
-__all__ = ["KernelPerceptron", "MTPerceptron"]
+__all__ = ["KernelPerceptron", "MTPerceptron", "PAGlobal", "PAUnique", "ROMCO"]
