@@ -25,6 +25,14 @@ LEARNERS = [
     ("omtl-l1", omtl.OMTL, ref.OMTL, {"global_norm": "l1", "C": 0.3}),
     ("mtfl", omtl.MTFL, ref.MTFL, {"retrain_every": 30}),
     ("trml", omtl.TRML, ref.TRML, {"retrain_every": 40, "rho": 0.05}),
+    ("romco-default", omtl.ROMCO, ref.ROMCO, {}),
+    ("romco-strong", omtl.ROMCO, ref.ROMCO, {"eta1": 0.2, "eta2": 0.05, "lambda1": 0.5, "lambda2": 0.3}),
+    ("romco-mistake", omtl.ROMCO, ref.ROMCO, {"lambda1": 0.05, "lambda2": 0.02, "update": "mistake"}),
+    ("romco-lambda1-0", omtl.ROMCO, ref.ROMCO, {"lambda1": 0.0, "lambda2": 0.1}),
+    ("pa-global-pa1", omtl.PAGlobal, ref.PAGlobal, {}),
+    ("pa-global-pa", omtl.PAGlobal, ref.PAGlobal, {"variant": "pa"}),
+    ("pa-unique-pa1", omtl.PAUnique, ref.PAUnique, {"C": 0.3}),
+    ("pa-unique-pa2", omtl.PAUnique, ref.PAUnique, {"variant": "pa2", "C": 0.5}),
 ]
 
 IDS = [entry[0] for entry in LEARNERS]

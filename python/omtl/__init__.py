@@ -8,7 +8,7 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 from . import datasets, kernels
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import CWCOL, MTFL, OMTL, OMTRL, TRML, KernelPerceptron, MTPerceptron
+from .learners import CWCOL, MTFL, OMTL, OMTRL, ROMCO, TRML, KernelPerceptron, MTPerceptron, PAGlobal, PAUnique
 
 __version__ = "0.1.0"
 
@@ -21,6 +21,9 @@ __all__ = [
     "EvaluationReport",
     "KernelPerceptron",
     "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+    "ROMCO",
     "TaskGraph",
     "datasets",
     "evaluate",

@@ -16,6 +16,9 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
         ("KernelPerceptron (rbf)", omtl.KernelPerceptron(n_tasks=n_tasks, **rbf)),
         ("MTPerceptron G=C (linear)", omtl.MTPerceptron(n_tasks=n_tasks)),
         ("MTPerceptron G=C (rbf)", omtl.MTPerceptron(n_tasks=n_tasks, **rbf)),
+        ("ROMCO", omtl.ROMCO(n_tasks=n_tasks)),
+        ("PA-Global (PA-I)", omtl.PAGlobal(n_tasks=n_tasks)),
+        ("PA-Unique (PA-I)", omtl.PAUnique(n_tasks=n_tasks)),
     ]
 
 

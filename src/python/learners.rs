@@ -3,7 +3,7 @@
 //! (`omtl._base`) does label handling and validation; this layer checks again, releases the GIL
 //! for the batch loop and serialises state for pickling.
 
-use numpy::{IntoPyArray, PyArray1, PyArrayMethods, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::learner::{
-    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, Regularizer, RelationUpdate,
+    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
+    Regularizer, RelationUpdate, Romco, RomcoTrigger,
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
@@ -25,6 +26,8 @@ enum AnyLearner {
     Omtrl(Omtrl),
     Omtl(Omtl),
     BatchMtl(BatchMtl),
+    Romco(Romco),
+    PassiveAggressive(PassiveAggressive),
 }
 
 impl AnyLearner {
@@ -35,6 +38,8 @@ impl AnyLearner {
             AnyLearner::Omtrl(m) => m,
             AnyLearner::Omtl(m) => m,
             AnyLearner::BatchMtl(m) => m,
+            AnyLearner::Romco(m) => m,
+            AnyLearner::PassiveAggressive(m) => m,
         }
     }
 
@@ -45,6 +50,8 @@ impl AnyLearner {
             AnyLearner::Omtrl(m) => m,
             AnyLearner::Omtl(m) => m,
             AnyLearner::BatchMtl(m) => m,
+            AnyLearner::Romco(m) => m,
+            AnyLearner::PassiveAggressive(m) => m,
         }
     }
 }
@@ -123,6 +130,72 @@ impl NativeLearner {
             d.set_item(name, data.into_pyarray(py).reshape(shape.as_slice())?)?;
         }
         Ok(d)
+    }
+
+    /// ROMCO (§5): `update` is "loss" or "mistake".
+    #[staticmethod]
+    #[pyo3(signature = (n_tasks, n_features, *, eta1, eta2, lambda1, lambda2, update))]
+    fn romco(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        update: &str,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            Romco::new(
+                n_tasks,
+                n_features,
+                eta1,
+                eta2,
+                lambda1,
+                lambda2,
+                RomcoTrigger::parse(update)?,
+            )
+        })?;
+        Ok(wrap(AnyLearner::Romco(m)))
+    }
+
+    /// PA-Global (`shared = true`) or PA-Unique (§6.1); `variant` is "pa", "pa1" or "pa2".
+    #[staticmethod]
+    #[pyo3(signature = (n_tasks, n_features, *, shared, c, variant))]
+    fn passive_aggressive(n_tasks: usize, n_features: usize, shared: bool, c: f64, variant: &str) -> PyResult<Self> {
+        let m = guarded(|| PassiveAggressive::new(n_tasks, n_features, shared, PaVariant::parse(variant)?, c))?;
+        Ok(wrap(AnyLearner::PassiveAggressive(m)))
+    }
+
+    /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
+    /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
+    fn learn_rounds<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+        y: PyReadonlyArray1<'py, f64>,
+        rounds: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let rows = x.view()?;
+        let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
+        let model = self.inner.get_mut();
+        let scores = py.detach(|| guarded(|| learner::learn_rounds(model, &rows, tasks, y, rounds)))?;
+        Ok(scores.into_pyarray(py))
+    }
+
+    /// ROMCO's `(U, V)`, each `n_features x n_tasks`.
+    #[allow(clippy::type_complexity)]
+    fn factors<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
+        match &self.inner {
+            AnyLearner::Romco(m) => {
+                let shape = [m.n_features(), m.n_tasks()];
+                Ok((
+                    m.u_matrix().into_pyarray(py).reshape(shape)?,
+                    m.v_matrix().into_pyarray(py).reshape(shape)?,
+                ))
+            }
+            _ => Err(PyValueError::new_err("factors() is defined for ROMCO only")),
+        }
     }
 
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.

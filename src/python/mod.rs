@@ -15,6 +15,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
     m.add_function(wrap_pyfunction!(learners::batch_mtl_solve, m)?)?;
     m.add_function(wrap_pyfunction!(learners::omtl_tau, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::_svt_for_tests, m)?)?;
     m.add("STATE_VERSION", learners::STATE_VERSION)?;
     Ok(())
 }

@@ -5,6 +5,8 @@ the tests compare the Rust engine against. They are slow by design.
 """
 
 from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
+from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
+from .romco import ROMCO
 
-__all__ = ["CWCOL", "MTFL", "OMTL", "OMTRL", "TRML", "KernelPerceptron", "MTPerceptron"]
+__all__ = ["CWCOL", "MTFL", "OMTL", "OMTRL", "ROMCO", "TRML", "KernelPerceptron", "MTPerceptron", "PAGlobal", "PAUnique"]
