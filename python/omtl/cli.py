@@ -19,6 +19,11 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
         ("ROMCO", omtl.ROMCO(n_tasks=n_tasks)),
         ("PA-Global (PA-I)", omtl.PAGlobal(n_tasks=n_tasks)),
         ("PA-Unique (PA-I)", omtl.PAUnique(n_tasks=n_tasks)),
+        ("OMTL (linf)", omtl.OMTL(n_tasks=n_tasks)),
+        ("OMTRL (batch)", omtl.OMTRL(n_tasks=n_tasks)),
+        ("CW-COL", omtl.CWCOL(n_tasks=n_tasks)),
+        ("MTFL (retrain/100)", omtl.MTFL(n_tasks=n_tasks)),
+        ("TRML (retrain/100)", omtl.TRML(n_tasks=n_tasks)),
     ]
 
 

@@ -15,8 +15,9 @@
 //! Online schedule (protocol P1): every example is stored; after every `retrain_every` examples
 //! the model is retrained on all examples seen so far, warm-started from the previous solution,
 //! and the examples in between are predicted with the last model (0 before the first retrain,
-//! so every early prediction is +1 by S0). Memory: the stored examples, dense `n d` floats or
-//! sparse `nnz` (value, index) pairs plus one task id and label per example.
+//! so every early prediction is +1 by S0). Memory: the stored examples in single precision,
+//! dense `4 n d` bytes or sparse `8 nnz + 8 n` bytes, plus 12 bytes per example for its task id
+//! and label. (The solver computes in double precision on the rounded copy.)
 
 use nalgebra::{DMatrix, SVD};
 use serde::{Deserialize, Serialize};
@@ -90,17 +91,123 @@ fn sigmoid_neg(z: f64) -> f64 {
     }
 }
 
+/// Rows the solver reads: `x_r . w` and `w += a x_r`.
+pub trait RowSource {
+    fn n_cols(&self) -> usize;
+    fn dot(&self, r: usize, w: &[f64]) -> f64;
+    fn axpy(&self, r: usize, a: f64, w: &mut [f64]);
+}
+
+impl RowSource for Rows<'_> {
+    fn n_cols(&self) -> usize {
+        Rows::n_cols(self)
+    }
+
+    #[inline]
+    fn dot(&self, r: usize, w: &[f64]) -> f64 {
+        self.row(r).dot(w)
+    }
+
+    #[inline]
+    fn axpy(&self, r: usize, a: f64, w: &mut [f64]) {
+        self.row(r).add_to(w, a)
+    }
+}
+
+/// Stored examples in single precision (the learner's store), read in double precision.
+pub enum F32Rows<'a> {
+    Dense {
+        data: &'a [f32],
+        n_cols: usize,
+    },
+    Csr {
+        indptr: &'a [i64],
+        indices: &'a [u32],
+        values: &'a [f32],
+        n_cols: usize,
+    },
+}
+
+#[inline]
+fn dot_f32(x: &[f32], w: &[f64]) -> f64 {
+    let n = x.len().min(w.len());
+    let (x, w) = (&x[..n], &w[..n]);
+    let mut acc = [0.0f64; 4];
+    let chunks = n / 4;
+    for c in 0..chunks {
+        let i = 4 * c;
+        acc[0] += f64::from(x[i]) * w[i];
+        acc[1] += f64::from(x[i + 1]) * w[i + 1];
+        acc[2] += f64::from(x[i + 2]) * w[i + 2];
+        acc[3] += f64::from(x[i + 3]) * w[i + 3];
+    }
+    let mut tail = 0.0;
+    for i in 4 * chunks..n {
+        tail += f64::from(x[i]) * w[i];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+impl RowSource for F32Rows<'_> {
+    fn n_cols(&self) -> usize {
+        match *self {
+            F32Rows::Dense { n_cols, .. } | F32Rows::Csr { n_cols, .. } => n_cols,
+        }
+    }
+
+    #[inline]
+    fn dot(&self, r: usize, w: &[f64]) -> f64 {
+        match *self {
+            F32Rows::Dense { data, n_cols } => dot_f32(&data[r * n_cols..(r + 1) * n_cols], w),
+            F32Rows::Csr {
+                indptr,
+                indices,
+                values,
+                ..
+            } => {
+                let (a, b) = (indptr[r] as usize, indptr[r + 1] as usize);
+                indices[a..b]
+                    .iter()
+                    .zip(&values[a..b])
+                    .map(|(&j, &v)| f64::from(v) * w[j as usize])
+                    .sum()
+            }
+        }
+    }
+
+    #[inline]
+    fn axpy(&self, r: usize, a: f64, w: &mut [f64]) {
+        match *self {
+            F32Rows::Dense { data, n_cols } => w
+                .iter_mut()
+                .zip(&data[r * n_cols..(r + 1) * n_cols])
+                .for_each(|(wi, &x)| *wi += a * f64::from(x)),
+            F32Rows::Csr {
+                indptr,
+                indices,
+                values,
+                ..
+            } => {
+                let (lo, hi) = (indptr[r] as usize, indptr[r + 1] as usize);
+                for (&j, &v) in indices[lo..hi].iter().zip(&values[lo..hi]) {
+                    w[j as usize] += a * f64::from(v);
+                }
+            }
+        }
+    }
+}
+
 /// The training set of one solve: rows, task ids, ±1 labels and the per-task weights `1/n_i`.
-struct Problem<'a> {
-    rows: &'a Rows<'a>,
+struct Problem<'a, R: RowSource> {
+    rows: &'a R,
     tasks: &'a [u32],
     y: &'a [f64],
     inv_counts: Vec<f64>,
     d: usize,
 }
 
-impl<'a> Problem<'a> {
-    fn new(rows: &'a Rows<'a>, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
+impl<'a, R: RowSource> Problem<'a, R> {
+    fn new(rows: &'a R, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
         let mut counts = vec![0usize; k];
         tasks.iter().for_each(|&t| counts[t as usize] += 1);
         let inv_counts = counts
@@ -121,7 +228,7 @@ impl<'a> Problem<'a> {
         let d = self.d;
         for (r, m) in out.iter_mut().enumerate() {
             let t = self.tasks[r] as usize;
-            *m = self.rows.row(r).dot(&w[t * d..(t + 1) * d]) + c[t];
+            *m = self.rows.dot(r, &w[t * d..(t + 1) * d]) + c[t];
         }
     }
 
@@ -160,13 +267,12 @@ impl<'a> Problem<'a> {
         let d = self.d;
         for r in 0..mp.len() {
             let t = self.tasks[r] as usize;
-            let row = self.rows.row(r);
-            let m = row.dot(&wp[t * d..(t + 1) * d]) + cp[t];
+            let m = self.rows.dot(r, &wp[t * d..(t + 1) * d]) + cp[t];
             mp[r] = m;
             let s = m + alpha * (m - mz[r]);
             ms_next[r] = s;
             let g = -self.y[r] * sigmoid_neg(self.y[r] * s) * self.inv_counts[t];
-            row.add_to(&mut gw[t * d..(t + 1) * d], g);
+            self.rows.axpy(r, g, &mut gw[t * d..(t + 1) * d]);
             gc[t] += g;
         }
     }
@@ -179,7 +285,7 @@ impl<'a> Problem<'a> {
         for (r, &m) in margins.iter().enumerate() {
             let t = self.tasks[r] as usize;
             let g = -self.y[r] * sigmoid_neg(self.y[r] * m) * self.inv_counts[t];
-            self.rows.row(r).add_to(&mut gw[t * d..(t + 1) * d], g);
+            self.rows.axpy(r, g, &mut gw[t * d..(t + 1) * d]);
             gc[t] += g;
         }
     }
@@ -194,6 +300,9 @@ pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
         Regularizer::Trace => {
             if d == 0 || k == 0 {
                 return 0.0;
+            }
+            if !w.iter().all(|v| v.is_finite()) {
+                return f64::NAN;
             }
             DMatrix::from_column_slice(d, k, w).singular_values().iter().sum()
         }
@@ -224,6 +333,11 @@ pub fn prox(reg: Regularizer, w: &mut [f64], d: usize, k: usize, theta: f64) -> 
 /// `W = Q R`, SVD `R = U S V'`, result `Q U (S - theta)_+ V'`. For `d < k` the SVD is taken
 /// directly. Returns the trace norm of the result, `sum (s - theta)_+`.
 pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
+    // Non-finite input (only reachable from overflowing data) is left alone: an SVD of NaNs need
+    // not terminate.
+    if !w.iter().all(|v| v.is_finite()) {
+        return f64::NAN;
+    }
     let m = DMatrix::from_column_slice(d, k, w);
     let (left, small) = if d >= k {
         let qr = m.qr();
@@ -257,8 +371,8 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
 /// `(w, c)` and overwriting them with the solution.
 #[allow(clippy::too_many_arguments)]
-pub fn solve(
-    rows: &Rows,
+pub fn solve<R: RowSource>(
+    rows: &R,
     tasks: &[u32],
     y: &[f64],
     k: usize,
@@ -371,15 +485,23 @@ pub fn solve(
     }
 }
 
-/// Examples kept for retraining: dense row-major or CSR, as the first batch was.
+/// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
+/// was. (The solver computes in double precision; rounding the stored copy to f32 halves the
+/// memory and the data each FISTA iteration streams through, which dominates its cost.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Store {
-    Dense(Vec<f64>),
+    Dense(Vec<f32>),
     Sparse {
         indptr: Vec<i64>,
         indices: Vec<u32>,
-        values: Vec<f64>,
+        values: Vec<f32>,
     },
+}
+
+/// `v` rounded to single precision, saturating at the largest finite f32.
+#[inline]
+fn to_f32(v: f64) -> f32 {
+    v.clamp(-f64::from(f32::MAX), f64::from(f32::MAX)) as f32
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -459,7 +581,8 @@ impl BatchMtl {
             Store::Dense(data) => {
                 let start = data.len();
                 data.resize(start + self.n_features, 0.0);
-                x.add_to(&mut data[start..], 1.0);
+                let row = &mut data[start..];
+                x.for_each(|j, v| row[j] = to_f32(v));
             }
             Store::Sparse {
                 indptr,
@@ -467,6 +590,7 @@ impl BatchMtl {
                 values,
             } => {
                 x.for_each(|j, v| {
+                    let v = to_f32(v);
                     if v != 0.0 {
                         indices.push(j as u32);
                         values.push(v);
@@ -481,21 +605,19 @@ impl BatchMtl {
 
     /// Retrains on every stored example, warm-started from the current model.
     pub fn retrain(&mut self) {
-        let n = self.labels.len();
         let rows = match &self.store {
-            Store::Dense(data) => Rows::Dense {
+            Store::Dense(data) => F32Rows::Dense {
                 data,
-                n_rows: n,
                 n_cols: self.n_features,
             },
             Store::Sparse {
                 indptr,
                 indices,
                 values,
-            } => Rows::Csr {
+            } => F32Rows::Csr {
                 indptr,
                 indices,
-                data: values,
+                values,
                 n_cols: self.n_features,
             },
         };
@@ -518,18 +640,21 @@ impl BatchMtl {
     /// Bytes held by the stored examples.
     pub fn stored_bytes(&self) -> usize {
         let rows = match &self.store {
-            Store::Dense(data) => 8 * data.len(),
+            Store::Dense(data) => 4 * data.len(),
             Store::Sparse {
                 indptr,
                 indices,
                 values,
-            } => 8 * indptr.len() + 4 * indices.len() + 8 * values.len(),
+            } => 8 * indptr.len() + 4 * indices.len() + 4 * values.len(),
         };
         rows + 4 * self.tasks.len() + 8 * self.labels.len()
     }
 
     fn rank(&self) -> f64 {
         let (d, k) = (self.n_features, self.n_tasks);
+        if !self.weights.iter().all(|v| v.is_finite()) {
+            return f64::NAN;
+        }
         let s = DMatrix::from_column_slice(d, k, &self.weights).singular_values();
         let max = s.iter().copied().fold(0.0f64, f64::max);
         s.iter().filter(|&&v| v > 1e-12 * max && max > 0.0).count() as f64

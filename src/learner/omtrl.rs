@@ -120,6 +120,11 @@ impl Omtrl {
     fn refresh_coupling(&mut self) {
         self.refresh_gram();
         let k = self.n_tasks;
+        // Only reachable when the data overflow: an eigendecomposition of NaNs need not terminate.
+        if !self.gram.iter().all(|v| v.is_finite()) {
+            self.n_refresh_skipped += 1;
+            return;
+        }
         let gram = SymMatrix {
             n: k,
             data: self.gram.clone(),

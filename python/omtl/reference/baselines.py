@@ -374,7 +374,9 @@ class BatchMTLCore:
         for t in range(len(tasks)):
             x, i = dense_row(X, t), int(tasks[t])
             scores[t] = x @ self.W[i] + self.c[i]
-            self.X.append(x.copy())
+            # The training copy is kept in single precision (saturating), as the native store.
+            big = float(np.finfo(np.float32).max)
+            self.X.append(np.clip(x, -big, big).astype(np.float32).astype(np.float64))
             self.tasks.append(i)
             self.y.append(y[t])
             if len(self.y) % self.every == 0:
@@ -391,7 +393,7 @@ class BatchMTLCore:
             "last_n_iter": float(self.last[1]),
             "n_zero_rows": float(np.sum(np.all(self.W == 0.0, axis=0))),
             "rank": float(np.sum(s > 1e-12 * s.max())) if s.size and s.max() > 0 else 0.0,
-            "stored_bytes": float(8 * sum(x.size for x in self.X) + 12 * len(self.y)),
+            "stored_bytes": float(4 * sum(x.size for x in self.X) + 12 * len(self.y)),
         }
 
     def arrays(self):
