@@ -33,7 +33,7 @@ def retrain_costs(cls, X, y, tasks, k, checkpoints, every=100):
     out = {}
     for a in range(0, len(y), every):
         b = min(a + every, len(y))
-        wall, _ = timed(lambda: model.partial_fit(X[a:b], y[a:b], tasks=tasks[a:b]))
+        wall, _ = timed(lambda a=a, b=b: model.partial_fit(X[a:b], y[a:b], tasks=tasks[a:b]))
         if b in checkpoints:
             out[b] = (wall, model._diagnostics()["last_n_iter"])
     return out
@@ -82,12 +82,12 @@ def main():
     for name, nat_cls, ref_cls, params in learners:
         model = nat_cls(n_tasks=k, **params)
         holder = {}
-        wall, cpu = timed(lambda: holder.setdefault("p", model.learn(X, y, tasks=tasks)))
+        wall, cpu = timed(lambda h=holder, m=model: h.setdefault("p", m.learn(X, y, tasks=tasks)))
         err = float(np.mean(holder["p"] != y))
         short = nat_cls(n_tasks=k, **params)
-        pwall, _ = timed(lambda: short.learn(X[:prefix], y[:prefix], tasks=tasks[:prefix]))
+        pwall, _ = timed(lambda m=short: m.learn(X[:prefix], y[:prefix], tasks=tasks[:prefix]))
         ref = ref_cls(n_tasks=k, **params)
-        rwall, _ = timed(lambda: ref.learn(X[:prefix], y[:prefix], tasks=tasks[:prefix]))
+        rwall, _ = timed(lambda m=ref: m.learn(X[:prefix], y[:prefix], tasks=tasks[:prefix]))
         print(
             f"| {name} | {wall:.2f} | {cpu:.2f} | {n / wall:,.0f} | {err:.4f} | {prefix / pwall:,.0f} | {prefix / rwall:,.0f} | {rwall / pwall:,.1f} |"
         )

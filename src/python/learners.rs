@@ -275,6 +275,9 @@ impl NativeLearner {
     }
 }
 
+/// `(W, c, objective, n_iter, L)` of [`batch_mtl_solve`].
+type SolveOutput<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize, f64);
+
 /// The MTFL/TRML solver on one batch (for tests, INV-M1/M2): returns `(W (k x d), c, objective,
 /// n_iter, final line-search L)` after an accelerated proximal gradient warm-started from `(w0, c0)`.
 #[pyfunction]
@@ -292,7 +295,7 @@ pub fn batch_mtl_solve<'py>(
     c0: PyReadonlyArray1<'py, f64>,
     tol: f64,
     max_iter: usize,
-) -> PyResult<(Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize, f64)> {
+) -> PyResult<SolveOutput<'py>> {
     let rows = x.view()?;
     let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
     let (w0, c0) = (slice1(&w0, "w0")?, slice1(&c0, "c0")?);

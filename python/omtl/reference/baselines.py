@@ -180,39 +180,39 @@ def omtl_tau(losses, sq_norms, C, norm, explicit=False):
     act = np.flatnonzero((losses > 0) & (sq_norms > 0))
     if act.size == 0:
         return tau
-    l, n = losses[act], sq_norms[act]
+    ls, n = losses[act], sq_norms[act]
     if explicit:
         if norm == "l1":
             tau[act] = C
         elif norm == "linf":
-            tau[act[np.argmax(l)]] = C  # argmax returns the first maximum: lowest task id
+            tau[act[np.argmax(ls)]] = C  # argmax returns the first maximum: lowest task id
         else:
-            tau[act] = C * l / math.sqrt(sum(v * v for v in l))
+            tau[act] = C * ls / math.sqrt(sum(v * v for v in ls))
         return tau
     if norm == "l1":
-        tau[act] = np.minimum(C, l / n)
+        tau[act] = np.minimum(C, ls / n)
     elif norm == "linf":
-        if sum(l / n) <= C:
-            tau[act] = l / n
+        if sum(ls / n) <= C:
+            tau[act] = ls / n
         else:
             # sum_i max(0, (l_i - theta)/n_i) = C: try the pieces with the m largest losses active.
-            order = sorted(range(len(l)), key=lambda r: (-l[r], act[r]))
+            order = sorted(range(len(ls)), key=lambda r: (-ls[r], act[r]))
             for m in range(1, len(order) + 1):
                 top = order[:m]
-                theta = (sum(l[r] / n[r] for r in top) - C) / sum(1.0 / n[r] for r in top)
-                nxt = l[order[m]] if m < len(order) else 0.0
+                theta = (sum(ls[r] / n[r] for r in top) - C) / sum(1.0 / n[r] for r in top)
+                nxt = ls[order[m]] if m < len(order) else 0.0
                 if theta >= nxt:
                     break
-            tau[act] = np.maximum(0.0, (l - max(theta, 0.0)) / n)
+            tau[act] = np.maximum(0.0, (ls - max(theta, 0.0)) / n)
     else:
 
         def norm_at(theta):
-            return math.sqrt(sum((li / (ni + theta)) ** 2 for li, ni in zip(l, n)))
+            return math.sqrt(sum((li / (ni + theta)) ** 2 for li, ni in zip(ls, n)))
 
         if norm_at(0.0) <= C:
-            tau[act] = l / n
+            tau[act] = ls / n
         else:
-            lo, hi = 0.0, math.sqrt(sum(v * v for v in l)) / C
+            lo, hi = 0.0, math.sqrt(sum(v * v for v in ls)) / C
             for _ in range(200):
                 mid = 0.5 * (lo + hi)
                 if norm_at(mid) > C:
@@ -221,7 +221,7 @@ def omtl_tau(losses, sq_norms, C, norm, explicit=False):
                     hi = mid
                 if hi - lo <= 1e-13 * hi:
                     break
-            tau[act] = l / (n + hi)
+            tau[act] = ls / (n + hi)
     return tau
 
 
