@@ -5,23 +5,11 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 ``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`.
 """
 
-from . import datasets, kernels
+from . import datasets, kernels, learners
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2, KernelPerceptron, MTPerceptron
+from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "EvaluationReport",
-    "KernelPerceptron",
-    "MTBPRJ",
-    "MTBPRJ2",
-    "MTPRJ",
-    "MTPRJ2",
-    "MTPerceptron",
-    "TaskGraph",
-    "datasets",
-    "evaluate",
-    "kernels",
-]
+__all__ = ["EvaluationReport", "TaskGraph", "datasets", "evaluate", "kernels", *learners.__all__]

@@ -14,7 +14,7 @@ import inspect
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import PM1, check_labels, check_tasks, check_X, classes_of, csr_parts, labels_in_form
+from ._validation import PM1, check_labels, check_rounds, check_tasks, check_X, classes_of, csr_parts, labels_in_form
 
 STATE_VERSION = 1
 
@@ -34,6 +34,9 @@ class NativeCore:
 
     def decision(self, X, tasks):
         return self._learner.decision(_as_native_rows(X), tasks)
+
+    def learn_rounds(self, X, tasks, y, rounds):
+        return self._learner.learn_rounds(_as_native_rows(X), tasks, y, rounds)
 
     def __getattr__(self, name):
         # n_updates, n_active, diagnostics, learn_rounds, ... come straight from the engine.
@@ -131,6 +134,45 @@ class OnlineClassifier:
         """Like ``partial_fit``, returning the prediction made for each row before its update,
         in the label form of ``y`` (-1/+1, 0/1 or bool)."""
         scores, form = self._run_learn(X, y, tasks)
+        return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
+
+    def _run_rounds(self, X, y, tasks, rounds):
+        X, y_pm1, form, task_ids = self._prepare(X, y, tasks)
+        round_ids = check_rounds(rounds, task_ids)
+        if X.shape[0] == 0:
+            return np.zeros(0), form
+        core, new = self._ensure_core(X)
+        if hasattr(core, "learn_rounds"):
+            scores = core.learn_rounds(X, task_ids, y_pm1, round_ids)
+        else:  # a protocol-P1 core: flatten the rounds, row by row in the given order (§1.3)
+            scores = core.learn(X, task_ids, y_pm1)
+        scores = np.asarray(scores, dtype=np.float64)
+        # Only now, after the core succeeded, does the Python-side state change.
+        if new:
+            self._core = core
+            self.n_features_in_ = X.shape[1]
+            self.n_seen_ = 0
+            self.n_mistakes_ = 0
+            self._seen_per_task = np.zeros(self.n_tasks, dtype=np.int64)
+        pred = np.where(scores >= 0.0, 1.0, -1.0)
+        self.n_seen_ += X.shape[0]
+        self.n_mistakes_ += int(np.count_nonzero(pred != y_pm1))
+        self._seen_per_task += np.bincount(task_ids, minlength=self.n_tasks)
+        self._label_form = form
+        return scores, form
+
+    def learn_rounds(self, X, y, *, tasks, rounds) -> np.ndarray:
+        """Runs protocol P2 (ALGORITHMS.md §1.2) and returns the predictions made before each
+        update, in the label form of ``y``.
+
+        Consecutive rows with the same id in ``rounds`` (non-decreasing integers, one per row)
+        form a round, which holds at most one row per task. Round-based learners (ROMCO) predict
+        every row of a round with the same model and then make one joint update; every other
+        learner runs the rows one by one in the given order (flattening, §1.3), exactly as
+        ``learn`` would. Round ids are compared within one call only: do not split a round
+        across calls.
+        """
+        scores, form = self._run_rounds(X, y, tasks, rounds)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     def decision_function(self, X, *, tasks) -> np.ndarray:

@@ -73,6 +73,41 @@ def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
     return arr
 
 
+def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
+    """Returns round ids as int64 (one per row): non-decreasing, each task at most once per round.
+
+    Rows with equal consecutive round ids form one round (protocol P2, ALGORITHMS.md §1.2).
+    """
+    n_rows = task_ids.shape[0]
+    if rounds is None:
+        raise TypeError("rounds is required: pass one round id per row (non-decreasing)")
+    if isinstance(rounds, (bool, np.bool_)) or isinstance(rounds, numbers.Number):
+        raise TypeError("rounds must be an array with one round id per row")
+    arr = np.asarray(rounds)
+    if arr.ndim != 1:
+        raise ValueError(f"rounds must be 1-D, got shape {arr.shape}")
+    if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        arr = arr.astype(np.int64)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"rounds must be integers, got dtype {arr.dtype}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but rounds has {arr.shape[0]}")
+    arr = arr.astype(np.int64)
+    if n_rows > 1:
+        down = np.flatnonzero(arr[1:] < arr[:-1])
+        if down.size:
+            r = down[0] + 1
+            raise ValueError(f"rounds must be non-decreasing, but row {r} has round {arr[r]} after round {arr[r - 1]}")
+        order = np.lexsort((task_ids, arr))
+        same = (arr[order][1:] == arr[order][:-1]) & (task_ids[order][1:] == task_ids[order][:-1])
+        if same.any():
+            j = order[np.flatnonzero(same)[0] + 1]
+            raise ValueError(
+                f"task {task_ids[j]} appears twice in round {arr[j]} (row {j}); a round holds at most one example per task"
+            )
+    return arr
+
+
 def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
     """Returns labels as float64 in {-1, +1} and the form they were given in (§0)."""
     arr = np.asarray(y)

@@ -18,6 +18,14 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
         ("MTPerceptron G=C (rbf)", omtl.MTPerceptron(n_tasks=n_tasks, **rbf)),
         ("MTBPRJ G=C (rbf, B=200)", omtl.MTBPRJ(n_tasks=n_tasks, budget=200, **rbf)),
         ("MTBPRJ-2 G=C (rbf, B=200)", omtl.MTBPRJ2(n_tasks=n_tasks, budget=200, **rbf)),
+        ("ROMCO", omtl.ROMCO(n_tasks=n_tasks)),
+        ("PA-Global (PA-I)", omtl.PAGlobal(n_tasks=n_tasks)),
+        ("PA-Unique (PA-I)", omtl.PAUnique(n_tasks=n_tasks)),
+        ("OMTL (linf)", omtl.OMTL(n_tasks=n_tasks)),
+        ("OMTRL (batch)", omtl.OMTRL(n_tasks=n_tasks)),
+        ("CW-COL", omtl.CWCOL(n_tasks=n_tasks)),
+        ("MTFL (retrain/100)", omtl.MTFL(n_tasks=n_tasks)),
+        ("TRML (retrain/100)", omtl.TRML(n_tasks=n_tasks)),
     ]
 
 

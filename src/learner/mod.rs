@@ -5,17 +5,29 @@
 //! whole batches after validating all of it, so a bad batch never leaves a model half-updated.
 
 mod active_set;
+pub mod batch_mtl;
+mod cw;
 mod linear;
+mod omtl;
+mod omtrl;
+mod pa;
 mod perceptron;
 mod projectron;
+mod romco;
 
 pub use active_set::ActiveSet;
+pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
+pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
 pub use linear::LinearWeights;
+pub use omtl::{omtl_tau, GlobalNorm, Omtl};
+pub use omtrl::{Omtrl, RelationUpdate};
+pub use pa::{PaVariant, PassiveAggressive};
 pub use perceptron::MTPerceptron;
 pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+pub use romco::{Romco, RomcoTrigger};
 
 use crate::data::{validate_batch, Row, Rows};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::kernel::Scratch;
 
 pub trait OnlineLearner {
@@ -35,6 +47,16 @@ pub trait OnlineLearner {
         f
     }
 
+    /// One round of protocol P2 (ALGORITHMS.md §1.2): the rows (of distinct tasks) are all
+    /// scored with the same model, then the model makes one joint update; the pre-update scores
+    /// go to `scores`. The default flattens the round (§1.3): predict-then-update row by row, in
+    /// the given order, which is what every protocol-P1 learner does with a round.
+    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+        for (r, row) in rows.iter().enumerate() {
+            scores[r] = self.learn_one(*row, tasks[r], y[r], scratch);
+        }
+    }
+
     /// Number of model updates so far.
     fn n_updates(&self) -> u64;
 
@@ -45,6 +67,11 @@ pub trait OnlineLearner {
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
     }
+
+    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`.
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        Vec::new()
+    }
 }
 
 /// Runs the online protocol over a batch and returns the pre-update scores.
@@ -52,6 +79,53 @@ pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
     Ok((0..rows.len()).map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)).collect())
+}
+
+/// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
+pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
+    let bad = |reason: String| Err(Error::InvalidParameter { name: "rounds", reason });
+    if rounds.len() != tasks.len() {
+        return Err(Error::LengthMismatch { rows: tasks.len(), what: "rounds", len: rounds.len() });
+    }
+    // last_round[task] = the last round in which the task appeared (validate_batch checked the ids).
+    let mut last_round: Vec<Option<i64>> = vec![None; n_tasks];
+    for (row, (&task, &round)) in tasks.iter().zip(rounds).enumerate() {
+        if row > 0 && round < rounds[row - 1] {
+            return bad(format!("round ids must be non-decreasing, but row {row} has round {round} after round {}", rounds[row - 1]));
+        }
+        let Some(slot) = usize::try_from(task).ok().and_then(|t| last_round.get_mut(t)) else {
+            return Err(Error::UnknownTask { row, task, n_tasks });
+        };
+        if *slot == Some(round) {
+            return bad(format!("task {task} appears twice in round {round} (row {row}); a round holds at most one example per task"));
+        }
+        *slot = Some(round);
+    }
+    Ok(())
+}
+
+/// Runs protocol P2 over a batch: consecutive rows with the same round id form one round
+/// ([`OnlineLearner::learn_round`]). Returns the pre-update scores. Validates everything first.
+pub fn learn_rounds<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64], rounds: &[i64]) -> Result<Vec<f64>> {
+    validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
+    validate_rounds(tasks, rounds, model.n_tasks())?;
+    let mut scratch = Scratch::default();
+    let mut scores = vec![0.0; rows.len()];
+    let (mut round_rows, mut round_tasks) = (Vec::new(), Vec::new());
+    let mut start = 0;
+    while start < rows.len() {
+        let mut end = start + 1;
+        while end < rows.len() && rounds[end] == rounds[start] {
+            end += 1;
+        }
+        round_rows.clear();
+        round_tasks.clear();
+        round_rows.extend((start..end).map(|t| rows.row(t)));
+        round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
+        model.learn_round(&round_rows, &round_tasks, &y[start..end], &mut scores[start..end], &mut scratch);
+        start = end;
+    }
+    Ok(scores)
 }
 
 /// Scores a batch without changing the model.

@@ -3,6 +3,7 @@
 
 mod dense;
 mod inverse_gram;
+pub mod svt;
 
 pub(crate) use dense::symmetrize as dense_symmetrize;
 pub use dense::{cholesky_inverse, sym_eigen, sym_sqrt, SymMatrix};

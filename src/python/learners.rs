@@ -3,7 +3,7 @@
 //! (`omtl._base`) does label handling and validation; this layer checks again, releases the GIL
 //! for the batch loop and serialises state for pickling.
 
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -11,7 +11,10 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use crate::learner::{self, MTPerceptron, OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+use crate::learner::{
+    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
+    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, Threshold, MTBPRJ, MTBPRJ2,
+};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
@@ -21,6 +24,12 @@ enum AnyLearner {
     MTPerceptron(MTPerceptron),
     Mtbprj(MTBPRJ),
     Mtbprj2(MTBPRJ2),
+    CwCol(CwCol),
+    Omtrl(Omtrl),
+    Omtl(Omtl),
+    BatchMtl(BatchMtl),
+    Romco(Romco),
+    PassiveAggressive(PassiveAggressive),
 }
 
 impl AnyLearner {
@@ -29,6 +38,12 @@ impl AnyLearner {
             AnyLearner::MTPerceptron(m) => m,
             AnyLearner::Mtbprj(m) => m,
             AnyLearner::Mtbprj2(m) => m,
+            AnyLearner::CwCol(m) => m,
+            AnyLearner::Omtrl(m) => m,
+            AnyLearner::Omtl(m) => m,
+            AnyLearner::BatchMtl(m) => m,
+            AnyLearner::Romco(m) => m,
+            AnyLearner::PassiveAggressive(m) => m,
         }
     }
 
@@ -37,6 +52,12 @@ impl AnyLearner {
             AnyLearner::MTPerceptron(m) => m,
             AnyLearner::Mtbprj(m) => m,
             AnyLearner::Mtbprj2(m) => m,
+            AnyLearner::CwCol(m) => m,
+            AnyLearner::Omtrl(m) => m,
+            AnyLearner::Omtl(m) => m,
+            AnyLearner::BatchMtl(m) => m,
+            AnyLearner::Romco(m) => m,
+            AnyLearner::PassiveAggressive(m) => m,
         }
     }
 }
@@ -54,7 +75,12 @@ fn wrap(inner: AnyLearner) -> NativeLearner {
 impl NativeLearner {
     /// The unbounded multitask kernel Perceptron (the battery is `task_kernel = disconnected`).
     #[staticmethod]
-    fn mt_perceptron(task_kernel: &NativeTaskKernel, kernel: &NativeKernel, n_features: usize, sparse: bool) -> PyResult<Self> {
+    fn mt_perceptron(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+    ) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
     }
@@ -108,6 +134,125 @@ impl NativeLearner {
         }
     }
 
+    /// CW-COL (ALGORITHMS.md §6.4).
+    #[staticmethod]
+    fn cw_col(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> PyResult<Self> {
+        let m = guarded(|| CwCol::new(n_tasks, n_features, confidence, a, omega))?;
+        Ok(wrap(AnyLearner::CwCol(m)))
+    }
+
+    /// OMTRL (§6.3); `relation_update` is "batch", "logdet" or "vonneumann".
+    #[staticmethod]
+    fn omtrl(n_tasks: usize, n_features: usize, relation_update: &str, eta: f64, epoch: u64) -> PyResult<Self> {
+        let m = guarded(|| Omtrl::new(n_tasks, n_features, RelationUpdate::parse(relation_update)?, eta, epoch))?;
+        Ok(wrap(AnyLearner::Omtrl(m)))
+    }
+
+    /// OMTL (§6.2); `global_norm` is "linf", "l1" or "l2".
+    #[staticmethod]
+    fn omtl(n_tasks: usize, n_features: usize, c: f64, global_norm: &str, explicit: bool) -> PyResult<Self> {
+        let m = guarded(|| Omtl::new(n_tasks, n_features, c, GlobalNorm::parse(global_norm)?, explicit))?;
+        Ok(wrap(AnyLearner::Omtl(m)))
+    }
+
+    /// MTFL (`regularizer="l21"`) or TRML (`"trace"`), retrained periodically (§6.5).
+    #[staticmethod]
+    fn batch_mtl(
+        n_tasks: usize,
+        n_features: usize,
+        regularizer: &str,
+        rho: f64,
+        retrain_every: u64,
+        sparse: bool,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            BatchMtl::new(
+                n_tasks,
+                n_features,
+                Regularizer::parse(regularizer)?,
+                rho,
+                retrain_every,
+                sparse,
+            )
+        })?;
+        Ok(wrap(AnyLearner::BatchMtl(m)))
+    }
+
+    /// Learner-specific fitted arrays by name (copies).
+    fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (name, shape, data) in self.inner.get().arrays() {
+            d.set_item(name, data.into_pyarray(py).reshape(shape.as_slice())?)?;
+        }
+        Ok(d)
+    }
+
+    /// ROMCO (§5): `update` is "loss" or "mistake".
+    #[staticmethod]
+    #[pyo3(signature = (n_tasks, n_features, *, eta1, eta2, lambda1, lambda2, update))]
+    fn romco(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        update: &str,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            Romco::new(
+                n_tasks,
+                n_features,
+                eta1,
+                eta2,
+                lambda1,
+                lambda2,
+                RomcoTrigger::parse(update)?,
+            )
+        })?;
+        Ok(wrap(AnyLearner::Romco(m)))
+    }
+
+    /// PA-Global (`shared = true`) or PA-Unique (§6.1); `variant` is "pa", "pa1" or "pa2".
+    #[staticmethod]
+    #[pyo3(signature = (n_tasks, n_features, *, shared, c, variant))]
+    fn passive_aggressive(n_tasks: usize, n_features: usize, shared: bool, c: f64, variant: &str) -> PyResult<Self> {
+        let m = guarded(|| PassiveAggressive::new(n_tasks, n_features, shared, PaVariant::parse(variant)?, c))?;
+        Ok(wrap(AnyLearner::PassiveAggressive(m)))
+    }
+
+    /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
+    /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
+    fn learn_rounds<'py>(
+        &mut self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+        y: PyReadonlyArray1<'py, f64>,
+        rounds: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let rows = x.view()?;
+        let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
+        let model = self.inner.get_mut();
+        let scores = py.detach(|| guarded(|| learner::learn_rounds(model, &rows, tasks, y, rounds)))?;
+        Ok(scores.into_pyarray(py))
+    }
+
+    /// ROMCO's `(U, V)`, each `n_features x n_tasks`.
+    #[allow(clippy::type_complexity)]
+    fn factors<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
+        match &self.inner {
+            AnyLearner::Romco(m) => {
+                let shape = [m.n_features(), m.n_tasks()];
+                Ok((
+                    m.u_matrix().into_pyarray(py).reshape(shape)?,
+                    m.v_matrix().into_pyarray(py).reshape(shape)?,
+                ))
+            }
+            _ => Err(PyValueError::new_err("factors() is defined for ROMCO only")),
+        }
+    }
+
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.
     fn learn<'py>(
         &mut self,
@@ -124,7 +269,12 @@ impl NativeLearner {
     }
 
     /// Scores a batch without changing the model. Releases the GIL.
-    fn decision<'py>(&self, py: Python<'py>, x: RowsArg<'py>, tasks: PyReadonlyArray1<'py, i64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+    fn decision<'py>(
+        &self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let tasks = slice1(&tasks, "tasks")?;
         let model = self.inner.get();
@@ -178,4 +328,74 @@ impl NativeLearner {
         }
         Ok(wrap(inner))
     }
+}
+
+/// `(W, c, objective, n_iter, L)` of [`batch_mtl_solve`].
+type SolveOutput<'py> = (Bound<'py, PyArray1<f64>>, Bound<'py, PyArray1<f64>>, f64, usize, f64);
+
+/// The MTFL/TRML solver on one batch (for tests, INV-M1/M2): returns `(W (k x d), c, objective,
+/// n_iter, final line-search L)` after an accelerated proximal gradient warm-started from `(w0, c0)`.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (x, tasks, y, n_tasks, regularizer, rho, w0, c0, tol, max_iter))]
+pub fn batch_mtl_solve<'py>(
+    py: Python<'py>,
+    x: RowsArg<'py>,
+    tasks: PyReadonlyArray1<'py, i64>,
+    y: PyReadonlyArray1<'py, f64>,
+    n_tasks: usize,
+    regularizer: &str,
+    rho: f64,
+    w0: PyReadonlyArray1<'py, f64>,
+    c0: PyReadonlyArray1<'py, f64>,
+    tol: f64,
+    max_iter: usize,
+) -> PyResult<SolveOutput<'py>> {
+    let rows = x.view()?;
+    let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
+    let (w0, c0) = (slice1(&w0, "w0")?, slice1(&c0, "c0")?);
+    let (w, c, report) = guarded(|| {
+        crate::data::validate_batch(&rows, tasks, Some(y), n_tasks, rows.n_cols())?;
+        let reg = Regularizer::parse(regularizer)?;
+        if w0.len() != n_tasks * rows.n_cols() || c0.len() != n_tasks {
+            return Err(crate::error::invalid(
+                "w0",
+                "w0 must hold n_tasks * n_features values and c0 n_tasks",
+            ));
+        }
+        let t32: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
+        let (mut w, mut c) = (w0.to_vec(), c0.to_vec());
+        let opts = learner::SolverOptions { tol, max_iter };
+        let report = learner::batch_mtl::solve(&rows, &t32, y, n_tasks, reg, rho, &mut w, &mut c, opts);
+        Ok((w, c, report))
+    })?;
+    Ok((
+        w.into_pyarray(py),
+        c.into_pyarray(py),
+        report.objective,
+        report.n_iter,
+        report.lipschitz,
+    ))
+}
+
+/// OMTL's step sizes of one round (for tests, INV-O3): `tau` for losses and squared norms.
+#[pyfunction]
+#[pyo3(signature = (losses, sq_norms, c, global_norm, explicit=false))]
+pub fn omtl_tau(losses: Vec<f64>, sq_norms: Vec<f64>, c: f64, global_norm: &str, explicit: bool) -> PyResult<Vec<f64>> {
+    guarded(|| {
+        let norm = GlobalNorm::parse(global_norm)?;
+        if losses.len() != sq_norms.len() {
+            return Err(crate::error::invalid(
+                "sq_norms",
+                "losses and sq_norms must have the same length",
+            ));
+        }
+        if losses.iter().chain(&sq_norms).any(|v| !v.is_finite() || *v < 0.0) || !(c > 0.0 && c.is_finite()) {
+            return Err(crate::error::invalid(
+                "losses",
+                "losses, sq_norms must be finite and >= 0, C finite and > 0",
+            ));
+        }
+        Ok(learner::omtl_tau(&losses, &sq_norms, c, norm, explicit))
+    })
 }

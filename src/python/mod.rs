@@ -13,6 +13,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
+    m.add_function(wrap_pyfunction!(learners::batch_mtl_solve, m)?)?;
+    m.add_function(wrap_pyfunction!(learners::omtl_tau, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::_svt_for_tests, m)?)?;
     m.add("STATE_VERSION", learners::STATE_VERSION)?;
     Ok(())
 }

@@ -4,7 +4,25 @@ They share the public API (and its input checking) with the native classes and a
 the tests compare the Rust engine against. They are slow by design.
 """
 
+from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
+from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
 from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
+from .romco import ROMCO
 
-__all__ = ["MTBPRJ", "MTBPRJ2", "MTPRJ", "MTPRJ2", "KernelPerceptron", "MTPerceptron"]
+__all__ = [
+    "CWCOL",
+    "MTBPRJ",
+    "MTBPRJ2",
+    "MTFL",
+    "MTPRJ",
+    "MTPRJ2",
+    "OMTL",
+    "OMTRL",
+    "ROMCO",
+    "TRML",
+    "KernelPerceptron",
+    "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+]

@@ -1,0 +1,111 @@
+//! ROMCO and PA speed (ALGORITHMS.md §5.5, §6.1): examples per second on a dense 400-feature,
+//! 12-task stream (protocol P1 and rounds), the SVT routes on their own, and a sparse stream
+//! with d = 500,000.
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use omtl::data::Rows;
+use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger};
+use omtl::linalg::svt;
+use omtl::rng::SplitMix64;
+
+fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>, Vec<i64>) {
+    let mut rng = SplitMix64::new(seed);
+    let mut normal = || {
+        let u = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        let v = ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    };
+    let w: Vec<f64> = (0..d * k).map(|_| normal()).collect();
+    let shared: Vec<f64> = (0..d).map(|_| normal()).collect();
+    let x: Vec<f64> = (0..n * d).map(|_| normal()).collect();
+    // Round-robin tasks, so consecutive groups of k rows are rounds.
+    let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+    let y = (0..n)
+        .map(|t| {
+            let i = tasks[t] as usize;
+            let m: f64 = (0..d).map(|j| x[t * d + j] * (2.0 * shared[j] + w[i * d + j])).sum();
+            if m >= 0.0 {
+                1.0
+            } else {
+                -1.0
+            }
+        })
+        .collect();
+    let rounds = (0..n).map(|t| (t / k) as i64).collect();
+    (x, tasks, y, rounds)
+}
+
+fn bench_stream(c: &mut Criterion) {
+    let (n, d, k) = (3000, 400, 12);
+    let (x, tasks, y, rounds) = dense_stream(n, d, k, 1);
+    let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+    let mut g = c.benchmark_group("dense 400 x 12 tasks");
+    g.throughput(Throughput::Elements(n as u64));
+    g.sample_size(10);
+    let fresh = || Romco::new(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).unwrap();
+    g.bench_function("ROMCO P1 (default parameters)", |b| {
+        b.iter_batched(fresh, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+    });
+    g.bench_function("ROMCO P2 rounds (default parameters)", |b| {
+        b.iter_batched(fresh, |mut m| learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap(), BatchSize::LargeInput)
+    });
+    let gram = || Romco::new(k, d, 0.1, 0.1, 0.5, 1e-4, RomcoTrigger::Loss).unwrap();
+    g.bench_function("ROMCO P1 (lambda1 = 0.5: Gram route)", |b| {
+        b.iter_batched(gram, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+    });
+    let pa = || PassiveAggressive::new(k, d, false, PaVariant::Pa1, 1.0).unwrap();
+    g.bench_function("PA-Unique", |b| b.iter_batched(pa, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput));
+    g.finish();
+}
+
+fn bench_svt(c: &mut Criterion) {
+    let (d, k) = (400, 12);
+    let (x, ..) = dense_stream(d, k, 1, 2);
+    let theta = 0.5;
+    let mut g = c.benchmark_group("SVT 400 x 12");
+    let c_hat = svt::gram(&x, d, k);
+    g.bench_function("gram route (eigen)", |b| b.iter(|| svt::gram_route(&c_hat, k, theta)));
+    g.bench_function("qr route (TSQR + SVD)", |b| b.iter(|| svt::qr_route(&x, d, k, theta)));
+    let s = svt::qr_route(&x, d, k, theta).unwrap();
+    g.bench_function("U <- U Pi", |b| {
+        b.iter_batched(|| x.clone(), |mut u| svt::right_multiply_in_place(&mut u, d, k, &s.pi), BatchSize::SmallInput)
+    });
+    g.finish();
+}
+
+fn bench_sparse_huge(c: &mut Criterion) {
+    let (n, d, k, nnz) = (200, 500_000, 12, 50);
+    let mut rng = SplitMix64::new(3);
+    let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
+    for _ in 0..n {
+        let mut cols: Vec<u32> = (0..nnz).map(|_| rng.below(d as u64) as u32).collect();
+        cols.sort_unstable();
+        cols.dedup();
+        for &col in &cols {
+            indices.push(col);
+            data.push(((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) - 0.5);
+        }
+        indptr.push(indices.len() as i64);
+    }
+    let rows = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: d };
+    let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+    let y: Vec<f64> = (0..n).map(|t| if t % 3 == 0 { 1.0 } else { -1.0 }).collect();
+    let mut g = c.benchmark_group("sparse d = 500,000, 12 tasks");
+    g.throughput(Throughput::Elements(n as u64));
+    g.sample_size(10);
+    // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V.
+    let warm = |lambda1: f64| {
+        let mut m = Romco::new(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).unwrap();
+        learn(&mut m, &rows, &tasks, &y).unwrap();
+        m
+    };
+    let (full, fast) = (warm(1e-4), warm(0.0));
+    g.bench_function("ROMCO P1", |b| b.iter_batched(|| full.clone(), |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput));
+    g.bench_function("ROMCO P1, lambda1 = 0 (fast path)", |b| {
+        b.iter_batched(|| fast.clone(), |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench_stream, bench_svt, bench_sparse_huge);
+criterion_main!(benches);

@@ -1,0 +1,87 @@
+"""Passive-Aggressive baselines of ROMCO's experiments (ALGORITHMS.md §6.1)."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .._base import NativeCore, OnlineClassifier
+
+VARIANTS = ("pa", "pa1", "pa2")
+
+
+def check_pa_params(est) -> dict:
+    """Validated PA hyper-parameters (read from ``est``, which is not changed)."""
+    C = est.C
+    if isinstance(C, bool) or not isinstance(C, numbers.Real) or not np.isfinite(C) or C <= 0:
+        raise ValueError(f"C must be a finite number > 0, got {C!r}")
+    if est.variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {est.variant!r}")
+    return {"c": float(C), "variant": est.variant}
+
+
+class PAUnique(OnlineClassifier):
+    """PA-Unique: one independent Passive-Aggressive classifier per task.
+
+    Crammer, Dekel, Keshet, Shalev-Shwartz & Singer, *Online Passive-Aggressive Algorithms*,
+    JMLR 2006. Task i scores ``w_i · x``; after an example with hinge loss
+    ``l = max(0, 1 - y w_i·x) > 0``, ``w_i += tau y x`` with ``tau = l/||x||²`` ("pa"),
+    ``min(C, l/||x||²)`` ("pa1", PA-I, the default) or ``l/(||x||² + 1/(2C))`` ("pa2", PA-II);
+    ``tau = 0`` for ``x = 0``. Linear, no intercept, O(nnz) per example. On round-structured data
+    (``learn_rounds``) rounds are flattened row by row (§1.3).
+
+    Parameters
+    ----------
+    n_tasks : int
+    C : float, default=1.0
+        Aggressiveness (PA-I and PA-II; ROMCO's experiments use 1).
+    variant : {"pa", "pa1", "pa2"}, default="pa1"
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import PAUnique
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]])
+    >>> PAUnique(n_tasks=2).learn(X, [1, -1, -1], tasks=[0, 1, 0]).tolist()
+    [1, 1, 1]
+    """
+
+    _global = False
+
+    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+        self.n_tasks = n_tasks
+        self.C = C
+        self.variant = variant
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        params = check_pa_params(self)
+        return NativeCore(NativeLearner.passive_aggressive(self._check_n_tasks(), n_features, shared=self._global, **params))
+
+
+class PAGlobal(PAUnique):
+    """PA-Global: one Passive-Aggressive classifier shared by all tasks (task ids are ignored).
+
+    Same update as :class:`PAUnique` (Crammer et al., JMLR 2006), on a single weight vector.
+
+    Parameters
+    ----------
+    n_tasks : int
+    C : float, default=1.0
+    variant : {"pa", "pa1", "pa2"}, default="pa1"
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import PAGlobal
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]])
+    >>> PAGlobal(n_tasks=2).learn(X, [1, -1, -1], tasks=[0, 1, 0]).tolist()
+    [1, 1, 1]
+    """
+
+    _global = True
+
+    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+        super().__init__(n_tasks=n_tasks, C=C, variant=variant)

@@ -1,0 +1,64 @@
+"""Reference Passive-Aggressive learners (§6.1)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import learners
+from ..learners.pa import check_pa_params
+from .perceptron import dense_row
+
+
+class PACore:
+    """w ← w + tau y x after every example with hinge loss > 0 (Crammer et al., JMLR 2006)."""
+
+    def __init__(self, n_tasks, n_features, *, shared, c, variant):
+        self.shared, self.C, self.variant = shared, c, variant
+        self.W = np.zeros((1 if shared else n_tasks, n_features))
+        self.n_updates = 0
+
+    @property
+    def n_active(self) -> int:
+        return self.n_updates
+
+    def diagnostics(self) -> dict:
+        return {}
+
+    def tau(self, loss, sq_norm) -> float:
+        if sq_norm <= 0:
+            return 0.0
+        if self.variant == "pa":
+            return loss / sq_norm
+        if self.variant == "pa1":
+            return min(self.C, loss / sq_norm)
+        return loss / (sq_norm + 1.0 / (2.0 * self.C))
+
+    def decision(self, X, tasks):
+        return np.array([self.W[0 if self.shared else tasks[t]] @ dense_row(X, t) for t in range(len(tasks))])
+
+    def learn(self, X, tasks, y):
+        scores = np.zeros(len(tasks))
+        for t in range(len(tasks)):
+            x, b = dense_row(X, t), 0 if self.shared else int(tasks[t])
+            scores[t] = self.W[b] @ x
+            loss = 1.0 - y[t] * scores[t]
+            if loss > 0:
+                tau = self.tau(loss, x @ x)
+                if tau > 0:
+                    self.W[b] += tau * y[t] * x
+                    self.n_updates += 1
+        return scores
+
+
+class PAUnique(learners.PAUnique):
+    __doc__ = "Reference twin of :class:`omtl.PAUnique` (NumPy)."
+
+    def _make_core(self, n_features, sparse):
+        return PACore(self._check_n_tasks(), n_features, shared=False, **check_pa_params(self))
+
+
+class PAGlobal(learners.PAGlobal):
+    __doc__ = "Reference twin of :class:`omtl.PAGlobal` (NumPy)."
+
+    def _make_core(self, n_features, sparse):
+        return PACore(self._check_n_tasks(), n_features, shared=True, **check_pa_params(self))

@@ -1,0 +1,445 @@
+//! CW-COL: collaborative confidence-weighted learning (Li, Chang, Hoi, Liu & Jain, CIKM 2011),
+//! as reconstructed in ALGORITHMS.md §6.4 (the collaborative layer is our specification, §8.3
+//! A-B3, not verified against the paper).
+//!
+//! Base learner: diagonal confidence-weighted learning (Dredze, Crammer & Pereira, ICML 2008;
+//! closed form of Crammer, Dredze & Pereira, NIPS 2008): a Gaussian `N(mu, diag(sigma))` over
+//! weight vectors; when the probabilistic margin constraint `y mu.x >= phi sqrt(x' Sigma x)` is
+//! violated, the mean moves along `y Sigma x` by `alpha` and the variances of the coordinates in
+//! `x` shrink by `beta sigma_j^2 x_j^2`.
+//!
+//! Collaborative layer: one global CW model trained on every example, one individual model per
+//! task; task `i` predicts with the weighted geometric mean of the two Gaussians (precisions
+//! `pi_p = (1-omega) pi_i + omega pi_g`, precision-weighted mean), formed per coordinate on the
+//! support of `x` only. The CW posterior computed from that prior is written into the task's
+//! individual model on the support of `x` (only when the constraint was violated: otherwise the
+//! posterior is the prior and the task model is left as it is); then the global model takes a
+//! plain CW step. Every step costs O(nnz(x)).
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Result};
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
+
+/// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CwConstants {
+    pub phi: f64,
+    pub psi: f64,
+    pub zeta: f64,
+}
+
+impl CwConstants {
+    pub fn new(confidence: f64) -> Result<Self> {
+        if !(confidence > 0.5 && confidence < 1.0) {
+            return Err(invalid("confidence", format!("must lie in (0.5, 1), got {confidence}")));
+        }
+        let phi = normal_quantile(confidence);
+        Ok(Self {
+            phi,
+            psi: 1.0 + phi * phi / 2.0,
+            zeta: 1.0 + phi * phi,
+        })
+    }
+
+    /// `(alpha, beta)` of the closed-form CW step for variance `v = x' Sigma x` and signed margin
+    /// `m = y mu.x`; `None` when the constraint already holds (or `v = 0`).
+    pub fn step(&self, v: f64, m: f64) -> Option<(f64, f64)> {
+        let Self { phi, psi, zeta } = *self;
+        if !(v > 0.0 && phi * v.sqrt() - m > 0.0) {
+            return None;
+        }
+        let alpha = ((-m * psi + (m * m * phi.powi(4) / 4.0 + v * phi * phi * zeta).sqrt()) / (v * zeta)).max(0.0);
+        if alpha <= 0.0 {
+            return None;
+        }
+        let root = -alpha * v * phi + (alpha * alpha * v * v * phi * phi + 4.0 * v).sqrt();
+        let u = 0.25 * root * root;
+        let beta = alpha * phi / (u.sqrt() + v * alpha * phi);
+        Some((alpha, beta))
+    }
+}
+
+/// The standard normal quantile function: Acklam's rational approximation refined by one Halley
+/// step on `erfc` (relative error about 1e-15 on (0, 1)).
+#[allow(clippy::excessive_precision)] // Acklam's published coefficients, kept verbatim.
+pub fn normal_quantile(p: f64) -> f64 {
+    const A: [f64; 6] = [
+        -3.969683028665376e1,
+        2.209460984245205e2,
+        -2.759285104469687e2,
+        1.383577518672690e2,
+        -3.066479806614716e1,
+        2.506628277459239,
+    ];
+    const B: [f64; 5] = [
+        -5.447609879822406e1,
+        1.615858368580409e2,
+        -1.556989798598866e2,
+        6.680131188771972e1,
+        -1.328068155288572e1,
+    ];
+    const C: [f64; 6] = [
+        -7.784894002430293e-3,
+        -3.223964580411365e-1,
+        -2.400758277161838,
+        -2.549732539343734,
+        4.374664141464968,
+        2.938163982698783,
+    ];
+    const D: [f64; 4] = [
+        7.784695709041462e-3,
+        3.224671290700398e-1,
+        2.445134137142996,
+        3.754408661907416,
+    ];
+    let low = 0.02425;
+    let x = if p < low {
+        let q = (-2.0 * p.ln()).sqrt();
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    } else if p <= 1.0 - low {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    } else {
+        let q = (-2.0 * (1.0 - p).ln()).sqrt();
+        -(((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    };
+    // One Halley step: e = Phi(x) - p.
+    let e = 0.5 * erfc(-x / std::f64::consts::SQRT_2) - p;
+    let u = e * (2.0 * std::f64::consts::PI).sqrt() * (x * x / 2.0).exp();
+    x - u / (1.0 + x * u / 2.0)
+}
+
+/// Complementary error function: Maclaurin series of erf for |x| < 0.5, a continued fraction beyond.
+fn erfc(x: f64) -> f64 {
+    if x.abs() < 0.5 {
+        1.0 - erf_series(x)
+    } else if x > 0.0 {
+        erfc_cf(x)
+    } else {
+        2.0 - erfc_cf(-x)
+    }
+}
+
+/// Maclaurin series of erf (converges fast for |x| < 0.5).
+fn erf_series(x: f64) -> f64 {
+    let mut term = x;
+    let mut sum = x;
+    let x2 = x * x;
+    for n in 1..60 {
+        term *= -x2 / n as f64;
+        let add = term / (2 * n + 1) as f64;
+        sum += add;
+        if add.abs() < 1e-17 * sum.abs() {
+            break;
+        }
+    }
+    sum * 2.0 / std::f64::consts::PI.sqrt()
+}
+
+/// Continued fraction (modified Lentz) of erfc for x >= 0.5.
+fn erfc_cf(x: f64) -> f64 {
+    // erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...)))))
+    let tiny = 1e-300;
+    let mut f = x;
+    let mut c = x;
+    let mut d = 0.0;
+    for n in 1..500 {
+        let a = n as f64 / 2.0;
+        d = x + a * d;
+        d = if d.abs() < tiny { tiny } else { d };
+        c = x + a / c;
+        c = if c.abs() < tiny { tiny } else { c };
+        d = 1.0 / d;
+        let delta = c * d;
+        f *= delta;
+        if (delta - 1.0).abs() < 1e-16 {
+            break;
+        }
+    }
+    (-x * x).exp() / std::f64::consts::PI.sqrt() / f
+}
+
+/// A diagonal Gaussian over weight vectors: means and variances, dense of the full dimension.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CwModel {
+    pub mu: Vec<f64>,
+    pub sigma: Vec<f64>,
+}
+
+impl CwModel {
+    pub fn new(n_features: usize, a: f64) -> Self {
+        Self {
+            mu: vec![0.0; n_features],
+            sigma: vec![a; n_features],
+        }
+    }
+
+    pub fn score(&self, x: &Row) -> f64 {
+        x.dot(&self.mu)
+    }
+
+    /// One plain CW step; returns whether the model changed.
+    pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64) -> bool {
+        let (mut v, mut s) = (0.0, 0.0);
+        x.for_each(|j, xj| {
+            if xj != 0.0 {
+                v += self.sigma[j] * xj * xj;
+                s += self.mu[j] * xj;
+            }
+        });
+        let Some((alpha, beta)) = c.step(v, y * s) else {
+            return false;
+        };
+        x.for_each(|j, xj| {
+            if xj != 0.0 {
+                let sj = self.sigma[j];
+                self.mu[j] += alpha * y * sj * xj;
+                self.sigma[j] = sj - beta * sj * sj * xj * xj;
+            }
+        });
+        true
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CwCol {
+    n_features: usize,
+    n_tasks: usize,
+    constants: CwConstants,
+    confidence: f64,
+    a: f64,
+    omega: f64,
+    global: CwModel,
+    /// Individual models, allocated on a task's first update (until then: mu = 0, sigma = a).
+    individual: Vec<Option<CwModel>>,
+    n_updates: u64,
+    n_global_updates: u64,
+}
+
+impl CwCol {
+    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
+        if n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        let constants = CwConstants::new(confidence)?;
+        if !(a > 0.0 && a.is_finite()) {
+            return Err(invalid(
+                "a",
+                format!("the initial variance must be a finite number > 0, got {a}"),
+            ));
+        }
+        if !(0.0..=1.0).contains(&omega) {
+            return Err(invalid("omega", format!("must lie in [0, 1], got {omega}")));
+        }
+        Ok(Self {
+            n_features,
+            n_tasks,
+            constants,
+            confidence,
+            a,
+            omega,
+            global: CwModel::new(n_features, a),
+            individual: vec![None; n_tasks],
+            n_updates: 0,
+            n_global_updates: 0,
+        })
+    }
+
+    pub fn constants(&self) -> CwConstants {
+        self.constants
+    }
+
+    /// The prior `(mu_p, sigma_p)` of coordinate `j` for a task whose individual model is `own`
+    /// (`None`: not yet allocated, i.e. mu = 0, sigma = a).
+    #[inline]
+    fn prior(&self, own: Option<&CwModel>, j: usize) -> (f64, f64) {
+        let (mu_i, s_i) = own.map_or((0.0, self.a), |m| (m.mu[j], m.sigma[j]));
+        let w = self.omega;
+        if w == 0.0 {
+            return (mu_i, s_i);
+        }
+        let (mu_g, s_g) = (self.global.mu[j], self.global.sigma[j]);
+        if w == 1.0 {
+            return (mu_g, s_g);
+        }
+        let (pi_i, pi_g) = ((1.0 - w) / s_i, w / s_g);
+        let pi_p = pi_i + pi_g;
+        ((pi_i * mu_i + pi_g * mu_g) / pi_p, 1.0 / pi_p)
+    }
+
+    fn collaborative_update(&mut self, x: &Row, task: usize, y: f64) {
+        let (mut v, mut s) = (0.0, 0.0);
+        let own = self.individual[task].as_ref();
+        x.for_each(|j, xj| {
+            if xj != 0.0 {
+                let (mu, sig) = self.prior(own, j);
+                v += sig * xj * xj;
+                s += mu * xj;
+            }
+        });
+        let Some((alpha, beta)) = self.constants.step(v, y * s) else {
+            return;
+        };
+        self.n_updates += 1;
+        let (d, a) = (self.n_features, self.a);
+        let mut model = self.individual[task].take().unwrap_or_else(|| CwModel::new(d, a));
+        x.for_each(|j, xj| {
+            if xj != 0.0 {
+                let (mu, sig) = self.prior(Some(&model), j);
+                model.mu[j] = mu + alpha * y * sig * xj;
+                model.sigma[j] = sig - beta * sig * sig * xj * xj;
+            }
+        });
+        self.individual[task] = Some(model);
+    }
+
+    /// Smallest variance over the global and the allocated individual models.
+    pub fn min_variance(&self) -> f64 {
+        let mut m = self.global.sigma.iter().copied().fold(f64::INFINITY, f64::min);
+        for model in self.individual.iter().flatten() {
+            m = model.sigma.iter().copied().fold(m, f64::min);
+        }
+        m
+    }
+}
+
+impl OnlineLearner for CwCol {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        let mut s = 0.0;
+        let own = self.individual[task].as_ref();
+        x.for_each(|j, xj| {
+            if xj != 0.0 {
+                s += self.prior(own, j).0 * xj;
+            }
+        });
+        s
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+        self.collaborative_update(&x, task, y);
+        if self.global.update(&self.constants, &x, y) {
+            self.n_global_updates += 1;
+        }
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("n_global_updates", self.n_global_updates as f64),
+            ("min_variance", self.min_variance()),
+            ("phi", self.constants.phi),
+            ("confidence", self.confidence),
+        ]
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        let mut mu = Vec::with_capacity(k * d);
+        let mut sigma = Vec::with_capacity(k * d);
+        for m in &self.individual {
+            match m {
+                Some(m) => {
+                    mu.extend_from_slice(&m.mu);
+                    sigma.extend_from_slice(&m.sigma);
+                }
+                None => {
+                    mu.extend(std::iter::repeat(0.0).take(d));
+                    sigma.extend(std::iter::repeat(self.a).take(d));
+                }
+            }
+        }
+        vec![
+            ("task_mean", vec![k, d], mu),
+            ("task_variance", vec![k, d], sigma),
+            ("global_mean", vec![d], self.global.mu.clone()),
+            ("global_variance", vec![d], self.global.sigma.clone()),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::learn;
+    use crate::rng::SplitMix64;
+
+    #[test]
+    fn quantile_is_accurate() {
+        assert!((normal_quantile(0.85) - 1.036_433_389_493_789_6).abs() < 1e-14);
+        assert!((normal_quantile(0.975) - 1.959_963_984_540_054).abs() < 1e-14);
+        assert!((normal_quantile(0.5)).abs() < 1e-15);
+        assert!((normal_quantile(0.999) - 3.090_232_306_167_813_5).abs() < 1e-13);
+    }
+
+    #[test]
+    fn constraint_holds_with_equality_on_one_coordinate() {
+        let c = CwConstants::new(0.9).unwrap();
+        let mut m = CwModel::new(3, 1.0);
+        let x = [0.0, 2.0, 0.0];
+        assert!(m.update(&c, &Row::Dense(&x), 1.0));
+        let margin = m.score(&Row::Dense(&x));
+        let v = m.sigma[1] * 4.0;
+        assert!(
+            (margin - c.phi * v.sqrt()).abs() < 1e-12,
+            "{margin} vs {}",
+            c.phi * v.sqrt()
+        );
+        assert!(!m.update(&c, &Row::Dense(&x), 1.0));
+    }
+
+    #[test]
+    fn omega_zero_is_independent_cw_and_variances_stay_positive() {
+        let (n, d, k) = (500, 5, 3);
+        let mut rng = SplitMix64::new(3);
+        let x: Vec<f64> = (0..n * d)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            .collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
+            .collect();
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
+        let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
+        let a = learn(&mut col, &rows, &tasks, &y).unwrap();
+        let c = CwConstants::new(0.85).unwrap();
+        let mut single: Vec<CwModel> = (0..k).map(|_| CwModel::new(d, 1.0)).collect();
+        for t in 0..n {
+            let m = &mut single[tasks[t] as usize];
+            assert!((m.score(&rows.row(t)) - a[t]).abs() <= 1e-12 * a[t].abs().max(1.0));
+            m.update(&c, &rows.row(t), y[t]);
+        }
+        assert!(col.min_variance() > 0.0);
+        assert!(CwCol::new(k, d, 0.4, 1.0, 0.0).is_err());
+        assert!(CwCol::new(k, d, 0.8, 1.0, 1.5).is_err());
+    }
+}

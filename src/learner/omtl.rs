@@ -1,0 +1,284 @@
+//! OMTL: online multitask learning with a shared loss (Dekel, Long & Singer, COLT 2006; JMLR
+//! 2007), ALGORITHMS.md §6.2 (the reading of ROMCO's "OMTL", §8.2 A-R8).
+//!
+//! One linear `w_i` per task. In a round (protocol P2) every present task suffers a hinge loss
+//! `l_i = max(0, 1 - y_i w_i.x_i)`; the losses are combined by an absolute norm and the joint
+//! implicit update `w_i += tau_i y_i x_i` takes the `tau >= 0` that maximises
+//! `sum tau_i l_i - 1/2 sum tau_i^2 |x_i|^2` subject to `|tau|_* <= C` (dual norm):
+//! `l1` -> `tau_i <= C` (PA-I per task), `linf` -> `sum tau_i <= C` (a water-filling threshold),
+//! `l2` -> `|tau|_2 <= C` (a scalar root). The `explicit` variant takes `tau = C v` for the
+//! maximiser `v` of `v.l` over the dual unit ball. On singleton rounds (protocol P1) every
+//! implicit variant is PA-I (INV-O2).
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Result};
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum GlobalNorm {
+    L1,
+    L2,
+    LInf,
+}
+
+impl GlobalNorm {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "l1" => Ok(Self::L1),
+            "l2" => Ok(Self::L2),
+            "linf" => Ok(Self::LInf),
+            other => Err(invalid(
+                "global_norm",
+                format!("expected 'linf', 'l1' or 'l2', got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// The step sizes `tau` of one OMTL round (§6.2) for losses `l_i >= 0` and squared norms
+/// `n_i = |x_i|^2`. Entries with `l_i = 0` or `n_i = 0` get 0 (and, in the explicit variant,
+/// take no part in the choice of `v`). Ties of the explicit `linf` rule go to the lowest index.
+pub fn omtl_tau(losses: &[f64], sq_norms: &[f64], c: f64, norm: GlobalNorm, explicit: bool) -> Vec<f64> {
+    let m = losses.len();
+    let active: Vec<usize> = (0..m).filter(|&i| losses[i] > 0.0 && sq_norms[i] > 0.0).collect();
+    let mut tau = vec![0.0; m];
+    if active.is_empty() {
+        return tau;
+    }
+    if explicit {
+        match norm {
+            GlobalNorm::L1 => active.iter().for_each(|&i| tau[i] = c),
+            GlobalNorm::LInf => {
+                let mut best = active[0];
+                for &i in &active[1..] {
+                    if losses[i] > losses[best] {
+                        best = i;
+                    }
+                }
+                tau[best] = c;
+            }
+            GlobalNorm::L2 => {
+                let norm2 = active.iter().map(|&i| losses[i] * losses[i]).sum::<f64>().sqrt();
+                active.iter().for_each(|&i| tau[i] = c * losses[i] / norm2);
+            }
+        }
+        return tau;
+    }
+    match norm {
+        GlobalNorm::L1 => active.iter().for_each(|&i| tau[i] = (losses[i] / sq_norms[i]).min(c)),
+        GlobalNorm::LInf => {
+            let free: f64 = active.iter().map(|&i| losses[i] / sq_norms[i]).sum();
+            if free <= c {
+                active.iter().for_each(|&i| tau[i] = losses[i] / sq_norms[i]);
+            } else {
+                // g(theta) = sum_{l_i > theta} (l_i - theta)/n_i is decreasing and piecewise linear;
+                // scan the breakpoints (losses in decreasing order) for the piece where g = C.
+                let mut order = active.clone();
+                order.sort_by(|&a, &b| losses[b].total_cmp(&losses[a]).then(a.cmp(&b)));
+                let (mut s_ln, mut s_inv) = (0.0, 0.0);
+                let mut theta = 0.0;
+                for (r, &i) in order.iter().enumerate() {
+                    s_ln += losses[i] / sq_norms[i];
+                    s_inv += 1.0 / sq_norms[i];
+                    theta = (s_ln - c) / s_inv;
+                    let next = order.get(r + 1).map_or(0.0, |&j| losses[j]);
+                    if theta >= next {
+                        break;
+                    }
+                }
+                let theta = theta.max(0.0);
+                active
+                    .iter()
+                    .for_each(|&i| tau[i] = ((losses[i] - theta) / sq_norms[i]).max(0.0));
+            }
+        }
+        GlobalNorm::L2 => {
+            let norm_at = |theta: f64| {
+                active
+                    .iter()
+                    .map(|&i| (losses[i] / (sq_norms[i] + theta)).powi(2))
+                    .sum::<f64>()
+                    .sqrt()
+            };
+            if norm_at(0.0) <= c {
+                active.iter().for_each(|&i| tau[i] = losses[i] / sq_norms[i]);
+            } else {
+                // |tau(theta)| is decreasing; |tau(theta)| <= |l| / theta gives the upper bracket.
+                let (mut lo, mut hi) = (
+                    0.0f64,
+                    active.iter().map(|&i| losses[i] * losses[i]).sum::<f64>().sqrt() / c,
+                );
+                for _ in 0..200 {
+                    let mid = 0.5 * (lo + hi);
+                    if norm_at(mid) > c {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                    if hi - lo <= 1e-13 * hi {
+                        break;
+                    }
+                }
+                // hi is feasible (|tau(hi)| <= C).
+                active.iter().for_each(|&i| tau[i] = losses[i] / (sq_norms[i] + hi));
+            }
+        }
+    }
+    tau
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Omtl {
+    n_features: usize,
+    n_tasks: usize,
+    c: f64,
+    norm: GlobalNorm,
+    explicit: bool,
+    /// Task-major: `w_i = weights[i*d..(i+1)*d]`.
+    weights: Vec<f64>,
+    n_updates: u64,
+    n_rounds: u64,
+}
+
+impl Omtl {
+    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
+        if n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        if !(c > 0.0 && c.is_finite()) {
+            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
+        }
+        Ok(Self {
+            n_features,
+            n_tasks,
+            c,
+            norm,
+            explicit,
+            weights: vec![0.0; n_tasks * n_features],
+            n_updates: 0,
+            n_rounds: 0,
+        })
+    }
+
+    fn w(&self, task: usize) -> &[f64] {
+        &self.weights[task * self.n_features..(task + 1) * self.n_features]
+    }
+
+    /// The joint update of one round whose rows (of distinct tasks) were scored `scores` by the
+    /// current model (§1.2 step 3).
+    pub fn update_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &[f64]) {
+        self.n_rounds += 1;
+        let losses: Vec<f64> = scores.iter().zip(y).map(|(s, y)| (1.0 - y * s).max(0.0)).collect();
+        let norms: Vec<f64> = rows.iter().map(|r| r.sq_norm()).collect();
+        let tau = omtl_tau(&losses, &norms, self.c, self.norm, self.explicit);
+        let d = self.n_features;
+        for (r, row) in rows.iter().enumerate() {
+            if tau[r] > 0.0 {
+                self.n_updates += 1;
+                row.add_to(&mut self.weights[tasks[r] * d..(tasks[r] + 1) * d], tau[r] * y[r]);
+            }
+        }
+    }
+}
+
+impl OnlineLearner for Omtl {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        x.dot(self.w(task))
+    }
+
+    /// Protocol P2: every row of the round is scored with the same model, then one joint update.
+    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+        for (r, row) in rows.iter().enumerate() {
+            scores[r] = self.score(*row, tasks[r], scratch);
+        }
+        self.update_round(rows, tasks, y, scores);
+    }
+
+    /// A singleton round (§1.3).
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        self.update_round(&[x], &[task], &[y], &[score]);
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![("n_rounds", self.n_rounds as f64)]
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        vec![("coef", vec![self.n_tasks, self.n_features], self.weights.clone())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linf_water_filling_satisfies_kkt() {
+        let losses = [1.5, 0.2, 0.9, 0.0, 2.0];
+        let norms = [1.0, 0.5, 2.0, 1.0, 4.0];
+        let c = 0.6;
+        let tau = omtl_tau(&losses, &norms, c, GlobalNorm::LInf, false);
+        let sum: f64 = tau.iter().sum();
+        assert!((sum - c).abs() < 1e-12, "{tau:?}");
+        // A common threshold theta: tau_i = max(0, (l_i - theta)/n_i).
+        let theta = losses[0] - tau[0] * norms[0];
+        assert!(theta > 0.0);
+        for i in 0..5 {
+            let expect = if losses[i] > 0.0 {
+                ((losses[i] - theta) / norms[i]).max(0.0)
+            } else {
+                0.0
+            };
+            assert!((tau[i] - expect).abs() < 1e-12, "{i}: {tau:?}");
+        }
+        // Loose budget: the unconstrained PA steps.
+        let tau = omtl_tau(&losses, &norms, 100.0, GlobalNorm::LInf, false);
+        assert!((tau[0] - 1.5).abs() < 1e-15 && (tau[4] - 0.5).abs() < 1e-15);
+    }
+
+    #[test]
+    fn l2_hits_the_ball_and_singletons_are_pa1() {
+        let losses = [1.0, 2.0, 0.5];
+        let norms = [1.0, 1.0, 2.0];
+        let tau = omtl_tau(&losses, &norms, 1.0, GlobalNorm::L2, false);
+        let n2: f64 = tau.iter().map(|t| t * t).sum::<f64>().sqrt();
+        assert!((n2 - 1.0).abs() < 1e-11 && n2 <= 1.0, "{tau:?}");
+        for norm in [GlobalNorm::L1, GlobalNorm::L2, GlobalNorm::LInf] {
+            for (l, n) in [(0.3, 1.0), (3.0, 0.5), (0.0, 1.0), (1.0, 0.0)] {
+                let t = omtl_tau(&[l], &[n], 1.0, norm, false)[0];
+                let pa1 = if l > 0.0 && n > 0.0 { (l / n).min(1.0) } else { 0.0 };
+                assert!((t - pa1).abs() < 1e-12, "{norm:?} {l} {n}: {t} vs {pa1}");
+            }
+        }
+    }
+
+    #[test]
+    fn explicit_linf_updates_the_first_largest_loss() {
+        let tau = omtl_tau(&[0.5, 2.0, 2.0, 1.0], &[1.0; 4], 0.7, GlobalNorm::LInf, true);
+        assert_eq!(tau, vec![0.0, 0.7, 0.0, 0.0]);
+        assert!(Omtl::new(2, 3, 0.0, GlobalNorm::L1, false).is_err());
+        assert!(GlobalNorm::parse("l3").is_err());
+    }
+}

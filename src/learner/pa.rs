@@ -1,0 +1,182 @@
+//! Passive-Aggressive baselines (Crammer, Dekel, Keshet, Shalev-Shwartz & Singer, JMLR 2006;
+//! ALGORITHMS.md §6.1, A-R9).
+//!
+//! Linear models scored `w·x`; after each example with hinge loss `ℓ = max(0, 1 - y w·x) > 0`
+//! the weights move by `w += τ y x`, with `τ = ℓ/||x||²` (PA), `min(C, ℓ/||x||²)` (PA-I, the
+//! default) or `ℓ/(||x||² + 1/(2C))` (PA-II), and `τ = 0` when `x = 0`. PA-Global keeps one `w`
+//! for all tasks (task ids ignored); PA-Unique keeps one `w_i` per task, allocated on the task's
+//! first update. O(nnz) per example.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Result};
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PaVariant {
+    Pa,
+    Pa1,
+    Pa2,
+}
+
+impl PaVariant {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "pa" => Ok(Self::Pa),
+            "pa1" => Ok(Self::Pa1),
+            "pa2" => Ok(Self::Pa2),
+            other => Err(invalid("variant", format!("expected 'pa', 'pa1' or 'pa2', got {other:?}"))),
+        }
+    }
+
+    /// The step size `τ` for hinge loss `loss > 0` and `sq_norm = ||x||²`.
+    pub fn step(self, loss: f64, sq_norm: f64, c: f64) -> f64 {
+        if sq_norm <= 0.0 {
+            return 0.0;
+        }
+        match self {
+            Self::Pa => loss / sq_norm,
+            Self::Pa1 => c.min(loss / sq_norm),
+            Self::Pa2 => loss / (sq_norm + 0.5 / c),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassiveAggressive {
+    n_tasks: usize,
+    n_features: usize,
+    /// PA-Global (one shared w) rather than PA-Unique (one w per task).
+    global: bool,
+    variant: PaVariant,
+    c: f64,
+    weights: Vec<Option<Vec<f64>>>,
+    n_updates: u64,
+}
+
+impl PassiveAggressive {
+    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
+        if n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        if !(c.is_finite() && c > 0.0) {
+            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
+        }
+        let n_blocks = if global { 1 } else { n_tasks };
+        Ok(Self { n_tasks, n_features, global, variant, c, weights: vec![None; n_blocks], n_updates: 0 })
+    }
+
+    fn block(&self, task: usize) -> usize {
+        if self.global {
+            0
+        } else {
+            task
+        }
+    }
+
+    /// The weight vector used for `task` (zeros before its first update).
+    pub fn weights(&self, task: usize) -> Vec<f64> {
+        self.weights[self.block(task)].clone().unwrap_or_else(|| vec![0.0; self.n_features])
+    }
+}
+
+impl OnlineLearner for PassiveAggressive {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        self.weights[self.block(task)].as_ref().map_or(0.0, |w| x.dot(w))
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        let loss = 1.0 - y * score;
+        if loss <= 0.0 {
+            return;
+        }
+        let tau = self.variant.step(loss, x.sq_norm(), self.c);
+        if tau <= 0.0 {
+            return;
+        }
+        let d = self.n_features;
+        let b = self.block(task);
+        x.add_to(self.weights[b].get_or_insert_with(|| vec![0.0; d]), tau * y);
+        self.n_updates += 1;
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    /// A linear model: the number of updates it stands for.
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{dot_dense, Rows};
+    use crate::learner::learn;
+    use crate::rng::SplitMix64;
+
+    fn stream(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let y = (0..n).map(|t| if x[t * d] - 0.5 * x[t * d + 1] > 0.1 { 1.0 } else { -1.0 }).collect();
+        (x, y)
+    }
+
+    /// INV-A2: after a PA update, `y w·x = 1`.
+    #[test]
+    fn pa_update_reaches_unit_margin() {
+        let (n, d) = (200, 4);
+        let (x, y) = stream(n, d, 1);
+        let mut m = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
+        let mut scratch = Scratch::default();
+        for t in 0..n {
+            let row = Row::Dense(&x[t * d..(t + 1) * d]);
+            let f = m.learn_one(row, 0, y[t], &mut scratch);
+            if 1.0 - y[t] * f > 0.0 {
+                let after = y[t] * dot_dense(&m.weights(0), &x[t * d..(t + 1) * d]);
+                assert!((after - 1.0).abs() < 1e-9, "{after}");
+            }
+        }
+    }
+
+    /// INV-A1 (global with k=1 = unique) and INV-A3 (PA-I with a large C = PA).
+    #[test]
+    fn reductions() {
+        let (n, d) = (300, 5);
+        let (x, y) = stream(n, d, 2);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let tasks = vec![0i64; n];
+        let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
+        let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();
+        assert_eq!(learn(&mut g, &rows, &tasks, &y).unwrap(), learn(&mut u, &rows, &tasks, &y).unwrap());
+        let mut pa = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
+        let mut pa1 = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1e9).unwrap();
+        assert_eq!(learn(&mut pa, &rows, &tasks, &y).unwrap(), learn(&mut pa1, &rows, &tasks, &y).unwrap());
+        assert!(PassiveAggressive::new(1, d, false, PaVariant::Pa1, 0.0).is_err());
+        assert!(PaVariant::parse("pa3").is_err());
+    }
+
+    #[test]
+    fn zero_rows_do_not_update() {
+        let mut m = PassiveAggressive::new(2, 3, false, PaVariant::Pa2, 1.0).unwrap();
+        let zero = [0.0; 3];
+        m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default());
+        assert_eq!(m.n_updates(), 0);
+    }
+}

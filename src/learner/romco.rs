@@ -1,0 +1,598 @@
+//! ROMCO — Robust Online Multitask Classification with correlative and personalized structure
+//! (Yang, Li, Zhao, Li & Das Gollapalli, SDM 2016; ALGORITHMS.md §5, choices A-R1..A-R6 in §8.2).
+//!
+//! The weights of task i are `u^i + v^i`: U (d x k) is the correlative part, kept low-rank by a
+//! trace-norm prox (singular value thresholding), and V (d x k) the personalized part, kept
+//! column-sparse by a column group-lasso prox. A round (protocol P2, §1.2; a single example in
+//! protocol P1) is scored with the same model; if the trigger fires (`Loss`: some hinge loss
+//! > 0, Alg. 1; `Mistake`: some `y p <= 0`, §4.4 of the paper), every present task with positive
+//! loss takes a gradient step `u^i += η1 y x`, `v^i += η2 y x`, then
+//! `U ← SVT_{η1 λ1}(U)` and every column `v^i ← (1 - η2 λ2 / ||v^i||)_+ v^i`.
+//!
+//! Cost (§5.5): U and V are dense column-major `d x k` (2 d k floats, nothing else of size d).
+//! The SVT uses the Gram route (b): `C = UᵀU` is maintained through the sparse gradient step in
+//! `O(|P| k nnz)`, `Ĉ` is eigendecomposed (`O(k³)`), and `U ← Û Π` in place (`O(d k²)`); it
+//! falls back to route (a) (blocked QR + SVD of R) when `θ < 10⁻⁶ σ_max` or when the exact
+//! resync of C every 100 updates finds drift. With `λ1 = 0`, `Π = I` and the update is `O(nnz)`.
+//! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
+//! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{dot_dense, Row};
+use crate::error::{invalid, Result};
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
+use crate::linalg::svt::{self, Shrinkage};
+
+/// Exact recomputation of `C = UᵀU` and of the column norms of V, every this many updates.
+pub const RESYNC_EVERY: u64 = 100;
+
+/// After a resync, a drift `||C - UᵀU||_F > DRIFT_TOL ||C||_F` sends the next SVT to route (a).
+pub const DRIFT_TOL: f64 = 1e-8;
+
+/// A column scale below this is folded into the stored column (keeps `1/s` finite).
+const MIN_SCALE: f64 = 1e-150;
+
+/// When ROMCO updates (A-R2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RomcoTrigger {
+    /// Alg. 1 line 9: some present task has hinge loss `> 0` (the default).
+    Loss,
+    /// The text of §4.4: some present task has `y p <= 0`.
+    Mistake,
+}
+
+impl RomcoTrigger {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "loss" => Ok(Self::Loss),
+            "mistake" => Ok(Self::Mistake),
+            other => Err(invalid("update", format!("expected 'loss' or 'mistake', got {other:?}"))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Romco {
+    n_tasks: usize,
+    n_features: usize,
+    eta1: f64,
+    eta2: f64,
+    lambda1: f64,
+    lambda2: f64,
+    trigger: RomcoTrigger,
+    /// U, column-major: `u^i = u[i*d..(i+1)*d]`.
+    u: Vec<f64>,
+    /// ṽ, column-major; `v^i = v_scale[i] * ṽ^i`. A column with scale 0 is zero (ṽ is stale).
+    v: Vec<f64>,
+    v_scale: Vec<f64>,
+    /// `||v^i||²`, maintained.
+    v_sq_norm: Vec<f64>,
+    /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`).
+    gram: Vec<f64>,
+    /// Columns of U that may be non-zero (a column never updated is exactly 0 and the SVT runs
+    /// on the others only, so rounding never leaks into it).
+    u_live: Vec<bool>,
+    /// The next SVT uses route (a) (set by a resync that found drift).
+    qr_pending: bool,
+    /// Rank of U after the last thresholding (`None` with `λ1 = 0`: computed on demand).
+    rank: Option<usize>,
+    n_updates: u64,
+    n_seen: u64,
+    n_gram_svt: u64,
+    n_qr_svt: u64,
+    n_drift_resyncs: u64,
+    n_numerical_failures: u64,
+}
+
+/// One present task of a round: its row, task, label and pre-update score.
+struct Item<'a> {
+    x: Row<'a>,
+    task: usize,
+    y: f64,
+    score: f64,
+}
+
+impl Romco {
+    pub fn new(n_tasks: usize, n_features: usize, eta1: f64, eta2: f64, lambda1: f64, lambda2: f64, trigger: RomcoTrigger) -> Result<Self> {
+        if n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        for (name, value) in [("eta1", eta1), ("eta2", eta2), ("lambda1", lambda1), ("lambda2", lambda2)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
+            }
+        }
+        if eta1 + eta2 <= 0.0 {
+            return Err(invalid("eta1", "eta1 + eta2 must be > 0 (otherwise the model never changes)"));
+        }
+        let size = n_features.checked_mul(n_tasks).ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
+        Ok(Self {
+            n_tasks,
+            n_features,
+            eta1,
+            eta2,
+            lambda1,
+            lambda2,
+            trigger,
+            u: vec![0.0; size],
+            v: vec![0.0; size],
+            v_scale: vec![0.0; n_tasks],
+            v_sq_norm: vec![0.0; n_tasks],
+            gram: vec![0.0; n_tasks * n_tasks],
+            u_live: vec![false; n_tasks],
+            qr_pending: false,
+            rank: Some(0),
+            n_updates: 0,
+            n_seen: 0,
+            n_gram_svt: 0,
+            n_qr_svt: 0,
+            n_drift_resyncs: 0,
+            n_numerical_failures: 0,
+        })
+    }
+
+    fn u_col(&self, i: usize) -> &[f64] {
+        &self.u[i * self.n_features..(i + 1) * self.n_features]
+    }
+
+    fn v_dot(&self, i: usize, x: &Row) -> f64 {
+        let s = self.v_scale[i];
+        if s == 0.0 {
+            0.0
+        } else {
+            s * x.dot(&self.v[i * self.n_features..(i + 1) * self.n_features])
+        }
+    }
+
+    /// U as a row-major `d x k` matrix.
+    pub fn u_matrix(&self) -> Vec<f64> {
+        self.to_row_major(|i| (self.u_col(i), 1.0))
+    }
+
+    /// V as a row-major `d x k` matrix.
+    pub fn v_matrix(&self) -> Vec<f64> {
+        let d = self.n_features;
+        self.to_row_major(|i| (&self.v[i * d..(i + 1) * d], self.v_scale[i]))
+    }
+
+    fn to_row_major<'a>(&'a self, col: impl Fn(usize) -> (&'a [f64], f64)) -> Vec<f64> {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let mut out = vec![0.0; d * k];
+        for i in 0..k {
+            let (c, s) = col(i);
+            if s != 0.0 {
+                for (r, &val) in c.iter().enumerate() {
+                    out[r * k + i] = s * val;
+                }
+            }
+        }
+        out
+    }
+
+    /// Rank of U: after the last thresholding, or (with `λ1 = 0`) the numerical rank of U.
+    pub fn rank(&self) -> usize {
+        match self.rank {
+            Some(r) => r,
+            None => {
+                let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
+                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0).map_or(0, |s| s.rank)
+            }
+        }
+    }
+
+    /// Number of columns of V with `||v^i|| > 0`.
+    pub fn n_personalized(&self) -> usize {
+        (0..self.n_tasks).filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0).count()
+    }
+
+    fn triggered(&self, items: &[Item]) -> bool {
+        items.iter().any(|it| match self.trigger {
+            RomcoTrigger::Loss => it.y * it.score < 1.0,
+            RomcoTrigger::Mistake => it.y * it.score <= 0.0,
+        })
+    }
+
+    /// The joint update of one round (§5.3), given each present task's pre-update score.
+    fn joint_update(&mut self, items: &[Item]) {
+        self.n_seen += items.len() as u64;
+        if !self.triggered(items) {
+            return; // INV-R5: nothing changes, not even by shrinkage
+        }
+        let (d, k) = (self.n_features, self.n_tasks);
+        // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0).
+        let active: Vec<&Item> = items.iter().filter(|it| it.y * it.score < 1.0).collect();
+        let shrink_u = self.lambda1 > 0.0;
+
+        // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U.
+        let mut c_hat = Vec::new();
+        if shrink_u {
+            c_hat = self.gram.clone();
+            let step = self.eta1;
+            for it in &active {
+                let t = it.task;
+                for j in 0..k {
+                    let a = step * it.y * it.x.dot(self.u_col(j));
+                    c_hat[j * k + t] += a;
+                    c_hat[t * k + j] += a;
+                }
+            }
+            for a in &active {
+                for b in &active {
+                    c_hat[a.task * k + b.task] += step * step * a.y * b.y * a.x.dot_row(&b.x);
+                }
+            }
+        }
+
+        // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
+        for it in &active {
+            let t = it.task;
+            it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
+            self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
+            if self.eta2 == 0.0 {
+                continue;
+            }
+            if self.v_scale[t] == 0.0 {
+                self.v[t * d..(t + 1) * d].fill(0.0);
+                self.v_scale[t] = 1.0;
+                self.v_sq_norm[t] = 0.0;
+            }
+            let vx = self.v_dot(t, &it.x);
+            let s = self.v_scale[t];
+            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
+            let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * it.x.sq_norm();
+            self.v_sq_norm[t] = norm2.max(0.0);
+        }
+
+        // U ← SVT_{η1 λ1}(Û).
+        if shrink_u {
+            self.threshold_u(&c_hat);
+        } else {
+            self.rank = None;
+        }
+
+        // Column group shrinkage of every column of V (A-R5).
+        if self.lambda2 > 0.0 {
+            let cut = self.eta2 * self.lambda2;
+            for i in 0..k {
+                if self.v_scale[i] == 0.0 {
+                    continue;
+                }
+                let norm = self.v_sq_norm[i].sqrt();
+                let factor = if norm > 0.0 { (1.0 - cut / norm).max(0.0) } else { 0.0 };
+                if factor == 0.0 {
+                    self.v_scale[i] = 0.0;
+                    self.v_sq_norm[i] = 0.0;
+                    continue;
+                }
+                self.v_scale[i] *= factor;
+                let kept = norm - cut;
+                self.v_sq_norm[i] = kept * kept;
+                if self.v_scale[i] < MIN_SCALE {
+                    self.fold_scale(i);
+                }
+            }
+        }
+
+        self.n_updates += 1;
+        if self.n_updates % RESYNC_EVERY == 0 {
+            self.resync();
+        }
+    }
+
+    fn threshold_u(&mut self, c_hat: &[f64]) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let theta = self.eta1 * self.lambda1;
+        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+        if live.is_empty() {
+            self.rank = Some(0);
+            return;
+        }
+        let q = live.len();
+        let gram_result = if self.qr_pending {
+            None
+        } else {
+            let sub: Vec<f64> = live.iter().flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b])).collect();
+            svt::gram_route(&sub, q, theta)
+        };
+        let shrink: Option<Shrinkage> = match gram_result {
+            Some(s) => {
+                self.n_gram_svt += 1;
+                Some(s)
+            }
+            None => {
+                self.qr_pending = false;
+                self.n_qr_svt += 1;
+                svt::qr_route_cols(&self.u, d, &live, theta)
+            }
+        };
+        match shrink.map(|s| svt::embed(s, &live, k)) {
+            Some(s) => {
+                if s.pi.iter().all(|&p| p == 0.0) {
+                    self.u.fill(0.0);
+                    self.gram.fill(0.0);
+                    self.u_live.fill(false);
+                } else {
+                    svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
+                    self.gram = s.gram;
+                }
+                self.rank = Some(s.rank);
+            }
+            None => {
+                // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
+                self.n_numerical_failures += 1;
+                self.gram = svt::gram(&self.u, d, k);
+            }
+        }
+    }
+
+    /// `v^i = s ṽ^i` → `ṽ^i ← s ṽ^i`, `s ← 1`.
+    fn fold_scale(&mut self, i: usize) {
+        let d = self.n_features;
+        let s = self.v_scale[i];
+        self.v[i * d..(i + 1) * d].iter_mut().for_each(|v| *v *= s);
+        self.v_scale[i] = 1.0;
+    }
+
+    /// Exact `C = UᵀU` and `||v^i||²` (§5.5 b, step 4).
+    fn resync(&mut self) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        if self.lambda1 > 0.0 {
+            let exact = svt::gram(&self.u, d, k);
+            let drift: f64 = exact.iter().zip(&self.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            if drift > DRIFT_TOL * scale {
+                self.qr_pending = true;
+                self.n_drift_resyncs += 1;
+            }
+            self.gram = exact;
+        }
+        for i in 0..k {
+            let s = self.v_scale[i];
+            if s != 0.0 {
+                let col = &self.v[i * d..(i + 1) * d];
+                self.v_sq_norm[i] = s * s * dot_dense(col, col);
+            }
+        }
+    }
+}
+
+impl OnlineLearner for Romco {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        x.dot(self.u_col(task)) + self.v_dot(task, &x)
+    }
+
+    /// Protocol P1: the example is a singleton round (§1.3, §5.6).
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        self.joint_update(&[Item { x, task, y, score }]);
+    }
+
+    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+        for (r, row) in rows.iter().enumerate() {
+            scores[r] = self.score(*row, tasks[r], scratch);
+        }
+        let items: Vec<Item> = (0..rows.len()).map(|r| Item { x: rows[r], task: tasks[r], y: y[r], score: scores[r] }).collect();
+        self.joint_update(&items);
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    /// A linear model: the number of updates it stands for.
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("rank", self.rank() as f64),
+            ("n_personalized", self.n_personalized() as f64),
+            ("n_gram_svt", self.n_gram_svt as f64),
+            ("n_qr_svt", self.n_qr_svt as f64),
+            ("n_drift_resyncs", self.n_drift_resyncs as f64),
+            ("n_numerical_failures", self.n_numerical_failures as f64),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::{learn, learn_rounds, predict_sign};
+    use crate::rng::SplitMix64;
+
+    fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| {
+                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -1.0 };
+                if sign * x[t * d] + 0.3 * x[t * d + 1] > 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
+        (x, tasks, y)
+    }
+
+    fn model(k: usize, d: usize, e1: f64, e2: f64, l1: f64, l2: f64, trigger: RomcoTrigger) -> Romco {
+        Romco::new(k, d, e1, e2, l1, l2, trigger).unwrap()
+    }
+
+    /// INV-R1: with λ1 = λ2 = 0 each task is an independent "margin Perceptron" with step η1+η2.
+    #[test]
+    fn unregularised_romco_is_independent_margin_perceptrons() {
+        let (n, d, k) = (500, 5, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 3);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let mut a = model(k, d, 0.3, 0.2, 0.0, 0.0, RomcoTrigger::Loss);
+        let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
+        let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
+        let sb = learn(&mut b, &rows, &tasks, &y).unwrap();
+        let mut z = vec![vec![0.0; d]; k];
+        for t in 0..n {
+            let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
+            let f = dot_dense(&z[i], xt);
+            assert!((f - sa[t]).abs() <= 1e-12 * f.abs().max(1.0));
+            assert!((f - sb[t]).abs() <= 1e-12 * f.abs().max(1.0));
+            if y[t] * f < 1.0 {
+                z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += 0.5 * y[t] * v);
+            }
+        }
+        assert_eq!(a.rank(), k);
+    }
+
+    /// INV-R2: mistake trigger, no regularisation, singleton rounds: k linear Perceptrons.
+    #[test]
+    fn mistake_trigger_equals_perceptrons() {
+        let (n, d, k) = (400, 4, 4);
+        let (x, tasks, y) = random_stream(n, d, k, 8);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
+        let s = learn(&mut m, &rows, &tasks, &y).unwrap();
+        let mut z = vec![vec![0.0; d]; k];
+        for t in 0..n {
+            let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
+            let f = dot_dense(&z[i], xt);
+            assert_eq!(predict_sign(f), predict_sign(s[t]), "step {t}");
+            if y[t] * f <= 0.0 {
+                z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += y[t] * v);
+            }
+        }
+    }
+
+    /// INV-R3: a huge λ1 keeps U at 0 and a huge λ2 keeps V at 0.
+    #[test]
+    fn huge_regularisation_zeroes_the_parts() {
+        let (n, d, k) = (200, 5, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 4);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
+        learn(&mut m, &rows, &tasks, &y).unwrap();
+        assert!(m.u.iter().all(|&v| v == 0.0));
+        assert_eq!(m.rank(), 0);
+        assert!(m.n_personalized() > 0);
+        let mut m = model(k, d, 0.1, 0.1, 1e-4, 1e12, RomcoTrigger::Loss);
+        learn(&mut m, &rows, &tasks, &y).unwrap();
+        assert!(m.v_matrix().iter().all(|&v| v == 0.0));
+        assert_eq!(m.n_personalized(), 0);
+        assert!(m.rank() > 0);
+    }
+
+    /// INV-R5: a round without a trigger leaves U and V bit-identical.
+    #[test]
+    fn untriggered_rounds_change_nothing() {
+        let d = 3;
+        let mut m = model(2, d, 0.05, 0.05, 0.01, 0.01, RomcoTrigger::Mistake);
+        let x = [1.0, 2.0, 0.0, 0.0, 1.0, 1.0];
+        let rows = Rows::Dense { data: &x, n_rows: 2, n_cols: d };
+        learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
+        let before = m.clone();
+        // Positive margin below 1: the loss trigger would fire, the mistake trigger does not.
+        let s = learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
+        assert!(s.iter().all(|&f| f > 0.0 && f < 1.0), "{s:?}");
+        assert_eq!(m.u, before.u);
+        assert_eq!(m.v, before.v);
+        assert_eq!(m.v_scale, before.v_scale);
+        assert_eq!(m.n_updates, before.n_updates);
+    }
+
+    /// The maintained C and ||v||² stay close to exact, and the Gram route is the one used.
+    #[test]
+    fn maintained_quantities_track_exact_values() {
+        let (n, d, k) = (700, 30, 6);
+        let (x, tasks, y) = random_stream(n, d, k, 12);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
+        let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
+        learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
+        let exact = svt::gram(&m.u, d, k);
+        let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+        let drift = exact.iter().zip(&m.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+        assert!(drift <= 1e-10 * scale, "C drifted: {drift} vs {scale}");
+        let vm = m.v_matrix();
+        for i in 0..k {
+            let norm2: f64 = (0..d).map(|r| vm[r * k + i] * vm[r * k + i]).sum();
+            assert!((norm2 - m.v_sq_norm[i]).abs() <= 1e-10 * norm2.max(1e-300));
+        }
+        assert!(m.n_gram_svt > 0);
+        assert_eq!(m.n_numerical_failures, 0);
+    }
+
+    /// Rounds: all rows of a round see the same model, and singleton rounds equal `learn`.
+    #[test]
+    fn rounds_share_one_model_and_singletons_equal_p1() {
+        let (n, d, k) = (240, 6, 4);
+        let (x, tasks, y) = random_stream(n, d, k, 21);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let mut a = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
+        let mut b = a.clone();
+        let singles: Vec<i64> = (0..n as i64).collect();
+        assert_eq!(learn(&mut a, &rows, &tasks, &y).unwrap(), learn_rounds(&mut b, &rows, &tasks, &y, &singles).unwrap());
+        assert_eq!(a, b);
+        let mut c = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
+        let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
+        let s = learn_rounds(&mut c, &rows, &tasks, &y, &rounds).unwrap();
+        assert!(s[..k].iter().all(|&f| f == 0.0)); // the whole first round sees the zero model
+        assert!(c.n_updates() > 0 && c.n_updates() as usize <= n / k);
+    }
+
+    #[test]
+    fn bad_rounds_are_rejected_before_any_change() {
+        let (n, d, k) = (6, 3, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 2);
+        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let mut m = model(k, d, 0.1, 0.1, 0.1, 0.1, RomcoTrigger::Loss);
+        let before = m.clone();
+        assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 0, 1, 0, 2, 2]).is_err());
+        assert!(learn_rounds(&mut m, &rows, &[0, 0, 1, 2, 0, 1], &y, &[0, 0, 1, 1, 2, 2]).is_err());
+        assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 1]).is_err());
+        assert_eq!(m, before);
+    }
+
+    #[test]
+    fn sparse_and_dense_agree_and_parameters_are_checked() {
+        let (n, d, k) = (300, 8, 3);
+        let (mut x, tasks, y) = random_stream(n, d, k, 5);
+        x.iter_mut().enumerate().for_each(|(j, v)| if j % 3 != 0 { *v = 0.0 });
+        let dense = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
+        for r in 0..n {
+            for c in 0..d {
+                if x[r * d + c] != 0.0 {
+                    indices.push(c as u32);
+                    data.push(x[r * d + c]);
+                }
+            }
+            indptr.push(indices.len() as i64);
+        }
+        let sparse = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: d };
+        let mut a = model(k, d, 0.1, 0.1, 0.2, 0.05, RomcoTrigger::Loss);
+        let mut b = a.clone();
+        let sa = learn(&mut a, &dense, &tasks, &y).unwrap();
+        let sb = learn(&mut b, &sparse, &tasks, &y).unwrap();
+        sa.iter().zip(&sb).for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
+        assert!(Romco::new(2, 3, -1.0, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
+        assert!(Romco::new(2, 3, 0.1, 0.1, f64::NAN, 0.0, RomcoTrigger::Loss).is_err());
+        assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
+        assert!(RomcoTrigger::parse("sometimes").is_err());
+    }
+}

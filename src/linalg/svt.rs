@@ -1,0 +1,336 @@
+//! Singular value thresholding (SVT) of a tall `d x k` matrix, the proximal step of ROMCO's
+//! trace-norm term (ALGORITHMS.md §5.3, §5.5; Cai, Candès & Shen, SIAM J. Optim. 2010).
+//!
+//! `SVT_θ(M) = P diag((σ - θ)_+) Qᵀ` for the thin SVD `M = P diag(σ) Qᵀ`. With `k << d` it is
+//! applied as a right multiplication `M Π` by the `k x k` matrix `Π = Q diag(π) Qᵀ`,
+//! `π_r = (1 - θ/σ_r)_+`, which needs only the right singular vectors and the singular values:
+//!
+//! - route (b), [`gram_route`]: eigendecomposition of the Gram matrix `Ĉ = MᵀM` (which ROMCO
+//!   maintains in `O(k nnz)` per update), `σ_r = sqrt(λ_r)`; `None` when the threshold is too
+//!   small for the eigenvalues' accuracy (`θ < 10⁻⁶ σ_max`), the first fallback case of §5.5;
+//! - route (a), [`qr_route`]: the `R` factor of a Householder QR of `M` (computed block by block,
+//!   TSQR, so no second `d x k` matrix is ever held) and the SVD of the small `R = W Σ Zᵀ`. Then
+//!   `Q_R W diag((σ-θ)_+) Zᵀ = M Z diag(π) Zᵀ`, so route (a) too ends in `M Π`, with σ and Z
+//!   as accurate as the QR;
+//! - [`svt_explicit`]: the literal (a) of §5.5, forming `Q_R` (used by tests only: it holds
+//!   extra `d x k` matrices).
+//!
+//! Matrices of size `d x k` are column-major slices (column `c` is `m[c*d..(c+1)*d]`); the
+//! small `k x k` matrices are row-major.
+
+use nalgebra::{DMatrix, SymmetricEigen, SVD};
+
+use crate::data::dot_dense;
+
+/// Rows per block in the blocked kernels (QR and the in-place right multiplication).
+const BLOCK: usize = 256;
+
+/// Relative floor under which a singular value of the result counts as zero for the rank.
+pub const RANK_TOL: f64 = 1e-12;
+
+/// Route (b) is used only when `θ >= GRAM_MIN_THETA * σ_max` (§5.5, first fallback case).
+pub const GRAM_MIN_THETA: f64 = 1e-6;
+
+/// Upper bound on the iterations of the small eigen/SVD solvers (they converge in far fewer).
+const MAX_ITER: usize = 100_000;
+
+/// What one thresholding computed: `Π` and the Gram matrix of the result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shrinkage {
+    /// `Π = Z diag(π) Zᵀ`, `k x k` row-major: the result is `M Π`.
+    pub pi: Vec<f64>,
+    /// `(MΠ)ᵀ(MΠ) = Z diag((σ-θ)_+²) Zᵀ`, `k x k` row-major.
+    pub gram: Vec<f64>,
+    /// The singular values of `M` (unsorted; as many as the route produced).
+    pub sigma: Vec<f64>,
+    /// `σ_max(M)`.
+    pub sigma_max: f64,
+    /// The number of `(σ_r - θ)_+ > RANK_TOL σ_max`: the rank of the result.
+    pub rank: usize,
+}
+
+/// `MᵀM` (`k x k` row-major) of a column-major `d x k` matrix.
+pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
+    let mut c = vec![0.0; k * k];
+    for i in 0..k {
+        let ci = &m[i * d..(i + 1) * d];
+        for j in 0..=i {
+            let v = dot_dense(ci, &m[j * d..(j + 1) * d]);
+            c[i * k + j] = v;
+            c[j * k + i] = v;
+        }
+    }
+    c
+}
+
+/// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`, one
+/// block of rows at a time (scratch `O(BLOCK k)`).
+pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
+    let mut buf = vec![0.0; BLOCK.min(d) * k];
+    let mut r0 = 0;
+    while r0 < d {
+        let len = BLOCK.min(d - r0);
+        for c in 0..k {
+            buf[c * len..(c + 1) * len].copy_from_slice(&m[c * d + r0..c * d + r0 + len]);
+        }
+        for j in 0..k {
+            let out = &mut m[j * d + r0..j * d + r0 + len];
+            out.fill(0.0);
+            for r in 0..k {
+                let w = p[r * k + j];
+                if w != 0.0 {
+                    out.iter_mut().zip(&buf[r * len..(r + 1) * len]).for_each(|(o, &b)| *o += w * b);
+                }
+            }
+        }
+        r0 += len;
+    }
+}
+
+/// The `R` factor (`min(d,q) x q`) of a Householder QR of the `q` columns `cols` of the
+/// column-major matrix `m` (columns of length `d`), computed as a tall-skinny QR over blocks of
+/// rows: `R ← qr([R; block]).R`.
+pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> DMatrix<f64> {
+    let k = cols.len();
+    let mut r = DMatrix::<f64>::zeros(0, k);
+    let mut r0 = 0;
+    while r0 < d {
+        let len = BLOCK.min(d - r0);
+        let top = r.nrows();
+        let mut stacked = DMatrix::<f64>::zeros(top + len, k);
+        stacked.rows_mut(0, top).copy_from(&r);
+        for (c, &col) in cols.iter().enumerate() {
+            for i in 0..len {
+                stacked[(top + i, c)] = m[col * d + r0 + i];
+            }
+        }
+        r = stacked.qr().r();
+        r0 += len;
+    }
+    r
+}
+
+/// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
+/// singular values.
+fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
+    let k = z.nrows();
+    let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
+    let mut pi = vec![0.0; k * k];
+    let mut gram = vec![0.0; k * k];
+    let mut rank = 0;
+    for (r, &s) in sigma.iter().enumerate() {
+        let kept = (s - theta).max(0.0);
+        if sigma_max > 0.0 && kept > RANK_TOL * sigma_max {
+            rank += 1;
+        }
+        if s <= 0.0 || kept == 0.0 {
+            continue;
+        }
+        let (p, g) = (kept / s, kept * kept);
+        for a in 0..k {
+            let za = z[(a, r)];
+            if za == 0.0 {
+                continue;
+            }
+            for b in 0..k {
+                pi[a * k + b] += za * p * z[(b, r)];
+                gram[a * k + b] += za * g * z[(b, r)];
+            }
+        }
+    }
+    symmetrize(&mut pi, k);
+    symmetrize(&mut gram, k);
+    Shrinkage { pi, gram, sigma, sigma_max, rank }
+}
+
+fn symmetrize(m: &mut [f64], k: usize) {
+    for i in 0..k {
+        for j in 0..i {
+            let v = 0.5 * (m[i * k + j] + m[j * k + i]);
+            m[i * k + j] = v;
+            m[j * k + i] = v;
+        }
+    }
+}
+
+/// Route (b): thresholding from the Gram matrix `Ĉ = MᵀM` (`k x k` row-major). `None` when
+/// route (a) must be used instead: `θ < 10⁻⁶ σ_max`, or the eigensolver failed.
+pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
+    if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
+    let sigma: Vec<f64> = eig.eigenvalues.iter().map(|&l| l.max(0.0).sqrt()).collect();
+    let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
+    if theta < GRAM_MIN_THETA * sigma_max {
+        return None;
+    }
+    Some(shrinkage_from(&eig.eigenvectors, sigma, theta))
+}
+
+/// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
+/// `None` only if `M` holds non-finite values or the SVD fails to converge.
+pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> {
+    let cols: Vec<usize> = (0..k).collect();
+    qr_route_cols(m, d, &cols, theta)
+}
+
+/// Route (a) on the submatrix of the columns `cols` (the result is `q x q`, `q = cols.len()`).
+pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64) -> Option<Shrinkage> {
+    if cols.is_empty() || d == 0 || cols.iter().any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite())) {
+        return None;
+    }
+    let r = r_factor(m, d, cols);
+    let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
+    let z = svd.v_t?.transpose();
+    Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
+}
+
+/// A shrinkage computed on the columns `cols` of a `k`-column matrix, embedded into `k x k`
+/// (zero rows and columns elsewhere: the other columns are zero and stay zero).
+pub fn embed(s: Shrinkage, cols: &[usize], k: usize) -> Shrinkage {
+    let q = cols.len();
+    if q == k && cols.iter().enumerate().all(|(a, &c)| a == c) {
+        return s;
+    }
+    let (mut pi, mut gram) = (vec![0.0; k * k], vec![0.0; k * k]);
+    for (a, &ca) in cols.iter().enumerate() {
+        for (b, &cb) in cols.iter().enumerate() {
+            pi[ca * k + cb] = s.pi[a * q + b];
+            gram[ca * k + cb] = s.gram[a * q + b];
+        }
+    }
+    Shrinkage { pi, gram, ..s }
+}
+
+/// The literal route (a) of §5.5: `Q_R W diag((σ-θ)_+) Zᵀ` with `Q_R` formed explicitly.
+/// Returns the column-major result and the singular values of `M`. For tests and checks only.
+pub fn svt_explicit(m: &[f64], d: usize, k: usize, theta: f64) -> Option<(Vec<f64>, Vec<f64>)> {
+    if k == 0 || d == 0 || m.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let qr = DMatrix::from_column_slice(d, k, m).qr();
+    let (q, r) = (qr.q(), qr.r());
+    let svd = SVD::try_new(r, true, true, f64::EPSILON, MAX_ITER)?;
+    let (w, zt) = (svd.u?, svd.v_t?);
+    let shrunk = DMatrix::from_diagonal(&svd.singular_values.map(|s| (s - theta).max(0.0)));
+    let out = q * w * shrunk * zt;
+    Some((out.as_slice().to_vec(), svd.singular_values.iter().copied().collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn random_matrix(d: usize, k: usize, rank: usize, seed: u64) -> Vec<f64> {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let a: Vec<f64> = (0..d * rank).map(|_| unif()).collect();
+        let b: Vec<f64> = (0..rank * k).map(|_| unif() * 2.0).collect();
+        let mut m = vec![0.0; d * k];
+        for c in 0..k {
+            for i in 0..d {
+                m[c * d + i] = (0..rank).map(|r| a[r * d + i] * b[r * k + c]).sum();
+            }
+        }
+        m
+    }
+
+    fn apply(m: &[f64], d: usize, k: usize, s: &Shrinkage) -> Vec<f64> {
+        let mut out = m.to_vec();
+        right_multiply_in_place(&mut out, d, k, &s.pi);
+        out
+    }
+
+    fn rel_diff(a: &[f64], b: &[f64]) -> f64 {
+        let num: f64 = a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum::<f64>().sqrt();
+        let den: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+        num / den.max(1e-300)
+    }
+
+    fn sorted_desc(mut v: Vec<f64>) -> Vec<f64> {
+        v.sort_by(|a, b| b.total_cmp(a));
+        v
+    }
+
+    /// INV-R4: routes (a), (b) and the explicit (a) agree, and σ(SVT(M)) = (σ(M) - θ)_+.
+    #[test]
+    fn routes_agree_and_shrink_singular_values() {
+        for &(d, k, rank, theta) in &[(600, 6, 6, 0.3), (300, 8, 3, 0.5), (3, 7, 3, 0.2), (1000, 12, 12, 1.0), (40, 5, 5, 1e9)] {
+            let m = random_matrix(d, k, rank, (d * k) as u64);
+            let c = gram(&m, d, k);
+            let b = gram_route(&c, k, theta).expect("gram route");
+            let a = qr_route(&m, d, k, theta).expect("qr route");
+            let (explicit, sigma) = svt_explicit(&m, d, k, theta).unwrap();
+            let (ua, ub) = (apply(&m, d, k, &a), apply(&m, d, k, &b));
+            if theta < 1e8 {
+                assert!(rel_diff(&ua, &explicit) < 1e-9, "(a) vs explicit: {}", rel_diff(&ua, &explicit));
+                assert!(rel_diff(&ub, &explicit) < 1e-9, "(b) vs explicit: {}", rel_diff(&ub, &explicit));
+            } else {
+                assert!(ua.iter().chain(&ub).all(|&v| v == 0.0));
+                assert_eq!((a.rank, b.rank), (0, 0));
+            }
+            // Singular values of the result, from its Gram matrix.
+            let got = qr_route(&ua, d, k, 0.0).map(|s| sorted_desc(s.sigma)).unwrap();
+            let expect = sorted_desc(sigma.iter().map(|s| (s - theta).max(0.0)).collect());
+            let smax = sigma.iter().fold(0.0f64, |x, &s| x.max(s));
+            for (g, e) in got.iter().zip(&expect) {
+                assert!((g - e).abs() <= 1e-10 * smax, "{g} vs {e}");
+            }
+            // The maintained Gram matrix of the result is right.
+            let exact = gram(&ua, d, k);
+            assert!(rel_diff(&a.gram, &exact) < 1e-9 || exact.iter().all(|&v| v == 0.0));
+            assert_eq!(a.rank, expect.iter().filter(|&&s| s > RANK_TOL * smax).count());
+            assert_eq!(a.rank, b.rank);
+        }
+    }
+
+    /// Prox optimality (INV-R4): `P₊ᵀ (M - SVT(M)) Q₊ = θ I` on the retained singular pairs.
+    #[test]
+    fn prox_optimality_condition() {
+        let (d, k) = (200, 6);
+        let m = random_matrix(d, k, 6, 99);
+        let mm = DMatrix::from_column_slice(d, k, &m);
+        let svd = mm.clone().svd(true, true);
+        let mut sigma: Vec<f64> = svd.singular_values.iter().copied().collect();
+        sigma.sort_by(|a, b| b.total_cmp(a));
+        let theta = 0.5 * (sigma[2] + sigma[3]);
+        let s = qr_route(&m, d, k, theta).unwrap();
+        let out = apply(&m, d, k, &s);
+        let (p, qt) = (svd.u.unwrap(), svd.v_t.unwrap());
+        let diff = mm - DMatrix::from_column_slice(d, k, &out);
+        let keep: Vec<usize> = (0..k).filter(|&r| svd.singular_values[r] > theta).collect();
+        assert!(!keep.is_empty() && keep.len() < k, "the test needs retained and removed pairs");
+        let p_plus = p.select_columns(&keep);
+        let q_plus = qt.transpose().select_columns(&keep);
+        let g = p_plus.transpose() * diff * q_plus;
+        let target = DMatrix::<f64>::identity(keep.len(), keep.len()) * theta;
+        assert!((g - target).norm() <= 1e-9, "prox optimality violated");
+    }
+
+    #[test]
+    fn gram_route_declines_tiny_thresholds() {
+        let (d, k) = (50, 4);
+        let m = random_matrix(d, k, 4, 5);
+        let c = gram(&m, d, k);
+        assert!(gram_route(&c, k, 1e-9).is_none());
+        assert!(gram_route(&c, k, 1e-3).is_some());
+        assert!(qr_route(&m, d, k, 1e-9).is_some());
+    }
+
+    #[test]
+    fn right_multiply_matches_naive_product_across_blocks() {
+        let (d, k) = (BLOCK * 2 + 17, 3);
+        let m = random_matrix(d, k, 3, 1);
+        let p = [0.5, -1.0, 2.0, 0.0, 1.0, 0.25, 3.0, 0.0, -0.5];
+        let mut out = m.clone();
+        right_multiply_in_place(&mut out, d, k, &p);
+        for i in 0..d {
+            for j in 0..k {
+                let expect: f64 = (0..k).map(|r| m[r * d + i] * p[r * k + j]).sum();
+                assert!((out[j * d + i] - expect).abs() < 1e-12);
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+"""OMTL (Dekel, Long & Singer) on protocol P2 rounds (ALGORITHMS.md §1.2, §6.2): native against
+reference, INV-O1, and the difference a joint round update makes."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from conftest import random_stream
+
+import omtl
+import omtl.reference as ref
+from omtl.datasets import Stream
+
+K = 4
+CONFIGS = [
+    {},
+    {"global_norm": "l2", "C": 0.3},
+    {"global_norm": "l1", "C": 0.5},
+    {"global_norm": "linf", "explicit": True, "C": 0.8},
+    {"global_norm": "l2", "explicit": True},
+    {"global_norm": "l1", "explicit": True, "C": 0.2},
+]
+
+
+def round_stream(n=240, d=7, k=K, *, seed=5, sparse=False, round_seed=3, scale=2.0):
+    X, y, tasks = random_stream(n=n, d=d, k=k, seed=seed, sparse=sparse)
+    s = Stream(X=X * scale, y=y, tasks=tasks, n_tasks=k, name="test").as_rounds(round_seed)
+    return s.X, s.y, s.tasks, s.rounds
+
+
+def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
+    out = []
+    bounds = np.flatnonzero(np.diff(rounds)) + 1
+    starts = np.concatenate([[0], bounds[chunk_rounds - 1 :: chunk_rounds], [len(y)]])
+    for a, b in zip(starts[:-1], starts[1:]):
+        out.append(model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b]))
+    return np.concatenate(out)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("params", CONFIGS, ids=[str(i) for i in range(len(CONFIGS))])
+def test_rounds_native_matches_reference(params, sparse):
+    X, y, tasks, rounds = round_stream(sparse=sparse)
+    nat, rf = omtl.OMTL(n_tasks=K, **params), ref.OMTL(n_tasks=K, **params)
+    np.testing.assert_array_equal(run_rounds(nat, X, y, tasks, rounds), run_rounds(rf, X, y, tasks, rounds))
+    np.testing.assert_allclose(nat.coef_, rf.coef_, rtol=1e-9, atol=1e-12)
+    assert nat.n_updates_ == rf.n_updates_ and nat.n_mistakes_ == rf.n_mistakes_
+    assert nat._diagnostics()["n_rounds"] == rf._diagnostics()["n_rounds"] == rounds.max() + 1
+
+
+@pytest.mark.parametrize("C", [0.1, 1.0])
+def test_inv_o1_l1_rounds_equal_pa_unique(C):
+    X, y, tasks, rounds = round_stream(seed=17)
+    a = omtl.OMTL(n_tasks=K, global_norm="l1", C=C)
+    b = omtl.PAUnique(n_tasks=K, C=C)
+    np.testing.assert_array_equal(run_rounds(a, X, y, tasks, rounds), b.learn_rounds(X, y, tasks=tasks, rounds=rounds))
+    np.testing.assert_allclose(a.decision_function(X, tasks=tasks), b.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+    assert a.n_updates_ == b.n_updates_
+
+
+@pytest.mark.parametrize("norm", ["linf", "l2"])
+def test_joint_rounds_differ_from_flattening(norm):
+    """linf/l2 share the budget C within a round: with several tasks per round the model differs
+    from the singleton-round (flattened) run, which is PA-I per task."""
+    X, y, tasks, rounds = round_stream(seed=23, scale=1.0)
+    joint = omtl.OMTL(n_tasks=K, global_norm=norm, C=0.1)
+    joint.learn_rounds(X, y, tasks=tasks, rounds=rounds)
+    flat = omtl.OMTL(n_tasks=K, global_norm=norm, C=0.1)
+    flat.learn(X, y, tasks=tasks)
+    assert not np.allclose(joint.coef_, flat.coef_)
+    # With a shared budget, a round moves the weights by at most C in total (linf) / in l2.
+    assert np.abs(joint.coef_).sum() < np.abs(flat.coef_).sum()
+    pa = omtl.PAUnique(n_tasks=K, C=0.1)
+    pa.learn(X, y, tasks=tasks)
+    np.testing.assert_allclose(flat.decision_function(X, tasks=tasks), pa.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+
+
+def test_singleton_rounds_equal_the_p1_run_and_pickling_mid_rounds():
+    X, y, tasks, rounds = round_stream(seed=2)
+    a = omtl.OMTL(n_tasks=K)
+    b = omtl.OMTL(n_tasks=K)
+    np.testing.assert_array_equal(a.learn(X, y, tasks=tasks), b.learn_rounds(X, y, tasks=tasks, rounds=np.arange(len(y))))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    half = int(np.searchsorted(rounds, rounds.max() // 2))
+    m = omtl.OMTL(n_tasks=K, global_norm="l2")
+    m.learn_rounds(X[:half], y[:half], tasks=tasks[:half], rounds=rounds[:half])
+    clone = pickle.loads(pickle.dumps(m))
+    p1 = m.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
+    p2 = clone.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
+    np.testing.assert_array_equal(p1, p2)
+    np.testing.assert_array_equal(m.coef_, clone.coef_)
+
+
+def test_bad_rounds_leave_the_model_unchanged():
+    X, y, tasks, rounds = round_stream(n=60)
+    m = omtl.OMTL(n_tasks=K)
+    m.learn_rounds(X, y, tasks=tasks, rounds=rounds)
+    before = pickle.dumps(m)
+    with pytest.raises(ValueError):
+        m.learn_rounds(X[:2], y[:2], tasks=[1, 1], rounds=[0, 0])  # one task twice in a round
+    with pytest.raises(ValueError):
+        m.learn_rounds(X[:2], y[:2], tasks=[1, 2], rounds=[3, 2])  # decreasing round ids
+    assert pickle.dumps(m) == before

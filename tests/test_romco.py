@@ -1,0 +1,359 @@
+"""ROMCO (ALGORITHMS.md §5): both protocols, INV-R1..R5, persistence and input checking."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import random_stream
+
+import omtl
+import omtl.reference as ref
+from omtl import _native
+from omtl.datasets import Stream
+
+K = 4
+
+
+def round_stream(n=240, d=7, k=K, *, seed=5, sparse=False, round_seed=3):
+    X, y, tasks = random_stream(n=n, d=d, k=k, seed=seed, sparse=sparse)
+    s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="test").as_rounds(round_seed)
+    return s.X, s.y, s.tasks, s.rounds
+
+
+def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
+    """learn_rounds over the stream in chunks of whole rounds; returns the predictions."""
+    out = []
+    bounds = np.flatnonzero(np.diff(rounds)) + 1
+    starts = np.concatenate([[0], bounds[chunk_rounds - 1 :: chunk_rounds], [len(y)]])
+    for a, b in zip(starts[:-1], starts[1:]):
+        out.append(model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b]))
+    return np.concatenate(out)
+
+
+CONFIGS = [
+    {},
+    {"eta1": 0.2, "eta2": 0.05, "lambda1": 0.5, "lambda2": 0.3},
+    {"lambda1": 0.05, "lambda2": 0.02, "update": "mistake"},
+    {"lambda1": 0.0, "lambda2": 0.1},
+    {"eta1": 0.3, "eta2": 0.0, "lambda1": 2.0, "lambda2": 0.0},
+]
+
+
+def assert_same_model(a, b, *, rtol=1e-9):
+    np.testing.assert_allclose(a.U_, b.U_, rtol=rtol, atol=1e-12)
+    np.testing.assert_allclose(a.V_, b.V_, rtol=rtol, atol=1e-12)
+    assert a.rank_ == b.rank_
+    assert a.n_personalized_ == b.n_personalized_
+    assert a.n_updates_ == b.n_updates_
+    assert a.n_mistakes_ == b.n_mistakes_
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("params", CONFIGS, ids=[str(i) for i in range(len(CONFIGS))])
+def test_rounds_native_matches_reference(params, sparse):
+    X, y, tasks, rounds = round_stream(sparse=sparse)
+    nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    np.testing.assert_array_equal(run_rounds(nat, X, y, tasks, rounds), run_rounds(rf, X, y, tasks, rounds))
+    assert_same_model(nat, rf)
+    np.testing.assert_allclose(nat.decision_function(X, tasks=tasks), rf.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+    assert nat.n_updates_ <= rounds[-1] + 1  # one joint update per round at most
+
+
+def test_both_svt_routes_run_and_agree_with_the_reference():
+    """Default parameters on a long stream: the Gram route first, then the QR fallback once
+    θ < 1e-6 σ_max; the reference (numpy.linalg.svd) agrees throughout."""
+    X, y, tasks = random_stream(n=900, d=10, k=K, seed=2)
+    params = {"eta1": 0.5, "lambda1": 2e-5}
+    nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    np.testing.assert_array_equal(nat.learn(X, y, tasks=tasks), rf.learn(X, y, tasks=tasks))
+    assert_same_model(nat, rf)
+    diag = nat._diagnostics()
+    assert diag["n_gram_svt"] > 0 and diag["n_qr_svt"] > 0, diag
+    assert diag["n_numerical_failures"] == 0
+
+
+def test_singleton_rounds_equal_the_per_example_protocol():
+    X, y, tasks = random_stream(n=200, d=6, k=K, seed=9)
+    a, b = omtl.ROMCO(n_tasks=K, lambda1=0.1, lambda2=0.05), omtl.ROMCO(n_tasks=K, lambda1=0.1, lambda2=0.05)
+    np.testing.assert_array_equal(a.learn(X, y, tasks=tasks), b.learn_rounds(X, y, tasks=tasks, rounds=np.arange(200)))
+    np.testing.assert_array_equal(a.U_, b.U_)
+    np.testing.assert_array_equal(a.V_, b.V_)
+
+
+def test_a_round_is_predicted_with_one_model():
+    X = np.array([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    y = np.array([1, 1, -1])
+    m = omtl.ROMCO(n_tasks=3, lambda1=0.0, lambda2=0.0)
+    m.learn_rounds(X[:1], y[:1], tasks=[0], rounds=[0])
+    # Round 2: all three tasks scored before the joint update.
+    scores_before = m.decision_function(X, tasks=[0, 1, 2])
+    pred = m.learn_rounds(X, y, tasks=[0, 1, 2], rounds=[5, 5, 5])
+    np.testing.assert_array_equal(pred, np.where(scores_before >= 0, 1, -1))
+    assert m.n_updates_ == 2
+
+
+def margin_perceptrons(X, y, tasks, step, k, rounds=None, trigger=1.0):
+    """k independent linear learners z_i += step y x whenever y z_i·x < trigger (strict)."""
+    Xd = X.toarray() if sp.issparse(X) else X
+    Z = np.zeros((k, Xd.shape[1]))
+    rounds = np.arange(len(y)) if rounds is None else rounds
+    scores = np.zeros(len(y))
+    start = 0
+    while start < len(y):
+        end = start + 1
+        while end < len(y) and rounds[end] == rounds[start]:
+            end += 1
+        rows = range(start, end)
+        for t in rows:
+            scores[t] = Z[tasks[t]] @ Xd[t]
+        for t in rows:
+            if y[t] * scores[t] < trigger:
+                Z[tasks[t]] += step * y[t] * Xd[t]
+        start = end
+    return scores
+
+
+@pytest.mark.parametrize("protocol", ["P1", "P2"])
+def test_inv_r1_unregularised_tasks_are_independent(protocol):
+    X, y, tasks, rounds = round_stream(n=300, sparse=True, seed=4)
+    if protocol == "P1":
+        rounds = np.arange(len(y))
+    expect = margin_perceptrons(X, y, tasks, 0.5, K, rounds)
+    for eta1, eta2 in [(0.5, 0.0), (0.2, 0.3), (0.0, 0.5)]:
+        m = omtl.ROMCO(n_tasks=K, eta1=eta1, eta2=eta2, lambda1=0.0, lambda2=0.0)
+        m.learn_rounds(X, y, tasks=tasks, rounds=rounds)
+        # The pre-update scores, round by round.
+        replay = omtl.ROMCO(n_tasks=K, eta1=eta1, eta2=eta2, lambda1=0.0, lambda2=0.0)
+        got = np.zeros(len(y))
+        for r in np.unique(rounds):
+            idx = np.flatnonzero(rounds == r)
+            if replay._is_fitted():
+                got[idx] = replay.decision_function(X[idx], tasks=tasks[idx])
+            replay.learn_rounds(X[idx], y[idx], tasks=tasks[idx], rounds=rounds[idx])
+        np.testing.assert_allclose(got, expect, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(m.U_ + m.V_, replay.U_ + replay.V_, rtol=1e-12, atol=1e-15)
+
+
+def test_inv_r2_mistake_trigger_on_singletons_is_perceptrons():
+    X, y, tasks = random_stream(n=400, d=6, k=K, seed=7)
+    battery = omtl.KernelPerceptron(n_tasks=K).learn(X, y, tasks=tasks)
+    for eta1, eta2 in [(0.37, 0.0), (0.01, 2.0)]:
+        m = omtl.ROMCO(n_tasks=K, eta1=eta1, eta2=eta2, lambda1=0.0, lambda2=0.0, update="mistake")
+        np.testing.assert_array_equal(m.learn(X, y, tasks=tasks), battery)
+
+
+def v_only_recursion(X, y, tasks, eta2, lambda2, k, trigger="loss"):
+    """The ROMCO recursion with U ≡ 0 (V alone), per example."""
+    V = np.zeros((X.shape[1], k))
+    preds = np.zeros(len(y))
+    for t in range(len(y)):
+        i, x = tasks[t], X[t]
+        p = V[:, i] @ x
+        preds[t] = 1 if p >= 0 else -1
+        if (y[t] * p < 1) if trigger == "loss" else (y[t] * p <= 0):
+            if y[t] * p < 1:
+                V[:, i] += eta2 * y[t] * x
+            for j in range(k):
+                n = np.linalg.norm(V[:, j])
+                V[:, j] *= max(0.0, 1 - eta2 * lambda2 / n) if n > 0 else 0.0
+    return preds, V
+
+
+def test_inv_r3_huge_regularisation_zeroes_each_part():
+    X, y, tasks = random_stream(n=300, d=6, k=K, seed=8)
+    m = omtl.ROMCO(n_tasks=K, lambda1=1e12, lambda2=0.05)
+    preds = np.concatenate([m.learn(X[a : a + 60], y[a : a + 60], tasks=tasks[a : a + 60]) for a in range(0, 300, 60)])
+    assert not m.U_.any() and m.rank_ == 0
+    expect, V = v_only_recursion(X, y, tasks, 0.1, 0.05, K)
+    np.testing.assert_array_equal(preds, expect)
+    np.testing.assert_allclose(m.V_, V, rtol=1e-9, atol=1e-12)
+    m = omtl.ROMCO(n_tasks=K, lambda1=1e-3, lambda2=1e12)
+    m.learn(X, y, tasks=tasks)
+    assert not m.V_.any() and m.n_personalized_ == 0
+    assert m.rank_ > 0
+
+
+def numpy_svt(M, theta):
+    P, s, Qt = np.linalg.svd(M, full_matrices=False)
+    return (P * np.maximum(s - theta, 0)) @ Qt, s
+
+
+@pytest.mark.parametrize("shape", [(300, 6), (5, 8), (1000, 12)])
+def test_inv_r4_svt_routes_agree_and_satisfy_the_prox_condition(shape):
+    rng = np.random.default_rng(shape[0])
+    d, k = shape
+    M = rng.standard_normal((d, k)) @ np.diag(np.geomspace(1, 0.01, k))
+    s = np.linalg.svd(M, compute_uv=False)
+    theta = 0.5 * (s[1] + s[2])
+    expect, sigma = numpy_svt(M, theta)
+    for route in ("gram", "qr", "explicit"):
+        got = _native._svt_for_tests(M, theta, route)
+        assert np.linalg.norm(got - expect) <= 1e-9 * np.linalg.norm(expect), route
+        # σ(SVT(M)) = (σ(M) - θ)_+
+        np.testing.assert_allclose(np.linalg.svd(got, compute_uv=False), np.maximum(sigma - theta, 0), atol=1e-10 * sigma[0])
+        # Prox optimality on the retained pairs: P₊ᵀ (M - U) Q₊ = θ I.
+        P, _, Qt = np.linalg.svd(M, full_matrices=False)
+        keep = sigma > theta
+        G = P[:, keep].T @ (M - got) @ Qt[keep].T
+        assert np.linalg.norm(G - theta * np.eye(keep.sum())) <= 1e-9
+    # Route (b) declines a threshold below 1e-6 σ_max (the fallback case), route (a) does not.
+    assert _native._svt_for_tests(M, 1e-9 * sigma[0], "gram") is None
+    assert _native._svt_for_tests(M, 1e-9 * sigma[0], "qr") is not None
+
+
+def test_group_shrinkage_of_columns():
+    """INV-R4, V part: after an update each column has norm (||v̂|| - η2 λ2)_+."""
+    X, y, tasks = random_stream(n=50, d=5, k=K, seed=1)
+    m = omtl.ROMCO(n_tasks=K, eta2=0.3, lambda2=0.2, lambda1=0.0)
+    for t in range(50):
+        V_before = m.V_ if m._is_fitted() else np.zeros((5, K))
+        p = m.decision_function(X[t : t + 1], tasks=[tasks[t]])[0] if m._is_fitted() else 0.0
+        n_before = m.n_updates_
+        m.learn(X[t : t + 1], y[t : t + 1], tasks=[tasks[t]])
+        if m.n_updates_ == n_before:
+            continue
+        V_hat = V_before.copy()
+        if y[t] * p < 1:
+            V_hat[:, tasks[t]] += 0.3 * y[t] * X[t]
+        np.testing.assert_allclose(np.linalg.norm(m.V_, axis=0), np.maximum(np.linalg.norm(V_hat, axis=0) - 0.06, 0), atol=1e-12)
+
+
+def test_inv_r5_untriggered_rounds_leave_the_model_bit_identical():
+    X, y, tasks, rounds = round_stream(n=200, seed=6)
+    m = omtl.ROMCO(n_tasks=K, lambda1=0.05, lambda2=0.05, update="mistake")
+    run_rounds(m, X, y, tasks, rounds)
+    n_quiet = 0
+    for r in range(rounds[-1] + 1):
+        idx = np.flatnonzero(rounds == r)
+        scores = m.decision_function(X[idx], tasks=tasks[idx])
+        U, V, n = m.U_, m.V_, m.n_updates_
+        m.learn_rounds(X[idx], y[idx], tasks=tasks[idx], rounds=rounds[idx])
+        if np.all(y[idx] * scores > 0):
+            n_quiet += 1
+            assert m.n_updates_ == n
+            assert np.array_equal(m.U_, U) and np.array_equal(m.V_, V)
+        else:
+            assert m.n_updates_ == n + 1
+    assert n_quiet > 5
+
+
+@pytest.mark.parametrize("cls", [omtl.ROMCO, ref.ROMCO], ids=["native", "reference"])
+@pytest.mark.parametrize("protocol", ["P1", "P2"])
+def test_pickling_mid_stream_continues_identically(cls, protocol):
+    X, y, tasks, rounds = round_stream(n=200, sparse=True, seed=12)
+    if protocol == "P1":
+        rounds = np.arange(len(y))
+    half = np.flatnonzero(rounds >= rounds[len(y) // 2])[0]
+    a = cls(n_tasks=K, lambda1=0.1, lambda2=0.05)
+    a.learn_rounds(X[:half], y[:half], tasks=tasks[:half], rounds=rounds[:half])
+    b = pickle.loads(pickle.dumps(a))
+    pa = a.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
+    pb = b.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
+    np.testing.assert_array_equal(pa, pb)
+    np.testing.assert_array_equal(a.U_, b.U_)
+    np.testing.assert_array_equal(a.V_, b.V_)
+    assert (a.rank_, a.n_personalized_, a.n_seen_) == (b.rank_, b.n_personalized_, b.n_seen_)
+
+
+BAD_ROUNDS = [
+    (np.array([0, 0, 1, 0, 2, 2]), ValueError, "non-decreasing"),
+    (np.array([0, 0, 0, 1, 1, 1]), ValueError, "twice"),
+    (np.array([0, 1, 2]), ValueError, "rounds has 3"),
+    (np.array([0.5, 1, 2, 3, 4, 5]), TypeError, "integers"),
+    (None, TypeError, "required"),
+    (3, TypeError, "one round id per row"),
+    (np.zeros((6, 1), dtype=int), ValueError, "1-D"),
+]
+
+
+@pytest.mark.parametrize("cls", [omtl.ROMCO, ref.ROMCO, omtl.PAUnique, omtl.MTPerceptron], ids=["romco", "romco-ref", "pa", "mtp"])
+@pytest.mark.parametrize("bad", BAD_ROUNDS, ids=[b[2] for b in BAD_ROUNDS])
+def test_bad_rounds_leave_the_model_unchanged(cls, bad):
+    rounds, exc, msg = bad
+    X, y, tasks = random_stream(n=40, d=5, k=K, seed=3)
+    m = cls(n_tasks=K)
+    m.learn(X[:20], y[:20], tasks=tasks[:20])
+    before = pickle.dumps(m)
+    Xb, yb, tb = X[20:26], y[20:26], np.array([0, 1, 2, 0, 1, 2]) if "twice" not in msg else np.array([0, 1, 0, 2, 3, 1])
+    with pytest.raises(exc, match=msg):
+        m.learn_rounds(Xb, yb, tasks=tb, rounds=rounds)
+    assert pickle.dumps(m) == before
+
+
+def test_bad_input_leaves_the_model_unchanged():
+    X, y, tasks, rounds = round_stream(n=60, seed=3)
+    m = omtl.ROMCO(n_tasks=K, lambda1=0.1)
+    m.learn_rounds(X[:30], y[:30], tasks=tasks[:30], rounds=rounds[:30])
+    before = pickle.dumps(m)
+    bad_X = X[30:40].copy()
+    bad_X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        m.learn_rounds(bad_X, y[30:40], tasks=tasks[30:40], rounds=rounds[30:40])
+    with pytest.raises(ValueError, match="features"):
+        m.learn_rounds(X[30:40, :3], y[30:40], tasks=tasks[30:40], rounds=rounds[30:40])
+    with pytest.raises(ValueError, match="task id"):
+        m.learn_rounds(X[30:40], y[30:40], tasks=np.full(10, K), rounds=np.arange(10))
+    with pytest.raises(ValueError, match="label"):
+        m.learn_rounds(X[30:40], np.full(10, 2), tasks=tasks[30:40], rounds=rounds[30:40])
+    assert pickle.dumps(m) == before
+
+
+@pytest.mark.parametrize(
+    "params, msg",
+    [({"eta1": -0.1}, "eta1"), ({"lambda2": float("nan")}, "lambda2"), ({"update": "sometimes"}, "update"),
+     ({"eta1": 0.0, "eta2": 0.0}, "eta1 \\+ eta2"), ({"lambda1": True}, "lambda1")],
+)
+def test_bad_parameters_are_reported_and_not_mutated(params, msg):
+    X, y, tasks = random_stream(n=10, d=3, k=K)
+    for cls in (omtl.ROMCO, ref.ROMCO):
+        m = cls(n_tasks=K, **params)
+        with pytest.raises(ValueError, match=msg):
+            m.learn(X, y, tasks=tasks)
+        assert m.get_params() == {**cls(n_tasks=K).get_params(), **params}
+        assert not m._is_fitted()
+
+
+def test_fitted_attributes_before_and_after():
+    m = omtl.ROMCO(n_tasks=3)
+    assert (m.rank_, m.n_personalized_, m.n_updates_) == (0, 0, 0)
+    with pytest.raises(AttributeError):
+        m.U_
+    X = np.array([[1.0, 0.0], [0.0, 1.0]])
+    m.learn_rounds(X, [True, False], tasks=[0, 2], rounds=[0, 0])
+    assert m.U_.shape == (2, 3) and m.V_.shape == (2, 3)
+    assert not m.U_[:, 1].any() and not m.V_[:, 1].any()
+    assert m.rank_ == 2 and m.n_personalized_ == 2
+    assert m.predict(X, tasks=[0, 2]).dtype == bool
+
+
+def test_learn_rounds_flattens_for_per_example_learners():
+    X, y, tasks, rounds = round_stream(n=150, seed=10)
+    for cls in (omtl.PAUnique, omtl.MTPerceptron, ref.PAGlobal, ref.MTPerceptron):
+        a, b = cls(n_tasks=K), cls(n_tasks=K)
+        np.testing.assert_array_equal(a.learn_rounds(X, y, tasks=tasks, rounds=rounds), b.learn(X, y, tasks=tasks))
+        np.testing.assert_array_equal(a.decision_function(X, tasks=tasks), b.decision_function(X, tasks=tasks))
+        assert a.n_seen_ == b.n_seen_ == len(y)
+
+
+def test_very_high_dimensional_sparse_input():
+    """d = 500,000 works. Only the columns some row touches can become non-zero, so the model
+    must equal the reference run on those columns alone."""
+    d, n, k = 500_000, 30, 3
+    rng = np.random.default_rng(0)
+    X = sp.random(n, d, density=2e-5, format="csr", random_state=1)
+    y = rng.choice([-1, 1], size=n)
+    tasks = np.arange(n) % k
+    rounds = np.arange(n) // k
+    used = np.unique(X.indices)
+    nat, rf = omtl.ROMCO(n_tasks=k, lambda1=0.01), ref.ROMCO(n_tasks=k, lambda1=0.01)
+    p_nat = nat.learn_rounds(X, y, tasks=tasks, rounds=rounds)
+    np.testing.assert_array_equal(p_nat, rf.learn_rounds(X[:, used], y, tasks=tasks, rounds=rounds))
+    U, V = nat.U_, nat.V_
+    assert U.shape == (d, k)
+    np.testing.assert_allclose(U[used], rf.U_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(V[used], rf.V_, rtol=1e-9, atol=1e-12)
+    unused = np.setdiff1d(np.arange(d), used)
+    assert not U[unused].any() and not V[unused].any()
