@@ -8,13 +8,15 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 from . import datasets
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
-from .learners import KernelPerceptron, MTPerceptron
+from .learners import MTFORG, MTRBP, KernelPerceptron, MTPerceptron
 
 __version__ = "0.1.0"
 
 __all__ = [
     "EvaluationReport",
     "KernelPerceptron",
+    "MTFORG",
+    "MTRBP",
     "MTPerceptron",
     "TaskGraph",
     "datasets",

@@ -5,10 +5,12 @@
 //! whole batches after validating all of it, so a bad batch never leaves a model half-updated.
 
 mod active_set;
+mod budget;
 mod linear;
 mod perceptron;
 
 pub use active_set::ActiveSet;
+pub use budget::{ShrinkStep, MTFORG, MTRBP};
 pub use linear::LinearWeights;
 pub use perceptron::MTPerceptron;
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use crate::learner::{self, MTPerceptron, OnlineLearner};
+use crate::learner::{self, MTPerceptron, OnlineLearner, MTFORG, MTRBP};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
@@ -19,18 +19,24 @@ pub const STATE_VERSION: u32 = 1;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
+    MTRBP(MTRBP),
+    MTFORG(MTFORG),
 }
 
 impl AnyLearner {
     fn get(&self) -> &(dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::MTRBP(m) => m,
+            AnyLearner::MTFORG(m) => m,
         }
     }
 
     fn get_mut(&mut self) -> &mut (dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
+            AnyLearner::MTRBP(m) => m,
+            AnyLearner::MTFORG(m) => m,
         }
     }
 }
@@ -51,6 +57,38 @@ impl NativeLearner {
     fn mt_perceptron(task_kernel: &NativeTaskKernel, kernel: &NativeKernel, n_features: usize, sparse: bool) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
+    }
+
+    /// The multitask Randomized Budget Perceptron (§4.1).
+    #[staticmethod]
+    fn mt_rbp(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            MTRBP::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, seed)
+        })?;
+        Ok(wrap(AnyLearner::MTRBP(m)))
+    }
+
+    /// The multitask self-tuned Forgetron (§4.2).
+    #[staticmethod]
+    fn mt_forg(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        radius: f64,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            MTFORG::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, radius)
+        })?;
+        Ok(wrap(AnyLearner::MTFORG(m)))
     }
 
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.

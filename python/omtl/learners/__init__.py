@@ -1,5 +1,6 @@
 """The native (Rust-backed) learners."""
 
+from .budget import MTFORG, MTRBP
 from .perceptron import KernelPerceptron, MTPerceptron
 
-__all__ = ["KernelPerceptron", "MTPerceptron"]
+__all__ = ["MTFORG", "MTRBP", "KernelPerceptron", "MTPerceptron"]

@@ -4,6 +4,7 @@ They share the public API (and its input checking) with the native classes and a
 the tests compare the Rust engine against. They are slow by design.
 """
 
+from .budget import MTFORG, MTRBP
 from .perceptron import KernelPerceptron, MTPerceptron
 
-__all__ = ["KernelPerceptron", "MTPerceptron"]
+__all__ = ["MTFORG", "MTRBP", "KernelPerceptron", "MTPerceptron"]
