@@ -339,6 +339,8 @@ def test_pickling_mid_stream_then_continuing_equals_uninterrupted(classes, impl,
     p1 = first.learn(X[:150], y[:150], tasks=tasks[:150])
     assert first.n_evictions_ > 0  # the RNG / damage state is live when pickled
     resumed = pickle.loads(pickle.dumps(first))
+    # Before any update the restored model scores without its (unpickled) sparse index: same numbers.
+    np.testing.assert_array_equal(resumed.decision_function(X, tasks=tasks), first.decision_function(X, tasks=tasks))
     p2 = resumed.learn(X[150:], y[150:], tasks=tasks[150:])
     np.testing.assert_array_equal(np.concatenate([p1, p2]), p_straight)
     np.testing.assert_array_equal(resumed.decision_function(X, tasks=tasks), straight.decision_function(X, tasks=tasks))

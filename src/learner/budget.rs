@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::rng::SplitMix64;
 
@@ -43,6 +44,7 @@ fn check_common(n_features: usize, budget: usize) -> Result<()> {
 }
 
 /// The multitask Randomized Budget Perceptron (§4.1).
+#[allow(clippy::upper_case_acronyms)] // the paper's name
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTRBP {
     kernel: BaseKernel,
@@ -50,6 +52,7 @@ pub struct MTRBP {
     n_features: usize,
     budget: usize,
     set: ActiveSet,
+    index: SparseIndex,
     rng: SplitMix64,
     n_updates: u64,
     n_seen: u64,
@@ -74,6 +77,7 @@ impl MTRBP {
             n_features,
             budget,
             set: ActiveSet::new(n_features, sparse),
+            index: SparseIndex::new(sparse),
             rng: SplitMix64::new(seed),
             n_updates: 0,
             n_seen: 0,
@@ -105,7 +109,9 @@ impl OnlineLearner for MTRBP {
     }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
-        self.set.score(
+        weighted_score(
+            &self.set,
+            &self.index,
             &self.kernel,
             &self.tasks,
             &Query::new(x, &self.kernel),
@@ -120,14 +126,18 @@ impl OnlineLearner for MTRBP {
             return;
         }
         self.n_updates += 1;
+        self.index.ensure(&self.set);
         if self.set.len() >= self.budget {
             // Exactly one draw per eviction, over the B stored elements in insertion order.
             let position = self.rng.below(self.set.len() as u64) as usize;
-            self.last_evicted_time = self.set.time(self.set.slot_at(position));
+            let slot = self.set.slot_at(position);
+            self.last_evicted_time = self.set.time(slot);
+            self.index.remove(&self.set, slot);
             self.set.remove_at(position);
             self.n_evictions += 1;
         }
-        self.set.push(x, task, y, self.n_seen, y, &self.kernel);
+        let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
+        self.index.add(&self.set, slot);
     }
 
     fn n_updates(&self) -> u64 {
@@ -192,6 +202,7 @@ impl ShrinkStep {
 }
 
 /// The multitask self-tuned Forgetron (§4.2).
+#[allow(clippy::upper_case_acronyms)] // the paper's name
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTFORG {
     kernel: BaseKernel,
@@ -203,6 +214,7 @@ pub struct MTFORG {
     c_g: f64,
     /// Stores `b_j`; the coefficient is `beta_j = scale * b_j`.
     set: ActiveSet,
+    index: SparseIndex,
     scale: f64,
     /// Accumulated removal damage Q and update-mistake counter M.
     q: f64,
@@ -252,6 +264,7 @@ impl MTFORG {
             radius,
             c_g,
             set: ActiveSet::new(n_features, sparse),
+            index: SparseIndex::new(sparse),
             scale: 1.0,
             q: 0.0,
             m: 0,
@@ -300,7 +313,16 @@ impl MTFORG {
     }
 
     fn raw_score(&self, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
-        self.scale * self.set.score(&self.kernel, &self.tasks, q, task, scratch)
+        self.scale
+            * weighted_score(
+                &self.set,
+                &self.index,
+                &self.kernel,
+                &self.tasks,
+                q,
+                task,
+                scratch,
+            )
     }
 
     /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
@@ -317,6 +339,7 @@ impl MTFORG {
         let step = ShrinkStep::solve(self.c_g, sigma, y_r, phi, self.q, self.m);
         self.scale *= step.chi;
         self.q += (step.a * step.chi + step.b) * step.chi;
+        self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
         self.last = Some(step);
@@ -353,8 +376,11 @@ impl OnlineLearner for MTFORG {
         self.n_updates += 1;
         self.m += 1;
         // beta_t = y, stored as b_t = y / s.
-        self.set
+        self.index.ensure(&self.set);
+        let slot = self
+            .set
             .push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
+        self.index.add(&self.set, slot);
         if self.set.len() > self.budget {
             self.shrink_and_forget(scratch);
         }
@@ -436,8 +462,12 @@ mod tests {
         let sp = learn(&mut p, &r, &tasks, &y).unwrap();
         let sa = learn(&mut a, &r, &tasks, &y).unwrap();
         let sb = learn(&mut b, &r, &tasks, &y).unwrap();
-        assert_eq!(sp, sa);
-        assert_eq!(sp, sb);
+        for ((p, a), b) in sp.iter().zip(&sa).zip(&sb) {
+            assert!((p - a).abs() <= 1e-12 * p.abs().max(1.0), "{p} {a}");
+            assert!((p - b).abs() <= 1e-12 * p.abs().max(1.0), "{p} {b}");
+        }
+        assert_eq!(p.n_active(), a.n_active());
+        assert_eq!(p.n_active(), b.n_active());
         assert_eq!(a.n_evictions() + b.n_evictions(), 0);
     }
 

@@ -6,6 +6,7 @@
 
 mod active_set;
 mod budget;
+mod kernel_sum;
 mod linear;
 mod perceptron;
 

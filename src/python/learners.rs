@@ -17,6 +17,7 @@ use crate::learner::{self, MTPerceptron, OnlineLearner, MTFORG, MTRBP};
 pub const STATE_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
     MTRBP(MTRBP),
