@@ -99,7 +99,6 @@ fn dense_score_generic<const FAST: bool>(
     q: &Query,
     task: usize,
 ) -> f64 {
-    let component = tasks.component(task);
     let rows = set.rows();
     let mut chunk = Chunk {
         slots: [0; CHUNK],
@@ -109,21 +108,47 @@ fn dense_score_generic<const FAST: bool>(
     };
     let mut total = 0.0;
     let mut m = 0;
-    for slot in 0..set.len() {
-        let owner = set.task(slot);
-        if tasks.component(owner) != component {
-            continue;
+    // (No closure here: closures are not compiled with the caller's target features.)
+    macro_rules! keep {
+        ($slot:expr, $coef:expr) => {
+            chunk.slots[m] = $slot;
+            chunk.coef[m] = $coef;
+            chunk.sq[m] = rows.sq_norm($slot);
+            m += 1;
+            if m == CHUNK {
+                total += dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, CHUNK);
+                m = 0;
+            }
+        };
+    }
+    match *tasks {
+        // The default graph: every element counts, T is diag on the task and off elsewhere.
+        TaskKernel::Complete { diag, off, .. } => {
+            for slot in 0..set.len() {
+                let t = if set.task(slot) == task { diag } else { off };
+                keep!(slot, set.beta(slot) * t);
+            }
         }
-        chunk.slots[m] = slot;
-        chunk.coef[m] = set.beta(slot) * tasks.get(owner, task);
-        chunk.sq[m] = rows.sq_norm(slot);
-        m += 1;
-        if m == CHUNK {
-            total += dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, CHUNK);
-            m = 0;
+        _ => {
+            let component = tasks.component(task);
+            for slot in 0..set.len() {
+                let owner = set.task(slot);
+                if tasks.component(owner) == component {
+                    keep!(slot, set.beta(slot) * tasks.get(owner, task));
+                }
+            }
         }
     }
     total + dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, m)
+}
+
+/// A stored dense row (empty for a sparse store, which never reaches the dense path).
+#[inline(always)]
+fn dense_row(rows: &crate::kernel::RowStore, slot: usize) -> &[f64] {
+    match rows.row(slot) {
+        Row::Dense(r) => r,
+        Row::Sparse { .. } => &[],
+    }
 }
 
 /// Up to CHUNK kept slots with their coefficient `beta_j T[i_j, task]` and squared norm.
@@ -144,24 +169,20 @@ fn dense_chunk<const FAST: bool>(
     chunk: &mut Chunk,
     m: usize,
 ) -> f64 {
-    let row = |s: usize| match rows.row(s) {
-        Row::Dense(r) => r,
-        Row::Sparse { .. } => &[][..],
-    };
     let (slots, vals) = (&chunk.slots, &mut chunk.vals);
     let mut p = 0;
     while p + 4 <= m {
         let four = [
-            row(slots[p]),
-            row(slots[p + 1]),
-            row(slots[p + 2]),
-            row(slots[p + 3]),
+            dense_row(rows, slots[p]),
+            dense_row(rows, slots[p + 1]),
+            dense_row(rows, slots[p + 2]),
+            dense_row(rows, slots[p + 3]),
         ];
         vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
         p += 4;
     }
     for j in p..m {
-        vals[j] = dot_dense(row(slots[j]), x);
+        vals[j] = dot_dense(dense_row(rows, slots[j]), x);
     }
     // Whole 4-lane groups from here on (the lanes past m have coef 0 or stale values that
     // are never read).
