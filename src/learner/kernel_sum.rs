@@ -121,25 +121,109 @@ fn dense_score_generic<const FAST: bool>(
             }
         };
     }
-    match *tasks {
-        // The default graph: every element counts, T is diag on the task and off elsewhere.
-        TaskKernel::Complete { diag, off, .. } => {
-            for slot in 0..set.len() {
-                let t = if set.task(slot) == task { diag } else { off };
-                keep!(slot, set.beta(slot) * t);
-            }
+    if let TaskKernel::Complete { diag, off, .. } = *tasks {
+        if let Some(data) = rows.dense_data() {
+            return complete_graph_score::<FAST>(set, data, kernel, x, q, task, diag, off);
         }
-        _ => {
-            let component = tasks.component(task);
-            for slot in 0..set.len() {
-                let owner = set.task(slot);
-                if tasks.component(owner) == component {
-                    keep!(slot, set.beta(slot) * tasks.get(owner, task));
-                }
-            }
+    }
+    let component = tasks.component(task);
+    for slot in 0..set.len() {
+        let owner = set.task(slot);
+        if tasks.component(owner) == component {
+            keep!(slot, set.beta(slot) * tasks.get(owner, task));
         }
     }
     total + dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, m)
+}
+
+/// The default graph (T = diag on the task, off elsewhere): every element counts, so the slots
+/// are walked as contiguous blocks of the row-major store and every loop but the dot products
+/// runs over plain slices.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn complete_graph_score<const FAST: bool>(
+    set: &ActiveSet,
+    data: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    task: usize,
+    diag: f64,
+    off: f64,
+) -> f64 {
+    let d = x.len();
+    let n = set.len();
+    let (betas, owners, sqs) = (set.betas(), set.task_ids(), set.rows().sq_norms());
+    let task = task as u32;
+    let mut vals = [0.0f64; CHUNK];
+    let mut acc = [0.0f64; 4];
+    let mut s0 = 0;
+    while s0 < n {
+        let m = CHUNK.min(n - s0);
+        let block = &data[s0 * d..(s0 + m) * d];
+        let mut p = 0;
+        while p + 4 <= m {
+            let four = [
+                &block[p * d..(p + 1) * d],
+                &block[(p + 1) * d..(p + 2) * d],
+                &block[(p + 2) * d..(p + 3) * d],
+                &block[(p + 3) * d..(p + 4) * d],
+            ];
+            vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
+            p += 4;
+        }
+        for j in p..m {
+            vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
+        }
+        kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
+        let (b, o) = (&betas[s0..s0 + m], &owners[s0..s0 + m]);
+        let mut j = 0;
+        while j + 4 <= m {
+            for l in 0..4 {
+                let t = if o[j + l] == task { diag } else { off };
+                acc[l] += b[j + l] * t * vals[j + l];
+            }
+            j += 4;
+        }
+        for l in 0..m - j {
+            let t = if o[j + l] == task { diag } else { off };
+            acc[l] += b[j + l] * t * vals[j + l];
+        }
+        s0 += m;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// Dot products -> kernel values for the first `sq.len()` entries of `vals`.
+#[inline(always)]
+fn kernel_map<const FAST: bool>(
+    kernel: &BaseKernel,
+    q: &Query,
+    vals: &mut [f64; CHUNK],
+    sq: &[f64],
+) {
+    let m = sq.len();
+    match kernel.kind {
+        KernelKind::Rbf { gamma } => {
+            for (v, &s) in vals[..m].iter_mut().zip(sq) {
+                *v = -gamma * (s + q.sq_norm - 2.0 * *v).max(0.0);
+            }
+            if FAST {
+                // Whole 4-lane groups: the lanes past m hold finite leftovers, never read.
+                let m4 = m.next_multiple_of(4).min(CHUNK);
+                exp_in_place::<FAST>(&mut vals[..m4]);
+            } else {
+                for v in &mut vals[..m] {
+                    *v = v.exp();
+                }
+            }
+        }
+        _ => {
+            for (v, &s) in vals[..m].iter_mut().zip(sq) {
+                *v = kernel.from_dot(*v, s, q.sq_norm, kernel.raw_self(s), q.self_raw);
+            }
+        }
+    }
 }
 
 /// A stored dense row (empty for a sparse store, which never reaches the dense path).
@@ -184,28 +268,7 @@ fn dense_chunk<const FAST: bool>(
     for j in p..m {
         vals[j] = dot_dense(dense_row(rows, slots[j]), x);
     }
-    // Whole 4-lane groups from here on (the lanes past m have coef 0 or stale values that
-    // are never read).
-    let m4 = m.next_multiple_of(4).min(CHUNK);
-    match kernel.kind {
-        KernelKind::Rbf { gamma } => {
-            for (v, &sq) in vals[..m4].iter_mut().zip(&chunk.sq[..m4]) {
-                *v = -gamma * (sq + q.sq_norm - 2.0 * *v).max(0.0);
-            }
-            if FAST {
-                exp_in_place::<FAST>(&mut vals[..m4]);
-            } else {
-                for v in &mut vals[..m] {
-                    *v = v.exp();
-                }
-            }
-        }
-        _ => {
-            for (v, &sq) in vals[..m].iter_mut().zip(&chunk.sq[..m]) {
-                *v = kernel.from_dot(*v, sq, q.sq_norm, kernel.raw_self(sq), q.self_raw);
-            }
-        }
-    }
+    kernel_map::<FAST>(kernel, q, vals, &chunk.sq[..m]);
     // Four partial sums: no single dependency chain through the chunk.
     let mut acc = [0.0f64; 4];
     let mut j = 0;
