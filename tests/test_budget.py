@@ -145,6 +145,35 @@ def test_components_are_independent_when_the_budget_is_large(classes):
         np.testing.assert_array_equal(alone.learn(X[keep], y[keep], tasks=tasks[keep]), pred_full[keep])
 
 
+@pytest.mark.parametrize("kernel", ["linear", "rbf"])
+def test_rbp_predictions_ignore_the_scale_of_t(kernel):
+    """INV-P6 for MTRBP (fixed seed): T -> c T changes no prediction (and no eviction)."""
+    k = 4
+    graph = random_graph(k, seed=2, weighted=True)
+    X, y, tasks = noisy_stream(400, 5, k, seed=23)
+    base = omtl.MTRBP(n_tasks=k, budget=15, graph=graph, kernel=kernel, seed=8)
+    expected = base.learn(X, y, tasks=tasks)
+    assert base.n_evictions_ > 50
+    for c in (0.01, 7.0):
+        scaled = omtl.MTRBP(n_tasks=k, budget=15, graph=graph.scaled(c), kernel=kernel, seed=8)
+        np.testing.assert_array_equal(scaled.learn(X, y, tasks=tasks), expected)
+        np.testing.assert_allclose(scaled.decision_function(X, tasks=tasks), c * base.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+
+
+def test_rbp_predictions_ignore_task_relabelling():
+    """INV-P7 for MTRBP: permuting task ids together with the graph changes nothing."""
+    k = 5
+    edges = [(0, 1), (1, 2), (3, 4), (0, 4)]
+    weights = [1.0, 0.5, 2.0, 0.3]
+    perm = np.array([3, 0, 4, 1, 2])
+    X, y, tasks = noisy_stream(400, 5, k, seed=29)
+    a = omtl.MTRBP(n_tasks=k, budget=12, graph=omtl.TaskGraph.from_edges(k, edges, weights), seed=4)
+    permuted = omtl.TaskGraph.from_edges(k, [(perm[i], perm[j]) for i, j in edges], weights)
+    b = omtl.MTRBP(n_tasks=k, budget=12, graph=permuted, seed=4)
+    np.testing.assert_array_equal(a.learn(X, y, tasks=tasks), b.learn(X, y, tasks=perm[tasks]))
+    assert a.n_evictions_ == b.n_evictions_ > 50
+
+
 # ---- INV-B4: k = 1 reductions -------------------------------------------------------------------
 
 

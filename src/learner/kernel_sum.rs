@@ -90,6 +90,8 @@ fn madd<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
     }
 }
 
+/// `FAST = true` selects the AVX2 intrinsics and the polynomial exp: it is only instantiated
+/// inside `dense_score_avx2`, after the CPU check.
 #[inline(always)]
 fn dense_score_generic<const FAST: bool>(
     set: &ActiveSet,
