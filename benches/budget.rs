@@ -119,11 +119,16 @@ fn bench_learner<L: OnlineLearner + Clone>(
             t += 1;
         }
         let (a, b) = (t, t + STEPS);
-        let slice = slice_rows(rows, a, b);
+        let mut buf = Vec::new();
+        let slice = slice_rows(rows, a, b, &mut buf);
         g.bench_with_input(BenchmarkId::from_parameter(budget), &budget, |bench, _| {
             bench.iter_batched(
                 || model.clone(),
-                |mut m| learn(&mut m, &slice, &tasks[a..b], &y[a..b]).map(|s| s.len()),
+                |mut m| {
+                    learn(&mut m, &slice, &tasks[a..b], &y[a..b])
+                        .expect("a valid batch")
+                        .len()
+                },
                 BatchSize::LargeInput,
             )
         });
@@ -131,7 +136,8 @@ fn bench_learner<L: OnlineLearner + Clone>(
     g.finish();
 }
 
-fn slice_rows<'a>(rows: &Rows<'a>, a: usize, b: usize) -> Rows<'a> {
+/// Rows `a..b` of a batch; a CSR slice gets its own `indptr` starting at 0 (kept in `buf`).
+fn slice_rows<'a>(rows: &Rows<'a>, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a> {
     match *rows {
         Rows::Dense { data, n_cols, .. } => Rows::Dense {
             data: &data[a * n_cols..b * n_cols],
@@ -143,12 +149,16 @@ fn slice_rows<'a>(rows: &Rows<'a>, a: usize, b: usize) -> Rows<'a> {
             indices,
             data,
             n_cols,
-        } => Rows::Csr {
-            indptr: &indptr[a..=b],
-            indices,
-            data,
-            n_cols,
-        },
+        } => {
+            let (lo, hi) = (indptr[a] as usize, indptr[b] as usize);
+            *buf = indptr[a..=b].iter().map(|p| p - indptr[a]).collect();
+            Rows::Csr {
+                indptr: buf,
+                indices: &indices[lo..hi],
+                data: &data[lo..hi],
+                n_cols,
+            }
+        }
     }
 }
 
