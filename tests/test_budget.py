@@ -448,6 +448,29 @@ def test_fitted_attributes_before_and_after_the_first_batch():
     assert isinstance(forg.forgetron_m_, int) and isinstance(rbp.n_evictions_, int)
 
 
+@pytest.mark.parametrize("classes", BUDGET_CLASSES, ids=BUDGET_IDS)
+def test_large_sparse_budgets_use_the_inverted_index_and_match_the_reference(classes):
+    """From 256 stored sparse rows on, scores go through an inverted index kept in step with the
+    evictions (and rebuilt after unpickling): same predictions as the reference, step by step."""
+    n, k, budget = 1100, 3, 260
+    X, y, tasks = noisy_stream(n, 30, k, seed=97, flip=0.45, sparse=True)
+    extra = {"seed": 6} if classes[0] is omtl.MTRBP else {"radius": 15.0}
+    params = {"n_tasks": k, "budget": budget, "kernel": "poly", "degree": 2, **extra}
+    native, reference = classes[0](**params), classes[1](**params)
+    for a in range(0, n, 100):
+        sl = slice(a, a + 100)
+        np.testing.assert_array_equal(native.learn(X[sl], y[sl], tasks=tasks[sl]), reference.learn(X[sl], y[sl], tasks=tasks[sl]))
+    assert native.n_evictions_ > 150
+    np.testing.assert_allclose(native.decision_function(X, tasks=tasks), reference.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+    # Pickled with a built index: the copy scores alike before and after its next update.
+    half = classes[0](**params)
+    half.partial_fit(X[:700], y[:700], tasks=tasks[:700])
+    copy = pickle.loads(pickle.dumps(half))
+    np.testing.assert_array_equal(copy.decision_function(X, tasks=tasks), half.decision_function(X, tasks=tasks))
+    np.testing.assert_array_equal(copy.learn(X[700:], y[700:], tasks=tasks[700:]), half.learn(X[700:], y[700:], tasks=tasks[700:]))
+    np.testing.assert_array_equal(copy.decision_function(X, tasks=tasks), half.decision_function(X, tasks=tasks))
+
+
 def test_sparse_and_dense_input_give_the_same_run():
     X, y, tasks = noisy_stream(300, 8, 3, seed=95, sparse=True)
     for cls, extra in [(omtl.MTRBP, {"seed": 4}), (omtl.MTFORG, {"radius": 10.0})]:

@@ -466,13 +466,21 @@ struct Posting {
     values: Vec<f64>,
 }
 
+/// Active-set size from which a sparse store keeps an inverted index. Below it, keeping the
+/// index up to date on every eviction costs more than the gathers it saves (measured on
+/// text-like rows, where the most frequent terms occur in every row).
+pub const INDEX_FROM: usize = 256;
+
 /// Feature -> (slot, value) of every stored sparse row with that feature. A cache of the active
-/// set's rows: not serialised (rebuilt on the first update after unpickling; until then scores
-/// take the gather path, which gives the same numbers) and ignored by `==`.
+/// set's rows, built once the set reaches `from` elements and maintained from then on; not
+/// serialised (rebuilt at the first update after unpickling; until then scores take the gather
+/// path, which gives the same numbers) and ignored by `==`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SparseIndex {
     /// Whether the rows are stored sparse (else the index stays empty).
     enabled: bool,
+    /// Build the index once the active set has this many elements.
+    from: usize,
     #[serde(skip)]
     postings: HashMap<u32, Posting, BuildHasherDefault<FeatureHasher>>,
     #[serde(skip)]
@@ -487,10 +495,15 @@ impl PartialEq for SparseIndex {
 
 impl SparseIndex {
     pub fn new(sparse: bool) -> Self {
+        Self::with_threshold(sparse, INDEX_FROM)
+    }
+
+    pub fn with_threshold(sparse: bool, from: usize) -> Self {
         Self {
             enabled: sparse,
+            from,
             postings: HashMap::default(),
-            built: sparse,
+            built: false,
         }
     }
 
@@ -498,21 +511,21 @@ impl SparseIndex {
         self.built
     }
 
-    /// Makes the index match `set` (a no-op when it already does, or for dense storage).
+    /// Builds the index if it is due and missing (call before changing the set).
     pub fn ensure(&mut self, set: &ActiveSet) {
-        if self.built || !self.enabled {
+        if self.built || !self.enabled || set.len() < self.from {
             return;
         }
         self.postings.clear();
+        self.built = true;
         for slot in 0..set.len() {
             self.add(set, slot);
         }
-        self.built = true;
     }
 
     /// Records the row at `slot` (call after pushing it).
     pub fn add(&mut self, set: &ActiveSet, slot: usize) {
-        if !self.enabled {
+        if !self.built {
             return;
         }
         if let Row::Sparse { indices, values } = set.rows().row(slot) {
@@ -527,7 +540,7 @@ impl SparseIndex {
     /// Forgets the row at `slot` and renames the last slot `last` to `slot`, mirroring the
     /// swap-remove [`ActiveSet::remove_at`] is about to do (call before it).
     pub fn remove(&mut self, set: &ActiveSet, slot: usize) {
-        if !self.enabled {
+        if !self.built {
             return;
         }
         let last = set.len() - 1;
@@ -636,7 +649,9 @@ mod tests {
         rng: &mut SplitMix64,
     ) -> (ActiveSet, SparseIndex) {
         let mut set = ActiveSet::new(d, sparse);
-        let mut index = SparseIndex::new(sparse);
+        let mut index = SparseIndex::with_threshold(sparse, 0);
+        index.ensure(&set);
+        assert_eq!(index.is_built(), sparse);
         let mut t = 0;
         while set.len() < n {
             t += 1;
