@@ -5,9 +5,10 @@
 //!   (the query's chunk loaded once), then the kernel's scalar map over the chunk. On x86-64 with
 //!   AVX2 + FMA (detected at run time) both loops are compiled for those instructions and the
 //!   rbf exponentials use a vectorisable exp (Cody-Waite reduction, degree-13 polynomial,
-//!   relative error < 3e-16), so a prediction is one matrix-vector product plus |S| vector
+//!   relative error < 5e-16, tested), so a prediction is one matrix-vector product plus |S| vector
 //!   exponentials. Elsewhere the same loops run with the baseline instruction set and `f64::exp`.
-//! - sparse rows, sparse query: an inverted index from feature to (slot, value) postings, so the
+//! - sparse rows, sparse query, from `INDEX_FROM` stored rows on: an inverted index from feature
+//!   to (slot, value) postings, so the
 //!   cost is the number of (stored row, query) feature matches rather than |S| merge-joins or
 //!   |S| gathers of every stored non-zero. Each dot product still adds its terms in ascending
 //!   feature order, so the result is bit-identical to a gather.
