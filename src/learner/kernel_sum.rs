@@ -8,9 +8,8 @@
 //!   relative error < 5e-16, tested), so a prediction is one matrix-vector product plus |S| vector
 //!   exponentials. Elsewhere the same loops run with the baseline instruction set and `f64::exp`.
 //! - sparse rows, sparse query, from `INDEX_FROM` stored rows on: an inverted index from feature
-//!   to (slot, value) postings, so the
-//!   cost is the number of (stored row, query) feature matches rather than |S| merge-joins or
-//!   |S| gathers of every stored non-zero. Each dot product still adds its terms in ascending
+//!   to (slot, value) postings, so the cost is the number of (stored row, query) feature
+//!   matches rather than |S| merge-joins or |S| gathers of every stored non-zero. Each dot product still adds its terms in ascending
 //!   feature order, so the result is bit-identical to a gather.
 //! - otherwise: [`crate::kernel::RowStore::for_each_kernel`].
 
