@@ -81,9 +81,7 @@ fn sparse_stream(n: usize, d: usize, k: usize, nnz: usize, seed: u64) -> Sparse 
         indptr.push(indices.len() as i64);
     }
     let tasks: Vec<i64> = (0..n).map(|_| rng.below(k as u64) as i64).collect();
-    let y = (0..n)
-        .map(|_| if unif(&mut rng) < 0.5 { 1.0 } else { -1.0 })
-        .collect();
+    let y = (0..n).map(|_| if unif(&mut rng) < 0.5 { 1.0 } else { -1.0 }).collect();
     Sparse {
         indptr,
         indices,
@@ -162,13 +160,7 @@ fn slice_rows<'a>(rows: &Rows<'a>, a: usize, b: usize, buf: &'a mut Vec<i64>) ->
     }
 }
 
-fn kernel_row_bound(
-    c: &mut Criterion,
-    group: &str,
-    budgets: &[usize],
-    kernel: BaseKernel,
-    rows: &Rows,
-) {
+fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: BaseKernel, rows: &Rows) {
     let mut g = c.benchmark_group(group);
     g.sample_size(10)
         .measurement_time(Duration::from_secs(2))
@@ -179,9 +171,7 @@ fn kernel_row_bound(
         (0..budget).for_each(|t| {
             store.push(rows.row(t % rows.len()), &kernel);
         });
-        let queries: Vec<Row> = (0..STEPS)
-            .map(|t| rows.row((t * 7 + 3) % rows.len()))
-            .collect();
+        let queries: Vec<Row> = (0..STEPS).map(|t| rows.row((t * 7 + 3) % rows.len())).collect();
         g.bench_with_input(BenchmarkId::from_parameter(budget), &budget, |bench, _| {
             let mut scratch = Scratch::default();
             bench.iter(|| {

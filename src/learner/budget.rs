@@ -244,11 +244,7 @@ impl MTFORG {
                 format!("must be a positive finite number, got {radius}"),
             ));
         }
-        let radius = if Self::bounded_by_one(&kernel) {
-            1.0
-        } else {
-            radius
-        };
+        let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
         let c_g = tasks.c_g(radius);
         if !(c_g > 0.0 && c_g.is_finite()) {
             return Err(Error::InvalidTaskRelation(format!(
@@ -313,16 +309,7 @@ impl MTFORG {
     }
 
     fn raw_score(&self, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
-        self.scale
-            * weighted_score(
-                &self.set,
-                &self.index,
-                &self.kernel,
-                &self.tasks,
-                q,
-                task,
-                scratch,
-            )
+        self.scale * weighted_score(&self.set, &self.index, &self.kernel, &self.tasks, q, task, scratch)
     }
 
     /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
@@ -377,9 +364,7 @@ impl OnlineLearner for MTFORG {
         self.m += 1;
         // beta_t = y, stored as b_t = y / s.
         self.index.ensure(&self.set);
-        let slot = self
-            .set
-            .push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
+        let slot = self.set.push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
         self.index.add(&self.set, slot);
         if self.set.len() > self.budget {
             self.shrink_and_forget(scratch);
@@ -527,15 +512,7 @@ mod tests {
         let tk = TaskKernel::laplacian_pinv(3, &[]).unwrap();
         let err = MTFORG::new(tk, BaseKernel::linear(), 2, false, 5, 1.0).unwrap_err();
         assert!(matches!(err, Error::InvalidTaskRelation(_)));
-        assert!(MTRBP::new(
-            TaskKernel::complete(2).unwrap(),
-            BaseKernel::linear(),
-            2,
-            false,
-            0,
-            0
-        )
-        .is_err());
+        assert!(MTRBP::new(TaskKernel::complete(2).unwrap(), BaseKernel::linear(), 2, false, 0, 0).is_err());
     }
 
     #[test]

@@ -48,18 +48,10 @@ pub(crate) fn weighted_score(
 
 // ---- dense rows ---------------------------------------------------------------------------------
 
-fn dense_score(
-    set: &ActiveSet,
-    kernel: &BaseKernel,
-    tasks: &TaskKernel,
-    x: &[f64],
-    q: &Query,
-    task: usize,
-) -> f64 {
+fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
             // SAFETY: the CPU supports AVX2 and FMA, checked just above.
             return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
         }
@@ -198,12 +190,7 @@ fn complete_graph_score<const FAST: bool>(
 
 /// Dot products -> kernel values for the first `sq.len()` entries of `vals`.
 #[inline(always)]
-fn kernel_map<const FAST: bool>(
-    kernel: &BaseKernel,
-    q: &Query,
-    vals: &mut [f64; CHUNK],
-    sq: &[f64],
-) {
+fn kernel_map<const FAST: bool>(kernel: &BaseKernel, q: &Query, vals: &mut [f64; CHUNK], sq: &[f64]) {
     let m = sq.len();
     match kernel.kind {
         KernelKind::Rbf { gamma } => {
@@ -307,9 +294,7 @@ fn dot4_dispatch<const FAST: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 unsafe fn dot4_avx2(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
-    use std::arch::x86_64::{
-        _mm256_fmadd_pd, _mm256_loadu_pd, _mm256_setzero_pd, _mm256_storeu_pd,
-    };
+    use std::arch::x86_64::{_mm256_fmadd_pd, _mm256_loadu_pd, _mm256_setzero_pd, _mm256_storeu_pd};
     let d = x.len();
     let n4 = d / 4 * 4;
     let (r0, r1, r2, r3) = (&rows[0][..d], &rows[1][..d], &rows[2][..d], &rows[3][..d]);
@@ -381,12 +366,7 @@ fn dot4<const FMA: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
         }
         (a[0] + a[1]) + (a[2] + a[3]) + tail
     };
-    [
-        finish(a0, r0),
-        finish(a1, r1),
-        finish(a2, r2),
-        finish(a3, r3),
-    ]
+    [finish(a0, r0), finish(a1, r1), finish(a2, r2), finish(a3, r3)]
 }
 
 /// `e^v` for every `v` (vectorisable: no branches, no table).
@@ -701,13 +681,7 @@ mod tests {
                     for tasks in task_kernels(k) {
                         for _ in 0..4 {
                             let xq: Vec<f64> = (0..d)
-                                .map(|_| {
-                                    if unif(&mut rng) < 0.0 {
-                                        0.0
-                                    } else {
-                                        unif(&mut rng)
-                                    }
-                                })
+                                .map(|_| if unif(&mut rng) < 0.0 { 0.0 } else { unif(&mut rng) })
                                 .collect();
                             let (qi, qv): (Vec<u32>, Vec<f64>) = (0..d as u32)
                                 .filter(|&j| xq[j as usize] != 0.0)
@@ -724,26 +698,10 @@ mod tests {
                                 let q = Query::new(row, &kernel);
                                 let expect = set.score(&kernel, &tasks, &q, task, &mut scratch);
                                 let tol = 1e-12 * expect.abs().max(1.0);
-                                let got = weighted_score(
-                                    &set,
-                                    &index,
-                                    &kernel,
-                                    &tasks,
-                                    &q,
-                                    task,
-                                    &mut scratch,
-                                );
+                                let got = weighted_score(&set, &index, &kernel, &tasks, &q, task, &mut scratch);
                                 assert!((got - expect).abs() <= tol, "{got} {expect}");
                                 // Sparse rows without a built index: the row-store loop itself.
-                                let plain = weighted_score(
-                                    &set,
-                                    &stale,
-                                    &kernel,
-                                    &tasks,
-                                    &q,
-                                    task,
-                                    &mut scratch,
-                                );
+                                let plain = weighted_score(&set, &stale, &kernel, &tasks, &q, task, &mut scratch);
                                 if sparse {
                                     assert_eq!(plain.to_bits(), expect.to_bits());
                                     if matches!(row, Row::Sparse { .. }) {
@@ -752,9 +710,7 @@ mod tests {
                                     }
                                 }
                                 if let (Row::Dense(x), false) = (row, sparse) {
-                                    let generic = dense_score_generic::<false>(
-                                        &set, &kernel, &tasks, x, &q, task,
-                                    );
+                                    let generic = dense_score_generic::<false>(&set, &kernel, &tasks, x, &q, task);
                                     assert!((generic - expect).abs() <= tol, "{generic} {expect}");
                                 }
                             }
