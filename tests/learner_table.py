@@ -41,6 +41,12 @@ LEARNERS = [
     ("pa-global-pa", omtl.PAGlobal, ref.PAGlobal, {"variant": "pa"}),
     ("pa-unique-pa1", omtl.PAUnique, ref.PAUnique, {"C": 0.3}),
     ("pa-unique-pa2", omtl.PAUnique, ref.PAUnique, {"variant": "pa2", "C": 0.5}),
+    ("rbp-rbf-C-B20", omtl.MTRBP, ref.MTRBP, {"budget": 20, "kernel": "rbf", "gamma": 0.7, "seed": 3}),
+    ("rbp-linear-D-B7", omtl.MTRBP, ref.MTRBP, {"budget": 7, "graph": "disconnected", "kernel": "linear", "seed": 12345678901234567890}),
+    ("rbp-poly-C-B1", omtl.MTRBP, ref.MTRBP, {"budget": 1, "kernel": "poly", "degree": 3, "normalize": True}),
+    ("forg-rbf-C-B20", omtl.MTFORG, ref.MTFORG, {"budget": 20, "kernel": "rbf", "gamma": 0.7}),
+    ("forg-linear-D-B7", omtl.MTFORG, ref.MTFORG, {"budget": 7, "graph": "disconnected", "kernel": "linear", "radius": 3.0}),
+    ("forg-poly-C-B1", omtl.MTFORG, ref.MTFORG, {"budget": 1, "kernel": "poly", "degree": 2, "normalize": True}),
 ]
 
 IDS = [entry[0] for entry in LEARNERS]

@@ -16,6 +16,8 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
         ("KernelPerceptron (rbf)", omtl.KernelPerceptron(n_tasks=n_tasks, **rbf)),
         ("MTPerceptron G=C (linear)", omtl.MTPerceptron(n_tasks=n_tasks)),
         ("MTPerceptron G=C (rbf)", omtl.MTPerceptron(n_tasks=n_tasks, **rbf)),
+        ("MTRBP G=C (rbf, B=200)", omtl.MTRBP(n_tasks=n_tasks, budget=200, **rbf)),
+        ("MTFORG G=C (rbf, B=200)", omtl.MTFORG(n_tasks=n_tasks, budget=200, **rbf)),
         ("MTBPRJ G=C (rbf, B=200)", omtl.MTBPRJ(n_tasks=n_tasks, budget=200, **rbf)),
         ("MTBPRJ-2 G=C (rbf, B=200)", omtl.MTBPRJ2(n_tasks=n_tasks, budget=200, **rbf)),
         ("ROMCO", omtl.ROMCO(n_tasks=n_tasks)),

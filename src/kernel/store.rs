@@ -72,6 +72,19 @@ impl RowStore {
         self.sq_norms[slot]
     }
 
+    /// Squared norms by slot.
+    pub fn sq_norms(&self) -> &[f64] {
+        &self.sq_norms
+    }
+
+    /// The row-major `len x n_features` matrix of a dense store (None for a sparse one).
+    pub fn dense_data(&self) -> Option<&[f64]> {
+        match &self.storage {
+            Storage::Dense(data) => Some(data),
+            Storage::Sparse(_) => None,
+        }
+    }
+
     /// Appends a row at slot `len()` and returns that slot.
     pub fn push(&mut self, row: Row, kernel: &BaseKernel) -> usize {
         let d = self.n_features;

@@ -94,6 +94,16 @@ impl ActiveSet {
         self.beta[slot]
     }
 
+    /// Coefficients by slot (for loops over all slots).
+    pub fn betas(&self) -> &[f64] {
+        &self.beta
+    }
+
+    /// Task ids by slot.
+    pub fn task_ids(&self) -> &[u32] {
+        &self.tasks
+    }
+
     pub fn beta_mut(&mut self) -> &mut [f64] {
         &mut self.beta
     }

@@ -7,6 +7,8 @@
 mod active_set;
 pub mod batch_mtl;
 mod cw;
+mod budget;
+mod kernel_sum;
 mod linear;
 mod omtl;
 mod omtrl;
@@ -18,6 +20,7 @@ mod romco;
 pub use active_set::ActiveSet;
 pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
 pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
+pub use budget::{ShrinkStep, MTFORG, MTRBP};
 pub use linear::LinearWeights;
 pub use omtl::{omtl_tau, GlobalNorm, Omtl};
 pub use omtrl::{Omtrl, RelationUpdate};

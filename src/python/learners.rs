@@ -13,13 +13,14 @@ use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::learner::{
     self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, Threshold, MTBPRJ, MTBPRJ2,
+    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, Threshold, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
 enum AnyLearner {
     MTPerceptron(MTPerceptron),
     Mtbprj(MTBPRJ),
@@ -30,6 +31,8 @@ enum AnyLearner {
     BatchMtl(BatchMtl),
     Romco(Romco),
     PassiveAggressive(PassiveAggressive),
+    MTRBP(MTRBP),
+    MTFORG(MTFORG),
 }
 
 impl AnyLearner {
@@ -44,6 +47,8 @@ impl AnyLearner {
             AnyLearner::BatchMtl(m) => m,
             AnyLearner::Romco(m) => m,
             AnyLearner::PassiveAggressive(m) => m,
+            AnyLearner::MTRBP(m) => m,
+            AnyLearner::MTFORG(m) => m,
         }
     }
 
@@ -58,6 +63,8 @@ impl AnyLearner {
             AnyLearner::BatchMtl(m) => m,
             AnyLearner::Romco(m) => m,
             AnyLearner::PassiveAggressive(m) => m,
+            AnyLearner::MTRBP(m) => m,
+            AnyLearner::MTFORG(m) => m,
         }
     }
 }
@@ -83,6 +90,38 @@ impl NativeLearner {
     ) -> PyResult<Self> {
         let m = guarded(|| MTPerceptron::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse))?;
         Ok(wrap(AnyLearner::MTPerceptron(m)))
+    }
+
+    /// The multitask Randomized Budget Perceptron (§4.1).
+    #[staticmethod]
+    fn mt_rbp(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            MTRBP::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, seed)
+        })?;
+        Ok(wrap(AnyLearner::MTRBP(m)))
+    }
+
+    /// The multitask self-tuned Forgetron (§4.2).
+    #[staticmethod]
+    fn mt_forg(
+        task_kernel: &NativeTaskKernel,
+        kernel: &NativeKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        radius: f64,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            MTFORG::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, radius)
+        })?;
+        Ok(wrap(AnyLearner::MTFORG(m)))
     }
 
     /// The multitask budget Projectron MTBPRJ (ALGORITHMS.md §4.4).

@@ -1,6 +1,7 @@
 """The native (Rust-backed) learners."""
 
 from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
+from .budget import MTFORG, MTRBP
 from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
 from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
@@ -11,8 +12,10 @@ __all__ = [
     "MTBPRJ",
     "MTBPRJ2",
     "MTFL",
+    "MTFORG",
     "MTPRJ",
     "MTPRJ2",
+    "MTRBP",
     "OMTL",
     "OMTRL",
     "ROMCO",

@@ -5,6 +5,7 @@ the tests compare the Rust engine against. They are slow by design.
 """
 
 from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
+from .budget import MTFORG, MTRBP
 from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
 from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
@@ -15,8 +16,10 @@ __all__ = [
     "MTBPRJ",
     "MTBPRJ2",
     "MTFL",
+    "MTFORG",
     "MTPRJ",
     "MTPRJ2",
+    "MTRBP",
     "OMTL",
     "OMTRL",
     "ROMCO",

@@ -1,0 +1,228 @@
+"""Budget kernel Perceptrons on the multitask kernel (ALGORITHMS.md §4.1, §4.2): MTRBP and MTFORG."""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from .._base import NativeCore, OnlineClassifier
+from ._mixins import KernelParamsMixin
+
+
+def _check_budget(budget) -> int:
+    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Integral) or budget < 1:
+        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+    if budget > 2**62:
+        raise ValueError(f"budget is too large: {budget!r}")
+    return int(budget)
+
+
+def _check_seed(seed) -> int:
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
+    return int(seed)
+
+
+def _check_radius(radius) -> float:
+    if isinstance(radius, (bool, np.bool_, str)) or not isinstance(radius, numbers.Real):
+        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
+    r = float(radius)
+    if not (r > 0.0 and np.isfinite(r)):
+        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
+    return r
+
+
+class _BudgetMixin:
+    """Fitted attributes shared by the budget learners."""
+
+    @property
+    def n_evictions_(self) -> int:
+        """Number of elements removed from the active set to respect the budget."""
+        return int(self._diagnostics().get("n_evictions", 0))
+
+
+class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
+    """Multitask Randomized Budget Perceptron (Cavallanti & Cesa-Bianchi, Alg. 3).
+
+    The multitask kernel Perceptron (scores ``f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x)``,
+    stores ``([x, i], y)`` on every update-mistake ``y f <= 0``) with at most ``budget`` stored
+    examples: when the active set is full, a uniformly random stored example is discarded before
+    the new one is appended. The randomized budget Perceptron it extends is from Cavallanti,
+    Cesa-Bianchi & Gentile, "Tracking the best hyperplane with a simple budget Perceptron",
+    Machine Learning 69, 2007. Random draws come from the pinned SplitMix64 generator seeded with
+    ``seed`` (one draw per eviction), so runs are reproducible and identical to
+    :class:`omtl.reference.MTRBP`. Per example the cost is one pass over the stored rows.
+
+    Parameters
+    ----------
+    n_tasks : int
+    budget : int
+        Largest number of stored examples (``n_active_ <= budget`` after every example).
+    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
+    kernel : {"linear", "poly", "rbf"}, default="rbf"
+    gamma : float or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    degree : int, default=2
+    coef0 : float, default=1.0
+    normalize : bool, default=False
+        Cosine-normalise the base kernel (``K(x,x) = 1``).
+    seed : int, default=0
+        Seed of the eviction generator, in ``[0, 2**64)``.
+
+    Attributes
+    ----------
+    n_evictions_ : int
+        Number of random evictions so far.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import MTRBP
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1], [-1.0, 0.0], [0.0, -1.0]])
+    >>> model = MTRBP(n_tasks=2, budget=2, seed=1)
+    >>> model.learn(X, [1, -1, -1, -1, 1], tasks=[0, 1, 1, 0, 1]).tolist()
+    [1, 1, 1, 1, 1]
+    >>> model.n_active_, model.n_evictions_
+    (2, 3)
+    """
+
+    def __init__(
+        self,
+        *,
+        n_tasks,
+        budget,
+        graph="complete",
+        kernel="rbf",
+        gamma=None,
+        degree=2,
+        coef0=1.0,
+        normalize=False,
+        seed=0,
+    ):
+        self.n_tasks = n_tasks
+        self.budget = budget
+        self.graph = graph
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.seed = seed
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        budget, seed = _check_budget(self.budget), _check_seed(self.seed)
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return NativeCore(NativeLearner.mt_rbp(graph.native(), spec.native(), n_features, sparse, budget, seed))
+
+
+class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
+    """Multitask self-tuned Forgetron (Cavallanti & Cesa-Bianchi, eq. 3).
+
+    The multitask kernel Perceptron with at most ``budget`` stored examples, after the self-tuned
+    Forgetron of Dekel, Shalev-Shwartz & Singer, "The Forgetron: a kernel-based Perceptron on a
+    budget", SIAM J. Comput. 37(5), 2008. When the active set is full, a mistake appends the new
+    example, shrinks every coefficient by the largest factor ``chi`` in ``(0, 1]`` that keeps the
+    accumulated removal damage ``Q`` at most ``15/32 c_G^2 M`` (``M`` = update-mistakes so far,
+    ``c_G = R sqrt(max_i T_ii)``), then removes the oldest example. Deterministic.
+
+    Parameters
+    ----------
+    n_tasks : int
+    budget : int
+        Largest number of stored examples (``n_active_ <= budget`` after every example).
+    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
+        The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
+    kernel : {"linear", "poly", "rbf"}, default="rbf"
+    gamma : float or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    degree : int, default=2
+    coef0 : float, default=1.0
+    normalize : bool, default=False
+        Cosine-normalise the base kernel (``K(x,x) = 1``).
+    radius : float, default=1.0
+        R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
+        kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.
+
+    Attributes
+    ----------
+    n_evictions_ : int
+        Number of removals (one per mistake made with a full active set).
+    forgetron_q_ : float
+        Accumulated removal damage Q.
+    forgetron_m_ : int
+        Update-mistake counter M.
+    last_shrink_ : float
+        The last shrinking coefficient chi* (1.0 before the first removal).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from omtl import MTFORG
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1], [-1.0, 0.0], [0.0, -1.0]])
+    >>> model = MTFORG(n_tasks=2, budget=2)
+    >>> model.learn(X, [1, -1, -1, -1, 1], tasks=[0, 1, 1, 0, 1]).tolist()
+    [1, 1, 1, -1, -1]
+    >>> model.n_active_, model.n_evictions_, model.forgetron_m_, round(model.last_shrink_, 4)
+    (2, 2, 4, 0.4062)
+    """
+
+    def __init__(
+        self,
+        *,
+        n_tasks,
+        budget,
+        graph="complete",
+        kernel="rbf",
+        gamma=None,
+        degree=2,
+        coef0=1.0,
+        normalize=False,
+        radius=1.0,
+    ):
+        self.n_tasks = n_tasks
+        self.budget = budget
+        self.graph = graph
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.normalize = normalize
+        self.radius = radius
+
+    def _make_core(self, n_features, sparse):
+        from .._native import NativeLearner
+
+        budget, radius = _check_budget(self.budget), _check_radius(self.radius)
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return NativeCore(NativeLearner.mt_forg(graph.native(), spec.native(), n_features, sparse, budget, radius))
+
+    def _run_learn(self, X, y, tasks):
+        out = super()._run_learn(X, y, tasks)
+        if not getattr(self, "_radius_warned", False) and self._diagnostics().get("n_radius_exceeded", 0) > 0:
+            self._radius_warned = True
+            warnings.warn(
+                f"an instance has K'(x, x) > radius^2 = {self._diagnostics()['radius'] ** 2:g}: the damage "
+                "bound of MTFORG assumes K'(x, x) <= R^2; raise `radius` or normalise the kernel",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return out
+
+    @property
+    def forgetron_q_(self) -> float:
+        """Accumulated removal damage Q (``Q <= 15/32 c_G^2 M`` always)."""
+        return float(self._diagnostics().get("forgetron_q", 0.0))
+
+    @property
+    def forgetron_m_(self) -> int:
+        """Number of update-mistakes M."""
+        return int(self._diagnostics().get("forgetron_m", 0))
+
+    @property
+    def last_shrink_(self) -> float:
+        """The last shrinking coefficient chi* in (0, 1] (1.0 before the first removal)."""
+        return float(self._diagnostics().get("last_shrink", 1.0))

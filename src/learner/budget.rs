@@ -1,0 +1,541 @@
+//! Budget kernel Perceptrons on the multitask kernel (ALGORITHMS.md §4 intro, §4.1, §4.2).
+//!
+//! Both learners are from Cavallanti & Cesa-Bianchi, "Memory constraint online multitask
+//! classification" (the budgeted multitask kernel Perceptrons). They score like the multitask
+//! kernel Perceptron, `f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x)`, change state only on an
+//! update-mistake `y f <= 0`, and never keep more than `budget` elements:
+//!
+//! - [`MTRBP`] (Alg. 3, after the Randomized Budget Perceptron of Cavallanti, Cesa-Bianchi &
+//!   Gentile, MLJ 2007): on a mistake with a full active set, remove an element drawn uniformly
+//!   from the B stored ones (one `below(B)` draw of the model's SplitMix64, over the active set in
+//!   insertion order; the new example is not a candidate), then append `([x, i], y)`.
+//! - [`MTFORG`] (eq. 3, the self-tuned Forgetron of Dekel, Shalev-Shwartz & Singer, SIAM J.
+//!   Comput. 2008): on a mistake with a full set, tentatively append `([x, i], y)`, evaluate the
+//!   updated function at the oldest element r (`phi_r`, all B+1 terms), shrink every coefficient
+//!   by the largest `chi in (0, 1]` that keeps the accumulated damage `Q` below
+//!   `15/32 c_G^2 M` (closed form of §4.2 step 5), add the damage to `Q`, and remove r.
+//!   Coefficients are kept as `beta_j = s * b_j` with one global scale `s`, so a shrink is O(1);
+//!   `s` is folded into the `b_j` when it drops below 1e-150.
+//!
+//! Cost per example: one pass over the stored rows for the score (the hot loop of
+//! [`crate::kernel::RowStore::for_each_kernel`]); an eviction adds O(|S|) index moves (no kernel
+//! evaluations) for MTRBP, and one more pass over the stored rows (`phi_r`) for MTFORG (A-C21).
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Error, Result};
+use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::kernel_sum::{weighted_score, SparseIndex};
+use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
+use crate::rng::SplitMix64;
+
+/// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
+const FOLD_BELOW: f64 = 1e-150;
+
+fn check_common(n_features: usize, budget: usize) -> Result<()> {
+    if n_features == 0 {
+        return Err(invalid("n_features", "must be >= 1"));
+    }
+    if budget == 0 {
+        return Err(invalid("budget", "must be >= 1"));
+    }
+    Ok(())
+}
+
+/// The multitask Randomized Budget Perceptron (§4.1).
+#[allow(clippy::upper_case_acronyms)] // the paper's name
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MTRBP {
+    kernel: BaseKernel,
+    tasks: TaskKernel,
+    n_features: usize,
+    budget: usize,
+    set: ActiveSet,
+    index: SparseIndex,
+    rng: SplitMix64,
+    n_updates: u64,
+    n_seen: u64,
+    n_evictions: u64,
+    /// Insertion time (1-based example count) of the last evicted element; 0 before any.
+    last_evicted_time: u64,
+}
+
+impl MTRBP {
+    pub fn new(
+        tasks: TaskKernel,
+        kernel: BaseKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        seed: u64,
+    ) -> Result<Self> {
+        check_common(n_features, budget)?;
+        Ok(Self {
+            kernel,
+            tasks,
+            n_features,
+            budget,
+            set: ActiveSet::new(n_features, sparse),
+            index: SparseIndex::new(sparse),
+            rng: SplitMix64::new(seed),
+            n_updates: 0,
+            n_seen: 0,
+            n_evictions: 0,
+            last_evicted_time: 0,
+        })
+    }
+
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    pub fn n_evictions(&self) -> u64 {
+        self.n_evictions
+    }
+
+    pub fn active_set(&self) -> &ActiveSet {
+        &self.set
+    }
+}
+
+impl OnlineLearner for MTRBP {
+    fn n_tasks(&self) -> usize {
+        self.tasks.n_tasks()
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
+        weighted_score(
+            &self.set,
+            &self.index,
+            &self.kernel,
+            &self.tasks,
+            &Query::new(x, &self.kernel),
+            task,
+            scratch,
+        )
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        self.n_seen += 1;
+        if !is_update_mistake(y, score) {
+            return;
+        }
+        self.n_updates += 1;
+        self.index.ensure(&self.set);
+        if self.set.len() >= self.budget {
+            // Exactly one draw per eviction, over the B stored elements in insertion order.
+            let position = self.rng.below(self.set.len() as u64) as usize;
+            let slot = self.set.slot_at(position);
+            self.last_evicted_time = self.set.time(slot);
+            self.index.remove(&self.set, slot);
+            self.set.remove_at(position);
+            self.n_evictions += 1;
+        }
+        let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
+        self.index.add(&self.set, slot);
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    fn n_active(&self) -> usize {
+        self.set.len()
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("n_evictions", self.n_evictions as f64),
+            ("last_evicted_time", self.last_evicted_time as f64),
+            ("budget", self.budget as f64),
+        ]
+    }
+}
+
+/// The quantities of one MTFORG shrink step (§4.2 step 3), kept for diagnostics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ShrinkStep {
+    /// Coefficients of `p(chi) = a chi^2 + b chi + c`.
+    pub a: f64,
+    pub b: f64,
+    pub c: f64,
+    /// `phi_r = f'_{i_r}(x_r)` and `sigma = |beta_r|`.
+    pub phi: f64,
+    pub sigma: f64,
+    /// The shrinking coefficient chi*.
+    pub chi: f64,
+}
+
+impl ShrinkStep {
+    /// Step 4 and 5 of §4.2: the quadratic and its largest admissible root in (0, 1].
+    pub fn solve(c_g: f64, sigma: f64, y_r: f64, phi: f64, q: f64, m: u64) -> Self {
+        let a = c_g * c_g * sigma * sigma - 2.0 * sigma * y_r * phi;
+        let b = 2.0 * c_g * sigma;
+        let c = q - 15.0 / 32.0 * c_g * c_g * m as f64;
+        let chi = if a + b + c <= 0.0 {
+            1.0
+        } else {
+            // The numerically stable form of (-b + sqrt(b^2 - 4ac)) / 2a; valid for a = 0 and
+            // a < 0 too. The discriminant is >= 0 in exact arithmetic (p(0) < 0 < p(1)).
+            let disc = (b * b - 4.0 * a * c).max(0.0);
+            (-2.0 * c) / (b + disc.sqrt())
+        };
+        Self {
+            a,
+            b,
+            c,
+            phi,
+            sigma,
+            chi,
+        }
+    }
+
+    /// `p(chi*) = a chi*^2 + b chi* + c`.
+    pub fn residual(&self) -> f64 {
+        (self.a * self.chi + self.b) * self.chi + self.c
+    }
+}
+
+/// The multitask self-tuned Forgetron (§4.2).
+#[allow(clippy::upper_case_acronyms)] // the paper's name
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MTFORG {
+    kernel: BaseKernel,
+    tasks: TaskKernel,
+    n_features: usize,
+    budget: usize,
+    /// The radius R in use: 1 for rbf and normalised kernels, else the user's (§2.5).
+    radius: f64,
+    c_g: f64,
+    /// Stores `b_j`; the coefficient is `beta_j = scale * b_j`.
+    set: ActiveSet,
+    index: SparseIndex,
+    scale: f64,
+    /// Accumulated removal damage Q and update-mistake counter M.
+    q: f64,
+    m: u64,
+    n_updates: u64,
+    n_seen: u64,
+    n_evictions: u64,
+    n_folds: u64,
+    /// Examples with `K'(x, x) > R^2` (the bound behind c_G does not hold for them).
+    n_radius_exceeded: u64,
+    last: Option<ShrinkStep>,
+}
+
+impl MTFORG {
+    pub fn new(
+        tasks: TaskKernel,
+        kernel: BaseKernel,
+        n_features: usize,
+        sparse: bool,
+        budget: usize,
+        radius: f64,
+    ) -> Result<Self> {
+        check_common(n_features, budget)?;
+        if !(radius > 0.0 && radius.is_finite()) {
+            return Err(invalid(
+                "radius",
+                format!("must be a positive finite number, got {radius}"),
+            ));
+        }
+        let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
+        let c_g = tasks.c_g(radius);
+        if !(c_g > 0.0 && c_g.is_finite()) {
+            return Err(Error::InvalidTaskRelation(format!(
+                "MTFORG needs c_G = R sqrt(max_i T_ii) > 0, got {c_g} (max_i T_ii = {})",
+                tasks.max_diag()
+            )));
+        }
+        Ok(Self {
+            kernel,
+            tasks,
+            n_features,
+            budget,
+            radius,
+            c_g,
+            set: ActiveSet::new(n_features, sparse),
+            index: SparseIndex::new(sparse),
+            scale: 1.0,
+            q: 0.0,
+            m: 0,
+            n_updates: 0,
+            n_seen: 0,
+            n_evictions: 0,
+            n_folds: 0,
+            n_radius_exceeded: 0,
+            last: None,
+        })
+    }
+
+    /// Kernels with `K'(x, x) <= 1` for every x, for which R = 1 (§2.5).
+    fn bounded_by_one(kernel: &BaseKernel) -> bool {
+        matches!(kernel.kind, KernelKind::Rbf { .. }) || kernel.normalize
+    }
+
+    pub fn c_g(&self) -> f64 {
+        self.c_g
+    }
+
+    pub fn radius(&self) -> f64 {
+        self.radius
+    }
+
+    /// The accumulated damage Q and the update-mistake counter M.
+    pub fn damage(&self) -> (f64, u64) {
+        (self.q, self.m)
+    }
+
+    /// The last shrink step (None before the first eviction).
+    pub fn last_shrink(&self) -> Option<ShrinkStep> {
+        self.last
+    }
+
+    pub fn n_evictions(&self) -> u64 {
+        self.n_evictions
+    }
+
+    /// The true coefficients `beta_j` in insertion order.
+    pub fn coefficients(&self) -> Vec<f64> {
+        self.set
+            .slots_in_order()
+            .map(|s| self.scale * self.set.beta(s))
+            .collect()
+    }
+
+    fn raw_score(&self, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
+        self.scale * weighted_score(&self.set, &self.index, &self.kernel, &self.tasks, q, task, scratch)
+    }
+
+    /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
+    fn shrink_and_forget(&mut self, scratch: &mut Scratch) {
+        let slot_r = self.set.slot_at(0); // the oldest element: insertion order
+        let task_r = self.set.task(slot_r);
+        let y_r = self.set.label(slot_r);
+        let sigma = (self.scale * self.set.beta(slot_r)).abs();
+        let phi = {
+            let row = self.set.rows().row(slot_r);
+            let q = Query::new(row, &self.kernel);
+            self.raw_score(&q, task_r, scratch)
+        };
+        let step = ShrinkStep::solve(self.c_g, sigma, y_r, phi, self.q, self.m);
+        self.scale *= step.chi;
+        self.q += (step.a * step.chi + step.b) * step.chi;
+        self.index.remove(&self.set, slot_r);
+        self.set.remove_at(0);
+        self.n_evictions += 1;
+        self.last = Some(step);
+        if self.scale < FOLD_BELOW {
+            let s = self.scale;
+            self.set.scale_betas(s);
+            self.scale = 1.0;
+            self.n_folds += 1;
+        }
+    }
+}
+
+impl OnlineLearner for MTFORG {
+    fn n_tasks(&self) -> usize {
+        self.tasks.n_tasks()
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
+        self.raw_score(&Query::new(x, &self.kernel), task, scratch)
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+        self.n_seen += 1;
+        if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
+            self.n_radius_exceeded += 1;
+        }
+        if !is_update_mistake(y, score) {
+            return;
+        }
+        self.n_updates += 1;
+        self.m += 1;
+        // beta_t = y, stored as b_t = y / s.
+        self.index.ensure(&self.set);
+        let slot = self.set.push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
+        self.index.add(&self.set, slot);
+        if self.set.len() > self.budget {
+            self.shrink_and_forget(scratch);
+        }
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    fn n_active(&self) -> usize {
+        self.set.len()
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        let last = self.last;
+        let get = |f: fn(&ShrinkStep) -> f64, default: f64| last.as_ref().map_or(default, f);
+        vec![
+            ("n_evictions", self.n_evictions as f64),
+            ("budget", self.budget as f64),
+            ("forgetron_q", self.q),
+            ("forgetron_m", self.m as f64),
+            ("c_g", self.c_g),
+            ("radius", self.radius),
+            ("scale", self.scale),
+            ("n_folds", self.n_folds as f64),
+            ("n_radius_exceeded", self.n_radius_exceeded as f64),
+            ("last_shrink", get(|s| s.chi, 1.0)),
+            ("last_a", get(|s| s.a, 0.0)),
+            ("last_b", get(|s| s.b, 0.0)),
+            ("last_c", get(|s| s.c, 0.0)),
+            ("last_phi", get(|s| s.phi, 0.0)),
+            ("last_sigma", get(|s| s.sigma, 0.0)),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::{learn, MTPerceptron};
+
+    fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let noise: Vec<f64> = (0..n).map(|_| unif()).collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| {
+                if x[t * d] + 0.3 * x[t * d + 1] + 0.5 * noise[t] > 0.0 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
+        (x, tasks, y)
+    }
+
+    fn rows(x: &[f64], d: usize) -> Rows<'_> {
+        Rows::Dense {
+            data: x,
+            n_rows: x.len() / d,
+            n_cols: d,
+        }
+    }
+
+    #[test]
+    fn large_budgets_equal_the_multitask_perceptron() {
+        let (n, d, k) = (300, 5, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 1);
+        let r = rows(&x, d);
+        let kernel = BaseKernel::rbf(0.8).unwrap();
+        let tk = TaskKernel::complete(k).unwrap();
+        let mut p = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();
+        let mut a = MTRBP::new(tk.clone(), kernel, d, false, n, 3).unwrap();
+        let mut b = MTFORG::new(tk, kernel, d, false, n, 1.0).unwrap();
+        let sp = learn(&mut p, &r, &tasks, &y).unwrap();
+        let sa = learn(&mut a, &r, &tasks, &y).unwrap();
+        let sb = learn(&mut b, &r, &tasks, &y).unwrap();
+        for ((p, a), b) in sp.iter().zip(&sa).zip(&sb) {
+            assert!((p - a).abs() <= 1e-12 * p.abs().max(1.0), "{p} {a}");
+            assert!((p - b).abs() <= 1e-12 * p.abs().max(1.0), "{p} {b}");
+        }
+        assert_eq!(p.n_active(), a.n_active());
+        assert_eq!(p.n_active(), b.n_active());
+        assert_eq!(a.n_evictions() + b.n_evictions(), 0);
+    }
+
+    #[test]
+    fn budget_is_never_exceeded_and_seeds_matter() {
+        let (n, d, k) = (400, 4, 2);
+        let (x, tasks, y) = random_stream(n, d, k, 2);
+        let kernel = BaseKernel::rbf(2.0).unwrap();
+        let tk = TaskKernel::complete(k).unwrap();
+        let run = |seed| {
+            let mut m = MTRBP::new(tk.clone(), kernel, d, false, 10, seed).unwrap();
+            let mut scratch = Scratch::default();
+            let mut evicted = Vec::new();
+            for t in 0..n {
+                let row = Row::Dense(&x[t * d..(t + 1) * d]);
+                m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+                assert!(m.n_active() <= 10);
+                evicted.push(m.last_evicted_time);
+            }
+            (evicted, m)
+        };
+        let (e1, m1) = run(5);
+        let (e2, m2) = run(5);
+        let (e3, _) = run(6);
+        assert_eq!(e1, e2);
+        assert_eq!(m1, m2);
+        assert_ne!(e1, e3);
+        assert!(m1.n_evictions() > 10);
+    }
+
+    #[test]
+    fn forgetron_keeps_its_invariant_and_folds() {
+        let (n, d, k) = (2000, 3, 3);
+        let (x, tasks, y) = random_stream(n, d, k, 9);
+        let kernel = BaseKernel::rbf(3.0).unwrap();
+        let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
+        let mut m = MTFORG::new(tk, kernel, d, false, 4, 7.0).unwrap();
+        assert_eq!(m.radius(), 1.0, "rbf forces R = 1");
+        let mut scratch = Scratch::default();
+        for t in 0..n {
+            let row = Row::Dense(&x[t * d..(t + 1) * d]);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+            assert!(m.n_active() <= 4);
+            let (q, mm) = m.damage();
+            assert!(q <= 15.0 / 32.0 * m.c_g() * m.c_g() * mm as f64 * (1.0 + 1e-12));
+            if let Some(s) = m.last_shrink() {
+                assert!(s.chi > 0.0 && s.chi <= 1.0);
+                assert!(s.residual() <= 1e-12 * s.c.abs().max(1.0));
+            }
+        }
+        assert!(m.n_evictions() > 100);
+    }
+
+    #[test]
+    fn forgetron_rejects_a_zero_task_kernel() {
+        // L^+ of a graph without edges is the zero matrix: c_G = 0.
+        let tk = TaskKernel::laplacian_pinv(3, &[]).unwrap();
+        let err = MTFORG::new(tk, BaseKernel::linear(), 2, false, 5, 1.0).unwrap_err();
+        assert!(matches!(err, Error::InvalidTaskRelation(_)));
+        assert!(MTRBP::new(TaskKernel::complete(2).unwrap(), BaseKernel::linear(), 2, false, 0, 0).is_err());
+    }
+
+    #[test]
+    fn shrink_formula_matches_brute_force() {
+        let mut rng = SplitMix64::new(4);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        for _ in 0..2000 {
+            let c_g = 0.2 + unif();
+            let sigma = 3.0 * unif();
+            let y_r = if unif() < 0.5 { -1.0 } else { 1.0 };
+            let phi = 6.0 * unif() - 3.0;
+            let m = 1 + (unif() * 20.0) as u64;
+            let q = 15.0 / 32.0 * c_g * c_g * (m - 1) as f64 * unif();
+            let s = ShrinkStep::solve(c_g, sigma, y_r, phi, q, m);
+            assert!(s.chi > 0.0 && s.chi <= 1.0);
+            assert!(s.residual() <= 1e-12 * s.c.abs().max(1.0));
+            // No admissible chi above chi*: p > 0 on a grid of (chi*, 1].
+            if s.chi < 1.0 {
+                for g in 1..=100 {
+                    let chi = s.chi + (1.0 - s.chi) * g as f64 / 100.0;
+                    assert!((s.a * chi + s.b) * chi + s.c > -1e-12);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,766 @@
+//! The score `sum_j c_j K'(x_j, q)`, `c_j = beta_j T[i_j, task]`, over an active set, by the
+//! fastest path the storage allows (the hot loop of the budget learners, ALGORITHMS.md §4):
+//!
+//! - dense rows, dense query: slots in chunks; the dot products of four stored rows at a time
+//!   (the query's chunk loaded once), then the kernel's scalar map over the chunk. On x86-64 with
+//!   AVX2 + FMA (detected at run time) both loops are compiled for those instructions and the
+//!   rbf exponentials use a vectorisable exp (Cody-Waite reduction, degree-13 polynomial,
+//!   relative error < 5e-16, tested), so a prediction is one matrix-vector product plus |S| vector
+//!   exponentials. Elsewhere the same loops run with the baseline instruction set and `f64::exp`.
+//! - sparse rows, sparse query, from `INDEX_FROM` stored rows on: an inverted index from feature
+//!   to (slot, value) postings, so the cost is the number of (stored row, query) feature
+//!   matches rather than |S| merge-joins or |S| gathers of every stored non-zero. Each dot product still adds its terms in ascending
+//!   feature order, so the result is bit-identical to a gather.
+//! - otherwise: [`crate::kernel::RowStore::for_each_kernel`].
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::{dot_dense, Row};
+use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::ActiveSet;
+
+const CHUNK: usize = 64;
+
+/// `sum_j beta_j T[i_j, task] K'(x_j, q)` over the elements in `task`'s component.
+pub(crate) fn weighted_score(
+    set: &ActiveSet,
+    index: &SparseIndex,
+    kernel: &BaseKernel,
+    tasks: &TaskKernel,
+    q: &Query,
+    task: usize,
+    scratch: &mut Scratch,
+) -> f64 {
+    if set.is_empty() {
+        return 0.0;
+    }
+    match (q.row, set.rows().row(0)) {
+        (Row::Dense(x), Row::Dense(_)) => dense_score(set, kernel, tasks, x, q, task),
+        (Row::Sparse { indices, values }, Row::Sparse { .. }) if index.is_built() => {
+            index.score(set, kernel, tasks, indices, values, q, task)
+        }
+        _ => set.score(kernel, tasks, q, task, scratch),
+    }
+}
+
+// ---- dense rows ---------------------------------------------------------------------------------
+
+fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
+        }
+    }
+    dense_score_generic::<false>(set, kernel, tasks, x, q, task)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dense_score_avx2(
+    set: &ActiveSet,
+    kernel: &BaseKernel,
+    tasks: &TaskKernel,
+    x: &[f64],
+    q: &Query,
+    task: usize,
+) -> f64 {
+    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
+}
+
+/// `a * b + c`, fused when compiled for FMA.
+#[inline(always)]
+fn madd<const FMA: bool>(a: f64, b: f64, c: f64) -> f64 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// `FAST = true` selects the AVX2 intrinsics and the polynomial exp: it is only instantiated
+/// inside `dense_score_avx2`, after the CPU check.
+#[inline(always)]
+fn dense_score_generic<const FAST: bool>(
+    set: &ActiveSet,
+    kernel: &BaseKernel,
+    tasks: &TaskKernel,
+    x: &[f64],
+    q: &Query,
+    task: usize,
+) -> f64 {
+    let rows = set.rows();
+    let mut chunk = Chunk {
+        slots: [0; CHUNK],
+        coef: [0.0; CHUNK],
+        sq: [0.0; CHUNK],
+        vals: [0.0; CHUNK],
+    };
+    let mut total = 0.0;
+    let mut m = 0;
+    // (No closure here: closures are not compiled with the caller's target features.)
+    macro_rules! keep {
+        ($slot:expr, $coef:expr) => {
+            chunk.slots[m] = $slot;
+            chunk.coef[m] = $coef;
+            chunk.sq[m] = rows.sq_norm($slot);
+            m += 1;
+            if m == CHUNK {
+                total += dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, CHUNK);
+                m = 0;
+            }
+        };
+    }
+    if let TaskKernel::Complete { diag, off, .. } = *tasks {
+        if let Some(data) = rows.dense_data() {
+            return complete_graph_score::<FAST>(set, data, kernel, x, q, task, diag, off);
+        }
+    }
+    let component = tasks.component(task);
+    for slot in 0..set.len() {
+        let owner = set.task(slot);
+        if tasks.component(owner) == component {
+            keep!(slot, set.beta(slot) * tasks.get(owner, task));
+        }
+    }
+    total + dense_chunk::<FAST>(rows, kernel, x, q, &mut chunk, m)
+}
+
+/// The default graph (T = diag on the task, off elsewhere): every element counts, so the slots
+/// are walked as contiguous blocks of the row-major store and every loop but the dot products
+/// runs over plain slices.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn complete_graph_score<const FAST: bool>(
+    set: &ActiveSet,
+    data: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    task: usize,
+    diag: f64,
+    off: f64,
+) -> f64 {
+    let d = x.len();
+    let n = set.len();
+    let (betas, owners, sqs) = (set.betas(), set.task_ids(), set.rows().sq_norms());
+    let task = task as u32;
+    let mut vals = [0.0f64; CHUNK];
+    let mut acc = [0.0f64; 4];
+    let mut s0 = 0;
+    while s0 < n {
+        let m = CHUNK.min(n - s0);
+        let block = &data[s0 * d..(s0 + m) * d];
+        let mut p = 0;
+        while p + 4 <= m {
+            let four = [
+                &block[p * d..(p + 1) * d],
+                &block[(p + 1) * d..(p + 2) * d],
+                &block[(p + 2) * d..(p + 3) * d],
+                &block[(p + 3) * d..(p + 4) * d],
+            ];
+            vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
+            p += 4;
+        }
+        for j in p..m {
+            vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
+        }
+        kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
+        let (b, o) = (&betas[s0..s0 + m], &owners[s0..s0 + m]);
+        let mut j = 0;
+        while j + 4 <= m {
+            for l in 0..4 {
+                let t = if o[j + l] == task { diag } else { off };
+                acc[l] += b[j + l] * t * vals[j + l];
+            }
+            j += 4;
+        }
+        for l in 0..m - j {
+            let t = if o[j + l] == task { diag } else { off };
+            acc[l] += b[j + l] * t * vals[j + l];
+        }
+        s0 += m;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// Dot products -> kernel values for the first `sq.len()` entries of `vals`.
+#[inline(always)]
+fn kernel_map<const FAST: bool>(kernel: &BaseKernel, q: &Query, vals: &mut [f64; CHUNK], sq: &[f64]) {
+    let m = sq.len();
+    match kernel.kind {
+        KernelKind::Rbf { gamma } => {
+            for (v, &s) in vals[..m].iter_mut().zip(sq) {
+                *v = -gamma * (s + q.sq_norm - 2.0 * *v).max(0.0);
+            }
+            if FAST {
+                // Whole 4-lane groups: the lanes past m hold finite leftovers, never read.
+                let m4 = m.next_multiple_of(4).min(CHUNK);
+                exp_in_place::<FAST>(&mut vals[..m4]);
+            } else {
+                for v in &mut vals[..m] {
+                    *v = v.exp();
+                }
+            }
+        }
+        _ => {
+            for (v, &s) in vals[..m].iter_mut().zip(sq) {
+                *v = kernel.from_dot(*v, s, q.sq_norm, kernel.raw_self(s), q.self_raw);
+            }
+        }
+    }
+}
+
+/// A stored dense row (empty for a sparse store, which never reaches the dense path).
+#[inline(always)]
+fn dense_row(rows: &crate::kernel::RowStore, slot: usize) -> &[f64] {
+    match rows.row(slot) {
+        Row::Dense(r) => r,
+        Row::Sparse { .. } => &[],
+    }
+}
+
+/// Up to CHUNK kept slots with their coefficient `beta_j T[i_j, task]` and squared norm.
+struct Chunk {
+    slots: [usize; CHUNK],
+    coef: [f64; CHUNK],
+    sq: [f64; CHUNK],
+    vals: [f64; CHUNK],
+}
+
+/// `sum_j coef_j K'(x_j, q)` over the first `m` slots of the chunk.
+#[inline(always)]
+fn dense_chunk<const FAST: bool>(
+    rows: &crate::kernel::RowStore,
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    chunk: &mut Chunk,
+    m: usize,
+) -> f64 {
+    let (slots, vals) = (&chunk.slots, &mut chunk.vals);
+    let mut p = 0;
+    while p + 4 <= m {
+        let four = [
+            dense_row(rows, slots[p]),
+            dense_row(rows, slots[p + 1]),
+            dense_row(rows, slots[p + 2]),
+            dense_row(rows, slots[p + 3]),
+        ];
+        vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
+        p += 4;
+    }
+    for j in p..m {
+        vals[j] = dot_dense(dense_row(rows, slots[j]), x);
+    }
+    kernel_map::<FAST>(kernel, q, vals, &chunk.sq[..m]);
+    // Four partial sums: no single dependency chain through the chunk.
+    let mut acc = [0.0f64; 4];
+    let mut j = 0;
+    while j + 4 <= m {
+        for l in 0..4 {
+            acc[l] += chunk.coef[j + l] * vals[j + l];
+        }
+        j += 4;
+    }
+    for l in 0..m - j {
+        acc[l] += chunk.coef[j + l] * vals[j + l];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+#[inline(always)]
+fn dot4_dispatch<const FAST: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if FAST {
+            // SAFETY: FAST is only instantiated inside `dense_score_avx2`, which runs after
+            // AVX2 and FMA were detected.
+            return unsafe { dot4_avx2(rows, x) };
+        }
+    }
+    dot4::<FAST>(rows, x)
+}
+
+/// [`dot4`] with explicit 256-bit fused multiply-adds (the auto-vectoriser transposes instead).
+///
+/// # Safety
+/// Only call it where AVX2 and FMA are available: it is always inlined into
+/// `dense_score_avx2` (a function compiled for them), which is only called after detection.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn dot4_avx2(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
+    use std::arch::x86_64::{_mm256_fmadd_pd, _mm256_loadu_pd, _mm256_setzero_pd, _mm256_storeu_pd};
+    let d = x.len();
+    let n4 = d / 4 * 4;
+    let (r0, r1, r2, r3) = (&rows[0][..d], &rows[1][..d], &rows[2][..d], &rows[3][..d]);
+    let (mut a0, mut a1, mut a2, mut a3) = (
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+        _mm256_setzero_pd(),
+    );
+    let mut i = 0;
+    while i < n4 {
+        // In bounds: i + 4 <= n4 <= d, and every row has length d.
+        let xv = _mm256_loadu_pd(x.as_ptr().add(i));
+        a0 = _mm256_fmadd_pd(_mm256_loadu_pd(r0.as_ptr().add(i)), xv, a0);
+        a1 = _mm256_fmadd_pd(_mm256_loadu_pd(r1.as_ptr().add(i)), xv, a1);
+        a2 = _mm256_fmadd_pd(_mm256_loadu_pd(r2.as_ptr().add(i)), xv, a2);
+        a3 = _mm256_fmadd_pd(_mm256_loadu_pd(r3.as_ptr().add(i)), xv, a3);
+        i += 4;
+    }
+    let mut lanes = [[0.0f64; 4]; 4];
+    _mm256_storeu_pd(lanes[0].as_mut_ptr(), a0);
+    _mm256_storeu_pd(lanes[1].as_mut_ptr(), a1);
+    _mm256_storeu_pd(lanes[2].as_mut_ptr(), a2);
+    _mm256_storeu_pd(lanes[3].as_mut_ptr(), a3);
+    let mut out = [0.0; 4];
+    for k in 0..4 {
+        let mut tail = 0.0;
+        for j in n4..d {
+            tail = rows[k][j].mul_add(x[j], tail);
+        }
+        let a = lanes[k];
+        out[k] = (a[0] + a[1]) + (a[2] + a[3]) + tail;
+    }
+    out
+}
+
+/// Dot products of four rows with `x`: one 4-lane accumulator per row, the query's chunk
+/// loaded once for the four.
+#[inline(always)]
+fn dot4<const FMA: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
+    let d = x.len();
+    let n4 = d / 4 * 4;
+    let (r0, r1, r2, r3) = (&rows[0][..d], &rows[1][..d], &rows[2][..d], &rows[3][..d]);
+    let (mut a0, mut a1, mut a2, mut a3) = ([0.0f64; 4], [0.0f64; 4], [0.0f64; 4], [0.0f64; 4]);
+    let chunks = x[..n4]
+        .chunks_exact(4)
+        .zip(r0[..n4].chunks_exact(4))
+        .zip(r1[..n4].chunks_exact(4))
+        .zip(r2[..n4].chunks_exact(4))
+        .zip(r3[..n4].chunks_exact(4));
+    for ((((xs, s0), s1), s2), s3) in chunks {
+        for l in 0..4 {
+            a0[l] = madd::<FMA>(s0[l], xs[l], a0[l]);
+        }
+        for l in 0..4 {
+            a1[l] = madd::<FMA>(s1[l], xs[l], a1[l]);
+        }
+        for l in 0..4 {
+            a2[l] = madd::<FMA>(s2[l], xs[l], a2[l]);
+        }
+        for l in 0..4 {
+            a3[l] = madd::<FMA>(s3[l], xs[l], a3[l]);
+        }
+    }
+    let finish = |a: [f64; 4], r: &[f64]| {
+        let mut tail = 0.0;
+        for i in n4..d {
+            tail = madd::<FMA>(r[i], x[i], tail);
+        }
+        (a[0] + a[1]) + (a[2] + a[3]) + tail
+    };
+    [finish(a0, r0), finish(a1, r1), finish(a2, r2), finish(a3, r3)]
+}
+
+/// `e^v` for every `v` (vectorisable: no branches, no table).
+#[inline(always)]
+fn exp_in_place<const FMA: bool>(v: &mut [f64]) {
+    for x in v.iter_mut() {
+        *x = exp_poly::<FMA>(*x);
+    }
+}
+
+/// `e^x` by Cody-Waite reduction `x = k ln2 + r`, |r| <= ln2/2, and the degree-13 Taylor
+/// polynomial of `e^r` (truncation < 5e-18); `2^k` is added to the exponent bits directly.
+/// Arguments below -708 give 0 (libm gives subnormals there).
+#[inline(always)]
+pub(crate) fn exp_poly<const FMA: bool>(x: f64) -> f64 {
+    const SHIFT: f64 = 6_755_399_441_055_744.0; // 1.5 * 2^52: adding it rounds to an integer
+    const LN2_HI: f64 = 0.693_147_180_369_123_8;
+    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+    const INV_FACT: [f64; 14] = [
+        1.0,
+        1.0,
+        0.5,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5040.0,
+        1.0 / 40320.0,
+        1.0 / 362_880.0,
+        1.0 / 3_628_800.0,
+        1.0 / 39_916_800.0,
+        1.0 / 479_001_600.0,
+        1.0 / 6_227_020_800.0,
+    ];
+    let xc = x.clamp(-708.0, 709.0);
+    let t = madd::<FMA>(xc, std::f64::consts::LOG2_E, SHIFT);
+    let k = t - SHIFT;
+    let r = madd::<FMA>(-k, LN2_LO, madd::<FMA>(-k, LN2_HI, xc));
+    let mut p = INV_FACT[13];
+    for c in INV_FACT[..13].iter().rev() {
+        p = madd::<FMA>(p, r, *c);
+    }
+    // The low bits of t hold k (two's complement): shift them into the exponent field.
+    let scaled = f64::from_bits(p.to_bits().wrapping_add(t.to_bits() << 52));
+    if x < -708.0 {
+        0.0
+    } else {
+        scaled
+    }
+}
+
+// ---- sparse rows: an inverted index -------------------------------------------------------------
+
+/// A multiplicative hash for feature ids (SipHash would cost more than the postings it finds).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct FeatureHasher(u64);
+
+impl Hasher for FeatureHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (u64::from(i) ^ 0x5851_F42D_4C95_7F2D).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+struct Posting {
+    slots: Vec<u32>,
+    values: Vec<f64>,
+}
+
+/// Active-set size from which a sparse store keeps an inverted index. Below it, keeping the
+/// index up to date on every eviction costs more than the gathers it saves (measured on
+/// text-like rows, where the most frequent terms occur in every row).
+pub const INDEX_FROM: usize = 256;
+
+/// Feature -> (slot, value) of every stored sparse row with that feature. A cache of the active
+/// set's rows, built once the set reaches `from` elements and maintained from then on; not
+/// serialised (rebuilt at the first update after unpickling; until then scores take the gather
+/// path, which gives the same numbers) and ignored by `==`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SparseIndex {
+    /// Whether the rows are stored sparse (else the index stays empty).
+    enabled: bool,
+    /// Build the index once the active set has this many elements.
+    from: usize,
+    #[serde(skip)]
+    postings: HashMap<u32, Posting, BuildHasherDefault<FeatureHasher>>,
+    #[serde(skip)]
+    built: bool,
+}
+
+impl PartialEq for SparseIndex {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl SparseIndex {
+    pub fn new(sparse: bool) -> Self {
+        Self::with_threshold(sparse, INDEX_FROM)
+    }
+
+    pub fn with_threshold(sparse: bool, from: usize) -> Self {
+        Self {
+            enabled: sparse,
+            from,
+            postings: HashMap::default(),
+            built: false,
+        }
+    }
+
+    pub fn is_built(&self) -> bool {
+        self.built
+    }
+
+    /// Builds the index if it is due and missing (call before changing the set).
+    pub fn ensure(&mut self, set: &ActiveSet) {
+        if self.built || !self.enabled || set.len() < self.from {
+            return;
+        }
+        self.postings.clear();
+        self.built = true;
+        for slot in 0..set.len() {
+            self.add(set, slot);
+        }
+    }
+
+    /// Records the row at `slot` (call after pushing it).
+    pub fn add(&mut self, set: &ActiveSet, slot: usize) {
+        if !self.built {
+            return;
+        }
+        if let Row::Sparse { indices, values } = set.rows().row(slot) {
+            for (&j, &v) in indices.iter().zip(values) {
+                let p = self.postings.entry(j).or_default();
+                p.slots.push(slot as u32);
+                p.values.push(v);
+            }
+        }
+    }
+
+    /// Forgets the row at `slot` and renames the last slot `last` to `slot`, mirroring the
+    /// swap-remove [`ActiveSet::remove_at`] is about to do (call before it).
+    pub fn remove(&mut self, set: &ActiveSet, slot: usize) {
+        if !self.built {
+            return;
+        }
+        let last = set.len() - 1;
+        if let Row::Sparse { indices, .. } = set.rows().row(slot) {
+            for j in indices {
+                if let Some(p) = self.postings.get_mut(j) {
+                    if let Some(pos) = p.slots.iter().position(|&s| s as usize == slot) {
+                        p.slots.swap_remove(pos);
+                        p.values.swap_remove(pos);
+                    }
+                    if p.slots.is_empty() {
+                        self.postings.remove(j);
+                    }
+                }
+            }
+        }
+        if last != slot {
+            if let Row::Sparse { indices, .. } = set.rows().row(last) {
+                for j in indices {
+                    if let Some(p) = self.postings.get_mut(j) {
+                        if let Some(pos) = p.slots.iter().position(|&s| s as usize == last) {
+                            p.slots[pos] = slot as u32;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn score(
+        &self,
+        set: &ActiveSet,
+        kernel: &BaseKernel,
+        tasks: &TaskKernel,
+        indices: &[u32],
+        values: &[f64],
+        q: &Query,
+        task: usize,
+    ) -> f64 {
+        let mut dots = vec![0.0f64; set.len()];
+        for (j, &v) in indices.iter().zip(values) {
+            if let Some(p) = self.postings.get(j) {
+                for (&s, &w) in p.slots.iter().zip(&p.values) {
+                    dots[s as usize] += w * v;
+                }
+            }
+        }
+        let component = tasks.component(task);
+        let rows = set.rows();
+        let mut total = 0.0;
+        for (slot, &dot) in dots.iter().enumerate() {
+            let owner = set.task(slot);
+            if tasks.component(owner) != component {
+                continue;
+            }
+            let sq = rows.sq_norm(slot);
+            let kv = kernel.from_dot(dot, sq, q.sq_norm, kernel.raw_self(sq), q.self_raw);
+            total += set.beta(slot) * tasks.get(owner, task) * kv;
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn unif(rng: &mut SplitMix64) -> f64 {
+        (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    fn kernels() -> Vec<BaseKernel> {
+        vec![
+            BaseKernel::linear(),
+            BaseKernel::poly(3, 0.5, 1.0).unwrap(),
+            BaseKernel::new(
+                KernelKind::Poly {
+                    degree: 2,
+                    gamma: 1.0,
+                    coef0: 0.5,
+                },
+                true,
+            )
+            .unwrap(),
+            BaseKernel::rbf(0.7).unwrap(),
+        ]
+    }
+
+    fn task_kernels(k: usize) -> Vec<TaskKernel> {
+        vec![
+            TaskKernel::complete(k).unwrap(),
+            TaskKernel::disconnected(k).unwrap(),
+            TaskKernel::from_edges(k, &[(0, 1, 1.0), (2, 3, 0.5)]).unwrap(),
+        ]
+    }
+
+    /// Fills a set with `n` random rows (sparse ones with ~30% non-zeros) and random evictions.
+    fn random_set(
+        n: usize,
+        d: usize,
+        k: usize,
+        sparse: bool,
+        kernel: &BaseKernel,
+        rng: &mut SplitMix64,
+    ) -> (ActiveSet, SparseIndex) {
+        let mut set = ActiveSet::new(d, sparse);
+        let mut index = SparseIndex::with_threshold(sparse, 0);
+        index.ensure(&set);
+        assert_eq!(index.is_built(), sparse);
+        let mut t = 0;
+        while set.len() < n {
+            t += 1;
+            let (mut idx, mut val) = (Vec::new(), Vec::new());
+            for j in 0..d as u32 {
+                if !sparse || unif(rng) < -0.4 {
+                    idx.push(j);
+                    val.push(unif(rng));
+                }
+            }
+            let dense: Vec<f64> = {
+                let mut v = vec![0.0; d];
+                idx.iter().zip(&val).for_each(|(&j, &x)| v[j as usize] = x);
+                v
+            };
+            let row = if sparse {
+                Row::Sparse {
+                    indices: &idx,
+                    values: &val,
+                }
+            } else {
+                Row::Dense(&dense)
+            };
+            let task = rng.below(k as u64) as usize;
+            let slot = set.push(row, task, 1.0, t, unif(rng), kernel);
+            index.add(&set, slot);
+            // Every third insertion also evicts a random element (exercises the slot moves).
+            if t % 3 == 0 {
+                let position = rng.below(set.len() as u64) as usize;
+                index.remove(&set, set.slot_at(position));
+                set.remove_at(position);
+            }
+        }
+        (set, index)
+    }
+
+    #[test]
+    fn fast_paths_match_the_row_store_loop() {
+        let (d, k) = (9, 5);
+        let mut rng = SplitMix64::new(11);
+        let mut scratch = Scratch::default();
+        for sparse in [false, true] {
+            for kernel in kernels() {
+                for n in [0, 1, 3, 4, 5, 63, 64, 65, 130] {
+                    let (set, index) = random_set(n, d, k, sparse, &kernel, &mut rng);
+                    let stale = SparseIndex::default();
+                    for tasks in task_kernels(k) {
+                        for _ in 0..4 {
+                            let xq: Vec<f64> = (0..d)
+                                .map(|_| if unif(&mut rng) < 0.0 { 0.0 } else { unif(&mut rng) })
+                                .collect();
+                            let (qi, qv): (Vec<u32>, Vec<f64>) = (0..d as u32)
+                                .filter(|&j| xq[j as usize] != 0.0)
+                                .map(|j| (j, xq[j as usize]))
+                                .unzip();
+                            let task = rng.below(k as u64) as usize;
+                            for row in [
+                                Row::Dense(&xq),
+                                Row::Sparse {
+                                    indices: &qi,
+                                    values: &qv,
+                                },
+                            ] {
+                                let q = Query::new(row, &kernel);
+                                let expect = set.score(&kernel, &tasks, &q, task, &mut scratch);
+                                let tol = 1e-12 * expect.abs().max(1.0);
+                                let got = weighted_score(&set, &index, &kernel, &tasks, &q, task, &mut scratch);
+                                assert!((got - expect).abs() <= tol, "{got} {expect}");
+                                // Sparse rows without a built index: the row-store loop itself.
+                                let plain = weighted_score(&set, &stale, &kernel, &tasks, &q, task, &mut scratch);
+                                if sparse {
+                                    assert_eq!(plain.to_bits(), expect.to_bits());
+                                    if matches!(row, Row::Sparse { .. }) {
+                                        // The index adds the same terms in the same order.
+                                        assert_eq!(got.to_bits(), expect.to_bits());
+                                    }
+                                }
+                                if let (Row::Dense(x), false) = (row, sparse) {
+                                    let generic = dense_score_generic::<false>(&set, &kernel, &tasks, x, &q, task);
+                                    assert!((generic - expect).abs() <= tol, "{generic} {expect}");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_rebuilt_index_equals_the_incremental_one() {
+        let kernel = BaseKernel::poly(2, 1.0, 1.0).unwrap();
+        let mut rng = SplitMix64::new(5);
+        let (set, index) = random_set(80, 12, 3, true, &kernel, &mut rng);
+        let mut rebuilt = SparseIndex {
+            enabled: true,
+            ..SparseIndex::default()
+        };
+        rebuilt.ensure(&set);
+        assert!(rebuilt.is_built());
+        let tasks = TaskKernel::complete(3).unwrap();
+        let (qi, qv) = (vec![0u32, 3, 4, 7, 11], vec![0.5, -1.0, 2.0, 0.25, 1.0]);
+        let q = Query::new(
+            Row::Sparse {
+                indices: &qi,
+                values: &qv,
+            },
+            &kernel,
+        );
+        let mut scratch = Scratch::default();
+        let a = weighted_score(&set, &index, &kernel, &tasks, &q, 1, &mut scratch);
+        let b = weighted_score(&set, &rebuilt, &kernel, &tasks, &q, 1, &mut scratch);
+        let c = set.score(&kernel, &tasks, &q, 1, &mut scratch);
+        assert_eq!(a.to_bits(), b.to_bits());
+        assert_eq!(a.to_bits(), c.to_bits());
+    }
+
+    #[test]
+    fn polynomial_exp_is_accurate() {
+        let mut worst: f64 = 0.0;
+        for i in 0..200_000 {
+            let x = -708.0 + 1417.0 * i as f64 / 200_000.0;
+            let e = x.exp();
+            for got in [exp_poly::<false>(x), exp_poly::<true>(x)] {
+                worst = worst.max(((got - e) / e).abs());
+            }
+        }
+        assert!(worst < 5e-16, "{worst:e}");
+        assert_eq!(exp_poly::<false>(0.0), 1.0);
+        assert_eq!(exp_poly::<false>(-800.0), 0.0);
+    }
+}
