@@ -66,6 +66,8 @@ fn bench_svt(c: &mut Criterion) {
     let c_hat = svt::gram(&x, d, k);
     g.bench_function("gram route (eigen)", |b| b.iter(|| svt::gram_route(&c_hat, k, theta)));
     g.bench_function("qr route (TSQR + SVD)", |b| b.iter(|| svt::qr_route(&x, d, k, theta)));
+    let cols: Vec<usize> = (0..k).collect();
+    g.bench_function("R factor (TSQR)", |b| b.iter(|| svt::r_factor(&x, d, &cols)));
     let s = svt::qr_route(&x, d, k, theta).unwrap();
     g.bench_function("U <- U Pi", |b| {
         b.iter_batched(|| x.clone(), |mut u| svt::right_multiply_in_place(&mut u, d, k, &s.pi), BatchSize::SmallInput)

@@ -23,7 +23,7 @@ use nalgebra::{DMatrix, SymmetricEigen, SVD};
 use crate::data::dot_dense;
 
 /// Rows per block in the blocked kernels (QR and the in-place right multiplication).
-const BLOCK: usize = 256;
+const BLOCK: usize = 512;
 
 /// Relative floor under which a singular value of the result counts as zero for the rank.
 pub const RANK_TOL: f64 = 1e-12;
@@ -63,9 +63,42 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
     c
 }
 
-/// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`, one
-/// block of rows at a time (scratch `O(BLOCK k)`).
-pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
+/// True when the CPU runs the AVX2 builds of the kernels below. The arithmetic is the same in
+/// both builds (Rust never fuses a multiply and an add on its own), only wider.
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    std::arch::is_x86_feature_detected!("avx2")
+}
+
+/// Defines `$name` (dispatching) over `$kernel`, compiled twice: with AVX2 and without.
+macro_rules! dispatch {
+    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $kernel:ident, $avx:ident) => {
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2")]
+        unsafe fn $avx($($arg: $ty),*) $(-> $ret)? {
+            $kernel($($arg),*)
+        }
+
+        $(#[$doc])*
+        pub fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            if has_avx2() {
+                // SAFETY: the CPU supports AVX2 (checked at run time), the only requirement.
+                return unsafe { $avx($($arg),*) };
+            }
+            $kernel($($arg),*)
+        }
+    };
+}
+
+dispatch! {
+    /// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`, one
+    /// block of rows at a time (scratch `O(BLOCK k)`).
+    pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) => right_multiply_kernel, right_multiply_avx2
+}
+
+#[inline(always)]
+fn right_multiply_kernel(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
     let mut buf = vec![0.0; BLOCK.min(d) * k];
     let mut r0 = 0;
     while r0 < d {
@@ -76,38 +109,94 @@ pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
         for j in 0..k {
             let out = &mut m[j * d + r0..j * d + r0 + len];
             out.fill(0.0);
-            for r in 0..k {
-                let w = p[r * k + j];
-                if w != 0.0 {
-                    out.iter_mut().zip(&buf[r * len..(r + 1) * len]).for_each(|(o, &b)| *o += w * b);
+            // Four input columns per pass: five loads and one store per four multiply-adds.
+            let mut r = 0;
+            while r + 4 <= k {
+                let (w0, w1, w2, w3) = (p[r * k + j], p[(r + 1) * k + j], p[(r + 2) * k + j], p[(r + 3) * k + j]);
+                let b0 = &buf[r * len..(r + 1) * len];
+                let b1 = &buf[(r + 1) * len..(r + 2) * len];
+                let b2 = &buf[(r + 2) * len..(r + 3) * len];
+                let b3 = &buf[(r + 3) * len..(r + 4) * len];
+                for i in 0..len {
+                    out[i] += ((b0[i] * w0 + b1[i] * w1) + b2[i] * w2) + b3[i] * w3;
                 }
+                r += 4;
+            }
+            while r < k {
+                let w = p[r * k + j];
+                out.iter_mut().zip(&buf[r * len..(r + 1) * len]).for_each(|(o, &b)| *o += w * b);
+                r += 1;
             }
         }
         r0 += len;
     }
 }
 
-/// The `R` factor (`min(d,q) x q`) of a Householder QR of the `q` columns `cols` of the
-/// column-major matrix `m` (columns of length `d`), computed as a tall-skinny QR over blocks of
-/// rows: `R ← qr([R; block]).R`.
-pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> DMatrix<f64> {
-    let k = cols.len();
-    let mut r = DMatrix::<f64>::zeros(0, k);
+#[inline(always)]
+fn dot4(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0f64; 4];
+    let chunks = n / 4;
+    for c in 0..chunks {
+        let i = 4 * c;
+        acc[0] += a[i] * b[i];
+        acc[1] += a[i + 1] * b[i + 1];
+        acc[2] += a[i + 2] * b[i + 2];
+        acc[3] += a[i + 3] * b[i + 3];
+    }
+    let mut tail = 0.0;
+    for i in 4 * chunks..n {
+        tail += a[i] * b[i];
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+dispatch! {
+    /// The `R` factor of a Householder QR of the `q` columns `cols` of the column-major matrix
+    /// `m` (columns of length `d`), as a row-major `q x q` buffer of which the first
+    /// `min(d, q)` rows (the second value) hold R. Computed as a tall-skinny QR over blocks of
+    /// rows, `R ← qr([R; block]).R`, where the reflector of column j touches row j of R and the
+    /// block only (scratch `O(BLOCK q)`).
+    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) => r_factor_kernel, r_factor_avx2
+}
+
+#[inline(always)]
+fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
+    let q = cols.len();
+    let mut r = vec![0.0; q * q];
+    let mut buf = vec![0.0; BLOCK.min(d) * q];
     let mut r0 = 0;
     while r0 < d {
         let len = BLOCK.min(d - r0);
-        let top = r.nrows();
-        let mut stacked = DMatrix::<f64>::zeros(top + len, k);
-        stacked.rows_mut(0, top).copy_from(&r);
         for (c, &col) in cols.iter().enumerate() {
-            for i in 0..len {
-                stacked[(top + i, c)] = m[col * d + r0 + i];
+            buf[c * len..(c + 1) * len].copy_from_slice(&m[col * d + r0..col * d + r0 + len]);
+        }
+        for j in 0..q {
+            // Reflect [R[j][j]; B[:, j]] onto a multiple of e_1; R's rows below j are zero in
+            // column j and are not touched.
+            let (head, tail) = buf.split_at_mut((j + 1) * len);
+            let x = &head[j * len..];
+            let alpha = r[j * q + j];
+            let xx = dot4(x, x);
+            if xx == 0.0 {
+                continue;
+            }
+            let norm = (alpha * alpha + xx).sqrt();
+            let beta = if alpha > 0.0 { -norm } else { norm };
+            let v0 = alpha - beta;
+            let vv = v0 * v0 + xx;
+            r[j * q + j] = beta;
+            for c in j + 1..q {
+                let col = &mut tail[(c - j - 1) * len..(c - j) * len];
+                let f = 2.0 * (v0 * r[j * q + c] + dot4(x, col)) / vv;
+                r[j * q + c] -= f * v0;
+                col.iter_mut().zip(x).for_each(|(b, &xi)| *b -= f * xi);
             }
         }
-        r = stacked.qr().r();
         r0 += len;
     }
-    r
+    (r, q.min(d))
 }
 
 /// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
@@ -159,6 +248,11 @@ pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
     if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
         return None;
     }
+    // λ_max >= trace / k: when even that bound puts θ below the limit, skip the eigensolver.
+    let trace: f64 = (0..k).map(|i| c_hat[i * k + i]).sum();
+    if theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / k as f64 {
+        return None;
+    }
     let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
     let sigma: Vec<f64> = eig.eigenvalues.iter().map(|&l| l.max(0.0).sqrt()).collect();
     let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
@@ -180,7 +274,9 @@ pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64) -> Option<
     if cols.is_empty() || d == 0 || cols.iter().any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite())) {
         return None;
     }
-    let r = r_factor(m, d, cols);
+    let (r, rows) = r_factor(m, d, cols);
+    let q = cols.len();
+    let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
     let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
     let z = svd.v_t?.transpose();
     Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
