@@ -27,7 +27,10 @@ impl PaVariant {
             "pa" => Ok(Self::Pa),
             "pa1" => Ok(Self::Pa1),
             "pa2" => Ok(Self::Pa2),
-            other => Err(invalid("variant", format!("expected 'pa', 'pa1' or 'pa2', got {other:?}"))),
+            other => Err(invalid(
+                "variant",
+                format!("expected 'pa', 'pa1' or 'pa2', got {other:?}"),
+            )),
         }
     }
 
@@ -68,7 +71,15 @@ impl PassiveAggressive {
             return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
         }
         let n_blocks = if global { 1 } else { n_tasks };
-        Ok(Self { n_tasks, n_features, global, variant, c, weights: vec![None; n_blocks], n_updates: 0 })
+        Ok(Self {
+            n_tasks,
+            n_features,
+            global,
+            variant,
+            c,
+            weights: vec![None; n_blocks],
+            n_updates: 0,
+        })
     }
 
     fn block(&self, task: usize) -> usize {
@@ -81,7 +92,9 @@ impl PassiveAggressive {
 
     /// The weight vector used for `task` (zeros before its first update).
     pub fn weights(&self, task: usize) -> Vec<f64> {
-        self.weights[self.block(task)].clone().unwrap_or_else(|| vec![0.0; self.n_features])
+        self.weights[self.block(task)]
+            .clone()
+            .unwrap_or_else(|| vec![0.0; self.n_features])
     }
 }
 
@@ -134,7 +147,9 @@ mod tests {
         let mut rng = SplitMix64::new(seed);
         let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let y = (0..n).map(|t| if x[t * d] - 0.5 * x[t * d + 1] > 0.1 { 1.0 } else { -1.0 }).collect();
+        let y = (0..n)
+            .map(|t| if x[t * d] - 0.5 * x[t * d + 1] > 0.1 { 1.0 } else { -1.0 })
+            .collect();
         (x, y)
     }
 
@@ -160,14 +175,24 @@ mod tests {
     fn reductions() {
         let (n, d) = (300, 5);
         let (x, y) = stream(n, d, 2);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let tasks = vec![0i64; n];
         let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
         let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();
-        assert_eq!(learn(&mut g, &rows, &tasks, &y).unwrap(), learn(&mut u, &rows, &tasks, &y).unwrap());
+        assert_eq!(
+            learn(&mut g, &rows, &tasks, &y).unwrap(),
+            learn(&mut u, &rows, &tasks, &y).unwrap()
+        );
         let mut pa = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
         let mut pa1 = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1e9).unwrap();
-        assert_eq!(learn(&mut pa, &rows, &tasks, &y).unwrap(), learn(&mut pa1, &rows, &tasks, &y).unwrap());
+        assert_eq!(
+            learn(&mut pa, &rows, &tasks, &y).unwrap(),
+            learn(&mut pa1, &rows, &tasks, &y).unwrap()
+        );
         assert!(PassiveAggressive::new(1, d, false, PaVariant::Pa1, 0.0).is_err());
         assert!(PaVariant::parse("pa3").is_err());
     }

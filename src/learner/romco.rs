@@ -5,8 +5,8 @@
 //! trace-norm prox (singular value thresholding), and V (d x k) the personalized part, kept
 //! column-sparse by a column group-lasso prox. A round (protocol P2, §1.2; a single example in
 //! protocol P1) is scored with the same model; if the trigger fires (`Loss`: some hinge loss
-//! > 0, Alg. 1; `Mistake`: some `y p <= 0`, §4.4 of the paper), every present task with positive
-//! loss takes a gradient step `u^i += η1 y x`, `v^i += η2 y x`, then
+//! is positive, Alg. 1; `Mistake`: some `y p <= 0`, §4.4 of the paper), every present task with
+//! positive loss takes a gradient step `u^i += η1 y x`, `v^i += η2 y x`, then
 //! `U ← SVT_{η1 λ1}(U)` and every column `v^i ← (1 - η2 λ2 / ||v^i||)_+ v^i`.
 //!
 //! Cost (§5.5): U and V are dense column-major `d x k` (2 d k floats, nothing else of size d).
@@ -48,7 +48,10 @@ impl RomcoTrigger {
         match name {
             "loss" => Ok(Self::Loss),
             "mistake" => Ok(Self::Mistake),
-            other => Err(invalid("update", format!("expected 'loss' or 'mistake', got {other:?}"))),
+            other => Err(invalid(
+                "update",
+                format!("expected 'loss' or 'mistake', got {other:?}"),
+            )),
         }
     }
 }
@@ -76,6 +79,8 @@ pub struct Romco {
     u_live: Vec<bool>,
     /// The next SVT uses route (a) (set by a resync that found drift).
     qr_pending: bool,
+    /// Right singular vectors of the last route-(a) SVT (warm start of the next), `q x q`.
+    svt_vectors: Vec<f64>,
     /// Rank of U after the last thresholding (`None` with `λ1 = 0`: computed on demand).
     rank: Option<usize>,
     n_updates: u64,
@@ -95,22 +100,40 @@ struct Item<'a> {
 }
 
 impl Romco {
-    pub fn new(n_tasks: usize, n_features: usize, eta1: f64, eta2: f64, lambda1: f64, lambda2: f64, trigger: RomcoTrigger) -> Result<Self> {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        trigger: RomcoTrigger,
+    ) -> Result<Self> {
         if n_tasks == 0 {
             return Err(invalid("n_tasks", "must be >= 1"));
         }
         if n_features == 0 {
             return Err(invalid("n_features", "must be >= 1"));
         }
-        for (name, value) in [("eta1", eta1), ("eta2", eta2), ("lambda1", lambda1), ("lambda2", lambda2)] {
+        for (name, value) in [
+            ("eta1", eta1),
+            ("eta2", eta2),
+            ("lambda1", lambda1),
+            ("lambda2", lambda2),
+        ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
             }
         }
         if eta1 + eta2 <= 0.0 {
-            return Err(invalid("eta1", "eta1 + eta2 must be > 0 (otherwise the model never changes)"));
+            return Err(invalid(
+                "eta1",
+                "eta1 + eta2 must be > 0 (otherwise the model never changes)",
+            ));
         }
-        let size = n_features.checked_mul(n_tasks).ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
+        let size = n_features
+            .checked_mul(n_tasks)
+            .ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -125,6 +148,7 @@ impl Romco {
             v_sq_norm: vec![0.0; n_tasks],
             gram: vec![0.0; n_tasks * n_tasks],
             u_live: vec![false; n_tasks],
+            svt_vectors: Vec::new(),
             qr_pending: false,
             rank: Some(0),
             n_updates: 0,
@@ -180,14 +204,16 @@ impl Romco {
             Some(r) => r,
             None => {
                 let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
-                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0).map_or(0, |s| s.rank)
+                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
             }
         }
     }
 
     /// Number of columns of V with `||v^i|| > 0`.
     pub fn n_personalized(&self) -> usize {
-        (0..self.n_tasks).filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0).count()
+        (0..self.n_tasks)
+            .filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0)
+            .count()
     }
 
     fn triggered(&self, items: &[Item]) -> bool {
@@ -296,18 +322,27 @@ impl Romco {
         let gram_result = if self.qr_pending {
             None
         } else {
-            let sub: Vec<f64> = live.iter().flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b])).collect();
+            let sub: Vec<f64> = live
+                .iter()
+                .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
+                .collect();
             svt::gram_route(&sub, q, theta)
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
                 self.n_gram_svt += 1;
+                self.svt_vectors.clone_from(&s.z);
                 Some(s)
             }
             None => {
                 self.qr_pending = false;
                 self.n_qr_svt += 1;
-                svt::qr_route_cols(&self.u, d, &live, theta)
+                let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
+                let s = svt::qr_route_cols(&self.u, d, &live, theta, warm);
+                if let Some(s) = &s {
+                    self.svt_vectors.clone_from(&s.z);
+                }
+                s
             }
         };
         match shrink.map(|s| svt::embed(s, &live, k)) {
@@ -341,9 +376,16 @@ impl Romco {
     /// Exact `C = UᵀU` and `||v^i||²` (§5.5 b, step 4).
     fn resync(&mut self) {
         let (d, k) = (self.n_features, self.n_tasks);
+        // The warm start of the Jacobi SVD accumulates rotations: restart it from I now and then.
+        self.svt_vectors.clear();
         if self.lambda1 > 0.0 {
             let exact = svt::gram(&self.u, d, k);
-            let drift: f64 = exact.iter().zip(&self.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+            let drift: f64 = exact
+                .iter()
+                .zip(&self.gram)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
             let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
@@ -383,7 +425,14 @@ impl OnlineLearner for Romco {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
-        let items: Vec<Item> = (0..rows.len()).map(|r| Item { x: rows[r], task: tasks[r], y: y[r], score: scores[r] }).collect();
+        let items: Vec<Item> = (0..rows.len())
+            .map(|r| Item {
+                x: rows[r],
+                task: tasks[r],
+                y: y[r],
+                score: scores[r],
+            })
+            .collect();
         self.joint_update(&items);
     }
 
@@ -442,7 +491,11 @@ mod tests {
     fn unregularised_romco_is_independent_margin_perceptrons() {
         let (n, d, k) = (500, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 3);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.3, 0.2, 0.0, 0.0, RomcoTrigger::Loss);
         let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
@@ -465,7 +518,11 @@ mod tests {
     fn mistake_trigger_equals_perceptrons() {
         let (n, d, k) = (400, 4, 4);
         let (x, tasks, y) = random_stream(n, d, k, 8);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
         let s = learn(&mut m, &rows, &tasks, &y).unwrap();
         let mut z = vec![vec![0.0; d]; k];
@@ -484,7 +541,11 @@ mod tests {
     fn huge_regularisation_zeroes_the_parts() {
         let (n, d, k) = (200, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 4);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &tasks, &y).unwrap();
         assert!(m.u.iter().all(|&v| v == 0.0));
@@ -503,7 +564,11 @@ mod tests {
         let d = 3;
         let mut m = model(2, d, 0.05, 0.05, 0.01, 0.01, RomcoTrigger::Mistake);
         let x = [1.0, 2.0, 0.0, 0.0, 1.0, 1.0];
-        let rows = Rows::Dense { data: &x, n_rows: 2, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: 2,
+            n_cols: d,
+        };
         learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
         let before = m.clone();
         // Positive margin below 1: the loss trigger would fire, the mistake trigger does not.
@@ -520,13 +585,22 @@ mod tests {
     fn maintained_quantities_track_exact_values() {
         let (n, d, k) = (700, 30, 6);
         let (x, tasks, y) = random_stream(n, d, k, 12);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
         let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
         learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
         let exact = svt::gram(&m.u, d, k);
         let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
-        let drift = exact.iter().zip(&m.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+        let drift = exact
+            .iter()
+            .zip(&m.gram)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            .sqrt();
         assert!(drift <= 1e-10 * scale, "C drifted: {drift} vs {scale}");
         let vm = m.v_matrix();
         for i in 0..k {
@@ -542,11 +616,18 @@ mod tests {
     fn rounds_share_one_model_and_singletons_equal_p1() {
         let (n, d, k) = (240, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let singles: Vec<i64> = (0..n as i64).collect();
-        assert_eq!(learn(&mut a, &rows, &tasks, &y).unwrap(), learn_rounds(&mut b, &rows, &tasks, &y, &singles).unwrap());
+        assert_eq!(
+            learn(&mut a, &rows, &tasks, &y).unwrap(),
+            learn_rounds(&mut b, &rows, &tasks, &y, &singles).unwrap()
+        );
         assert_eq!(a, b);
         let mut c = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
@@ -559,7 +640,11 @@ mod tests {
     fn bad_rounds_are_rejected_before_any_change() {
         let (n, d, k) = (6, 3, 3);
         let (x, tasks, y) = random_stream(n, d, k, 2);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.1, 0.1, 0.1, 0.1, RomcoTrigger::Loss);
         let before = m.clone();
         assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 0, 1, 0, 2, 2]).is_err());
@@ -572,8 +657,16 @@ mod tests {
     fn sparse_and_dense_agree_and_parameters_are_checked() {
         let (n, d, k) = (300, 8, 3);
         let (mut x, tasks, y) = random_stream(n, d, k, 5);
-        x.iter_mut().enumerate().for_each(|(j, v)| if j % 3 != 0 { *v = 0.0 });
-        let dense = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        x.iter_mut().enumerate().for_each(|(j, v)| {
+            if j % 3 != 0 {
+                *v = 0.0
+            }
+        });
+        let dense = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
         for r in 0..n {
             for c in 0..d {
@@ -584,12 +677,19 @@ mod tests {
             }
             indptr.push(indices.len() as i64);
         }
-        let sparse = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: d };
+        let sparse = Rows::Csr {
+            indptr: &indptr,
+            indices: &indices,
+            data: &data,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.1, 0.1, 0.2, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let sa = learn(&mut a, &dense, &tasks, &y).unwrap();
         let sb = learn(&mut b, &sparse, &tasks, &y).unwrap();
-        sa.iter().zip(&sb).for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
+        sa.iter()
+            .zip(&sb)
+            .for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
         assert!(Romco::new(2, 3, -1.0, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
         assert!(Romco::new(2, 3, 0.1, 0.1, f64::NAN, 0.0, RomcoTrigger::Loss).is_err());
         assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());

@@ -45,6 +45,9 @@ pub struct Shrinkage {
     pub sigma: Vec<f64>,
     /// `σ_max(M)`.
     pub sigma_max: f64,
+    /// The right singular vectors (columns), row-major `k x q` (used to warm-start the next
+    /// Jacobi SVD).
+    pub z: Vec<f64>,
     /// The number of `(σ_r - θ)_+ > RANK_TOL σ_max`: the rank of the result.
     pub rank: usize,
 }
@@ -124,7 +127,9 @@ fn right_multiply_kernel(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
             }
             while r < k {
                 let w = p[r * k + j];
-                out.iter_mut().zip(&buf[r * len..(r + 1) * len]).for_each(|(o, &b)| *o += w * b);
+                out.iter_mut()
+                    .zip(&buf[r * len..(r + 1) * len])
+                    .for_each(|(o, &b)| *o += w * b);
                 r += 1;
             }
         }
@@ -199,6 +204,77 @@ fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
     (r, q.min(d))
 }
 
+/// One-sided (Hestenes) Jacobi SVD of the `rows x q` row-major matrix `a`, started from the
+/// orthogonal `q x q` matrix `warm` (row-major; its columns are the guess of the right singular
+/// vectors): columns of `A Z` are rotated pairwise until they are orthogonal. Returns the
+/// singular values and the right singular vectors (columns of the `q x q` result), or `None`
+/// when it does not converge in `MAX_SWEEPS` sweeps. With a good warm start (the previous
+/// update's vectors) one or two sweeps suffice.
+pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, DMatrix<f64>)> {
+    const MAX_SWEEPS: usize = 8;
+    // Column-major working copies: w = A Z, z = Z.
+    let mut z = vec![0.0; q * q];
+    match warm {
+        Some(z0) if z0.len() == q * q => (0..q).for_each(|c| (0..q).for_each(|r| z[c * q + r] = z0[r * q + c])),
+        _ => (0..q).for_each(|c| z[c * q + c] = 1.0),
+    }
+    let mut w = vec![0.0; rows * q];
+    for c in 0..q {
+        for i in 0..rows {
+            w[c * rows + i] = (0..q).map(|r| a[i * q + r] * z[c * q + r]).sum();
+        }
+    }
+    let tol = f64::EPSILON * rows.max(1) as f64;
+    let mut norms: Vec<f64> = (0..q)
+        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]))
+        .collect();
+    let mut converged = false;
+    for _ in 0..MAX_SWEEPS {
+        let mut rotated = false;
+        for p in 0..q {
+            for s in p + 1..q {
+                let (alpha, beta) = (norms[p], norms[s]);
+                if alpha == 0.0 || beta == 0.0 {
+                    continue;
+                }
+                let (lo, hi) = w.split_at_mut(s * rows);
+                let (wp, ws) = (&mut lo[p * rows..(p + 1) * rows], &mut hi[..rows]);
+                let gamma = dot4(wp, ws);
+                if gamma.abs() <= tol * (alpha * beta).sqrt() {
+                    continue;
+                }
+                rotated = true;
+                let zeta = (beta - alpha) / (2.0 * gamma);
+                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
+                let c = 1.0 / (1.0 + t * t).sqrt();
+                let sn = c * t;
+                for (x, y) in wp.iter_mut().zip(ws.iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = c * u - sn * v;
+                    *y = sn * u + c * v;
+                }
+                let (zlo, zhi) = z.split_at_mut(s * q);
+                for (x, y) in zlo[p * q..(p + 1) * q].iter_mut().zip(zhi[..q].iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = c * u - sn * v;
+                    *y = sn * u + c * v;
+                }
+                norms[p] = dot4(wp, wp);
+                norms[s] = dot4(ws, ws);
+            }
+        }
+        if !rotated {
+            converged = true;
+            break;
+        }
+    }
+    if !converged {
+        return None;
+    }
+    let sigma = norms.iter().map(|n| n.sqrt()).collect();
+    Some((sigma, DMatrix::from_column_slice(q, q, &z)))
+}
+
 /// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
 /// singular values.
 fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
@@ -229,7 +305,15 @@ fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
     }
     symmetrize(&mut pi, k);
     symmetrize(&mut gram, k);
-    Shrinkage { pi, gram, sigma, sigma_max, rank }
+    let z = (0..k).flat_map(|a| (0..z.ncols()).map(move |r| z[(a, r)])).collect();
+    Shrinkage {
+        pi,
+        gram,
+        sigma,
+        sigma_max,
+        rank,
+        z,
+    }
 }
 
 fn symmetrize(m: &mut [f64], k: usize) {
@@ -254,28 +338,42 @@ pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
         return None;
     }
     let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
-    let sigma: Vec<f64> = eig.eigenvalues.iter().map(|&l| l.max(0.0).sqrt()).collect();
+    let (values, vectors) = (eig.eigenvalues, eig.eigenvectors);
+    let sigma: Vec<f64> = values.iter().map(|&l| l.max(0.0).sqrt()).collect();
     let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
     if theta < GRAM_MIN_THETA * sigma_max {
         return None;
     }
-    Some(shrinkage_from(&eig.eigenvectors, sigma, theta))
+    Some(shrinkage_from(&vectors, sigma, theta))
 }
 
 /// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
 /// `None` only if `M` holds non-finite values or the SVD fails to converge.
 pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> {
     let cols: Vec<usize> = (0..k).collect();
-    qr_route_cols(m, d, &cols, theta)
+    qr_route_cols(m, d, &cols, theta, None)
 }
 
 /// Route (a) on the submatrix of the columns `cols` (the result is `q x q`, `q = cols.len()`).
-pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64) -> Option<Shrinkage> {
-    if cols.is_empty() || d == 0 || cols.iter().any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite())) {
+/// The SVD of R is a one-sided Jacobi SVD warm-started from `warm` (a `q x q` orthogonal guess
+/// of the right singular vectors, e.g. the previous update's), with nalgebra's SVD as the
+/// fallback should it not converge.
+pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Option<&[f64]>) -> Option<Shrinkage> {
+    if cols.is_empty()
+        || d == 0
+        || cols
+            .iter()
+            .any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite()))
+    {
         return None;
     }
     let (r, rows) = r_factor(m, d, cols);
     let q = cols.len();
+    if warm.is_some() {
+        if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
+            return Some(shrinkage_from(&z, sigma, theta));
+        }
+    }
     let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
     let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
     let z = svd.v_t?.transpose();
@@ -353,7 +451,13 @@ mod tests {
     /// INV-R4: routes (a), (b) and the explicit (a) agree, and σ(SVT(M)) = (σ(M) - θ)_+.
     #[test]
     fn routes_agree_and_shrink_singular_values() {
-        for &(d, k, rank, theta) in &[(600, 6, 6, 0.3), (300, 8, 3, 0.5), (3, 7, 3, 0.2), (1000, 12, 12, 1.0), (40, 5, 5, 1e9)] {
+        for &(d, k, rank, theta) in &[
+            (600, 6, 6, 0.3),
+            (300, 8, 3, 0.5),
+            (3, 7, 3, 0.2),
+            (1000, 12, 12, 1.0),
+            (40, 5, 5, 1e9),
+        ] {
             let m = random_matrix(d, k, rank, (d * k) as u64);
             let c = gram(&m, d, k);
             let b = gram_route(&c, k, theta).expect("gram route");
@@ -361,8 +465,16 @@ mod tests {
             let (explicit, sigma) = svt_explicit(&m, d, k, theta).unwrap();
             let (ua, ub) = (apply(&m, d, k, &a), apply(&m, d, k, &b));
             if theta < 1e8 {
-                assert!(rel_diff(&ua, &explicit) < 1e-9, "(a) vs explicit: {}", rel_diff(&ua, &explicit));
-                assert!(rel_diff(&ub, &explicit) < 1e-9, "(b) vs explicit: {}", rel_diff(&ub, &explicit));
+                assert!(
+                    rel_diff(&ua, &explicit) < 1e-9,
+                    "(a) vs explicit: {}",
+                    rel_diff(&ua, &explicit)
+                );
+                assert!(
+                    rel_diff(&ub, &explicit) < 1e-9,
+                    "(b) vs explicit: {}",
+                    rel_diff(&ub, &explicit)
+                );
             } else {
                 assert!(ua.iter().chain(&ub).all(|&v| v == 0.0));
                 assert_eq!((a.rank, b.rank), (0, 0));
@@ -397,12 +509,38 @@ mod tests {
         let (p, qt) = (svd.u.unwrap(), svd.v_t.unwrap());
         let diff = mm - DMatrix::from_column_slice(d, k, &out);
         let keep: Vec<usize> = (0..k).filter(|&r| svd.singular_values[r] > theta).collect();
-        assert!(!keep.is_empty() && keep.len() < k, "the test needs retained and removed pairs");
+        assert!(
+            !keep.is_empty() && keep.len() < k,
+            "the test needs retained and removed pairs"
+        );
         let p_plus = p.select_columns(&keep);
         let q_plus = qt.transpose().select_columns(&keep);
         let g = p_plus.transpose() * diff * q_plus;
         let target = DMatrix::<f64>::identity(keep.len(), keep.len()) * theta;
         assert!((g - target).norm() <= 1e-9, "prox optimality violated");
+    }
+
+    /// The warm-started Jacobi SVD of route (a) agrees with the cold solvers (nalgebra).
+    #[test]
+    fn warm_started_solvers_agree() {
+        let (d, k, theta) = (300, 7, 0.4);
+        let m = random_matrix(d, k, 7, 17);
+        let c = gram(&m, d, k);
+        let cold_b = gram_route(&c, k, theta).unwrap();
+        let cold_a = qr_route(&m, d, k, theta).unwrap();
+        // A rough orthogonal guess: the exact vectors of a perturbed matrix.
+        let mut m2 = m.clone();
+        m2.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v += 0.05 * ((i % 13) as f64 - 6.0) / 6.0);
+        let guess = qr_route(&m2, d, k, theta).unwrap().z;
+        let cols: Vec<usize> = (0..k).collect();
+        let warm_a = qr_route_cols(&m, d, &cols, theta, Some(&guess)).unwrap();
+        let reference = apply(&m, d, k, &cold_a);
+        for s in [&cold_b, &warm_a] {
+            assert!(rel_diff(&apply(&m, d, k, s), &reference) < 1e-9);
+            assert_eq!(s.rank, cold_a.rank);
+        }
     }
 
     #[test]
