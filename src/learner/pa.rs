@@ -13,6 +13,7 @@ use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::simd::{dense_axpy, dense_dot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
@@ -108,7 +109,11 @@ impl OnlineLearner for PassiveAggressive {
     }
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        self.weights[self.block(task)].as_ref().map_or(0.0, |w| x.dot(w))
+        match (&self.weights[self.block(task)], x) {
+            (None, _) => 0.0,
+            (Some(w), Row::Dense(v)) => dense_dot(v, w),
+            (Some(w), sparse) => sparse.dot(w),
+        }
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
@@ -116,13 +121,21 @@ impl OnlineLearner for PassiveAggressive {
         if loss <= 0.0 {
             return;
         }
-        let tau = self.variant.step(loss, x.sq_norm(), self.c);
+        let sq_norm = match x {
+            Row::Dense(v) => dense_dot(v, v),
+            sparse => sparse.sq_norm(),
+        };
+        let tau = self.variant.step(loss, sq_norm, self.c);
         if tau <= 0.0 {
             return;
         }
         let d = self.n_features;
         let b = self.block(task);
-        x.add_to(self.weights[b].get_or_insert_with(|| vec![0.0; d]), tau * y);
+        let w = self.weights[b].get_or_insert_with(|| vec![0.0; d]);
+        match x {
+            Row::Dense(v) => dense_axpy(tau * y, v, w),
+            sparse => sparse.add_to(w, tau * y),
+        }
         self.n_updates += 1;
     }
 

@@ -23,6 +23,7 @@ use crate::data::{dot_dense, Row};
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage};
 
 /// Exact recomputation of `C = UᵀU` and of the column norms of V, every this many updates.
@@ -89,6 +90,24 @@ pub struct Romco {
     n_qr_svt: u64,
     n_drift_resyncs: u64,
     n_numerical_failures: u64,
+}
+
+/// `<x, w>`, with the AVX2 build for dense rows.
+#[inline]
+fn row_dot(x: &Row, w: &[f64]) -> f64 {
+    match x {
+        Row::Dense(v) => dense_dot(v, w),
+        sparse => sparse.dot(w),
+    }
+}
+
+/// `w += alpha x`, with the AVX2 build for dense rows.
+#[inline]
+fn row_axpy(x: &Row, alpha: f64, w: &mut [f64]) {
+    match x {
+        Row::Dense(v) => dense_axpy(alpha, v, w),
+        sparse => sparse.add_to(w, alpha),
+    }
 }
 
 /// One present task of a round: its row, task, label and pre-update score.
@@ -169,7 +188,7 @@ impl Romco {
         if s == 0.0 {
             0.0
         } else {
-            s * x.dot(&self.v[i * self.n_features..(i + 1) * self.n_features])
+            s * row_dot(x, &self.v[i * self.n_features..(i + 1) * self.n_features])
         }
     }
 
@@ -242,7 +261,7 @@ impl Romco {
             for it in &active {
                 let t = it.task;
                 for j in 0..k {
-                    let a = step * it.y * it.x.dot(self.u_col(j));
+                    let a = step * it.y * row_dot(&it.x, self.u_col(j));
                     c_hat[j * k + t] += a;
                     c_hat[t * k + j] += a;
                 }
@@ -257,7 +276,7 @@ impl Romco {
         // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
         for it in &active {
             let t = it.task;
-            it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
+            row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
             self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
             if self.eta2 == 0.0 {
                 continue;
@@ -269,7 +288,7 @@ impl Romco {
             }
             let vx = self.v_dot(t, &it.x);
             let s = self.v_scale[t];
-            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
+            row_axpy(&it.x, self.eta2 * it.y / s, &mut self.v[t * d..(t + 1) * d]);
             let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * it.x.sq_norm();
             self.v_sq_norm[t] = norm2.max(0.0);
         }
@@ -413,7 +432,7 @@ impl OnlineLearner for Romco {
     }
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        x.dot(self.u_col(task)) + self.v_dot(task, &x)
+        row_dot(&x, self.u_col(task)) + self.v_dot(task, &x)
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).

@@ -21,6 +21,7 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::data::dot_dense;
+use crate::linalg::simd::dispatch;
 
 /// Rows per block in the blocked kernels (QR and the in-place right multiplication).
 const BLOCK: usize = 512;
@@ -64,34 +65,6 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
         }
     }
     c
-}
-
-/// True when the CPU runs the AVX2 builds of the kernels below. The arithmetic is the same in
-/// both builds (Rust never fuses a multiply and an add on its own), only wider.
-#[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
-}
-
-/// Defines `$name` (dispatching) over `$kernel`, compiled twice: with AVX2 and without.
-macro_rules! dispatch {
-    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $kernel:ident, $avx:ident) => {
-        #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn $avx($($arg: $ty),*) $(-> $ret)? {
-            $kernel($($arg),*)
-        }
-
-        $(#[$doc])*
-        pub fn $name($($arg: $ty),*) $(-> $ret)? {
-            #[cfg(target_arch = "x86_64")]
-            if has_avx2() {
-                // SAFETY: the CPU supports AVX2 (checked at run time), the only requirement.
-                return unsafe { $avx($($arg),*) };
-            }
-            $kernel($($arg),*)
-        }
-    };
 }
 
 dispatch! {
