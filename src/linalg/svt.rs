@@ -21,7 +21,7 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::data::dot_dense;
-use crate::linalg::simd::dispatch;
+use crate::linalg::simd::{dispatch, dot4};
 
 /// Rows per block in the blocked kernels (QR and the in-place right multiplication).
 const BLOCK: usize = 512;
@@ -108,26 +108,6 @@ fn right_multiply_kernel(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
         }
         r0 += len;
     }
-}
-
-#[inline(always)]
-fn dot4(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; 4];
-    let chunks = n / 4;
-    for c in 0..chunks {
-        let i = 4 * c;
-        acc[0] += a[i] * b[i];
-        acc[1] += a[i + 1] * b[i + 1];
-        acc[2] += a[i + 2] * b[i + 2];
-        acc[3] += a[i + 3] * b[i + 3];
-    }
-    let mut tail = 0.0;
-    for i in 4 * chunks..n {
-        tail += a[i] * b[i];
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 dispatch! {
@@ -232,8 +212,8 @@ pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Opt
                     *x = c * u - sn * v;
                     *y = sn * u + c * v;
                 }
-                norms[p] = dot4(wp, wp);
-                norms[s] = dot4(ws, ws);
+                norms[p] = alpha - t * gamma;
+                norms[s] = beta + t * gamma;
             }
         }
         if !rotated {
@@ -244,7 +224,9 @@ pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Opt
     if !converged {
         return None;
     }
-    let sigma = norms.iter().map(|n| n.sqrt()).collect();
+    let sigma = (0..q)
+        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]).sqrt())
+        .collect();
     Some((sigma, DMatrix::from_column_slice(q, q, &z)))
 }
 
@@ -332,16 +314,14 @@ pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> 
 /// of the right singular vectors, e.g. the previous update's), with nalgebra's SVD as the
 /// fallback should it not converge.
 pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Option<&[f64]>) -> Option<Shrinkage> {
-    if cols.is_empty()
-        || d == 0
-        || cols
-            .iter()
-            .any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite()))
-    {
+    if cols.is_empty() || d == 0 {
         return None;
     }
     let (r, rows) = r_factor(m, d, cols);
     let q = cols.len();
+    if r.iter().any(|v| !v.is_finite()) {
+        return None; // M holds (or overflowed to) non-finite values
+    }
     if warm.is_some() {
         if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
             return Some(shrinkage_from(&z, sigma, theta));
