@@ -50,7 +50,10 @@ fn bench_stream(c: &mut Criterion) {
     g.bench_function("ROMCO P1 (default parameters)", |b| {
         b.iter_batched(
             fresh,
-            |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
             BatchSize::LargeInput,
         )
     });
@@ -65,7 +68,10 @@ fn bench_stream(c: &mut Criterion) {
     g.bench_function("ROMCO P1 (lambda1 = 0.5: Gram route)", |b| {
         b.iter_batched(
             gram,
-            |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
             BatchSize::LargeInput,
         )
     });
@@ -73,7 +79,10 @@ fn bench_stream(c: &mut Criterion) {
     g.bench_function("PA-Unique", |b| {
         b.iter_batched(
             pa,
-            |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
             BatchSize::LargeInput,
         )
     });
@@ -135,7 +144,8 @@ fn bench_sparse_huge(c: &mut Criterion) {
     let mut g = c.benchmark_group("sparse d = 500,000, 12 tasks");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
-    // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V.
+    // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V;
+    // the routines return the model so that freeing it is not timed either.
     let warm = |lambda1: f64| {
         let mut m = Romco::new(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).unwrap();
         learn(&mut m, &rows, &tasks, &y).unwrap();
@@ -145,14 +155,20 @@ fn bench_sparse_huge(c: &mut Criterion) {
     g.bench_function("ROMCO P1", |b| {
         b.iter_batched(
             || full.clone(),
-            |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
             BatchSize::LargeInput,
         )
     });
     g.bench_function("ROMCO P1, lambda1 = 0 (fast path)", |b| {
         b.iter_batched(
             || fast.clone(),
-            |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
             BatchSize::LargeInput,
         )
     });

@@ -26,8 +26,13 @@ use crate::learner::OnlineLearner;
 use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage};
 
-/// Exact recomputation of `C = UᵀU` and of the column norms of V, every this many updates.
+/// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
+
+/// Exact recomputation of the column norms of V, every this many updates (an `O(dk)` pass, kept
+/// rare so that the `λ1 = 0` path stays `O(nnz)` per update; the maintained norms drift by
+/// about `ε` per update).
+pub const V_RESYNC_EVERY: u64 = 10_000;
 
 /// After a resync, a drift `||C - UᵀU||_F > DRIFT_TOL ||C||_F` sends the next SVT to route (a).
 pub const DRIFT_TOL: f64 = 1e-8;
@@ -392,7 +397,7 @@ impl Romco {
         self.v_scale[i] = 1.0;
     }
 
-    /// Exact `C = UᵀU` and `||v^i||²` (§5.5 b, step 4).
+    /// Exact `C = UᵀU` (§5.5 b, step 4) and, more rarely, `||v^i||²`.
     fn resync(&mut self) {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations: restart it from I now and then.
@@ -411,6 +416,9 @@ impl Romco {
                 self.n_drift_resyncs += 1;
             }
             self.gram = exact;
+        }
+        if self.n_updates % V_RESYNC_EVERY != 0 {
+            return;
         }
         for i in 0..k {
             let s = self.v_scale[i];
