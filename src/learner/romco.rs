@@ -115,6 +115,15 @@ fn row_axpy(x: &Row, alpha: f64, w: &mut [f64]) {
     }
 }
 
+/// `<a, b>` of two rows, with the AVX2 build for two dense rows.
+#[inline]
+fn rows_dot(a: &Row, b: &Row) -> f64 {
+    match (a, b) {
+        (Row::Dense(u), Row::Dense(v)) => dense_dot(u, v),
+        _ => a.dot_row(b),
+    }
+}
+
 /// One present task of a round: its row, task, label and pre-update score.
 struct Item<'a> {
     x: Row<'a>,
@@ -259,22 +268,36 @@ impl Romco {
         let shrink_u = self.lambda1 > 0.0;
 
         // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U.
-        let mut c_hat = Vec::new();
-        if shrink_u {
-            c_hat = self.gram.clone();
+        // Its trace comes first (O(|P| nnz)): when the trace already shows θ < 10⁻⁶ σ_max, route
+        // (b) is ruled out and the rest of Ĉ is not needed.
+        let mut c_hat = None;
+        if shrink_u && !self.qr_pending {
             let step = self.eta1;
+            let mut trace: f64 = (0..k).map(|j| self.gram[j * k + j]).sum();
             for it in &active {
-                let t = it.task;
-                for j in 0..k {
-                    let a = step * it.y * row_dot(&it.x, self.u_col(j));
-                    c_hat[j * k + t] += a;
-                    c_hat[t * k + j] += a;
-                }
+                let ux = row_dot(&it.x, self.u_col(it.task));
+                trace += 2.0 * step * it.y * ux + step * step * it.x.sq_norm();
             }
-            for a in &active {
-                for b in &active {
-                    c_hat[a.task * k + b.task] += step * step * a.y * b.y * a.x.dot_row(&b.x);
+            if !svt::gram_route_ruled_out(trace, k, self.eta1 * self.lambda1) {
+                let mut c = self.gram.clone();
+                for it in &active {
+                    let t = it.task;
+                    for j in 0..k {
+                        let a = step * it.y * row_dot(&it.x, self.u_col(j));
+                        c[j * k + t] += a;
+                        c[t * k + j] += a;
+                    }
                 }
+                for (ia, a) in active.iter().enumerate() {
+                    for b in &active[ia..] {
+                        let v = step * step * a.y * b.y * rows_dot(&a.x, &b.x);
+                        c[a.task * k + b.task] += v;
+                        if a.task != b.task {
+                            c[b.task * k + a.task] += v;
+                        }
+                    }
+                }
+                c_hat = Some(c);
             }
         }
 
@@ -300,7 +323,7 @@ impl Romco {
 
         // U ← SVT_{η1 λ1}(Û).
         if shrink_u {
-            self.threshold_u(&c_hat);
+            self.threshold_u(c_hat.as_deref());
         } else {
             self.rank = None;
         }
@@ -334,7 +357,8 @@ impl Romco {
         }
     }
 
-    fn threshold_u(&mut self, c_hat: &[f64]) {
+    /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
+    fn threshold_u(&mut self, c_hat: Option<&[f64]>) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -343,14 +367,14 @@ impl Romco {
             return;
         }
         let q = live.len();
-        let gram_result = if self.qr_pending {
-            None
-        } else {
+        let gram_result = if let (false, Some(c_hat)) = (self.qr_pending, c_hat) {
             let sub: Vec<f64> = live
                 .iter()
                 .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
                 .collect();
             svt::gram_route(&sub, q, theta)
+        } else {
+            None
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {

@@ -281,15 +281,20 @@ fn symmetrize(m: &mut [f64], k: usize) {
     }
 }
 
+/// True when `trace(MᵀM)` alone proves `θ < 10⁻⁶ σ_max(M)` for a matrix with `k` columns
+/// (`σ_max² = λ_max ≥ trace / k`), so route (b) cannot be used and `MᵀM` need not be formed.
+pub fn gram_route_ruled_out(trace: f64, k: usize, theta: f64) -> bool {
+    theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / k.max(1) as f64
+}
+
 /// Route (b): thresholding from the Gram matrix `Ĉ = MᵀM` (`k x k` row-major). `None` when
 /// route (a) must be used instead: `θ < 10⁻⁶ σ_max`, or the eigensolver failed.
 pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
     if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
         return None;
     }
-    // λ_max >= trace / k: when even that bound puts θ below the limit, skip the eigensolver.
     let trace: f64 = (0..k).map(|i| c_hat[i * k + i]).sum();
-    if theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / k as f64 {
+    if gram_route_ruled_out(trace, k, theta) {
         return None;
     }
     let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
