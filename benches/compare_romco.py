@@ -90,7 +90,9 @@ def sklearn_pa(X, y, tasks, k):
         name = "scikit-learn SGDClassifier(pa1)"
 
         def make():
-            return linear_model.SGDClassifier(loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, fit_intercept=False)
+            return linear_model.SGDClassifier(
+                loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, fit_intercept=False
+            )
 
     def run():
         with warnings.catch_warnings():
@@ -132,7 +134,12 @@ def main(argv=None) -> int:
     parser.add_argument("--n-tasks", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="a short run (3,000 rows)")
-    parser.add_argument("--blas-threads", type=int, default=1, help="BLAS threads for NumPy/scikit-learn (default 1: every contender single-threaded, like the native engine)")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads for NumPy/scikit-learn (default 1: every contender single-threaded, like the native engine)",
+    )
     args = parser.parse_args(argv)
     try:
         from threadpoolctl import threadpool_limits
@@ -157,7 +164,12 @@ def main(argv=None) -> int:
     m = omtl.ROMCO(n_tasks=k)
     sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
     d = m._diagnostics()
-    record("ROMCO P1", "omtl.ROMCO (native)", sec, f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR")
+    record(
+        "ROMCO P1",
+        "omtl.ROMCO (native)",
+        sec,
+        f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+    )
     sec, _ = timed(lambda: numpy_romco(X, y, tasks, np.arange(n), k))
     record("ROMCO P1", "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = ref.ROMCO(n_tasks=k)
@@ -166,15 +178,25 @@ def main(argv=None) -> int:
     # Other regimes of the SVT (§5.5): lambda1 large enough for the Gram route, and lambda1 = 0.
     for label, lam in (("ROMCO P1, lambda1=1", 1.0), ("ROMCO P1, lambda1=0", 0.0)):
         m = omtl.ROMCO(n_tasks=k, lambda1=lam)
-        sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+        sec, _ = timed(lambda m=m: m.learn(X, y, tasks=tasks))
         d = m._diagnostics()
-        record(label, "omtl.ROMCO (native)", sec, f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR")
-        sec, _ = timed(lambda: numpy_romco(X, y, tasks, np.arange(n), k, lambda1=lam))
+        record(
+            label,
+            "omtl.ROMCO (native)",
+            sec,
+            f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+        )
+        sec, _ = timed(lambda lam=lam: numpy_romco(X, y, tasks, np.arange(n), k, lambda1=lam))
         record(label, "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = omtl.ROMCO(n_tasks=k)
     sec, _ = timed(lambda: m.learn_rounds(Xr, yr, tasks=tr, rounds=rr))
     d = m._diagnostics()
-    record("ROMCO P2", "omtl.ROMCO (native)", sec, f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR")
+    record(
+        "ROMCO P2",
+        "omtl.ROMCO (native)",
+        sec,
+        f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+    )
     sec, _ = timed(lambda: numpy_romco(Xr, yr, tr, rr, k))
     record("ROMCO P2", "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = ref.ROMCO(n_tasks=k)
