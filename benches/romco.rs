@@ -38,23 +38,54 @@ fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>,
 fn bench_stream(c: &mut Criterion) {
     let (n, d, k) = (3000, 400, 12);
     let (x, tasks, y, rounds) = dense_stream(n, d, k, 1);
-    let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+    let rows = Rows::Dense {
+        data: &x,
+        n_rows: n,
+        n_cols: d,
+    };
     let mut g = c.benchmark_group("dense 400 x 12 tasks");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
     let fresh = || Romco::new(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).unwrap();
     g.bench_function("ROMCO P1 (default parameters)", |b| {
-        b.iter_batched(fresh, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+        b.iter_batched(
+            fresh,
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
     });
     g.bench_function("ROMCO P2 rounds (default parameters)", |b| {
-        b.iter_batched(fresh, |mut m| learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap(), BatchSize::LargeInput)
+        b.iter_batched(
+            fresh,
+            |mut m| learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap(),
+            BatchSize::LargeInput,
+        )
     });
     let gram = || Romco::new(k, d, 0.1, 0.1, 0.5, 1e-4, RomcoTrigger::Loss).unwrap();
     g.bench_function("ROMCO P1 (lambda1 = 0.5: Gram route)", |b| {
-        b.iter_batched(gram, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+        b.iter_batched(
+            gram,
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
     });
     let pa = || PassiveAggressive::new(k, d, false, PaVariant::Pa1, 1.0).unwrap();
-    g.bench_function("PA-Unique", |b| b.iter_batched(pa, |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput));
+    g.bench_function("PA-Unique", |b| {
+        b.iter_batched(
+            pa,
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.finish();
 }
 
@@ -66,9 +97,24 @@ fn bench_svt(c: &mut Criterion) {
     let c_hat = svt::gram(&x, d, k);
     g.bench_function("gram route (eigen)", |b| b.iter(|| svt::gram_route(&c_hat, k, theta)));
     g.bench_function("qr route (TSQR + SVD)", |b| b.iter(|| svt::qr_route(&x, d, k, theta)));
+    let cols: Vec<usize> = (0..k).collect();
+    g.bench_function("R factor (TSQR)", |b| b.iter(|| svt::r_factor(&x, d, &cols)));
+    let (r, _) = svt::r_factor(&x, d, &cols);
+    g.bench_function("Jacobi SVD of R (cold)", |b| b.iter(|| svt::jacobi_svd(&r, k, k, None)));
+    let z = svt::qr_route(&x, d, k, theta).unwrap().z;
+    g.bench_function("Jacobi SVD of R (warm)", |b| {
+        b.iter(|| svt::jacobi_svd(&r, k, k, Some(&z)))
+    });
+    g.bench_function("nalgebra SVD of R", |b| {
+        b.iter(|| nalgebra::DMatrix::from_row_slice(k, k, &r).svd(false, true))
+    });
     let s = svt::qr_route(&x, d, k, theta).unwrap();
     g.bench_function("U <- U Pi", |b| {
-        b.iter_batched(|| x.clone(), |mut u| svt::right_multiply_in_place(&mut u, d, k, &s.pi), BatchSize::SmallInput)
+        b.iter_batched(
+            || x.clone(),
+            |mut u| svt::right_multiply_in_place(&mut u, d, k, &s.pi),
+            BatchSize::SmallInput,
+        )
     });
     g.finish();
 }
@@ -87,22 +133,44 @@ fn bench_sparse_huge(c: &mut Criterion) {
         }
         indptr.push(indices.len() as i64);
     }
-    let rows = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: d };
+    let rows = Rows::Csr {
+        indptr: &indptr,
+        indices: &indices,
+        data: &data,
+        n_cols: d,
+    };
     let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
     let y: Vec<f64> = (0..n).map(|t| if t % 3 == 0 { 1.0 } else { -1.0 }).collect();
     let mut g = c.benchmark_group("sparse d = 500,000, 12 tasks");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
-    // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V.
+    // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V;
+    // the routines return the model so that freeing it is not timed either.
     let warm = |lambda1: f64| {
         let mut m = Romco::new(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).unwrap();
         learn(&mut m, &rows, &tasks, &y).unwrap();
         m
     };
     let (full, fast) = (warm(1e-4), warm(0.0));
-    g.bench_function("ROMCO P1", |b| b.iter_batched(|| full.clone(), |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput));
+    g.bench_function("ROMCO P1", |b| {
+        b.iter_batched(
+            || full.clone(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.bench_function("ROMCO P1, lambda1 = 0 (fast path)", |b| {
-        b.iter_batched(|| fast.clone(), |mut m| learn(&mut m, &rows, &tasks, &y).unwrap(), BatchSize::LargeInput)
+        b.iter_batched(
+            || fast.clone(),
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
     });
     g.finish();
 }

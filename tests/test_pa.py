@@ -84,8 +84,14 @@ def sklearn_pa1_factories():
     try:
         sgd = linear_model.SGDClassifier(loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, fit_intercept=False)
         sgd.partial_fit(np.ones((1, 2)), [1], classes=[-1, 1])
-        out.append(("SGDClassifier(learning_rate='pa1')", lambda: linear_model.SGDClassifier(
-            loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, fit_intercept=False)))
+        out.append(
+            (
+                "SGDClassifier(learning_rate='pa1')",
+                lambda: linear_model.SGDClassifier(
+                    loss="hinge", penalty=None, learning_rate="pa1", eta0=1.0, fit_intercept=False
+                ),
+            )
+        )
     except (ValueError, TypeError):
         pass
     return out
@@ -117,7 +123,9 @@ def test_pa_unique_matches_scikit_learn_per_task(sparse):
                 fitted[i] = True
         np.testing.assert_allclose(scores, theirs, rtol=1e-9, atol=1e-12, err_msg=name)
         for i in range(K):
-            np.testing.assert_allclose(ours.decision_function(np.eye(6), tasks=i), models[i].coef_[0], rtol=1e-9, atol=1e-12)
+            np.testing.assert_allclose(
+                ours.decision_function(np.eye(6), tasks=i), models[i].coef_[0], rtol=1e-9, atol=1e-12
+            )
 
 
 @pytest.mark.parametrize("cls", [omtl.PAUnique, omtl.PAGlobal, ref.PAUnique, ref.PAGlobal])
@@ -126,12 +134,16 @@ def test_pickling_mid_stream_continues_identically(cls):
     a = cls(n_tasks=K, variant="pa2")
     a.learn(X[:100], y[:100], tasks=tasks[:100])
     b = pickle.loads(pickle.dumps(a))
-    np.testing.assert_array_equal(a.learn(X[100:], y[100:], tasks=tasks[100:]), b.learn(X[100:], y[100:], tasks=tasks[100:]))
+    np.testing.assert_array_equal(
+        a.learn(X[100:], y[100:], tasks=tasks[100:]), b.learn(X[100:], y[100:], tasks=tasks[100:])
+    )
     np.testing.assert_array_equal(a.decision_function(X, tasks=tasks), b.decision_function(X, tasks=tasks))
     assert a.n_updates_ == b.n_updates_
 
 
-@pytest.mark.parametrize("params, msg", [({"C": 0.0}, "C must"), ({"C": float("inf")}, "C must"), ({"variant": "pa3"}, "variant")])
+@pytest.mark.parametrize(
+    "params, msg", [({"C": 0.0}, "C must"), ({"C": float("inf")}, "C must"), ({"variant": "pa3"}, "variant")]
+)
 def test_bad_parameters(params, msg):
     X, y, tasks = random_stream(n=10, d=3, k=K)
     for cls in (omtl.PAUnique, omtl.PAGlobal, ref.PAUnique):

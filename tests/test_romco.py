@@ -58,7 +58,9 @@ def test_rounds_native_matches_reference(params, sparse):
     nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
     np.testing.assert_array_equal(run_rounds(nat, X, y, tasks, rounds), run_rounds(rf, X, y, tasks, rounds))
     assert_same_model(nat, rf)
-    np.testing.assert_allclose(nat.decision_function(X, tasks=tasks), rf.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        nat.decision_function(X, tasks=tasks), rf.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12
+    )
     assert nat.n_updates_ <= rounds[-1] + 1  # one joint update per round at most
 
 
@@ -193,7 +195,9 @@ def test_inv_r4_svt_routes_agree_and_satisfy_the_prox_condition(shape):
         got = _native._svt_for_tests(M, theta, route)
         assert np.linalg.norm(got - expect) <= 1e-9 * np.linalg.norm(expect), route
         # σ(SVT(M)) = (σ(M) - θ)_+
-        np.testing.assert_allclose(np.linalg.svd(got, compute_uv=False), np.maximum(sigma - theta, 0), atol=1e-10 * sigma[0])
+        np.testing.assert_allclose(
+            np.linalg.svd(got, compute_uv=False), np.maximum(sigma - theta, 0), atol=1e-10 * sigma[0]
+        )
         # Prox optimality on the retained pairs: P₊ᵀ (M - U) Q₊ = θ I.
         P, _, Qt = np.linalg.svd(M, full_matrices=False)
         keep = sigma > theta
@@ -218,7 +222,9 @@ def test_group_shrinkage_of_columns():
         V_hat = V_before.copy()
         if y[t] * p < 1:
             V_hat[:, tasks[t]] += 0.3 * y[t] * X[t]
-        np.testing.assert_allclose(np.linalg.norm(m.V_, axis=0), np.maximum(np.linalg.norm(V_hat, axis=0) - 0.06, 0), atol=1e-12)
+        np.testing.assert_allclose(
+            np.linalg.norm(m.V_, axis=0), np.maximum(np.linalg.norm(V_hat, axis=0) - 0.06, 0), atol=1e-12
+        )
 
 
 def test_inv_r5_untriggered_rounds_leave_the_model_bit_identical():
@@ -269,7 +275,9 @@ BAD_ROUNDS = [
 ]
 
 
-@pytest.mark.parametrize("cls", [omtl.ROMCO, ref.ROMCO, omtl.PAUnique, omtl.MTPerceptron], ids=["romco", "romco-ref", "pa", "mtp"])
+@pytest.mark.parametrize(
+    "cls", [omtl.ROMCO, ref.ROMCO, omtl.PAUnique, omtl.MTPerceptron], ids=["romco", "romco-ref", "pa", "mtp"]
+)
 @pytest.mark.parametrize("bad", BAD_ROUNDS, ids=[b[2] for b in BAD_ROUNDS])
 def test_bad_rounds_leave_the_model_unchanged(cls, bad):
     rounds, exc, msg = bad
@@ -277,7 +285,11 @@ def test_bad_rounds_leave_the_model_unchanged(cls, bad):
     m = cls(n_tasks=K)
     m.learn(X[:20], y[:20], tasks=tasks[:20])
     before = pickle.dumps(m)
-    Xb, yb, tb = X[20:26], y[20:26], np.array([0, 1, 2, 0, 1, 2]) if "twice" not in msg else np.array([0, 1, 0, 2, 3, 1])
+    Xb, yb, tb = (
+        X[20:26],
+        y[20:26],
+        np.array([0, 1, 2, 0, 1, 2]) if "twice" not in msg else np.array([0, 1, 0, 2, 3, 1]),
+    )
     with pytest.raises(exc, match=msg):
         m.learn_rounds(Xb, yb, tasks=tb, rounds=rounds)
     assert pickle.dumps(m) == before
@@ -303,8 +315,13 @@ def test_bad_input_leaves_the_model_unchanged():
 
 @pytest.mark.parametrize(
     "params, msg",
-    [({"eta1": -0.1}, "eta1"), ({"lambda2": float("nan")}, "lambda2"), ({"update": "sometimes"}, "update"),
-     ({"eta1": 0.0, "eta2": 0.0}, "eta1 \\+ eta2"), ({"lambda1": True}, "lambda1")],
+    [
+        ({"eta1": -0.1}, "eta1"),
+        ({"lambda2": float("nan")}, "lambda2"),
+        ({"update": "sometimes"}, "update"),
+        ({"eta1": 0.0, "eta2": 0.0}, "eta1 \\+ eta2"),
+        ({"lambda1": True}, "lambda1"),
+    ],
 )
 def test_bad_parameters_are_reported_and_not_mutated(params, msg):
     X, y, tasks = random_stream(n=10, d=3, k=K)
@@ -320,7 +337,7 @@ def test_fitted_attributes_before_and_after():
     m = omtl.ROMCO(n_tasks=3)
     assert (m.rank_, m.n_personalized_, m.n_updates_) == (0, 0, 0)
     with pytest.raises(AttributeError):
-        m.U_
+        _ = m.U_
     X = np.array([[1.0, 0.0], [0.0, 1.0]])
     m.learn_rounds(X, [True, False], tasks=[0, 2], rounds=[0, 0])
     assert m.U_.shape == (2, 3) and m.V_.shape == (2, 3)

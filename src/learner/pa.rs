@@ -13,6 +13,7 @@ use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::simd::{dense_axpy, dense_dot};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
@@ -27,7 +28,10 @@ impl PaVariant {
             "pa" => Ok(Self::Pa),
             "pa1" => Ok(Self::Pa1),
             "pa2" => Ok(Self::Pa2),
-            other => Err(invalid("variant", format!("expected 'pa', 'pa1' or 'pa2', got {other:?}"))),
+            other => Err(invalid(
+                "variant",
+                format!("expected 'pa', 'pa1' or 'pa2', got {other:?}"),
+            )),
         }
     }
 
@@ -68,7 +72,15 @@ impl PassiveAggressive {
             return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
         }
         let n_blocks = if global { 1 } else { n_tasks };
-        Ok(Self { n_tasks, n_features, global, variant, c, weights: vec![None; n_blocks], n_updates: 0 })
+        Ok(Self {
+            n_tasks,
+            n_features,
+            global,
+            variant,
+            c,
+            weights: vec![None; n_blocks],
+            n_updates: 0,
+        })
     }
 
     fn block(&self, task: usize) -> usize {
@@ -81,7 +93,9 @@ impl PassiveAggressive {
 
     /// The weight vector used for `task` (zeros before its first update).
     pub fn weights(&self, task: usize) -> Vec<f64> {
-        self.weights[self.block(task)].clone().unwrap_or_else(|| vec![0.0; self.n_features])
+        self.weights[self.block(task)]
+            .clone()
+            .unwrap_or_else(|| vec![0.0; self.n_features])
     }
 }
 
@@ -95,7 +109,11 @@ impl OnlineLearner for PassiveAggressive {
     }
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        self.weights[self.block(task)].as_ref().map_or(0.0, |w| x.dot(w))
+        match (&self.weights[self.block(task)], x) {
+            (None, _) => 0.0,
+            (Some(w), Row::Dense(v)) => dense_dot(v, w),
+            (Some(w), sparse) => sparse.dot(w),
+        }
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
@@ -103,13 +121,21 @@ impl OnlineLearner for PassiveAggressive {
         if loss <= 0.0 {
             return;
         }
-        let tau = self.variant.step(loss, x.sq_norm(), self.c);
+        let sq_norm = match x {
+            Row::Dense(v) => dense_dot(v, v),
+            sparse => sparse.sq_norm(),
+        };
+        let tau = self.variant.step(loss, sq_norm, self.c);
         if tau <= 0.0 {
             return;
         }
         let d = self.n_features;
         let b = self.block(task);
-        x.add_to(self.weights[b].get_or_insert_with(|| vec![0.0; d]), tau * y);
+        let w = self.weights[b].get_or_insert_with(|| vec![0.0; d]);
+        match x {
+            Row::Dense(v) => dense_axpy(tau * y, v, w),
+            sparse => sparse.add_to(w, tau * y),
+        }
         self.n_updates += 1;
     }
 
@@ -134,7 +160,9 @@ mod tests {
         let mut rng = SplitMix64::new(seed);
         let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let y = (0..n).map(|t| if x[t * d] - 0.5 * x[t * d + 1] > 0.1 { 1.0 } else { -1.0 }).collect();
+        let y = (0..n)
+            .map(|t| if x[t * d] - 0.5 * x[t * d + 1] > 0.1 { 1.0 } else { -1.0 })
+            .collect();
         (x, y)
     }
 
@@ -160,14 +188,24 @@ mod tests {
     fn reductions() {
         let (n, d) = (300, 5);
         let (x, y) = stream(n, d, 2);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let tasks = vec![0i64; n];
         let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
         let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();
-        assert_eq!(learn(&mut g, &rows, &tasks, &y).unwrap(), learn(&mut u, &rows, &tasks, &y).unwrap());
+        assert_eq!(
+            learn(&mut g, &rows, &tasks, &y).unwrap(),
+            learn(&mut u, &rows, &tasks, &y).unwrap()
+        );
         let mut pa = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
         let mut pa1 = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1e9).unwrap();
-        assert_eq!(learn(&mut pa, &rows, &tasks, &y).unwrap(), learn(&mut pa1, &rows, &tasks, &y).unwrap());
+        assert_eq!(
+            learn(&mut pa, &rows, &tasks, &y).unwrap(),
+            learn(&mut pa1, &rows, &tasks, &y).unwrap()
+        );
         assert!(PassiveAggressive::new(1, d, false, PaVariant::Pa1, 0.0).is_err());
         assert!(PaVariant::parse("pa3").is_err());
     }

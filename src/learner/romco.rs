@@ -5,8 +5,8 @@
 //! trace-norm prox (singular value thresholding), and V (d x k) the personalized part, kept
 //! column-sparse by a column group-lasso prox. A round (protocol P2, §1.2; a single example in
 //! protocol P1) is scored with the same model; if the trigger fires (`Loss`: some hinge loss
-//! > 0, Alg. 1; `Mistake`: some `y p <= 0`, §4.4 of the paper), every present task with positive
-//! loss takes a gradient step `u^i += η1 y x`, `v^i += η2 y x`, then
+//! is positive, Alg. 1; `Mistake`: some `y p <= 0`, §4.4 of the paper), every present task with
+//! positive loss takes a gradient step `u^i += η1 y x`, `v^i += η2 y x`, then
 //! `U ← SVT_{η1 λ1}(U)` and every column `v^i ← (1 - η2 λ2 / ||v^i||)_+ v^i`.
 //!
 //! Cost (§5.5): U and V are dense column-major `d x k` (2 d k floats, nothing else of size d).
@@ -23,10 +23,16 @@ use crate::data::{dot_dense, Row};
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage};
 
-/// Exact recomputation of `C = UᵀU` and of the column norms of V, every this many updates.
+/// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
+
+/// Exact recomputation of the column norms of V, every this many updates (an `O(dk)` pass, kept
+/// rare so that the `λ1 = 0` path stays `O(nnz)` per update; the maintained norms drift by
+/// about `ε` per update).
+pub const V_RESYNC_EVERY: u64 = 10_000;
 
 /// After a resync, a drift `||C - UᵀU||_F > DRIFT_TOL ||C||_F` sends the next SVT to route (a).
 pub const DRIFT_TOL: f64 = 1e-8;
@@ -48,7 +54,10 @@ impl RomcoTrigger {
         match name {
             "loss" => Ok(Self::Loss),
             "mistake" => Ok(Self::Mistake),
-            other => Err(invalid("update", format!("expected 'loss' or 'mistake', got {other:?}"))),
+            other => Err(invalid(
+                "update",
+                format!("expected 'loss' or 'mistake', got {other:?}"),
+            )),
         }
     }
 }
@@ -76,6 +85,8 @@ pub struct Romco {
     u_live: Vec<bool>,
     /// The next SVT uses route (a) (set by a resync that found drift).
     qr_pending: bool,
+    /// Right singular vectors of the last route-(a) SVT (warm start of the next), `q x q`.
+    svt_vectors: Vec<f64>,
     /// Rank of U after the last thresholding (`None` with `λ1 = 0`: computed on demand).
     rank: Option<usize>,
     n_updates: u64,
@@ -84,6 +95,33 @@ pub struct Romco {
     n_qr_svt: u64,
     n_drift_resyncs: u64,
     n_numerical_failures: u64,
+}
+
+/// `<x, w>`, with the AVX2 build for dense rows.
+#[inline]
+fn row_dot(x: &Row, w: &[f64]) -> f64 {
+    match x {
+        Row::Dense(v) => dense_dot(v, w),
+        sparse => sparse.dot(w),
+    }
+}
+
+/// `w += alpha x`, with the AVX2 build for dense rows.
+#[inline]
+fn row_axpy(x: &Row, alpha: f64, w: &mut [f64]) {
+    match x {
+        Row::Dense(v) => dense_axpy(alpha, v, w),
+        sparse => sparse.add_to(w, alpha),
+    }
+}
+
+/// `<a, b>` of two rows, with the AVX2 build for two dense rows.
+#[inline]
+fn rows_dot(a: &Row, b: &Row) -> f64 {
+    match (a, b) {
+        (Row::Dense(u), Row::Dense(v)) => dense_dot(u, v),
+        _ => a.dot_row(b),
+    }
 }
 
 /// One present task of a round: its row, task, label and pre-update score.
@@ -95,22 +133,40 @@ struct Item<'a> {
 }
 
 impl Romco {
-    pub fn new(n_tasks: usize, n_features: usize, eta1: f64, eta2: f64, lambda1: f64, lambda2: f64, trigger: RomcoTrigger) -> Result<Self> {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        trigger: RomcoTrigger,
+    ) -> Result<Self> {
         if n_tasks == 0 {
             return Err(invalid("n_tasks", "must be >= 1"));
         }
         if n_features == 0 {
             return Err(invalid("n_features", "must be >= 1"));
         }
-        for (name, value) in [("eta1", eta1), ("eta2", eta2), ("lambda1", lambda1), ("lambda2", lambda2)] {
+        for (name, value) in [
+            ("eta1", eta1),
+            ("eta2", eta2),
+            ("lambda1", lambda1),
+            ("lambda2", lambda2),
+        ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
             }
         }
         if eta1 + eta2 <= 0.0 {
-            return Err(invalid("eta1", "eta1 + eta2 must be > 0 (otherwise the model never changes)"));
+            return Err(invalid(
+                "eta1",
+                "eta1 + eta2 must be > 0 (otherwise the model never changes)",
+            ));
         }
-        let size = n_features.checked_mul(n_tasks).ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
+        let size = n_features
+            .checked_mul(n_tasks)
+            .ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -125,6 +181,7 @@ impl Romco {
             v_sq_norm: vec![0.0; n_tasks],
             gram: vec![0.0; n_tasks * n_tasks],
             u_live: vec![false; n_tasks],
+            svt_vectors: Vec::new(),
             qr_pending: false,
             rank: Some(0),
             n_updates: 0,
@@ -145,7 +202,7 @@ impl Romco {
         if s == 0.0 {
             0.0
         } else {
-            s * x.dot(&self.v[i * self.n_features..(i + 1) * self.n_features])
+            s * row_dot(x, &self.v[i * self.n_features..(i + 1) * self.n_features])
         }
     }
 
@@ -180,14 +237,16 @@ impl Romco {
             Some(r) => r,
             None => {
                 let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
-                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0).map_or(0, |s| s.rank)
+                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
             }
         }
     }
 
     /// Number of columns of V with `||v^i|| > 0`.
     pub fn n_personalized(&self) -> usize {
-        (0..self.n_tasks).filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0).count()
+        (0..self.n_tasks)
+            .filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0)
+            .count()
     }
 
     fn triggered(&self, items: &[Item]) -> bool {
@@ -209,29 +268,43 @@ impl Romco {
         let shrink_u = self.lambda1 > 0.0;
 
         // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U.
-        let mut c_hat = Vec::new();
-        if shrink_u {
-            c_hat = self.gram.clone();
+        // Its trace comes first (O(|P| nnz)): when the trace already shows θ < 10⁻⁶ σ_max, route
+        // (b) is ruled out and the rest of Ĉ is not needed.
+        let mut c_hat = None;
+        if shrink_u && !self.qr_pending {
             let step = self.eta1;
+            let mut trace: f64 = (0..k).map(|j| self.gram[j * k + j]).sum();
             for it in &active {
-                let t = it.task;
-                for j in 0..k {
-                    let a = step * it.y * it.x.dot(self.u_col(j));
-                    c_hat[j * k + t] += a;
-                    c_hat[t * k + j] += a;
-                }
+                let ux = row_dot(&it.x, self.u_col(it.task));
+                trace += 2.0 * step * it.y * ux + step * step * it.x.sq_norm();
             }
-            for a in &active {
-                for b in &active {
-                    c_hat[a.task * k + b.task] += step * step * a.y * b.y * a.x.dot_row(&b.x);
+            if !svt::gram_route_ruled_out(trace, k, self.eta1 * self.lambda1) {
+                let mut c = self.gram.clone();
+                for it in &active {
+                    let t = it.task;
+                    for j in 0..k {
+                        let a = step * it.y * row_dot(&it.x, self.u_col(j));
+                        c[j * k + t] += a;
+                        c[t * k + j] += a;
+                    }
                 }
+                for (ia, a) in active.iter().enumerate() {
+                    for b in &active[ia..] {
+                        let v = step * step * a.y * b.y * rows_dot(&a.x, &b.x);
+                        c[a.task * k + b.task] += v;
+                        if a.task != b.task {
+                            c[b.task * k + a.task] += v;
+                        }
+                    }
+                }
+                c_hat = Some(c);
             }
         }
 
         // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
         for it in &active {
             let t = it.task;
-            it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
+            row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
             self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
             if self.eta2 == 0.0 {
                 continue;
@@ -243,14 +316,14 @@ impl Romco {
             }
             let vx = self.v_dot(t, &it.x);
             let s = self.v_scale[t];
-            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
+            row_axpy(&it.x, self.eta2 * it.y / s, &mut self.v[t * d..(t + 1) * d]);
             let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * it.x.sq_norm();
             self.v_sq_norm[t] = norm2.max(0.0);
         }
 
         // U ← SVT_{η1 λ1}(Û).
         if shrink_u {
-            self.threshold_u(&c_hat);
+            self.threshold_u(c_hat.as_deref());
         } else {
             self.rank = None;
         }
@@ -284,7 +357,8 @@ impl Romco {
         }
     }
 
-    fn threshold_u(&mut self, c_hat: &[f64]) {
+    /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
+    fn threshold_u(&mut self, c_hat: Option<&[f64]>) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -293,21 +367,30 @@ impl Romco {
             return;
         }
         let q = live.len();
-        let gram_result = if self.qr_pending {
-            None
-        } else {
-            let sub: Vec<f64> = live.iter().flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b])).collect();
+        let gram_result = if let (false, Some(c_hat)) = (self.qr_pending, c_hat) {
+            let sub: Vec<f64> = live
+                .iter()
+                .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
+                .collect();
             svt::gram_route(&sub, q, theta)
+        } else {
+            None
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
                 self.n_gram_svt += 1;
+                self.svt_vectors.clone_from(&s.z);
                 Some(s)
             }
             None => {
                 self.qr_pending = false;
                 self.n_qr_svt += 1;
-                svt::qr_route_cols(&self.u, d, &live, theta)
+                let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
+                let s = svt::qr_route_cols(&self.u, d, &live, theta, warm);
+                if let Some(s) = &s {
+                    self.svt_vectors.clone_from(&s.z);
+                }
+                s
             }
         };
         match shrink.map(|s| svt::embed(s, &live, k)) {
@@ -338,18 +421,28 @@ impl Romco {
         self.v_scale[i] = 1.0;
     }
 
-    /// Exact `C = UᵀU` and `||v^i||²` (§5.5 b, step 4).
+    /// Exact `C = UᵀU` (§5.5 b, step 4) and, more rarely, `||v^i||²`.
     fn resync(&mut self) {
         let (d, k) = (self.n_features, self.n_tasks);
+        // The warm start of the Jacobi SVD accumulates rotations: restart it from I now and then.
+        self.svt_vectors.clear();
         if self.lambda1 > 0.0 {
             let exact = svt::gram(&self.u, d, k);
-            let drift: f64 = exact.iter().zip(&self.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+            let drift: f64 = exact
+                .iter()
+                .zip(&self.gram)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
             let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
                 self.n_drift_resyncs += 1;
             }
             self.gram = exact;
+        }
+        if self.n_updates % V_RESYNC_EVERY != 0 {
+            return;
         }
         for i in 0..k {
             let s = self.v_scale[i];
@@ -371,7 +464,7 @@ impl OnlineLearner for Romco {
     }
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        x.dot(self.u_col(task)) + self.v_dot(task, &x)
+        row_dot(&x, self.u_col(task)) + self.v_dot(task, &x)
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
@@ -383,7 +476,14 @@ impl OnlineLearner for Romco {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
-        let items: Vec<Item> = (0..rows.len()).map(|r| Item { x: rows[r], task: tasks[r], y: y[r], score: scores[r] }).collect();
+        let items: Vec<Item> = (0..rows.len())
+            .map(|r| Item {
+                x: rows[r],
+                task: tasks[r],
+                y: y[r],
+                score: scores[r],
+            })
+            .collect();
         self.joint_update(&items);
     }
 
@@ -442,7 +542,11 @@ mod tests {
     fn unregularised_romco_is_independent_margin_perceptrons() {
         let (n, d, k) = (500, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 3);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.3, 0.2, 0.0, 0.0, RomcoTrigger::Loss);
         let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
@@ -465,7 +569,11 @@ mod tests {
     fn mistake_trigger_equals_perceptrons() {
         let (n, d, k) = (400, 4, 4);
         let (x, tasks, y) = random_stream(n, d, k, 8);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
         let s = learn(&mut m, &rows, &tasks, &y).unwrap();
         let mut z = vec![vec![0.0; d]; k];
@@ -484,7 +592,11 @@ mod tests {
     fn huge_regularisation_zeroes_the_parts() {
         let (n, d, k) = (200, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 4);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &tasks, &y).unwrap();
         assert!(m.u.iter().all(|&v| v == 0.0));
@@ -503,7 +615,11 @@ mod tests {
         let d = 3;
         let mut m = model(2, d, 0.05, 0.05, 0.01, 0.01, RomcoTrigger::Mistake);
         let x = [1.0, 2.0, 0.0, 0.0, 1.0, 1.0];
-        let rows = Rows::Dense { data: &x, n_rows: 2, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: 2,
+            n_cols: d,
+        };
         learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
         let before = m.clone();
         // Positive margin below 1: the loss trigger would fire, the mistake trigger does not.
@@ -520,13 +636,22 @@ mod tests {
     fn maintained_quantities_track_exact_values() {
         let (n, d, k) = (700, 30, 6);
         let (x, tasks, y) = random_stream(n, d, k, 12);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
         let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
         learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
         let exact = svt::gram(&m.u, d, k);
         let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
-        let drift = exact.iter().zip(&m.gram).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+        let drift = exact
+            .iter()
+            .zip(&m.gram)
+            .map(|(a, b)| (a - b) * (a - b))
+            .sum::<f64>()
+            .sqrt();
         assert!(drift <= 1e-10 * scale, "C drifted: {drift} vs {scale}");
         let vm = m.v_matrix();
         for i in 0..k {
@@ -542,11 +667,18 @@ mod tests {
     fn rounds_share_one_model_and_singletons_equal_p1() {
         let (n, d, k) = (240, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let singles: Vec<i64> = (0..n as i64).collect();
-        assert_eq!(learn(&mut a, &rows, &tasks, &y).unwrap(), learn_rounds(&mut b, &rows, &tasks, &y, &singles).unwrap());
+        assert_eq!(
+            learn(&mut a, &rows, &tasks, &y).unwrap(),
+            learn_rounds(&mut b, &rows, &tasks, &y, &singles).unwrap()
+        );
         assert_eq!(a, b);
         let mut c = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
@@ -559,7 +691,11 @@ mod tests {
     fn bad_rounds_are_rejected_before_any_change() {
         let (n, d, k) = (6, 3, 3);
         let (x, tasks, y) = random_stream(n, d, k, 2);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let mut m = model(k, d, 0.1, 0.1, 0.1, 0.1, RomcoTrigger::Loss);
         let before = m.clone();
         assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 0, 1, 0, 2, 2]).is_err());
@@ -572,8 +708,16 @@ mod tests {
     fn sparse_and_dense_agree_and_parameters_are_checked() {
         let (n, d, k) = (300, 8, 3);
         let (mut x, tasks, y) = random_stream(n, d, k, 5);
-        x.iter_mut().enumerate().for_each(|(j, v)| if j % 3 != 0 { *v = 0.0 });
-        let dense = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        x.iter_mut().enumerate().for_each(|(j, v)| {
+            if j % 3 != 0 {
+                *v = 0.0
+            }
+        });
+        let dense = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
         for r in 0..n {
             for c in 0..d {
@@ -584,12 +728,19 @@ mod tests {
             }
             indptr.push(indices.len() as i64);
         }
-        let sparse = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: d };
+        let sparse = Rows::Csr {
+            indptr: &indptr,
+            indices: &indices,
+            data: &data,
+            n_cols: d,
+        };
         let mut a = model(k, d, 0.1, 0.1, 0.2, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let sa = learn(&mut a, &dense, &tasks, &y).unwrap();
         let sb = learn(&mut b, &sparse, &tasks, &y).unwrap();
-        sa.iter().zip(&sb).for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
+        sa.iter()
+            .zip(&sb)
+            .for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
         assert!(Romco::new(2, 3, -1.0, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
         assert!(Romco::new(2, 3, 0.1, 0.1, f64::NAN, 0.0, RomcoTrigger::Loss).is_err());
         assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());

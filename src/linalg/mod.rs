@@ -3,6 +3,7 @@
 
 mod dense;
 mod inverse_gram;
+pub mod simd;
 pub mod svt;
 
 pub(crate) use dense::symmetrize as dense_symmetrize;

@@ -21,9 +21,10 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::data::dot_dense;
+use crate::linalg::simd::{dispatch, dot4};
 
 /// Rows per block in the blocked kernels (QR and the in-place right multiplication).
-const BLOCK: usize = 256;
+const BLOCK: usize = 512;
 
 /// Relative floor under which a singular value of the result counts as zero for the rank.
 pub const RANK_TOL: f64 = 1e-12;
@@ -45,6 +46,9 @@ pub struct Shrinkage {
     pub sigma: Vec<f64>,
     /// `σ_max(M)`.
     pub sigma_max: f64,
+    /// The right singular vectors (columns), row-major `k x q` (used to warm-start the next
+    /// Jacobi SVD).
+    pub z: Vec<f64>,
     /// The number of `(σ_r - θ)_+ > RANK_TOL σ_max`: the rank of the result.
     pub rank: usize,
 }
@@ -63,9 +67,14 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
     c
 }
 
-/// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`, one
-/// block of rows at a time (scratch `O(BLOCK k)`).
-pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
+dispatch! {
+    /// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`, one
+    /// block of rows at a time (scratch `O(BLOCK k)`).
+    pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) => right_multiply_kernel, right_multiply_avx2
+}
+
+#[inline(always)]
+fn right_multiply_kernel(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
     let mut buf = vec![0.0; BLOCK.min(d) * k];
     let mut r0 = 0;
     while r0 < d {
@@ -76,38 +85,149 @@ pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
         for j in 0..k {
             let out = &mut m[j * d + r0..j * d + r0 + len];
             out.fill(0.0);
-            for r in 0..k {
-                let w = p[r * k + j];
-                if w != 0.0 {
-                    out.iter_mut().zip(&buf[r * len..(r + 1) * len]).for_each(|(o, &b)| *o += w * b);
+            // Four input columns per pass: five loads and one store per four multiply-adds.
+            let mut r = 0;
+            while r + 4 <= k {
+                let (w0, w1, w2, w3) = (p[r * k + j], p[(r + 1) * k + j], p[(r + 2) * k + j], p[(r + 3) * k + j]);
+                let b0 = &buf[r * len..(r + 1) * len];
+                let b1 = &buf[(r + 1) * len..(r + 2) * len];
+                let b2 = &buf[(r + 2) * len..(r + 3) * len];
+                let b3 = &buf[(r + 3) * len..(r + 4) * len];
+                for i in 0..len {
+                    out[i] += ((b0[i] * w0 + b1[i] * w1) + b2[i] * w2) + b3[i] * w3;
                 }
+                r += 4;
+            }
+            while r < k {
+                let w = p[r * k + j];
+                out.iter_mut()
+                    .zip(&buf[r * len..(r + 1) * len])
+                    .for_each(|(o, &b)| *o += w * b);
+                r += 1;
             }
         }
         r0 += len;
     }
 }
 
-/// The `R` factor (`min(d,q) x q`) of a Householder QR of the `q` columns `cols` of the
-/// column-major matrix `m` (columns of length `d`), computed as a tall-skinny QR over blocks of
-/// rows: `R ← qr([R; block]).R`.
-pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> DMatrix<f64> {
-    let k = cols.len();
-    let mut r = DMatrix::<f64>::zeros(0, k);
+dispatch! {
+    /// The `R` factor of a Householder QR of the `q` columns `cols` of the column-major matrix
+    /// `m` (columns of length `d`), as a row-major `q x q` buffer of which the first
+    /// `min(d, q)` rows (the second value) hold R. Computed as a tall-skinny QR over blocks of
+    /// rows, `R ← qr([R; block]).R`, where the reflector of column j touches row j of R and the
+    /// block only (scratch `O(BLOCK q)`).
+    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) => r_factor_kernel, r_factor_avx2
+}
+
+#[inline(always)]
+fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
+    let q = cols.len();
+    let mut r = vec![0.0; q * q];
+    let mut buf = vec![0.0; BLOCK.min(d) * q];
     let mut r0 = 0;
     while r0 < d {
         let len = BLOCK.min(d - r0);
-        let top = r.nrows();
-        let mut stacked = DMatrix::<f64>::zeros(top + len, k);
-        stacked.rows_mut(0, top).copy_from(&r);
         for (c, &col) in cols.iter().enumerate() {
-            for i in 0..len {
-                stacked[(top + i, c)] = m[col * d + r0 + i];
+            buf[c * len..(c + 1) * len].copy_from_slice(&m[col * d + r0..col * d + r0 + len]);
+        }
+        for j in 0..q {
+            // Reflect [R[j][j]; B[:, j]] onto a multiple of e_1; R's rows below j are zero in
+            // column j and are not touched.
+            let (head, tail) = buf.split_at_mut((j + 1) * len);
+            let x = &head[j * len..];
+            let alpha = r[j * q + j];
+            let xx = dot4(x, x);
+            if xx == 0.0 {
+                continue;
+            }
+            let norm = (alpha * alpha + xx).sqrt();
+            let beta = if alpha > 0.0 { -norm } else { norm };
+            let v0 = alpha - beta;
+            let vv = v0 * v0 + xx;
+            r[j * q + j] = beta;
+            for c in j + 1..q {
+                let col = &mut tail[(c - j - 1) * len..(c - j) * len];
+                let f = 2.0 * (v0 * r[j * q + c] + dot4(x, col)) / vv;
+                r[j * q + c] -= f * v0;
+                col.iter_mut().zip(x).for_each(|(b, &xi)| *b -= f * xi);
             }
         }
-        r = stacked.qr().r();
         r0 += len;
     }
-    r
+    (r, q.min(d))
+}
+
+/// One-sided (Hestenes) Jacobi SVD of the `rows x q` row-major matrix `a`, started from the
+/// orthogonal `q x q` matrix `warm` (row-major; its columns are the guess of the right singular
+/// vectors): columns of `A Z` are rotated pairwise until they are orthogonal. Returns the
+/// singular values and the right singular vectors (columns of the `q x q` result), or `None`
+/// when it does not converge in `MAX_SWEEPS` sweeps. With a good warm start (the previous
+/// update's vectors) one or two sweeps suffice.
+pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, DMatrix<f64>)> {
+    const MAX_SWEEPS: usize = 8;
+    // Column-major working copies: w = A Z, z = Z.
+    let mut z = vec![0.0; q * q];
+    match warm {
+        Some(z0) if z0.len() == q * q => (0..q).for_each(|c| (0..q).for_each(|r| z[c * q + r] = z0[r * q + c])),
+        _ => (0..q).for_each(|c| z[c * q + c] = 1.0),
+    }
+    let mut w = vec![0.0; rows * q];
+    for c in 0..q {
+        for i in 0..rows {
+            w[c * rows + i] = (0..q).map(|r| a[i * q + r] * z[c * q + r]).sum();
+        }
+    }
+    let tol = f64::EPSILON * rows.max(1) as f64;
+    let mut norms: Vec<f64> = (0..q)
+        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]))
+        .collect();
+    let mut converged = false;
+    for _ in 0..MAX_SWEEPS {
+        let mut rotated = false;
+        for p in 0..q {
+            for s in p + 1..q {
+                let (alpha, beta) = (norms[p], norms[s]);
+                if alpha == 0.0 || beta == 0.0 {
+                    continue;
+                }
+                let (lo, hi) = w.split_at_mut(s * rows);
+                let (wp, ws) = (&mut lo[p * rows..(p + 1) * rows], &mut hi[..rows]);
+                let gamma = dot4(wp, ws);
+                if gamma.abs() <= tol * (alpha * beta).sqrt() {
+                    continue;
+                }
+                rotated = true;
+                let zeta = (beta - alpha) / (2.0 * gamma);
+                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
+                let c = 1.0 / (1.0 + t * t).sqrt();
+                let sn = c * t;
+                for (x, y) in wp.iter_mut().zip(ws.iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = c * u - sn * v;
+                    *y = sn * u + c * v;
+                }
+                let (zlo, zhi) = z.split_at_mut(s * q);
+                for (x, y) in zlo[p * q..(p + 1) * q].iter_mut().zip(zhi[..q].iter_mut()) {
+                    let (u, v) = (*x, *y);
+                    *x = c * u - sn * v;
+                    *y = sn * u + c * v;
+                }
+                norms[p] = alpha - t * gamma;
+                norms[s] = beta + t * gamma;
+            }
+        }
+        if !rotated {
+            converged = true;
+            break;
+        }
+    }
+    if !converged {
+        return None;
+    }
+    let sigma = (0..q)
+        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]).sqrt())
+        .collect();
+    Some((sigma, DMatrix::from_column_slice(q, q, &z)))
 }
 
 /// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
@@ -140,7 +260,15 @@ fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
     }
     symmetrize(&mut pi, k);
     symmetrize(&mut gram, k);
-    Shrinkage { pi, gram, sigma, sigma_max, rank }
+    let z = (0..k).flat_map(|a| (0..z.ncols()).map(move |r| z[(a, r)])).collect();
+    Shrinkage {
+        pi,
+        gram,
+        sigma,
+        sigma_max,
+        rank,
+        z,
+    }
 }
 
 fn symmetrize(m: &mut [f64], k: usize) {
@@ -153,34 +281,58 @@ fn symmetrize(m: &mut [f64], k: usize) {
     }
 }
 
+/// True when `trace(MᵀM)` alone proves `θ < 10⁻⁶ σ_max(M)` for a matrix with `k` columns
+/// (`σ_max² = λ_max ≥ trace / k`), so route (b) cannot be used and `MᵀM` need not be formed.
+pub fn gram_route_ruled_out(trace: f64, k: usize, theta: f64) -> bool {
+    theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / k.max(1) as f64
+}
+
 /// Route (b): thresholding from the Gram matrix `Ĉ = MᵀM` (`k x k` row-major). `None` when
 /// route (a) must be used instead: `θ < 10⁻⁶ σ_max`, or the eigensolver failed.
 pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
     if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
         return None;
     }
+    let trace: f64 = (0..k).map(|i| c_hat[i * k + i]).sum();
+    if gram_route_ruled_out(trace, k, theta) {
+        return None;
+    }
     let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
-    let sigma: Vec<f64> = eig.eigenvalues.iter().map(|&l| l.max(0.0).sqrt()).collect();
+    let (values, vectors) = (eig.eigenvalues, eig.eigenvectors);
+    let sigma: Vec<f64> = values.iter().map(|&l| l.max(0.0).sqrt()).collect();
     let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
     if theta < GRAM_MIN_THETA * sigma_max {
         return None;
     }
-    Some(shrinkage_from(&eig.eigenvectors, sigma, theta))
+    Some(shrinkage_from(&vectors, sigma, theta))
 }
 
 /// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
 /// `None` only if `M` holds non-finite values or the SVD fails to converge.
 pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> {
     let cols: Vec<usize> = (0..k).collect();
-    qr_route_cols(m, d, &cols, theta)
+    qr_route_cols(m, d, &cols, theta, None)
 }
 
 /// Route (a) on the submatrix of the columns `cols` (the result is `q x q`, `q = cols.len()`).
-pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64) -> Option<Shrinkage> {
-    if cols.is_empty() || d == 0 || cols.iter().any(|&c| m[c * d..(c + 1) * d].iter().any(|v| !v.is_finite())) {
+/// The SVD of R is a one-sided Jacobi SVD warm-started from `warm` (a `q x q` orthogonal guess
+/// of the right singular vectors, e.g. the previous update's), with nalgebra's SVD as the
+/// fallback should it not converge.
+pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Option<&[f64]>) -> Option<Shrinkage> {
+    if cols.is_empty() || d == 0 {
         return None;
     }
-    let r = r_factor(m, d, cols);
+    let (r, rows) = r_factor(m, d, cols);
+    let q = cols.len();
+    if r.iter().any(|v| !v.is_finite()) {
+        return None; // M holds (or overflowed to) non-finite values
+    }
+    if warm.is_some() {
+        if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
+            return Some(shrinkage_from(&z, sigma, theta));
+        }
+    }
+    let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
     let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
     let z = svd.v_t?.transpose();
     Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
@@ -257,7 +409,13 @@ mod tests {
     /// INV-R4: routes (a), (b) and the explicit (a) agree, and σ(SVT(M)) = (σ(M) - θ)_+.
     #[test]
     fn routes_agree_and_shrink_singular_values() {
-        for &(d, k, rank, theta) in &[(600, 6, 6, 0.3), (300, 8, 3, 0.5), (3, 7, 3, 0.2), (1000, 12, 12, 1.0), (40, 5, 5, 1e9)] {
+        for &(d, k, rank, theta) in &[
+            (600, 6, 6, 0.3),
+            (300, 8, 3, 0.5),
+            (3, 7, 3, 0.2),
+            (1000, 12, 12, 1.0),
+            (40, 5, 5, 1e9),
+        ] {
             let m = random_matrix(d, k, rank, (d * k) as u64);
             let c = gram(&m, d, k);
             let b = gram_route(&c, k, theta).expect("gram route");
@@ -265,8 +423,16 @@ mod tests {
             let (explicit, sigma) = svt_explicit(&m, d, k, theta).unwrap();
             let (ua, ub) = (apply(&m, d, k, &a), apply(&m, d, k, &b));
             if theta < 1e8 {
-                assert!(rel_diff(&ua, &explicit) < 1e-9, "(a) vs explicit: {}", rel_diff(&ua, &explicit));
-                assert!(rel_diff(&ub, &explicit) < 1e-9, "(b) vs explicit: {}", rel_diff(&ub, &explicit));
+                assert!(
+                    rel_diff(&ua, &explicit) < 1e-9,
+                    "(a) vs explicit: {}",
+                    rel_diff(&ua, &explicit)
+                );
+                assert!(
+                    rel_diff(&ub, &explicit) < 1e-9,
+                    "(b) vs explicit: {}",
+                    rel_diff(&ub, &explicit)
+                );
             } else {
                 assert!(ua.iter().chain(&ub).all(|&v| v == 0.0));
                 assert_eq!((a.rank, b.rank), (0, 0));
@@ -301,12 +467,38 @@ mod tests {
         let (p, qt) = (svd.u.unwrap(), svd.v_t.unwrap());
         let diff = mm - DMatrix::from_column_slice(d, k, &out);
         let keep: Vec<usize> = (0..k).filter(|&r| svd.singular_values[r] > theta).collect();
-        assert!(!keep.is_empty() && keep.len() < k, "the test needs retained and removed pairs");
+        assert!(
+            !keep.is_empty() && keep.len() < k,
+            "the test needs retained and removed pairs"
+        );
         let p_plus = p.select_columns(&keep);
         let q_plus = qt.transpose().select_columns(&keep);
         let g = p_plus.transpose() * diff * q_plus;
         let target = DMatrix::<f64>::identity(keep.len(), keep.len()) * theta;
         assert!((g - target).norm() <= 1e-9, "prox optimality violated");
+    }
+
+    /// The warm-started Jacobi SVD of route (a) agrees with the cold solvers (nalgebra).
+    #[test]
+    fn warm_started_solvers_agree() {
+        let (d, k, theta) = (300, 7, 0.4);
+        let m = random_matrix(d, k, 7, 17);
+        let c = gram(&m, d, k);
+        let cold_b = gram_route(&c, k, theta).unwrap();
+        let cold_a = qr_route(&m, d, k, theta).unwrap();
+        // A rough orthogonal guess: the exact vectors of a perturbed matrix.
+        let mut m2 = m.clone();
+        m2.iter_mut()
+            .enumerate()
+            .for_each(|(i, v)| *v += 0.05 * ((i % 13) as f64 - 6.0) / 6.0);
+        let guess = qr_route(&m2, d, k, theta).unwrap().z;
+        let cols: Vec<usize> = (0..k).collect();
+        let warm_a = qr_route_cols(&m, d, &cols, theta, Some(&guess)).unwrap();
+        let reference = apply(&m, d, k, &cold_a);
+        for s in [&cold_b, &warm_a] {
+            assert!(rel_diff(&apply(&m, d, k, s), &reference) < 1e-9);
+            assert_eq!(s.rank, cold_a.rank);
+        }
     }
 
     #[test]

@@ -58,7 +58,9 @@ class PAUnique(OnlineClassifier):
         from .._native import NativeLearner
 
         params = check_pa_params(self)
-        return NativeCore(NativeLearner.passive_aggressive(self._check_n_tasks(), n_features, shared=self._global, **params))
+        return NativeCore(
+            NativeLearner.passive_aggressive(self._check_n_tasks(), n_features, shared=self._global, **params)
+        )
 
 
 class PAGlobal(PAUnique):

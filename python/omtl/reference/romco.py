@@ -79,7 +79,9 @@ class RomcoCore:
             while end < len(tasks) and rounds[end] == rounds[start]:
                 end += 1
             idx = range(start, end)
-            scores[start:end] = self.round([dense_row(X, t) for t in idx], [int(tasks[t]) for t in idx], [y[t] for t in idx])
+            scores[start:end] = self.round(
+                [dense_row(X, t) for t in idx], [int(tasks[t]) for t in idx], [y[t] for t in idx]
+            )
             start = end
         return scores
 
