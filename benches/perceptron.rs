@@ -7,7 +7,9 @@ use omtl::learner::{learn, MTPerceptron};
 use omtl::rng::SplitMix64;
 
 fn uniform(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
-    (0..n).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0).collect()
+    (0..n)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+        .collect()
 }
 
 /// One kernel row (query against every stored row) for stores of growing size.
@@ -42,14 +44,32 @@ fn perceptron_pass(c: &mut Criterion) {
     let mut rng = SplitMix64::new(7);
     let x = uniform(&mut rng, n * d);
     let w = uniform(&mut rng, d);
-    let y: Vec<f64> = (0..n).map(|t| if x[t * d..(t + 1) * d].iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() >= 0.0 { 1.0 } else { -1.0 }).collect();
+    let y: Vec<f64> = (0..n)
+        .map(|t| {
+            if x[t * d..(t + 1) * d].iter().zip(&w).map(|(a, b)| a * b).sum::<f64>() >= 0.0 {
+                1.0
+            } else {
+                -1.0
+            }
+        })
+        .collect();
     let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-    let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+    let rows = Rows::Dense {
+        data: &x,
+        n_rows: n,
+        n_cols: d,
+    };
     let mut group = c.benchmark_group("perceptron_pass_2000x400");
     group.throughput(Throughput::Elements(n as u64));
     group.sample_size(10);
-    for (name, kernel) in [("linear", BaseKernel::linear()), ("rbf", BaseKernel::rbf(1.0 / d as f64).unwrap())] {
-        for (gname, tk) in [("complete", TaskKernel::complete(k).unwrap()), ("battery", TaskKernel::disconnected(k).unwrap())] {
+    for (name, kernel) in [
+        ("linear", BaseKernel::linear()),
+        ("rbf", BaseKernel::rbf(1.0 / d as f64).unwrap()),
+    ] {
+        for (gname, tk) in [
+            ("complete", TaskKernel::complete(k).unwrap()),
+            ("battery", TaskKernel::disconnected(k).unwrap()),
+        ] {
             group.bench_function(format!("{name}/{gname}"), |b| {
                 b.iter(|| {
                     let mut model = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();

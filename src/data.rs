@@ -33,9 +33,7 @@ impl Row<'_> {
     pub fn for_each(&self, mut f: impl FnMut(usize, f64)) {
         match *self {
             Row::Dense(v) => v.iter().enumerate().for_each(|(j, &x)| f(j, x)),
-            Row::Sparse { indices, values } => {
-                indices.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x))
-            }
+            Row::Sparse { indices, values } => indices.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x)),
         }
     }
 
@@ -65,9 +63,19 @@ impl Row<'_> {
     pub fn dot_row(&self, other: &Row) -> f64 {
         match (*self, *other) {
             (Row::Dense(a), Row::Dense(b)) => dot_dense(a, b),
-            (Row::Dense(a), Row::Sparse { indices, values })
-            | (Row::Sparse { indices, values }, Row::Dense(a)) => gather_dot(indices, values, a),
-            (Row::Sparse { indices: ia, values: va }, Row::Sparse { indices: ib, values: vb }) => {
+            (Row::Dense(a), Row::Sparse { indices, values }) | (Row::Sparse { indices, values }, Row::Dense(a)) => {
+                gather_dot(indices, values, a)
+            }
+            (
+                Row::Sparse {
+                    indices: ia,
+                    values: va,
+                },
+                Row::Sparse {
+                    indices: ib,
+                    values: vb,
+                },
+            ) => {
                 let (mut p, mut q, mut acc) = (0, 0, 0.0);
                 while p < ia.len() && q < ib.len() {
                     match ia[p].cmp(&ib[q]) {
@@ -116,9 +124,18 @@ pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
 #[derive(Debug, Clone, Copy)]
 pub enum Rows<'a> {
     /// Row-major `n_rows x n_cols`.
-    Dense { data: &'a [f64], n_rows: usize, n_cols: usize },
+    Dense {
+        data: &'a [f64],
+        n_rows: usize,
+        n_cols: usize,
+    },
     /// Compressed sparse rows with canonical (sorted, duplicate-free) indices.
-    Csr { indptr: &'a [i64], indices: &'a [u32], data: &'a [f64], n_cols: usize },
+    Csr {
+        indptr: &'a [i64],
+        indices: &'a [u32],
+        data: &'a [f64],
+        n_cols: usize,
+    },
 }
 
 impl<'a> Rows<'a> {
@@ -148,9 +165,14 @@ impl<'a> Rows<'a> {
     pub fn row(&self, i: usize) -> Row<'a> {
         match *self {
             Rows::Dense { data, n_cols, .. } => Row::Dense(&data[i * n_cols..(i + 1) * n_cols]),
-            Rows::Csr { indptr, indices, data, .. } => {
+            Rows::Csr {
+                indptr, indices, data, ..
+            } => {
                 let (a, b) = (indptr[i] as usize, indptr[i + 1] as usize);
-                Row::Sparse { indices: &indices[a..b], values: &data[a..b] }
+                Row::Sparse {
+                    indices: &indices[a..b],
+                    values: &data[a..b],
+                }
             }
         }
     }
@@ -160,28 +182,52 @@ impl<'a> Rows<'a> {
         match *self {
             Rows::Dense { data, n_rows, n_cols } => {
                 if data.len() != n_rows * n_cols {
-                    return Err(Error::LengthMismatch { rows: n_rows, what: "the dense buffer", len: data.len() });
+                    return Err(Error::LengthMismatch {
+                        rows: n_rows,
+                        what: "the dense buffer",
+                        len: data.len(),
+                    });
                 }
                 if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
-                    return Err(Error::NonFinite { row: pos / n_cols.max(1), value: data[pos] });
+                    return Err(Error::NonFinite {
+                        row: pos / n_cols.max(1),
+                        value: data[pos],
+                    });
                 }
             }
-            Rows::Csr { indptr, indices, data, n_cols } => {
+            Rows::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            } => {
                 if indptr.is_empty() || indptr[0] != 0 || indices.len() != data.len() {
-                    return Err(Error::MalformedSparse { row: 0, reason: "indptr/indices/data lengths disagree".into() });
+                    return Err(Error::MalformedSparse {
+                        row: 0,
+                        reason: "indptr/indices/data lengths disagree".into(),
+                    });
                 }
                 for r in 0..indptr.len() - 1 {
                     let (a, b) = (indptr[r], indptr[r + 1]);
                     if a > b || b as usize > indices.len() {
-                        return Err(Error::MalformedSparse { row: r, reason: format!("indptr goes from {a} to {b}") });
+                        return Err(Error::MalformedSparse {
+                            row: r,
+                            reason: format!("indptr goes from {a} to {b}"),
+                        });
                     }
                     let idx = &indices[a as usize..b as usize];
                     if idx.windows(2).any(|w| w[0] >= w[1]) {
-                        return Err(Error::MalformedSparse { row: r, reason: "indices are not strictly increasing".into() });
+                        return Err(Error::MalformedSparse {
+                            row: r,
+                            reason: "indices are not strictly increasing".into(),
+                        });
                     }
                     if let Some(&last) = idx.last() {
                         if last as usize >= n_cols {
-                            return Err(Error::MalformedSparse { row: r, reason: format!("index {last} >= n_features {n_cols}") });
+                            return Err(Error::MalformedSparse {
+                                row: r,
+                                reason: format!("index {last} >= n_features {n_cols}"),
+                            });
                         }
                     }
                     if let Some(v) = data[a as usize..b as usize].iter().find(|v| !v.is_finite()) {
@@ -195,20 +241,37 @@ impl<'a> Rows<'a> {
 }
 
 /// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.
-pub fn validate_batch(rows: &Rows, tasks: &[i64], labels: Option<&[f64]>, n_tasks: usize, n_features: usize) -> Result<()> {
+pub fn validate_batch(
+    rows: &Rows,
+    tasks: &[i64],
+    labels: Option<&[f64]>,
+    n_tasks: usize,
+    n_features: usize,
+) -> Result<()> {
     rows.validate()?;
     if rows.n_cols() != n_features {
-        return Err(Error::FeatureMismatch { expected: n_features, got: rows.n_cols() });
+        return Err(Error::FeatureMismatch {
+            expected: n_features,
+            got: rows.n_cols(),
+        });
     }
     if tasks.len() != rows.len() {
-        return Err(Error::LengthMismatch { rows: rows.len(), what: "tasks", len: tasks.len() });
+        return Err(Error::LengthMismatch {
+            rows: rows.len(),
+            what: "tasks",
+            len: tasks.len(),
+        });
     }
     if let Some((row, &task)) = tasks.iter().enumerate().find(|(_, &t)| t < 0 || t as usize >= n_tasks) {
         return Err(Error::UnknownTask { row, task, n_tasks });
     }
     if let Some(y) = labels {
         if y.len() != rows.len() {
-            return Err(Error::LengthMismatch { rows: rows.len(), what: "y", len: y.len() });
+            return Err(Error::LengthMismatch {
+                rows: rows.len(),
+                what: "y",
+                len: y.len(),
+            });
         }
         if let Some((row, &value)) = y.iter().enumerate().find(|(_, &v)| v != 1.0 && v != -1.0) {
             return Err(Error::InvalidLabel { row, value });
@@ -225,8 +288,14 @@ mod tests {
     fn dense_and_sparse_dots_agree() {
         let a = [0.0, 1.5, 0.0, -2.0, 3.0];
         let b = [1.0, 2.0, 0.5, 0.0, -1.0];
-        let sa = Row::Sparse { indices: &[1, 3, 4], values: &[1.5, -2.0, 3.0] };
-        let sb = Row::Sparse { indices: &[0, 1, 2, 4], values: &[1.0, 2.0, 0.5, -1.0] };
+        let sa = Row::Sparse {
+            indices: &[1, 3, 4],
+            values: &[1.5, -2.0, 3.0],
+        };
+        let sb = Row::Sparse {
+            indices: &[0, 1, 2, 4],
+            values: &[1.0, 2.0, 0.5, -1.0],
+        };
         let expect = 3.0 - 3.0;
         assert_eq!(Row::Dense(&a).dot_row(&Row::Dense(&b)), expect);
         assert_eq!(sa.dot_row(&Row::Dense(&b)), expect);
@@ -236,14 +305,33 @@ mod tests {
     #[test]
     fn validation_rejects_bad_batches() {
         let data = [1.0, f64::NAN];
-        let rows = Rows::Dense { data: &data, n_rows: 1, n_cols: 2 };
+        let rows = Rows::Dense {
+            data: &data,
+            n_rows: 1,
+            n_cols: 2,
+        };
         assert!(matches!(rows.validate(), Err(Error::NonFinite { .. })));
-        let rows = Rows::Csr { indptr: &[0, 2], indices: &[3, 1], data: &[1.0, 1.0], n_cols: 5 };
+        let rows = Rows::Csr {
+            indptr: &[0, 2],
+            indices: &[3, 1],
+            data: &[1.0, 1.0],
+            n_cols: 5,
+        };
         assert!(matches!(rows.validate(), Err(Error::MalformedSparse { .. })));
         let good = [1.0, 2.0];
-        let rows = Rows::Dense { data: &good, n_rows: 1, n_cols: 2 };
-        assert!(matches!(validate_batch(&rows, &[3], None, 2, 2), Err(Error::UnknownTask { .. })));
-        assert!(matches!(validate_batch(&rows, &[0], Some(&[0.0]), 2, 2), Err(Error::InvalidLabel { .. })));
+        let rows = Rows::Dense {
+            data: &good,
+            n_rows: 1,
+            n_cols: 2,
+        };
+        assert!(matches!(
+            validate_batch(&rows, &[3], None, 2, 2),
+            Err(Error::UnknownTask { .. })
+        ));
+        assert!(matches!(
+            validate_batch(&rows, &[0], Some(&[0.0]), 2, 2),
+            Err(Error::InvalidLabel { .. })
+        ));
         assert!(validate_batch(&rows, &[1], Some(&[-1.0]), 2, 2).is_ok());
     }
 }

@@ -12,7 +12,11 @@ pub enum Error {
     FeatureMismatch { expected: usize, got: usize },
 
     #[error("length mismatch: X has {rows} rows but {what} has {len}")]
-    LengthMismatch { rows: usize, what: &'static str, len: usize },
+    LengthMismatch {
+        rows: usize,
+        what: &'static str,
+        len: usize,
+    },
 
     #[error("task id {task} at row {row} is outside [0, {n_tasks})")]
     UnknownTask { row: usize, task: i64, n_tasks: usize },
@@ -39,5 +43,8 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 pub(crate) fn invalid(name: &'static str, reason: impl Into<String>) -> Error {
-    Error::InvalidParameter { name, reason: reason.into() }
+    Error::InvalidParameter {
+        name,
+        reason: reason.into(),
+    }
 }

@@ -12,9 +12,15 @@ use crate::error::{invalid, Result};
 pub enum KernelKind {
     Linear,
     /// `(gamma <x,x'> + coef0)^degree`
-    Poly { degree: u32, gamma: f64, coef0: f64 },
+    Poly {
+        degree: u32,
+        gamma: f64,
+        coef0: f64,
+    },
     /// `exp(-gamma ||x - x'||^2)`
-    Rbf { gamma: f64 },
+    Rbf {
+        gamma: f64,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -26,7 +32,10 @@ pub struct BaseKernel {
 
 impl BaseKernel {
     pub fn linear() -> Self {
-        Self { kind: KernelKind::Linear, normalize: false }
+        Self {
+            kind: KernelKind::Linear,
+            normalize: false,
+        }
     }
 
     pub fn poly(degree: u32, gamma: f64, coef0: f64) -> Result<Self> {
@@ -45,16 +54,25 @@ impl BaseKernel {
                     return Err(invalid("degree", format!("must be >= 1, got {degree}")));
                 }
                 if !(gamma > 0.0 && gamma.is_finite()) {
-                    return Err(invalid("gamma", format!("must be a positive finite number, got {gamma}")));
+                    return Err(invalid(
+                        "gamma",
+                        format!("must be a positive finite number, got {gamma}"),
+                    ));
                 }
                 // c0 < 0 can make the polynomial kernel indefinite (§2.2).
                 if !(coef0 >= 0.0 && coef0.is_finite()) {
-                    return Err(invalid("coef0", format!("must be >= 0 to keep the kernel PSD, got {coef0}")));
+                    return Err(invalid(
+                        "coef0",
+                        format!("must be >= 0 to keep the kernel PSD, got {coef0}"),
+                    ));
                 }
             }
             KernelKind::Rbf { gamma } => {
                 if !(gamma > 0.0 && gamma.is_finite()) {
-                    return Err(invalid("gamma", format!("must be a positive finite number, got {gamma}")));
+                    return Err(invalid(
+                        "gamma",
+                        format!("must be a positive finite number, got {gamma}"),
+                    ));
                 }
             }
         }
@@ -136,7 +154,15 @@ mod tests {
         assert!((p.eval(&ra, &rb) - 0.0625).abs() < 1e-15);
         let r = BaseKernel::rbf(0.1).unwrap();
         assert!((r.eval(&ra, &rb) - (-0.1f64 * 9.25).exp()).abs() < 1e-15);
-        let n = BaseKernel::new(KernelKind::Poly { degree: 3, gamma: 1.0, coef0: 1.0 }, true).unwrap();
+        let n = BaseKernel::new(
+            KernelKind::Poly {
+                degree: 3,
+                gamma: 1.0,
+                coef0: 1.0,
+            },
+            true,
+        )
+        .unwrap();
         assert!((n.eval(&ra, &ra) - 1.0).abs() < 1e-15);
     }
 

@@ -29,7 +29,11 @@ pub struct Query<'a> {
 impl<'a> Query<'a> {
     pub fn new(row: Row<'a>, kernel: &BaseKernel) -> Self {
         let sq_norm = row.sq_norm();
-        Self { row, sq_norm, self_raw: kernel.raw_self(sq_norm) }
+        Self {
+            row,
+            sq_norm,
+            self_raw: kernel.raw_self(sq_norm),
+        }
     }
 }
 
@@ -52,8 +56,17 @@ pub struct RowStore {
 impl RowStore {
     /// An empty store; `sparse` chooses the representation (rows of the other kind are converted).
     pub fn new(n_features: usize, sparse: bool) -> Self {
-        let storage = if sparse { Storage::Sparse(Vec::new()) } else { Storage::Dense(Vec::new()) };
-        Self { n_features, storage, sq_norms: Vec::new(), self_raw: Vec::new() }
+        let storage = if sparse {
+            Storage::Sparse(Vec::new())
+        } else {
+            Storage::Dense(Vec::new())
+        };
+        Self {
+            n_features,
+            storage,
+            sq_norms: Vec::new(),
+            self_raw: Vec::new(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -137,7 +150,10 @@ impl RowStore {
         let d = self.n_features;
         match &self.storage {
             Storage::Dense(data) => Row::Dense(&data[slot * d..(slot + 1) * d]),
-            Storage::Sparse(rows) => Row::Sparse { indices: &rows[slot].0, values: &rows[slot].1 },
+            Storage::Sparse(rows) => Row::Sparse {
+                indices: &rows[slot].0,
+                values: &rows[slot].1,
+            },
         }
     }
 
@@ -200,7 +216,13 @@ impl RowStore {
     /// `K'(x_a, x_b)` between two stored rows.
     pub fn kernel_between(&self, kernel: &BaseKernel, a: usize, b: usize) -> f64 {
         let dot = self.row(a).dot_row(&self.row(b));
-        kernel.from_dot(dot, self.sq_norms[a], self.sq_norms[b], self.self_raw[a], self.self_raw[b])
+        kernel.from_dot(
+            dot,
+            self.sq_norms[a],
+            self.sq_norms[b],
+            self.self_raw[a],
+            self.self_raw[b],
+        )
     }
 }
 
@@ -211,7 +233,15 @@ mod tests {
 
     #[test]
     fn dense_and_sparse_stores_give_the_same_kernel_rows() {
-        let kernel = BaseKernel::new(KernelKind::Poly { degree: 2, gamma: 0.5, coef0: 1.0 }, true).unwrap();
+        let kernel = BaseKernel::new(
+            KernelKind::Poly {
+                degree: 2,
+                gamma: 0.5,
+                coef0: 1.0,
+            },
+            true,
+        )
+        .unwrap();
         let rows = [[0.0, 1.0, 2.0, 0.0], [3.0, 0.0, 0.0, 1.0], [0.5, 0.5, 0.0, 0.0]];
         let mut dense = RowStore::new(4, false);
         let mut sparse = RowStore::new(4, true);
@@ -222,18 +252,29 @@ mod tests {
         dense.swap_remove(0);
         sparse.swap_remove(0);
         let q_dense = [1.0, 0.0, 2.0, 1.0];
-        let q_sparse = Row::Sparse { indices: &[0, 2, 3], values: &[1.0, 2.0, 1.0] };
+        let q_sparse = Row::Sparse {
+            indices: &[0, 2, 3],
+            values: &[1.0, 2.0, 1.0],
+        };
         let mut out = Vec::new();
         let mut scratch = Scratch::default();
         for store in [&dense, &sparse] {
             for q in [Row::Dense(&q_dense), q_sparse] {
                 let mut vals = vec![0.0; store.len()];
-                store.for_each_kernel(&kernel, &Query::new(q, &kernel), &mut scratch, |_| true, |s, v| vals[s] = v);
+                store.for_each_kernel(
+                    &kernel,
+                    &Query::new(q, &kernel),
+                    &mut scratch,
+                    |_| true,
+                    |s, v| vals[s] = v,
+                );
                 out.push(vals);
             }
         }
         for v in &out[1..] {
-            v.iter().zip(&out[0]).for_each(|(a, b)| assert!((a - b).abs() < 1e-14 * b.abs().max(1.0)));
+            v.iter()
+                .zip(&out[0])
+                .for_each(|(a, b)| assert!((a - b).abs() < 1e-14 * b.abs().max(1.0)));
         }
         let direct = kernel.eval(&Row::Dense(&rows[2]), &Row::Dense(&q_dense));
         assert!((out[0][0] - direct).abs() < 1e-14);

@@ -16,7 +16,11 @@ pub enum TaskKernel {
     /// `T = (diag - off) I + off 11ᵀ`: every pair of tasks equally related.
     Complete { k: usize, diag: f64, off: f64 },
     /// A general symmetric PSD `T` (row-major) and the connected component of each task.
-    Dense { k: usize, t: Vec<f64>, components: Vec<u32> },
+    Dense {
+        k: usize,
+        t: Vec<f64>,
+        components: Vec<u32>,
+    },
 }
 
 fn check_k(k: usize) -> Result<()> {
@@ -37,7 +41,11 @@ impl TaskKernel {
     pub fn complete(k: usize) -> Result<Self> {
         check_k(k)?;
         let kp1 = (k + 1) as f64;
-        Ok(Self::Complete { k, diag: 2.0 / kp1, off: 1.0 / kp1 })
+        Ok(Self::Complete {
+            k,
+            diag: 2.0 / kp1,
+            off: 1.0 / kp1,
+        })
     }
 
     /// T = (I + L_G)^{-1} for an undirected graph given by weighted edges `(i, j, w)`, w >= 0.
@@ -68,7 +76,10 @@ impl TaskKernel {
                 }
             }
         }
-        Ok(Self::dense_with_components(SymMatrix { n: k, data: t }, components_from_edges(k, edges)))
+        Ok(Self::dense_with_components(
+            SymMatrix { n: k, data: t },
+            components_from_edges(k, edges),
+        ))
     }
 
     /// T = A^{-1} for a user-given symmetric positive definite interaction matrix A.
@@ -76,8 +87,9 @@ impl TaskKernel {
         check_k(a.n)?;
         check_symmetric(&a, "interaction matrix")?;
         let components = components_from_pattern(&a);
-        let t = cholesky_inverse(&a)
-            .ok_or_else(|| Error::InvalidTaskRelation("the interaction matrix is not positive definite (Cholesky failed)".into()))?;
+        let t = cholesky_inverse(&a).ok_or_else(|| {
+            Error::InvalidTaskRelation("the interaction matrix is not positive definite (Cholesky failed)".into())
+        })?;
         Ok(Self::dense_with_components(t, components))
     }
 
@@ -186,12 +198,22 @@ impl TaskKernel {
     /// The task kernel multiplied by `c > 0` (same structure).
     pub fn scaled(&self, c: f64) -> Result<Self> {
         if !(c > 0.0 && c.is_finite()) {
-            return Err(Error::InvalidTaskRelation(format!("scale must be positive and finite, got {c}")));
+            return Err(Error::InvalidTaskRelation(format!(
+                "scale must be positive and finite, got {c}"
+            )));
         }
         Ok(match self.clone() {
             Self::Disconnected { k, scale } => Self::Disconnected { k, scale: scale * c },
-            Self::Complete { k, diag, off } => Self::Complete { k, diag: diag * c, off: off * c },
-            Self::Dense { k, t, components } => Self::Dense { k, t: t.into_iter().map(|v| v * c).collect(), components },
+            Self::Complete { k, diag, off } => Self::Complete {
+                k,
+                diag: diag * c,
+                off: off * c,
+            },
+            Self::Dense { k, t, components } => Self::Dense {
+                k,
+                t: t.into_iter().map(|v| v * c).collect(),
+                components,
+            },
         })
     }
 
@@ -213,13 +235,17 @@ fn laplacian(k: usize, edges: &[(usize, usize, f64)]) -> Result<SymMatrix> {
     let mut lap = vec![0.0; k * k];
     for &(i, j, w) in edges {
         if i >= k || j >= k {
-            return Err(Error::InvalidTaskRelation(format!("edge ({i}, {j}) names a task outside [0, {k})")));
+            return Err(Error::InvalidTaskRelation(format!(
+                "edge ({i}, {j}) names a task outside [0, {k})"
+            )));
         }
         if i == j {
             return Err(Error::InvalidTaskRelation(format!("self loop on task {i}")));
         }
         if !(w >= 0.0 && w.is_finite()) {
-            return Err(Error::InvalidTaskRelation(format!("edge ({i}, {j}) has weight {w}; weights must be finite and >= 0")));
+            return Err(Error::InvalidTaskRelation(format!(
+                "edge ({i}, {j}) has weight {w}; weights must be finite and >= 0"
+            )));
         }
         lap[i * k + j] -= w;
         lap[j * k + i] -= w;
@@ -260,7 +286,9 @@ fn union_find_components(k: usize, mut linked: impl FnMut(&mut dyn FnMut(usize, 
 }
 
 fn components_from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Vec<u32> {
-    union_find_components(k, |link| edges.iter().filter(|e| e.2 > 0.0).for_each(|&(i, j, _)| link(i, j)))
+    union_find_components(k, |link| {
+        edges.iter().filter(|e| e.2 > 0.0).for_each(|&(i, j, _)| link(i, j))
+    })
 }
 
 fn components_from_pattern(m: &SymMatrix) -> Vec<u32> {
@@ -282,7 +310,9 @@ fn check_symmetric(m: &SymMatrix, what: &str) -> Result<()> {
     }
     let asym = m.asymmetry();
     if asym > 1e-10 * m.max_abs().max(1e-300) {
-        return Err(Error::InvalidTaskRelation(format!("the {what} is not symmetric (largest |M_ij - M_ji| = {asym:e})")));
+        return Err(Error::InvalidTaskRelation(format!(
+            "the {what} is not symmetric (largest |M_ij - M_ji| = {asym:e})"
+        )));
     }
     Ok(())
 }
@@ -292,7 +322,9 @@ fn check_psd(m: &SymMatrix, what: &str) -> Result<()> {
     let lmin = values.first().copied().unwrap_or(0.0);
     let norm = values.iter().fold(0.0f64, |a, v| a.max(v.abs()));
     if lmin < -1e-10 * norm {
-        return Err(Error::InvalidTaskRelation(format!("the {what} is not positive semidefinite (smallest eigenvalue {lmin:e})")));
+        return Err(Error::InvalidTaskRelation(format!(
+            "the {what} is not positive semidefinite (smallest eigenvalue {lmin:e})"
+        )));
     }
     Ok(())
 }

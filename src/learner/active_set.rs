@@ -123,7 +123,14 @@ impl ActiveSet {
     }
 
     /// The multitask kernel values `T[i_j, task] K'(x_j, x)` for every slot (0 across components).
-    pub fn multitask_kernel_row(&self, kernel: &BaseKernel, tasks: &TaskKernel, q: &Query, task: usize, scratch: &mut Scratch) -> Vec<f64> {
+    pub fn multitask_kernel_row(
+        &self,
+        kernel: &BaseKernel,
+        tasks: &TaskKernel,
+        q: &Query,
+        task: usize,
+        scratch: &mut Scratch,
+    ) -> Vec<f64> {
         let component = tasks.component(task);
         let mut out = vec![0.0; self.len()];
         self.rows.for_each_kernel(

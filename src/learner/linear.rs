@@ -30,7 +30,13 @@ impl LinearWeights {
             TaskKernel::Dense { .. } => tasks.component_members(),
             _ => Vec::new(),
         };
-        Self { n_features, normalize, blocks: vec![None; tasks.n_tasks()], shared: None, members }
+        Self {
+            n_features,
+            normalize,
+            blocks: vec![None; tasks.n_tasks()],
+            shared: None,
+            members,
+        }
     }
 
     fn input_scale(&self, x: &Row) -> f64 {

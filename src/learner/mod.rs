@@ -6,8 +6,8 @@
 
 mod active_set;
 pub mod batch_mtl;
-mod cw;
 mod budget;
+mod cw;
 mod kernel_sum;
 mod linear;
 mod omtl;
@@ -19,8 +19,8 @@ mod romco;
 
 pub use active_set::ActiveSet;
 pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
-pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
 pub use budget::{ShrinkStep, MTFORG, MTRBP};
+pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
 pub use linear::LinearWeights;
 pub use omtl::{omtl_tau, GlobalNorm, Omtl};
 pub use omtrl::{Omtrl, RelationUpdate};
@@ -81,26 +81,37 @@ pub trait OnlineLearner {
 pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    Ok((0..rows.len()).map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)).collect())
+    Ok((0..rows.len())
+        .map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch))
+        .collect())
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
 pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
     let bad = |reason: String| Err(Error::InvalidParameter { name: "rounds", reason });
     if rounds.len() != tasks.len() {
-        return Err(Error::LengthMismatch { rows: tasks.len(), what: "rounds", len: rounds.len() });
+        return Err(Error::LengthMismatch {
+            rows: tasks.len(),
+            what: "rounds",
+            len: rounds.len(),
+        });
     }
     // last_round[task] = the last round in which the task appeared (validate_batch checked the ids).
     let mut last_round: Vec<Option<i64>> = vec![None; n_tasks];
     for (row, (&task, &round)) in tasks.iter().zip(rounds).enumerate() {
         if row > 0 && round < rounds[row - 1] {
-            return bad(format!("round ids must be non-decreasing, but row {row} has round {round} after round {}", rounds[row - 1]));
+            return bad(format!(
+                "round ids must be non-decreasing, but row {row} has round {round} after round {}",
+                rounds[row - 1]
+            ));
         }
         let Some(slot) = usize::try_from(task).ok().and_then(|t| last_round.get_mut(t)) else {
             return Err(Error::UnknownTask { row, task, n_tasks });
         };
         if *slot == Some(round) {
-            return bad(format!("task {task} appears twice in round {round} (row {row}); a round holds at most one example per task"));
+            return bad(format!(
+                "task {task} appears twice in round {round} (row {row}); a round holds at most one example per task"
+            ));
         }
         *slot = Some(round);
     }
@@ -109,7 +120,13 @@ pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<
 
 /// Runs protocol P2 over a batch: consecutive rows with the same round id form one round
 /// ([`OnlineLearner::learn_round`]). Returns the pre-update scores. Validates everything first.
-pub fn learn_rounds<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64], rounds: &[i64]) -> Result<Vec<f64>> {
+pub fn learn_rounds<L: OnlineLearner + ?Sized>(
+    model: &mut L,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    rounds: &[i64],
+) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     validate_rounds(tasks, rounds, model.n_tasks())?;
     let mut scratch = Scratch::default();
@@ -125,7 +142,13 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks
         round_tasks.clear();
         round_rows.extend((start..end).map(|t| rows.row(t)));
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
-        model.learn_round(&round_rows, &round_tasks, &y[start..end], &mut scores[start..end], &mut scratch);
+        model.learn_round(
+            &round_rows,
+            &round_tasks,
+            &y[start..end],
+            &mut scores[start..end],
+            &mut scratch,
+        );
         start = end;
     }
     Ok(scores)
@@ -135,7 +158,9 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks
 pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    Ok((0..rows.len()).map(|t| model.score(rows.row(t), tasks[t] as usize, &mut scratch)).collect())
+    Ok((0..rows.len())
+        .map(|t| model.score(rows.row(t), tasks[t] as usize, &mut scratch))
+        .collect())
 }
 
 /// The sign convention S0: a score of exactly 0 predicts +1.

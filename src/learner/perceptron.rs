@@ -48,14 +48,24 @@ impl MTPerceptron {
 
     fn build(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
         if n_features == 0 {
-            return Err(Error::InvalidParameter { name: "n_features", reason: "must be >= 1".into() });
+            return Err(Error::InvalidParameter {
+                name: "n_features",
+                reason: "must be >= 1".into(),
+            });
         }
         let model = if primal {
             Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks))
         } else {
             Model::Dual(ActiveSet::new(n_features, sparse))
         };
-        Ok(Self { kernel, tasks, n_features, model, n_updates: 0, n_seen: 0 })
+        Ok(Self {
+            kernel,
+            tasks,
+            n_features,
+            model,
+            n_updates: 0,
+            n_seen: 0,
+        })
     }
 
     pub fn task_kernel(&self) -> &TaskKernel {
@@ -121,7 +131,9 @@ mod tests {
         let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
         let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
         let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n).map(|t| if x[t * d] + 0.3 * x[t * d + 1] > 0.0 { 1.0 } else { -1.0 }).collect();
+        let y: Vec<f64> = (0..n)
+            .map(|t| if x[t * d] + 0.3 * x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
+            .collect();
         (x, tasks, y)
     }
 
@@ -129,7 +141,11 @@ mod tests {
     fn primal_equals_dual_for_the_linear_kernel() {
         let (n, d, k) = (600, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 7);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         for tk in [
             TaskKernel::complete(k).unwrap(),
             TaskKernel::disconnected(k).unwrap(),
@@ -151,10 +167,16 @@ mod tests {
     fn battery_is_the_disconnected_multitask_perceptron() {
         let (n, d, k) = (400, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 11);
-        let rows = Rows::Dense { data: &x, n_rows: n, n_cols: d };
+        let rows = Rows::Dense {
+            data: &x,
+            n_rows: n,
+            n_cols: d,
+        };
         let kernel = BaseKernel::rbf(0.5).unwrap();
         let mut battery = MTPerceptron::battery(k, kernel, d, false).unwrap();
-        let mut single: Vec<MTPerceptron> = (0..k).map(|_| MTPerceptron::battery(1, kernel, d, false).unwrap()).collect();
+        let mut single: Vec<MTPerceptron> = (0..k)
+            .map(|_| MTPerceptron::battery(1, kernel, d, false).unwrap())
+            .collect();
         let a = learn(&mut battery, &rows, &tasks, &y).unwrap();
         let mut scratch = Scratch::default();
         for t in 0..n {

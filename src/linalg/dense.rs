@@ -15,7 +15,11 @@ pub struct SymMatrix {
 impl SymMatrix {
     pub fn new(n: usize, data: Vec<f64>) -> Result<Self> {
         if data.len() != n * n {
-            return Err(Error::InvalidTaskRelation(format!("expected {n}x{n} = {} entries, got {}", n * n, data.len())));
+            return Err(Error::InvalidTaskRelation(format!(
+                "expected {n}x{n} = {} entries, got {}",
+                n * n,
+                data.len()
+            )));
         }
         Ok(Self { n, data })
     }
@@ -127,7 +131,10 @@ mod tests {
         let m = SymMatrix::new(2, vec![2.0, -1.0, -1.0, 2.0]).unwrap();
         let inv = cholesky_inverse(&m).unwrap();
         let expect = [2.0 / 3.0, 1.0 / 3.0, 1.0 / 3.0, 2.0 / 3.0];
-        inv.data.iter().zip(expect).for_each(|(a, b)| assert!((a - b).abs() < 1e-14));
+        inv.data
+            .iter()
+            .zip(expect)
+            .for_each(|(a, b)| assert!((a - b).abs() < 1e-14));
         let r = sym_sqrt(&m);
         let mut sq = [0.0; 4];
         for i in 0..2 {

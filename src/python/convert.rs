@@ -15,7 +15,9 @@ pub fn to_pyerr(e: Error) -> PyErr {
 pub fn guarded<T>(f: impl FnOnce() -> crate::Result<T>) -> PyResult<T> {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
         Ok(result) => result.map_err(to_pyerr),
-        Err(_) => Err(PyRuntimeError::new_err("internal error in the omtl native core (a bug: please report it)")),
+        Err(_) => Err(PyRuntimeError::new_err(
+            "internal error in the omtl native core (a bug: please report it)",
+        )),
     }
 }
 
@@ -24,7 +26,14 @@ pub fn guarded<T>(f: impl FnOnce() -> crate::Result<T>) -> PyResult<T> {
 #[derive(FromPyObject)]
 pub enum RowsArg<'py> {
     Dense(PyReadonlyArray2<'py, f64>),
-    Csr((PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, u32>, PyReadonlyArray1<'py, f64>, usize)),
+    Csr(
+        (
+            PyReadonlyArray1<'py, i64>,
+            PyReadonlyArray1<'py, u32>,
+            PyReadonlyArray1<'py, f64>,
+            usize,
+        ),
+    ),
 }
 
 impl RowsArg<'_> {
@@ -32,7 +41,9 @@ impl RowsArg<'_> {
         match self {
             RowsArg::Dense(x) => {
                 let (n_rows, n_cols) = (x.shape()[0], x.shape()[1]);
-                let data = x.as_slice().map_err(|_| PyValueError::new_err("X must be C-contiguous"))?;
+                let data = x
+                    .as_slice()
+                    .map_err(|_| PyValueError::new_err("X must be C-contiguous"))?;
                 Ok(Rows::Dense { data, n_rows, n_cols })
             }
             RowsArg::Csr((indptr, indices, data, n_cols)) => Ok(Rows::Csr {
@@ -46,7 +57,8 @@ impl RowsArg<'_> {
 }
 
 pub fn slice1<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str) -> PyResult<&'a [T]> {
-    a.as_slice().map_err(|_| PyValueError::new_err(format!("{what} must be contiguous")))
+    a.as_slice()
+        .map_err(|_| PyValueError::new_err(format!("{what} must be contiguous")))
 }
 
 /// The permutation `omtl._rng.SplitMix64(seed).permutation(n)` computes, natively.

@@ -28,7 +28,9 @@ impl NativeKernel {
                 )))
             }
         };
-        Ok(Self { inner: guarded(|| BaseKernel::new(kind, normalize))? })
+        Ok(Self {
+            inner: guarded(|| BaseKernel::new(kind, normalize))?,
+        })
     }
 
     /// The kernel matrix `K'(a_r, b_c)` between two batches.
@@ -58,7 +60,10 @@ pub struct NativeTaskKernel {
 fn matrix_arg(m: &PyReadonlyArray2<'_, f64>) -> PyResult<SymMatrix> {
     let shape = m.shape();
     if shape[0] != shape[1] {
-        return Err(pyo3::exceptions::PyValueError::new_err(format!("expected a square matrix, got {}x{}", shape[0], shape[1])));
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "expected a square matrix, got {}x{}",
+            shape[0], shape[1]
+        )));
     }
     let data: Vec<f64> = m.as_array().iter().copied().collect();
     guarded(|| SymMatrix::new(shape[0], data))
@@ -68,40 +73,54 @@ fn matrix_arg(m: &PyReadonlyArray2<'_, f64>) -> PyResult<SymMatrix> {
 impl NativeTaskKernel {
     #[staticmethod]
     fn complete(k: usize) -> PyResult<Self> {
-        Ok(Self { inner: guarded(|| TaskKernel::complete(k))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::complete(k))?,
+        })
     }
 
     #[staticmethod]
     fn disconnected(k: usize) -> PyResult<Self> {
-        Ok(Self { inner: guarded(|| TaskKernel::disconnected(k))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::disconnected(k))?,
+        })
     }
 
     #[staticmethod]
     fn from_edges(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        Ok(Self { inner: guarded(|| TaskKernel::from_edges(k, &edges))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::from_edges(k, &edges))?,
+        })
     }
 
     #[staticmethod]
     fn laplacian_pinv(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        Ok(Self { inner: guarded(|| TaskKernel::laplacian_pinv(k, &edges))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::laplacian_pinv(k, &edges))?,
+        })
     }
 
     #[staticmethod]
     fn from_interaction(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&a)?;
-        Ok(Self { inner: guarded(|| TaskKernel::from_interaction(m))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::from_interaction(m))?,
+        })
     }
 
     #[staticmethod]
     fn from_psd_plus_identity(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&a)?;
-        Ok(Self { inner: guarded(|| TaskKernel::from_psd_plus_identity(m))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::from_psd_plus_identity(m))?,
+        })
     }
 
     #[staticmethod]
     fn from_task_kernel(t: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&t)?;
-        Ok(Self { inner: guarded(|| TaskKernel::from_task_kernel(m))? })
+        Ok(Self {
+            inner: guarded(|| TaskKernel::from_task_kernel(m))?,
+        })
     }
 
     #[getter]
@@ -112,7 +131,9 @@ impl NativeTaskKernel {
     fn get(&self, i: usize, j: usize) -> PyResult<f64> {
         let k = self.inner.n_tasks();
         if i >= k || j >= k {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!("task index out of range [0, {k})")));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "task index out of range [0, {k})"
+            )));
         }
         Ok(self.inner.get(i, j))
     }
@@ -131,10 +152,15 @@ impl NativeTaskKernel {
     }
 
     fn components<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        (0..self.inner.n_tasks()).map(|i| self.inner.component(i) as i64).collect::<Vec<_>>().into_pyarray(py)
+        (0..self.inner.n_tasks())
+            .map(|i| self.inner.component(i) as i64)
+            .collect::<Vec<_>>()
+            .into_pyarray(py)
     }
 
     fn scaled(&self, c: f64) -> PyResult<Self> {
-        Ok(Self { inner: guarded(|| self.inner.scaled(c))? })
+        Ok(Self {
+            inner: guarded(|| self.inner.scaled(c))?,
+        })
     }
 }

@@ -103,7 +103,14 @@ impl NativeLearner {
         seed: u64,
     ) -> PyResult<Self> {
         let m = guarded(|| {
-            MTRBP::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, seed)
+            MTRBP::new(
+                task_kernel.inner.clone(),
+                kernel.inner,
+                n_features,
+                sparse,
+                budget,
+                seed,
+            )
         })?;
         Ok(wrap(AnyLearner::MTRBP(m)))
     }
@@ -119,7 +126,14 @@ impl NativeLearner {
         radius: f64,
     ) -> PyResult<Self> {
         let m = guarded(|| {
-            MTFORG::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, budget, radius)
+            MTFORG::new(
+                task_kernel.inner.clone(),
+                kernel.inner,
+                n_features,
+                sparse,
+                budget,
+                radius,
+            )
         })?;
         Ok(wrap(AnyLearner::MTFORG(m)))
     }
@@ -158,7 +172,14 @@ impl NativeLearner {
     ) -> PyResult<Self> {
         let m = guarded(|| {
             let params = ProjectronParams::new(budget, eta, Threshold::parse(threshold_on)?)?;
-            MTBPRJ2::new(task_kernel.inner.clone(), kernel.inner, n_features, sparse, params, alg2_literal_line14)
+            MTBPRJ2::new(
+                task_kernel.inner.clone(),
+                kernel.inner,
+                n_features,
+                sparse,
+                params,
+                alg2_literal_line14,
+            )
         })?;
         Ok(wrap(AnyLearner::Mtbprj2(m)))
     }
