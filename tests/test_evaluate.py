@@ -69,3 +69,14 @@ def test_demo_prints_a_table(capsys):
     assert main(["demo", "--n-samples", "600"]) == 0
     out = capsys.readouterr().out
     assert "| learner |" in out and "KernelPerceptron (rbf)" in out and "examples/s" in out
+
+
+def test_evaluate_runs_rounds_when_the_stream_has_them():
+    stream = omtl.datasets.make_multitask_stream(n_samples=700, n_tasks=5, n_features=6, seed=2).as_rounds(3)
+    report = omtl.evaluate(omtl.ROMCO(n_tasks=5, lambda1=0.05), stream, chunk_size=7)
+    direct = omtl.ROMCO(n_tasks=5, lambda1=0.05).learn_rounds(stream.X, stream.y, tasks=stream.tasks, rounds=stream.rounds)
+    np.testing.assert_array_equal(report.predictions, direct)
+    flat = omtl.ROMCO(n_tasks=5, lambda1=0.05).learn(stream.X, stream.y, tasks=stream.tasks)
+    assert not np.array_equal(direct, flat)  # the joint round update is a different protocol
+    with pytest.raises(ValueError, match="rounds"):
+        omtl.evaluate(omtl.ROMCO(n_tasks=5), stream.X, stream.y, tasks=stream.tasks, rounds=stream.rounds[:-1])

@@ -36,7 +36,8 @@ def check_X(X, *, n_features: int | None = None):
                 f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
             )
         X = np.ascontiguousarray(arr, dtype=np.float64)
-        if not np.isfinite(X).all():
+        # min/max propagate NaN and expose ±inf without allocating an n x d mask.
+        if X.size and not (np.isfinite(X.min()) and np.isfinite(X.max())):
             raise ValueError("X contains NaN or infinity")
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {n_features}")

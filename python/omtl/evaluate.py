@@ -92,20 +92,37 @@ def online_metrics(y_pm1: np.ndarray, pred_pm1: np.ndarray, tasks: np.ndarray, n
     return mistakes, (mistakes / n if n else 0.0), f1_micro, f1_macro, counts, curve, steps
 
 
-def evaluate(model, X, y=None, *, tasks=None, curve_points: int = 200, progress: bool = False, chunk_size: int | None = None):
+def evaluate(
+    model,
+    X,
+    y=None,
+    *,
+    tasks=None,
+    rounds=None,
+    curve_points: int = 200,
+    progress: bool = False,
+    chunk_size: int | None = None,
+):
     """Runs ``model`` over the stream once (predict, then update, row by row) and reports.
 
-    ``X`` may be a :class:`omtl.datasets.Stream`, in which case ``y`` and ``tasks`` come from it.
-    The learner is updated in place. Batches go to the learner in chunks so a progress bar
+    ``X`` may be a :class:`omtl.datasets.Stream`, in which case ``y``, ``tasks`` and ``rounds`` come
+    from it. With ``rounds`` (one round id per row, as ``Stream.as_rounds`` gives) the pass runs
+    protocol P2 through ``model.learn_rounds``; chunks then never split a round. Error rates count
+    instances, not rounds (§7.1). The learner is updated in place. Batches go to the learner in chunks so a progress bar
     (``progress=True``, tqdm) can show the pass; chunking does not change the results.
     """
     name = type(model).__name__
     if y is None and hasattr(X, "y"):
         stream = X
         X, y, tasks = stream.X, stream.y, stream.tasks
+        rounds = stream.rounds if rounds is None else rounds
     if tasks is None:
         raise TypeError("evaluate needs tasks (or a Stream)")
     y_pm1, _ = check_labels(y, X.shape[0])
+    if rounds is not None:
+        rounds = np.asarray(rounds, dtype=np.int64)
+        if rounds.shape != (X.shape[0],):
+            raise ValueError(f"rounds must have one id per row ({X.shape[0]}), got shape {rounds.shape}")
     tasks_arr = np.broadcast_to(np.asarray(tasks, dtype=np.int64), (X.shape[0],))
     n = X.shape[0]
     chunk = chunk_size or max(256, math.ceil(n / 100))
@@ -116,9 +133,11 @@ def evaluate(model, X, y=None, *, tasks=None, curve_points: int = 200, progress:
 
         bar = tqdm(total=n, desc=name, unit="ex", leave=False)
     start = time.perf_counter()
-    for a in range(0, n, chunk):
-        b = min(n, a + chunk)
-        preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b])
+    for a, b in _chunks(n, chunk, rounds):
+        if rounds is None:
+            preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b])
+        else:
+            preds[a:b] = model.learn_rounds(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b], rounds=rounds[a:b])
         if bar is not None:
             bar.update(b - a)
     seconds = time.perf_counter() - start
@@ -141,3 +160,16 @@ def evaluate(model, X, y=None, *, tasks=None, curve_points: int = 200, progress:
         n_updates=int(model.n_updates_),
         predictions=preds,
     )
+
+
+def _chunks(n: int, size: int, rounds):
+    """Consecutive ``(start, stop)`` slices of about ``size`` rows; with rounds, cut only where a
+    new round starts."""
+    a = 0
+    while a < n:
+        b = min(n, a + size)
+        if rounds is not None:
+            while b < n and rounds[b] == rounds[b - 1]:
+                b += 1
+        yield a, b
+        a = b
