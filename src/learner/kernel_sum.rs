@@ -1,5 +1,5 @@
 //! The score `sum_j c_j K'(x_j, q)`, `c_j = beta_j T[i_j, task]`, over an active set, by the
-//! fastest path the storage allows (the hot loop of the budget learners, ALGORITHMS.md §4):
+//! fastest path the storage allows (the hot loop of the kernel Perceptrons and budget learners):
 //!
 //! - dense rows, dense query: slots in chunks; the dot products of four stored rows at a time
 //!   (the query's chunk loaded once), then the kernel's scalar map over the chunk. On x86-64 with

@@ -11,12 +11,14 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Model {
     Primal(LinearWeights),
-    Dual(ActiveSet),
+    /// The active set and, for sparse rows, the inverted index the fast score path reads.
+    Dual(ActiveSet, SparseIndex),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,7 +58,7 @@ impl MTPerceptron {
         let model = if primal {
             Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks))
         } else {
-            Model::Dual(ActiveSet::new(n_features, sparse))
+            Model::Dual(ActiveSet::new(n_features, sparse), SparseIndex::new(sparse))
         };
         Ok(Self {
             kernel,
@@ -89,7 +91,10 @@ impl OnlineLearner for MTPerceptron {
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         match &self.model {
             Model::Primal(w) => w.score(&self.tasks, x, task),
-            Model::Dual(set) => set.score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch),
+            Model::Dual(set, index) => {
+                let q = Query::new(x, &self.kernel);
+                weighted_score(set, index, &self.kernel, &self.tasks, &q, task, scratch)
+            }
         }
     }
 
@@ -101,8 +106,10 @@ impl OnlineLearner for MTPerceptron {
         self.n_updates += 1;
         match &mut self.model {
             Model::Primal(w) => w.add(&self.tasks, x, task, y),
-            Model::Dual(set) => {
-                set.push(x, task, y, self.n_seen, y, &self.kernel);
+            Model::Dual(set, index) => {
+                index.ensure(set);
+                let slot = set.push(x, task, y, self.n_seen, y, &self.kernel);
+                index.add(set, slot);
             }
         }
     }
@@ -114,7 +121,7 @@ impl OnlineLearner for MTPerceptron {
     fn n_active(&self) -> usize {
         match &self.model {
             Model::Primal(_) => self.n_updates as usize,
-            Model::Dual(set) => set.len(),
+            Model::Dual(set, _) => set.len(),
         }
     }
 }
