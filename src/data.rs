@@ -94,25 +94,11 @@ impl Row<'_> {
     }
 }
 
-/// Dense dot product, written as four independent accumulators so the compiler vectorises it.
+/// Dense dot product with four independent accumulators, so the compiler vectorises it
+/// (the same loop the AVX2 kernels in [`crate::linalg::simd`] compile for wider registers).
 #[inline]
 pub fn dot_dense(a: &[f64], b: &[f64]) -> f64 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0.0f64; 4];
-    let chunks = n / 4;
-    for c in 0..chunks {
-        let i = 4 * c;
-        acc[0] += a[i] * b[i];
-        acc[1] += a[i + 1] * b[i + 1];
-        acc[2] += a[i + 2] * b[i + 2];
-        acc[3] += a[i + 3] * b[i + 3];
-    }
-    let mut tail = 0.0;
-    for i in 4 * chunks..n {
-        tail += a[i] * b[i];
-    }
-    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+    crate::linalg::simd::dot4(a, b)
 }
 
 #[inline]
