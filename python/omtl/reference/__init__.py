@@ -11,4 +11,21 @@ from .perceptron import KernelPerceptron, MTPerceptron
 from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
 from .romco import ROMCO
 
-from ..learners import __all__  # noqa: E402  (every native class has a twin of the same name)
+__all__ = [
+    "CWCOL",
+    "MTBPRJ",
+    "MTBPRJ2",
+    "MTFL",
+    "MTFORG",
+    "MTPRJ",
+    "MTPRJ2",
+    "MTRBP",
+    "OMTL",
+    "OMTRL",
+    "ROMCO",
+    "TRML",
+    "KernelPerceptron",
+    "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+]
