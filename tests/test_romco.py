@@ -65,11 +65,13 @@ def test_rounds_native_matches_reference(params, sparse):
 
 
 def test_both_svt_routes_run_and_agree_with_the_reference():
-    """Default parameters on a long stream: the Gram route first, then the QR fallback once
-    θ < 1e-6 σ_max; the reference (numpy.linalg.svd) agrees throughout."""
+    """Default parameters on a long stream, singleton rounds forced off route (c): the Gram
+    route first, then the QR fallback once θ < 1e-6 σ_max; the reference (numpy.linalg.svd)
+    agrees throughout."""
     X, y, tasks = random_stream(n=900, d=10, k=K, seed=2)
     params = {"eta1": 0.5, "lambda1": 2e-5}
     nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    nat._svt_route = "gram"
     np.testing.assert_array_equal(nat.learn(X, y, tasks=tasks), rf.learn(X, y, tasks=tasks))
     assert_same_model(nat, rf)
     diag = nat._diagnostics()
