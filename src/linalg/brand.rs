@@ -35,7 +35,8 @@ const EXT_TOL: f64 = 1e-13;
 /// error far below the 1e-9 agreement of INV-R4; keeps rounding noise from inflating `r`).
 const DROP_TOL: f64 = 1e-14;
 
-/// Upper bound on the iterations of nalgebra's SVD.
+/// Upper bound on the iterations of nalgebra's SVD (run with its default tolerance, 5ε: with
+/// ε it was seen to return a wrong singular value on a rank-deficient matrix).
 const MAX_ITER: usize = 100_000;
 
 /// What one thresholded update produced.
