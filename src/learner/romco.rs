@@ -14,6 +14,11 @@
 //! `O(|P| k nnz)`, `Ĉ` is eigendecomposed (`O(k³)`), and `U ← Û Π` in place (`O(d k²)`); it
 //! falls back to route (a) (blocked QR + SVD of R) when `θ < 10⁻⁶ σ_max` or when the exact
 //! resync of C every 100 updates finds drift. With `λ1 = 0`, `Π = I` and the update is `O(nnz)`.
+//! Singleton rounds (protocol P1, every `learn` call) use route (c) instead (`linalg::brand`):
+//! U is held as a factored thin SVD `B P diag(s) Qᵀ` and Brand's rank-one modification plus
+//! thresholding of the singular values costs `O(d m + nnz m + r³)` per update (`m ≤ 2k` basis
+//! columns, rank r); scores come from the factors. A round of several tasks switches back to the
+//! dense U (and a later singleton round to the factors).
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
 

@@ -20,7 +20,7 @@ use nalgebra::{DMatrix, SVD};
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
-use crate::linalg::simd::{columns_dot, columns_times, dense_axpy, dense_dot, sub_columns};
+use crate::linalg::simd::{columns_dot, columns_times, columns_times_in_place, dense_axpy, dense_dot, sub_columns};
 #[cfg(test)]
 use crate::linalg::svt;
 use crate::linalg::svt::RANK_TOL;
@@ -504,6 +504,9 @@ impl ThinSvd {
             }
         }
         if let Some(p) = resid {
+            if self.b.capacity() < d * self.max_cols {
+                self.b.reserve_exact(d * self.max_cols - self.b.len());
+            }
             self.b.extend_from_slice(&p);
         }
         self.m = m2;
@@ -521,9 +524,8 @@ impl ThinSvd {
     /// factors followed by the SVD of the small core.
     fn compact(&mut self) {
         let (d, k, m, r) = (self.d, self.k, self.m, self.s.len());
-        let mut nb = vec![0.0; d * r];
-        columns_times(&self.b, d, m, &self.p, r, &mut nb);
-        self.b = nb;
+        columns_times_in_place(&mut self.b, d, m, &self.p, r);
+        self.b.truncate(d * r);
         self.m = r;
         self.p = (0..r * r).map(|i| if i / r == i % r { 1.0 } else { 0.0 }).collect();
         if self.since_orth >= REORTH_EVERY {

@@ -178,3 +178,29 @@ fn columns_times_kernel(b: &[f64], d: usize, m: usize, p: &[f64], r: usize, out:
         r0 += len;
     }
 }
+
+dispatch! {
+    /// `B ← B P` in place for a column-major `d x m` `B` and a row-major `m x r` `P` with
+    /// `r <= m`: the result occupies the first `r` columns (one block of rows at a time through
+    /// a scratch copy of `O(BLOCK m)`).
+    pub fn columns_times_in_place(b: &mut [f64], d: usize, m: usize, p: &[f64], r: usize) => columns_times_in_place_kernel, columns_times_in_place_avx2
+}
+
+#[inline(always)]
+fn columns_times_in_place_kernel(b: &mut [f64], d: usize, m: usize, p: &[f64], r: usize) {
+    const BLOCK: usize = 512;
+    let mut buf = vec![0.0; BLOCK.min(d) * m];
+    let mut out = vec![0.0; BLOCK.min(d) * r];
+    let mut r0 = 0;
+    while r0 < d {
+        let len = BLOCK.min(d - r0);
+        for c in 0..m {
+            buf[c * len..(c + 1) * len].copy_from_slice(&b[c * d + r0..c * d + r0 + len]);
+        }
+        columns_times_kernel(&buf[..len * m], len, m, p, r, &mut out[..len * r]);
+        for c in 0..r {
+            b[c * d + r0..c * d + r0 + len].copy_from_slice(&out[c * len..(c + 1) * len]);
+        }
+        r0 += len;
+    }
+}
