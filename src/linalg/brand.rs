@@ -351,6 +351,9 @@ impl ThinSvd {
     pub fn update(&mut self, x: &Row, alpha: f64, task: usize, theta: f64, bx: Option<&[f64]>) -> Option<UpdateInfo> {
         let (d, k, m, r) = (self.d, self.k, self.m, self.s.len());
         let a_norm = alpha.abs() * x.sq_norm().sqrt();
+        if !a_norm.is_finite() {
+            return None; // overflow: the caller keeps Û unthresholded, as routes (a)/(b) do
+        }
         // Left: a = B c + p (p ⟂ B), then c = P mv + c⊥ (c⊥ ⟂ P).
         let mut c = vec![0.0; m];
         let mut resid: Option<Vec<f64>> = None;
