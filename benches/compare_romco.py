@@ -3,7 +3,8 @@ the same stream (ALGORITHMS.md §5, §6.1).
 
 Contenders (each runs the prequential protocol: predict, then learn, row by row):
 
-- ROMCO: the native engine (protocol P1, and rounds via ``learn_rounds``), its reference twin
+- ROMCO: the native engine (protocol P1 — route (c) of §5.5, Brand's factored update — and
+  rounds via ``learn_rounds``), its reference twin
   (``omtl.reference.ROMCO``) and a lean NumPy ROMCO that calls ``numpy.linalg.svd`` at every
   update (same parameters, same trigger);
 - PA-Unique (PA-I, C = 1): the native engine, River's ``PAClassifier`` (one per task,
@@ -168,7 +169,8 @@ def main(argv=None) -> int:
         "ROMCO P1",
         "omtl.ROMCO (native)",
         sec,
-        f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+        f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
+        f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
     )
     sec, _ = timed(lambda: numpy_romco(X, y, tasks, np.arange(n), k))
     record("ROMCO P1", "NumPy ROMCO, numpy.linalg.svd per update", sec)
@@ -184,7 +186,8 @@ def main(argv=None) -> int:
             label,
             "omtl.ROMCO (native)",
             sec,
-            f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+            f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
+            f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
         )
         sec, _ = timed(lambda lam=lam: numpy_romco(X, y, tasks, np.arange(n), k, lambda1=lam))
         record(label, "NumPy ROMCO, numpy.linalg.svd per update", sec)
@@ -195,7 +198,8 @@ def main(argv=None) -> int:
         "ROMCO P2",
         "omtl.ROMCO (native)",
         sec,
-        f"{m.n_updates_} updates, {d['n_gram_svt']:.0f} via Gram, {d['n_qr_svt']:.0f} via QR",
+        f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
+        f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
     )
     sec, _ = timed(lambda: numpy_romco(Xr, yr, tr, rr, k))
     record("ROMCO P2", "NumPy ROMCO, numpy.linalg.svd per update", sec)

@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use omtl::data::Rows;
-use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger};
+use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
 use omtl::linalg::svt;
 use omtl::rng::SplitMix64;
 
@@ -57,6 +57,17 @@ fn bench_stream(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
+    let dense_u = || fresh().with_route(SvtRoute::Gram);
+    g.bench_function("ROMCO P1 (default parameters, routes (b)/(a) instead of (c))", |b| {
+        b.iter_batched(
+            dense_u,
+            |mut m| {
+                learn(&mut m, &rows, &tasks, &y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
     g.bench_function("ROMCO P2 rounds (default parameters)", |b| {
         b.iter_batched(
             fresh,
@@ -65,7 +76,7 @@ fn bench_stream(c: &mut Criterion) {
         )
     });
     let gram = || Romco::new(k, d, 0.1, 0.1, 0.5, 1e-4, RomcoTrigger::Loss).unwrap();
-    g.bench_function("ROMCO P1 (lambda1 = 0.5: Gram route)", |b| {
+    g.bench_function("ROMCO P1 (lambda1 = 0.5)", |b| {
         b.iter_batched(
             gram,
             |mut m| {

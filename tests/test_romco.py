@@ -65,11 +65,13 @@ def test_rounds_native_matches_reference(params, sparse):
 
 
 def test_both_svt_routes_run_and_agree_with_the_reference():
-    """Default parameters on a long stream: the Gram route first, then the QR fallback once
-    θ < 1e-6 σ_max; the reference (numpy.linalg.svd) agrees throughout."""
+    """Default parameters on a long stream, singleton rounds forced off route (c): the Gram
+    route first, then the QR fallback once θ < 1e-6 σ_max; the reference (numpy.linalg.svd)
+    agrees throughout."""
     X, y, tasks = random_stream(n=900, d=10, k=K, seed=2)
     params = {"eta1": 0.5, "lambda1": 2e-5}
     nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    nat._svt_route = "gram"
     np.testing.assert_array_equal(nat.learn(X, y, tasks=tasks), rf.learn(X, y, tasks=tasks))
     assert_same_model(nat, rf)
     diag = nat._diagnostics()
@@ -374,3 +376,133 @@ def test_very_high_dimensional_sparse_input():
     np.testing.assert_allclose(V[used], rf.V_, rtol=1e-9, atol=1e-12)
     unused = np.setdiff1d(np.arange(d), used)
     assert not U[unused].any() and not V[unused].any()
+
+
+# ---- Route (c): Brand's rank-one update of the thin SVD (§5.5 c) ---------------------------
+
+
+def routed(route, **params):
+    """A native ROMCO whose singleton rounds use the given SVT route (a test hook)."""
+    m = omtl.ROMCO(n_tasks=K, **params)
+    m._svt_route = route
+    return m
+
+
+def rel_err(a, b):
+    return np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300)
+
+
+ROUTE_C_CONFIGS = {
+    "defaults": {},
+    "strong-lambda1": {"eta1": 0.1, "lambda1": 1.0, "lambda2": 0.01},
+    "huge-lambda1": {"lambda1": 1e12},
+    "lambda1-0": {"lambda1": 0.0, "lambda2": 0.05},
+}
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("name", list(ROUTE_C_CONFIGS))
+def test_route_c_agrees_with_route_a_on_long_streams(name, sparse):
+    """INV-R4 for route (c): on a long P1 stream (compactions of the basis, re-orthogonalisations
+    every 1000 updates, rank drops and regrowth) the factored update follows route (a) as the
+    reference twin runs it — a thin SVD (numpy.linalg.svd, LAPACK) of the dense U at every
+    update — to 1e-9 relative."""
+    params = ROUTE_C_CONFIGS[name]
+    n, d, chunk = 4000, 12, 250
+    X, y, tasks = random_stream(n=n, d=d, k=K, seed=31, sparse=sparse, density=0.5)
+    c, a = routed("brand", **params), ref.ROMCO(n_tasks=K, **params)
+    for s in range(0, n, chunk):
+        sl = slice(s, s + chunk)
+        np.testing.assert_array_equal(c.learn(X[sl], y[sl], tasks=tasks[sl]), a.learn(X[sl], y[sl], tasks=tasks[sl]))
+        assert rel_err(c.U_, a.U_) <= 1e-9 or (not c.U_.any() and not a.U_.any()), s
+        assert rel_err(c.V_, a.V_) <= 1e-9, s
+        assert c.rank_ == a.rank_, s
+    assert rel_err(c.decision_function(X, tasks=tasks), a.decision_function(X, tasks=tasks)) <= 1e-9
+    diag = c._diagnostics()
+    assert diag["n_brand_svt"] == c.n_updates_ == a.n_updates_ > 900
+    assert diag["n_numerical_failures"] == 0
+    if name == "huge-lambda1":
+        assert not c.U_.any() and c.rank_ == 0
+    if name == "lambda1-0":
+        assert c.rank_ == min(d, K)
+
+
+def test_route_c_rank_drops_to_zero_and_regrows():
+    """Per example: with θ close to the size of one step, U is thresholded away completely now and
+    then and regrows; route (c) and the reference's SVD agree throughout, `rank_` included."""
+    X, y, tasks = random_stream(n=500, d=6, k=K, seed=4)
+    params = {"eta1": 0.1, "lambda1": 0.8, "lambda2": 0.01}
+    c, a = routed("brand", **params), ref.ROMCO(n_tasks=K, **params)
+    ranks = []
+    for t in range(len(y)):
+        sl = slice(t, t + 1)
+        np.testing.assert_array_equal(c.learn(X[sl], y[sl], tasks=tasks[sl]), a.learn(X[sl], y[sl], tasks=tasks[sl]))
+        np.testing.assert_allclose(c.U_, a.U_, rtol=1e-9, atol=1e-12)
+        assert c.rank_ == a.rank_
+        ranks.append(c.rank_)
+    ranks = np.array(ranks)
+    dropped = np.flatnonzero((ranks[1:] == 0) & (ranks[:-1] > 0))
+    assert len(dropped) > 3 and ranks.max() >= 2, np.bincount(ranks)
+    assert np.any(ranks[dropped[0] + 1 :] > 0)  # regrowth after a drop
+
+
+def test_route_c_is_the_default_for_singleton_rounds_only():
+    """`learn` (P1) runs route (c); rounds of several tasks switch to the dense U and routes
+    (b)/(a) and back, and the mixture still matches the reference."""
+    X, y, tasks, rounds = round_stream(n=400, seed=14)
+    # Split every third multi-task round into singletons, so the protocol alternates.
+    r2, nxt = np.empty_like(rounds), 0
+    for r in np.unique(rounds):
+        idx = np.flatnonzero(rounds == r)
+        if r % 3 == 0:
+            r2[idx] = nxt + np.arange(len(idx))
+            nxt += len(idx)
+        else:
+            r2[idx] = nxt
+            nxt += 1
+    params = {"lambda1": 0.05, "lambda2": 0.02}
+    nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    np.testing.assert_array_equal(run_rounds(nat, X, y, tasks, r2), run_rounds(rf, X, y, tasks, r2))
+    assert_same_model(nat, rf)
+    diag = nat._diagnostics()
+    assert diag["n_brand_svt"] > 0 and diag["n_gram_svt"] + diag["n_qr_svt"] > 0, diag
+    p1 = omtl.ROMCO(n_tasks=K, **params)
+    p1.learn(X, y, tasks=tasks)
+    diag = p1._diagnostics()
+    assert diag["n_brand_svt"] == p1.n_updates_ > 0 and diag["n_gram_svt"] + diag["n_qr_svt"] == 0
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_route_c_pickling_mid_stream_continues_identically(sparse):
+    """The factored state (basis, rotations, counters up to the next re-orthogonalisation)
+    survives pickling: a copy taken mid-stream, after more than 1000 factored updates,
+    continues bit-identically."""
+    X, y, tasks = random_stream(n=5000, d=12, k=K, seed=17, sparse=sparse, density=0.5)
+    a = omtl.ROMCO(n_tasks=K)
+    h = 4000
+    a.learn(X[:h], y[:h], tasks=tasks[:h])
+    assert a._diagnostics()["n_brand_svt"] > 1000
+    b = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a.U_, b.U_)
+    pa, pb = a.learn(X[h:], y[h:], tasks=tasks[h:]), b.learn(X[h:], y[h:], tasks=tasks[h:])
+    np.testing.assert_array_equal(pa, pb)
+    np.testing.assert_array_equal(a.decision_function(X, tasks=tasks), b.decision_function(X, tasks=tasks))
+    np.testing.assert_array_equal(a.U_, b.U_)
+    np.testing.assert_array_equal(a.V_, b.V_)
+    assert a._diagnostics() == b._diagnostics()
+
+
+def test_unknown_svt_route_is_rejected():
+    m = routed("svd")
+    with pytest.raises(ValueError, match="svt_route"):
+        m.learn(np.ones((2, 3)), [1, -1], tasks=[0, 1])
+
+
+def test_route_c_overflow_is_counted_like_the_other_routes():
+    """An overflowing step (η1 |x| = inf) is not thresholded away silently: route (c) hands the
+    non-finite Û back to the dense path, which counts a numerical failure."""
+    m = omtl.ROMCO(n_tasks=2, eta1=1e300, lambda1=1e-4)
+    with np.errstate(all="ignore"):
+        m.learn(np.full((5, 3), 1e10), [1, -1, 1, -1, 1], tasks=[0, 1, 0, 1, 0])
+    diag = m._diagnostics()
+    assert diag["n_numerical_failures"] > 0 and diag["n_brand_svt"] == 0, diag

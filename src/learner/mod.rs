@@ -27,7 +27,7 @@ pub use omtrl::{Omtrl, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressive};
 pub use perceptron::MTPerceptron;
 pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
-pub use romco::{Romco, RomcoTrigger};
+pub use romco::{Romco, RomcoTrigger, SvtRoute};
 
 use crate::data::{validate_batch, Row, Rows};
 use crate::error::{Error, Result};

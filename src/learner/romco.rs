@@ -14,6 +14,11 @@
 //! `O(|P| k nnz)`, `Ĉ` is eigendecomposed (`O(k³)`), and `U ← Û Π` in place (`O(d k²)`); it
 //! falls back to route (a) (blocked QR + SVD of R) when `θ < 10⁻⁶ σ_max` or when the exact
 //! resync of C every 100 updates finds drift. With `λ1 = 0`, `Π = I` and the update is `O(nnz)`.
+//! Singleton rounds (protocol P1, every `learn` call) use route (c) instead (`linalg::brand`):
+//! U is held as a factored thin SVD `B P diag(s) Qᵀ` and Brand's rank-one modification plus
+//! thresholding of the singular values costs `O(d m + nnz m + r³)` per update (`m ≤ 2k` basis
+//! columns, rank r); scores come from the factors. A round of several tasks switches back to the
+//! dense U (and a later singleton round to the factors).
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
 
@@ -23,6 +28,7 @@ use crate::data::{dot_dense, Row};
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::brand::ThinSvd;
 use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage};
 
@@ -62,6 +68,36 @@ impl RomcoTrigger {
     }
 }
 
+/// Which SVT implementation runs (§5.5). `Auto` is the default; the others exist for tests and
+/// benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SvtRoute {
+    /// Singleton rounds with `λ1 > 0`: route (c) (Brand's factored update); rounds of several
+    /// tasks: route (b) with the fallback to (a); `λ1 = 0`: no SVT (`Π = I`).
+    Auto,
+    /// Never route (c): (b) with the fallback to (a), as for rounds of several tasks.
+    Gram,
+    /// Always route (a) when `λ1 > 0`.
+    Qr,
+    /// Route (c) for every singleton round, also with `λ1 = 0` (then `θ = 0`).
+    Brand,
+}
+
+impl SvtRoute {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "auto" => Ok(Self::Auto),
+            "gram" => Ok(Self::Gram),
+            "qr" => Ok(Self::Qr),
+            "brand" => Ok(Self::Brand),
+            other => Err(invalid(
+                "svt_route",
+                format!("expected 'auto', 'gram', 'qr' or 'brand', got {other:?}"),
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Romco {
     n_tasks: usize,
@@ -71,8 +107,11 @@ pub struct Romco {
     lambda1: f64,
     lambda2: f64,
     trigger: RomcoTrigger,
-    /// U, column-major: `u^i = u[i*d..(i+1)*d]`.
+    route: SvtRoute,
+    /// U, column-major: `u^i = u[i*d..(i+1)*d]` (empty while `brand` holds U).
     u: Vec<f64>,
+    /// U as a factored thin SVD (route (c)), while singleton rounds run; `None` otherwise.
+    brand: Option<ThinSvd>,
     /// ṽ, column-major; `v^i = v_scale[i] * ṽ^i`. A column with scale 0 is zero (ṽ is stale).
     v: Vec<f64>,
     v_scale: Vec<f64>,
@@ -95,6 +134,7 @@ pub struct Romco {
     n_qr_svt: u64,
     n_drift_resyncs: u64,
     n_numerical_failures: u64,
+    n_brand_svt: u64,
 }
 
 /// `<x, w>`, with the AVX2 build for dense rows.
@@ -175,7 +215,9 @@ impl Romco {
             lambda1,
             lambda2,
             trigger,
+            route: SvtRoute::Auto,
             u: vec![0.0; size],
+            brand: None,
             v: vec![0.0; size],
             v_scale: vec![0.0; n_tasks],
             v_sq_norm: vec![0.0; n_tasks],
@@ -190,7 +232,49 @@ impl Romco {
             n_qr_svt: 0,
             n_drift_resyncs: 0,
             n_numerical_failures: 0,
+            n_brand_svt: 0,
         })
+    }
+
+    /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
+    pub fn with_route(mut self, route: SvtRoute) -> Self {
+        self.route = route;
+        self
+    }
+
+    /// True when a singleton round uses route (c).
+    fn brand_applies(&self) -> bool {
+        match self.route {
+            SvtRoute::Auto => self.lambda1 > 0.0,
+            SvtRoute::Brand => true,
+            SvtRoute::Gram | SvtRoute::Qr => false,
+        }
+    }
+
+    /// Switches U to the factored form (an `O(d k²)` thin SVD; free when U = 0). False (and no
+    /// change) if U holds non-finite values.
+    fn enter_factored(&mut self) -> bool {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+        match ThinSvd::from_matrix(&self.u, d, k, &live) {
+            Some(f) => {
+                self.brand = Some(f);
+                self.u = Vec::new();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Switches U back to the dense form (`O(d k r)`), with an exact `C = UᵀU`.
+    fn leave_factored(&mut self) {
+        if let Some(f) = self.brand.take() {
+            let (d, k) = (self.n_features, self.n_tasks);
+            self.u = f.materialize();
+            self.gram = svt::gram(&self.u, d, k);
+            self.svt_vectors.clear();
+            self.qr_pending = false;
+        }
     }
 
     fn u_col(&self, i: usize) -> &[f64] {
@@ -208,7 +292,14 @@ impl Romco {
 
     /// U as a row-major `d x k` matrix.
     pub fn u_matrix(&self) -> Vec<f64> {
-        self.to_row_major(|i| (self.u_col(i), 1.0))
+        match &self.brand {
+            Some(f) => {
+                let u = f.materialize();
+                let d = self.n_features;
+                self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
+            }
+            None => self.to_row_major(|i| (self.u_col(i), 1.0)),
+        }
     }
 
     /// V as a row-major `d x k` matrix.
@@ -217,7 +308,7 @@ impl Romco {
         self.to_row_major(|i| (&self.v[i * d..(i + 1) * d], self.v_scale[i]))
     }
 
-    fn to_row_major<'a>(&'a self, col: impl Fn(usize) -> (&'a [f64], f64)) -> Vec<f64> {
+    fn to_row_major<'a>(&self, col: impl Fn(usize) -> (&'a [f64], f64)) -> Vec<f64> {
         let (d, k) = (self.n_features, self.n_tasks);
         let mut out = vec![0.0; d * k];
         for i in 0..k {
@@ -237,7 +328,15 @@ impl Romco {
             Some(r) => r,
             None => {
                 let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
-                svt::qr_route_cols(&self.u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
+                let dense;
+                let u = match &self.brand {
+                    Some(f) => {
+                        dense = f.materialize();
+                        &dense
+                    }
+                    None => &self.u,
+                };
+                svt::qr_route_cols(u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
             }
         }
     }
@@ -256,8 +355,9 @@ impl Romco {
         })
     }
 
-    /// The joint update of one round (§5.3), given each present task's pre-update score.
-    fn joint_update(&mut self, items: &[Item]) {
+    /// The joint update of one round (§5.3), given each present task's pre-update score (and,
+    /// for a singleton round under route (c), `Bᵀx` if already computed).
+    fn joint_update(&mut self, items: &[Item], bx: Option<&[f64]>) {
         self.n_seen += items.len() as u64;
         if !self.triggered(items) {
             return; // INV-R5: nothing changes, not even by shrinkage
@@ -265,13 +365,18 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0).
         let active: Vec<&Item> = items.iter().filter(|it| it.y * it.score < 1.0).collect();
-        let shrink_u = self.lambda1 > 0.0;
+        // Route (c) for singleton rounds (§5.5 c); any other round needs U dense.
+        let use_brand = items.len() == 1 && self.brand_applies() && (self.brand.is_some() || self.enter_factored());
+        if !use_brand {
+            self.leave_factored();
+        }
+        let shrink_u = self.lambda1 > 0.0 && !use_brand;
 
         // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U.
         // Its trace comes first (O(|P| nnz)): when the trace already shows θ < 10⁻⁶ σ_max, route
         // (b) is ruled out and the rest of Ĉ is not needed.
         let mut c_hat = None;
-        if shrink_u && !self.qr_pending {
+        if shrink_u && !self.qr_pending && self.route != SvtRoute::Qr {
             let step = self.eta1;
             let mut trace: f64 = (0..k).map(|j| self.gram[j * k + j]).sum();
             for it in &active {
@@ -304,7 +409,9 @@ impl Romco {
         // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
         for it in &active {
             let t = it.task;
-            row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
+            if !use_brand {
+                row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
+            }
             self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
             if self.eta2 == 0.0 {
                 continue;
@@ -322,7 +429,9 @@ impl Romco {
         }
 
         // U ← SVT_{η1 λ1}(Û).
-        if shrink_u {
+        if use_brand {
+            self.brand_threshold(items, bx);
+        } else if shrink_u {
             self.threshold_u(c_hat.as_deref());
         } else {
             self.rank = None;
@@ -413,6 +522,33 @@ impl Romco {
         }
     }
 
+    /// Route (c): `U ← SVT_θ(U + η1 Γ)` on the factored U of a singleton round.
+    fn brand_threshold(&mut self, items: &[Item], bx: Option<&[f64]>) {
+        let theta = self.eta1 * self.lambda1;
+        let it = &items[0];
+        // Triggered singleton rounds always have positive loss (so Γ is the row), but stay safe.
+        let alpha = if it.y * it.score < 1.0 { self.eta1 * it.y } else { 0.0 };
+        let Some(f) = self.brand.as_mut() else { return };
+        match f.update(&it.x, alpha, it.task, theta, bx) {
+            Some(info) => {
+                self.n_brand_svt += 1;
+                self.rank = Some(info.rank);
+                if f.r() == 0 {
+                    self.u_live.fill(false);
+                }
+            }
+            None => {
+                // Non-finite values (overflow from extreme step sizes): leave Û unthresholded,
+                // dense, as routes (a)/(b) do.
+                self.n_numerical_failures += 1;
+                self.leave_factored();
+                let d = self.n_features;
+                row_axpy(&it.x, alpha, &mut self.u[it.task * d..(it.task + 1) * d]);
+                self.gram = svt::gram(&self.u, d, self.n_tasks);
+            }
+        }
+    }
+
     /// `v^i = s ṽ^i` → `ṽ^i ← s ṽ^i`, `s ← 1`.
     fn fold_scale(&mut self, i: usize) {
         let d = self.n_features;
@@ -426,7 +562,7 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations: restart it from I now and then.
         self.svt_vectors.clear();
-        if self.lambda1 > 0.0 {
+        if self.lambda1 > 0.0 && self.brand.is_none() {
             let exact = svt::gram(&self.u, d, k);
             let drift: f64 = exact
                 .iter()
@@ -464,12 +600,28 @@ impl OnlineLearner for Romco {
     }
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        row_dot(&x, self.u_col(task)) + self.v_dot(task, &x)
+        let u = match &self.brand {
+            Some(f) => f.score_projected(&f.project(&x), task),
+            None => row_dot(&x, self.u_col(task)),
+        };
+        u + self.v_dot(task, &x)
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
-        self.joint_update(&[Item { x, task, y, score }]);
+        self.joint_update(&[Item { x, task, y, score }], None);
+    }
+
+    /// Under route (c), `Bᵀx` serves both the score and the update.
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> f64 {
+        let bx = self.brand.as_ref().map(|f| f.project(&x));
+        let u = match (&self.brand, &bx) {
+            (Some(f), Some(bx)) => f.score_projected(bx, task),
+            _ => row_dot(&x, self.u_col(task)),
+        };
+        let score = u + self.v_dot(task, &x);
+        self.joint_update(&[Item { x, task, y, score }], bx.as_deref());
+        score
     }
 
     fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
@@ -484,7 +636,7 @@ impl OnlineLearner for Romco {
                 score: scores[r],
             })
             .collect();
-        self.joint_update(&items);
+        self.joint_update(&items, None);
     }
 
     fn n_updates(&self) -> u64 {
@@ -504,6 +656,7 @@ impl OnlineLearner for Romco {
             ("n_qr_svt", self.n_qr_svt as f64),
             ("n_drift_resyncs", self.n_drift_resyncs as f64),
             ("n_numerical_failures", self.n_numerical_failures as f64),
+            ("n_brand_svt", self.n_brand_svt as f64),
         ]
     }
 }
@@ -599,7 +752,7 @@ mod tests {
         };
         let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &tasks, &y).unwrap();
-        assert!(m.u.iter().all(|&v| v == 0.0));
+        assert!(m.u_matrix().iter().all(|&v| v == 0.0));
         assert_eq!(m.rank(), 0);
         assert!(m.n_personalized() > 0);
         let mut m = model(k, d, 0.1, 0.1, 1e-4, 1e12, RomcoTrigger::Loss);

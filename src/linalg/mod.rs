@@ -1,6 +1,7 @@
 //! Small dense linear algebra on top of nalgebra (pure Rust, so the wheel needs no system BLAS),
 //! and the incremental inverse Gram matrix of the budget Projectrons (§4.3).
 
+pub mod brand;
 mod dense;
 mod inverse_gram;
 pub mod simd;

@@ -67,3 +67,140 @@ dispatch! {
 fn axpy_kernel(alpha: f64, x: &[f64], y: &mut [f64]) {
     y.iter_mut().zip(x).for_each(|(yi, &xi)| *yi += alpha * xi);
 }
+
+dispatch! {
+    /// `out[j] = <b_j, x>` for the `m` columns `b_j = b[j*d..(j+1)*d]` of a column-major `d x m`
+    /// matrix and a dense `x` (four columns per pass, so `x` is loaded once per four products).
+    pub fn columns_dot(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) => columns_dot_kernel, columns_dot_avx2
+}
+
+#[inline(always)]
+fn columns_dot_kernel(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
+    let x = &x[..d];
+    let mut j = 0;
+    while j + 4 <= m {
+        let (b0, b1, b2, b3) = (
+            &b[j * d..(j + 1) * d],
+            &b[(j + 1) * d..(j + 2) * d],
+            &b[(j + 2) * d..(j + 3) * d],
+            &b[(j + 3) * d..(j + 4) * d],
+        );
+        let mut acc = [[0.0f64; 4]; 4];
+        let chunks = d / 4;
+        for c in 0..chunks {
+            let i = 4 * c;
+            for l in 0..4 {
+                let xv = x[i + l];
+                acc[0][l] += b0[i + l] * xv;
+                acc[1][l] += b1[i + l] * xv;
+                acc[2][l] += b2[i + l] * xv;
+                acc[3][l] += b3[i + l] * xv;
+            }
+        }
+        for (q, col) in [b0, b1, b2, b3].iter().enumerate() {
+            let mut tail = 0.0;
+            for i in 4 * chunks..d {
+                tail += col[i] * x[i];
+            }
+            out[j + q] = (acc[q][0] + acc[q][1]) + (acc[q][2] + acc[q][3]) + tail;
+        }
+        j += 4;
+    }
+    while j < m {
+        out[j] = dot4(&b[j * d..(j + 1) * d], x);
+        j += 1;
+    }
+}
+
+dispatch! {
+    /// `p -= Σ_j c_j b_j` for the `m` columns of a column-major `d x m` matrix `b` (four columns
+    /// per pass: one load and one store of `p` per four multiply-adds).
+    pub fn sub_columns(b: &[f64], d: usize, m: usize, c: &[f64], p: &mut [f64]) => sub_columns_kernel, sub_columns_avx2
+}
+
+#[inline(always)]
+fn sub_columns_kernel(b: &[f64], d: usize, m: usize, c: &[f64], p: &mut [f64]) {
+    let p = &mut p[..d];
+    let mut j = 0;
+    while j + 4 <= m {
+        let (w0, w1, w2, w3) = (c[j], c[j + 1], c[j + 2], c[j + 3]);
+        let b0 = &b[j * d..(j + 1) * d];
+        let b1 = &b[(j + 1) * d..(j + 2) * d];
+        let b2 = &b[(j + 2) * d..(j + 3) * d];
+        let b3 = &b[(j + 3) * d..(j + 4) * d];
+        for ((((o, &v0), &v1), &v2), &v3) in p.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3) {
+            *o -= ((v0 * w0 + v1 * w1) + v2 * w2) + v3 * w3;
+        }
+        j += 4;
+    }
+    while j < m {
+        let w = c[j];
+        p.iter_mut().zip(&b[j * d..(j + 1) * d]).for_each(|(o, &v)| *o -= w * v);
+        j += 1;
+    }
+}
+
+dispatch! {
+    /// `out = B P` for a column-major `d x m` `B` and a row-major `m x r` `P` (`out` column-major
+    /// `d x r`), in blocks of rows, four input columns per pass.
+    pub fn columns_times(b: &[f64], d: usize, m: usize, p: &[f64], r: usize, out: &mut [f64]) => columns_times_kernel, columns_times_avx2
+}
+
+#[inline(always)]
+fn columns_times_kernel(b: &[f64], d: usize, m: usize, p: &[f64], r: usize, out: &mut [f64]) {
+    const BLOCK: usize = 512;
+    let mut r0 = 0;
+    while r0 < d {
+        let len = BLOCK.min(d - r0);
+        for l in 0..r {
+            let o = &mut out[l * d + r0..l * d + r0 + len];
+            o.fill(0.0);
+            let mut j = 0;
+            while j + 4 <= m {
+                let (w0, w1, w2, w3) = (p[j * r + l], p[(j + 1) * r + l], p[(j + 2) * r + l], p[(j + 3) * r + l]);
+                let b0 = &b[j * d + r0..j * d + r0 + len];
+                let b1 = &b[(j + 1) * d + r0..(j + 1) * d + r0 + len];
+                let b2 = &b[(j + 2) * d + r0..(j + 2) * d + r0 + len];
+                let b3 = &b[(j + 3) * d + r0..(j + 3) * d + r0 + len];
+                for ((((x, &v0), &v1), &v2), &v3) in o.iter_mut().zip(b0).zip(b1).zip(b2).zip(b3) {
+                    *x += ((v0 * w0 + v1 * w1) + v2 * w2) + v3 * w3;
+                }
+                j += 4;
+            }
+            while j < m {
+                let w = p[j * r + l];
+                o.iter_mut()
+                    .zip(&b[j * d + r0..j * d + r0 + len])
+                    .for_each(|(x, &v)| *x += w * v);
+                j += 1;
+            }
+        }
+        r0 += len;
+    }
+}
+
+dispatch! {
+    /// `B ← B P` in place for a column-major `d x m` `B` and a row-major `m x r` `P` with
+    /// `r <= m`: the result occupies the first `r` columns (one block of rows at a time through
+    /// a scratch copy of `O(BLOCK m)`).
+    pub fn columns_times_in_place(b: &mut [f64], d: usize, m: usize, p: &[f64], r: usize) => columns_times_in_place_kernel, columns_times_in_place_avx2
+}
+
+#[inline(always)]
+fn columns_times_in_place_kernel(b: &mut [f64], d: usize, m: usize, p: &[f64], r: usize) {
+    const BLOCK: usize = 512;
+    let mut buf = vec![0.0; BLOCK.min(d) * m];
+    let mut out = vec![0.0; BLOCK.min(d) * r];
+    let mut r0 = 0;
+    while r0 < d {
+        let len = BLOCK.min(d - r0);
+        for c in 0..m {
+            buf[c * len..(c + 1) * len].copy_from_slice(&b[c * d + r0..c * d + r0 + len]);
+        }
+        columns_times_kernel(&buf[..len * m], len, m, p, r, &mut out[..len * r]);
+        for c in 0..r {
+            b[c * d + r0..c * d + r0 + len].copy_from_slice(&out[c * len..(c + 1) * len]);
+        }
+        r0 += len;
+    }
+}

@@ -13,7 +13,7 @@ use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::learner::{
     self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, Threshold, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
@@ -247,9 +247,11 @@ impl NativeLearner {
         Ok(d)
     }
 
-    /// ROMCO (§5): `update` is "loss" or "mistake".
+    /// ROMCO (§5): `update` is "loss" or "mistake"; `svt_route` ("auto", or "gram", "qr",
+    /// "brand" for tests and benchmarks) selects the SVT implementation of §5.5.
     #[staticmethod]
-    #[pyo3(signature = (n_tasks, n_features, *, eta1, eta2, lambda1, lambda2, update))]
+    #[pyo3(signature = (n_tasks, n_features, *, eta1, eta2, lambda1, lambda2, update, svt_route="auto"))]
+    #[allow(clippy::too_many_arguments)]
     fn romco(
         n_tasks: usize,
         n_features: usize,
@@ -258,9 +260,11 @@ impl NativeLearner {
         lambda1: f64,
         lambda2: f64,
         update: &str,
+        svt_route: &str,
     ) -> PyResult<Self> {
         let m = guarded(|| {
-            Romco::new(
+            let route = SvtRoute::parse(svt_route)?;
+            Ok(Romco::new(
                 n_tasks,
                 n_features,
                 eta1,
@@ -268,7 +272,8 @@ impl NativeLearner {
                 lambda1,
                 lambda2,
                 RomcoTrigger::parse(update)?,
-            )
+            )?
+            .with_route(route))
         })?;
         Ok(wrap(AnyLearner::Romco(m)))
     }

@@ -94,7 +94,9 @@ class ROMCO(OnlineClassifier):
         from .._native import NativeLearner
 
         params = check_romco_params(self)
-        return NativeCore(NativeLearner.romco(self._check_n_tasks(), n_features, **params))
+        # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
+        route = getattr(self, "_svt_route", "auto")
+        return NativeCore(NativeLearner.romco(self._check_n_tasks(), n_features, **params, svt_route=route))
 
     @property
     def rank_(self) -> int:
