@@ -124,8 +124,10 @@ fn jacobi(a: &[f64], rows: usize, cols: usize) -> Option<(Vec<f64>, Vec<f64>, Ve
                     *x = c * u - sn * v;
                     *y = sn * u + c * v;
                 }
-                norms[p] = alpha - t * gamma;
-                norms[q] = beta + t * gamma;
+                // Exact norms (see svt::jacobi_svd): the running update loses its digits when a
+                // column rotates to ~0.
+                norms[p] = dot(&cp_[..rp], &cp_[..rp]);
+                norms[q] = dot(&cq[..rp], &cq[..rp]);
             }
         }
         if !rotated {
@@ -169,7 +171,7 @@ fn small_svd(a: &[f64], rows: usize, cols: usize) -> Option<(Vec<f64>, Vec<f64>,
         DMatrix::from_row_slice(rows, cols, a),
         true,
         true,
-        f64::EPSILON,
+        5.0 * f64::EPSILON, // nalgebra's default; ε alone can stop early on rank-deficient input
         MAX_ITER,
     )?;
     let (u, vt) = (svd.u?, svd.v_t?);

@@ -35,6 +35,10 @@ pub const GRAM_MIN_THETA: f64 = 1e-6;
 /// Upper bound on the iterations of the small eigen/SVD solvers (they converge in far fewer).
 const MAX_ITER: usize = 100_000;
 
+/// Convergence tolerance of nalgebra's SVD: its default (5 ε). With ε itself it was seen to stop
+/// early on rank-deficient matrices (a singular value off by 1%).
+const SVD_EPS: f64 = 5.0 * f64::EPSILON;
+
 /// What one thresholding computed: `Π` and the Gram matrix of the result.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Shrinkage {
@@ -212,8 +216,11 @@ pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Opt
                     *x = c * u - sn * v;
                     *y = sn * u + c * v;
                 }
-                norms[p] = alpha - t * gamma;
-                norms[s] = beta + t * gamma;
+                // Exact norms, not the running update alpha - t*gamma: on a rank-deficient
+                // matrix a column rotates to ~0 and the running value loses all its digits,
+                // which then corrupts the convergence test (rows <= k here, so this is cheap).
+                norms[p] = dot4(wp, wp);
+                norms[s] = dot4(ws, ws);
             }
         }
         if !rotated {
@@ -333,7 +340,7 @@ pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Opti
         }
     }
     let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
-    let svd = SVD::try_new(r, false, true, f64::EPSILON, MAX_ITER)?;
+    let svd = SVD::try_new(r, false, true, SVD_EPS, MAX_ITER)?;
     let z = svd.v_t?.transpose();
     Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
 }
@@ -363,7 +370,7 @@ pub fn svt_explicit(m: &[f64], d: usize, k: usize, theta: f64) -> Option<(Vec<f6
     }
     let qr = DMatrix::from_column_slice(d, k, m).qr();
     let (q, r) = (qr.q(), qr.r());
-    let svd = SVD::try_new(r, true, true, f64::EPSILON, MAX_ITER)?;
+    let svd = SVD::try_new(r, true, true, SVD_EPS, MAX_ITER)?;
     let (w, zt) = (svd.u?, svd.v_t?);
     let shrunk = DMatrix::from_diagonal(&svd.singular_values.map(|s| (s - theta).max(0.0)));
     let out = q * w * shrunk * zt;
