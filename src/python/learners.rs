@@ -13,7 +13,8 @@ use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::learner::{
     self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG,
+    MTRBP,
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
