@@ -29,6 +29,8 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
     from .table1 import ALGORITHMS, PERCENTS
 
     plt = _pyplot()
+    from matplotlib.ticker import NullFormatter
+
     n = max(1, len(keys))
     fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8), squeeze=False)
     idx = {(r["dataset"], r["algorithm"], r["graph"], r["percent"]): r for r in summary}
@@ -51,6 +53,7 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
         if mtp is not None:
             ax.axhline(mtp["f1_micro_mean"], color="grey", lw=1, ls="-.", label="MT Perceptron G=C (no budget)")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xticks(PERCENTS)
         ax.set_xticklabels([f"{p}%" for p in PERCENTS])
         ax.set_xlabel("budget B (% of the battery's active set)")
@@ -72,16 +75,16 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
 
 
 def plot_cumulative_error(curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str, path: Path) -> Path:
-    """``curves[learner] = (steps, mean curve, std curve)``, error rates as fractions."""
+    """``curves[learner] = (steps, mean curve, std curve)``, error rates as fractions; the mean
+    over the shuffles is drawn (as in the paper's figures), the std is not."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.0, 4.0))
-    for name, (steps, mean, std) in curves.items():
-        ax.plot(steps, 100 * mean, label=name, lw=1.4)
-        if std is not None and np.all(np.isfinite(std)):
-            ax.fill_between(steps, 100 * (mean - std), 100 * (mean + std), alpha=0.12)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    styles = ["-", "--", "-.", ":"]
+    for j, (name, (steps, mean, _std)) in enumerate(curves.items()):
+        ax.plot(steps, 100 * mean, styles[(j // 10) % len(styles)], label=name, lw=1.5)
     ax.set_xlabel("instances seen (all tasks, in round order)")
     ax.set_ylabel("cumulative error rate (%)")
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     if curves:
         ax.legend(fontsize=8)

@@ -37,23 +37,33 @@ class DataSpec:
     loader: str  # name of the function in omtl.datasets
     loader_kwargs: tuple = ()
     note: str = ""
+    short: str = ""
+
+    @property
+    def label(self) -> str:
+        """A short column header."""
+        return self.short or self.title
 
 
 DATASETS = {
     "school": DataSpec("school", "School binary", "load_school"),
     "sentiment": DataSpec("sentiment", "Sentiment", "load_sentiment"),
     "ecml2006_a": DataSpec("ecml2006_a", "Pkdd06 Spam A", "load_ecml2006", (("task", "a"),)),
-    "ecml2006_b": DataSpec("ecml2006_b", "ECML/PKDD 2006 Spam B", "load_ecml2006", (("task", "b"),)),
+    "ecml2006_b": DataSpec("ecml2006_b", "ECML/PKDD 2006 Spam B", "load_ecml2006", (("task", "b"),),
+                           note="substitute for MHC-I / EachMovie", short="ECML B"),
     "pu_spam": DataSpec(
         "pu_spam", "PU spam (ROMCO's Spam Email)", "load_pu_spam",
         note="same 4 PU corpora as ROMCO's Spam Email, but raw term counts (L2-normalised, per-corpus "
              "feature blocks) instead of ROMCO's undocumented 1,458-d TF-IDF features",
+        short="PU spam",
     ),
     "landmine": DataSpec("landmine", "Landmine", "load_landmine", note="substitute for MHC-I / EachMovie"),
     "newsgroups_cs": DataSpec("newsgroups_cs", "20 Newsgroups comp.vs.sci", "load_newsgroups",
-                              (("pair", "comp.vs.sci"),), note="substitute for MHC-I / EachMovie"),
+                              (("pair", "comp.vs.sci"),), note="substitute for MHC-I / EachMovie",
+                              short="NG comp/sci"),
     "newsgroups_rt": DataSpec("newsgroups_rt", "20 Newsgroups rec.vs.talk", "load_newsgroups",
-                              (("pair", "rec.vs.talk"),), note="substitute for MHC-I / EachMovie"),
+                              (("pair", "rec.vs.talk"),), note="substitute for MHC-I / EachMovie",
+                              short="NG rec/talk"),
 }
 
 #: Seed of the fixed random subsample used by ``--quick`` (the same rows for every shuffle seed).

@@ -344,7 +344,7 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
                   "tiny tuning grid; numbers are not comparable with the paper.", ""]
     header = ["Algorithm"]
     for k in keys:
-        header += [f"{DATASETS[k].title} error", f"{DATASETS[k].title} F1"]
+        header += [f"{DATASETS[k].label} error", f"{DATASETS[k].label} F1"]
     rows = []
     for alg in order:
         row = [alg]
@@ -373,11 +373,11 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
                     txt += f" ({r['paper_seconds']:.2f})"
                 row.append(txt)
         rows.append(row)
-    lines += [markdown_table(["Algorithm"] + [DATASETS[k].title for k in keys], rows), ""]
+    lines += [markdown_table(["Algorithm"] + [DATASETS[k].label for k in keys], rows), ""]
     lines += ["## Data sets", "", markdown_table(
-        ["Data set", "tasks", "samples", "dim", "max/min per task", "positives", "note"],
-        [[i["title"], i["n_tasks"], i["n"], i["d"], f"{i['max_task']}/{i['min_task']}", i["positives"], i["note"]]
-         for i in settings["datasets"].values()]), ""]
+        ["Data set", "column", "tasks", "samples", "dim", "max/min per task", "positives", "note"],
+        [[i["title"], DATASETS[k].label, i["n_tasks"], i["n"], i["d"], f"{i['max_task']}/{i['min_task']}", i["positives"], i["note"]]
+         for k, i in settings["datasets"].items()]), ""]
     chosen = settings["tuning"]["chosen"]
     if any(chosen.values()):
         lines += [f"## Tuned hyper-parameters (shuffle {settings['tuning']['seed']}, {settings['tuning']['romco']})", ""]
@@ -419,5 +419,6 @@ def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list
 
     for key in settings["datasets"]:
         curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
-        plot_cumulative_error(curves, f"{DATASETS[key].title}: cumulative error rate (mean over shuffles)",
+        plot_cumulative_error(curves, f"{DATASETS[key].title}\ncumulative error rate, mean over "
+                              f"{len(settings['seeds'])} shuffle(s)",
                               out / f"fig_cumulative_error_{key}.png")
