@@ -32,7 +32,7 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
     from matplotlib.ticker import NullFormatter
 
     n = max(1, len(keys))
-    fig, axes = plt.subplots(1, n, figsize=(4.6 * n, 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(max(9.0, 4.6 * n), 4.2), squeeze=False)
     idx = {(r["dataset"], r["algorithm"], r["graph"], r["percent"]): r for r in summary}
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, key in zip(axes[0], keys):
@@ -67,8 +67,8 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
                 handles.append(h)
                 labels.append(lab)
     if handles:
-        fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.12 if handles else 0, 1, 1))
+        fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.2 if handles else 0, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return Path(path)
