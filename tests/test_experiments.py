@@ -173,6 +173,35 @@ def test_run_p2_uses_learn_rounds_and_matches_flattening():
         runner.run_p2(_FakeP2(n_tasks=stream.n_tasks), stream.shuffled(0))
 
 
+def test_compact_columns_is_exact():
+    """Dropping all-zero sparse columns (done for --quick subsamples) changes no prediction."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5)
+    X = sp.random(400, 3000, density=0.002, format="csr", random_state=6)
+    X.data = rng.uniform(0.1, 1.0, size=X.nnz)
+    tasks = rng.integers(0, 3, size=400)
+    y = np.where(rng.random(400) < 0.4, 1, -1).astype(np.int8)
+    stream = omtl.datasets.Stream(X=X, y=y, tasks=tasks, n_tasks=3, name="sparse")
+    small = runner.compact_columns(stream)
+    assert small.n_features == len(np.unique(X.indices)) < 3000
+    assert runner.compact_columns(omtl.datasets.make_multitask_stream(n_samples=50)).n_features == 20
+    for make in (lambda: omtl.MTPerceptron(n_tasks=3, kernel="poly", normalize=True),
+                 lambda: omtl.MTPerceptron(n_tasks=3, kernel="rbf", gamma=0.5)):
+        a = make().learn(stream.X, stream.y, tasks=stream.tasks)
+        b = make().learn(small.X, small.y, tasks=small.tasks)
+        np.testing.assert_array_equal(a, b)
+
+
+def test_learner_selection(tmp_path):
+    assert [a for a, *_ in runner.select(table2.LEARNERS, ["ROMCO", "PA-Global"], "learner(s)")] == ["PA-Global",
+                                                                                                   "ROMCO"]
+    with pytest.raises(ValueError, match="unknown learner"):
+        table2.run_table2(out=tmp_path, learners=["Romco"], progress=False)
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        table1.run_table1(out=tmp_path, learners=["MTPRJ"], progress=False)
+
+
 # ---------------------------------------------------------------------------------------------
 # tuning search (§7.5)
 # ---------------------------------------------------------------------------------------------

@@ -64,7 +64,8 @@ def run_reproduce(args) -> int:
     out = Path(args.out) if args.out else Path("results") / args.table
     common = {"out": out, "seeds": args.seeds, "quick": args.quick, "jobs": args.jobs, "data_dir": args.data_dir,
               "progress": not args.no_progress,
-              "datasets": args.datasets.split(",") if args.datasets else None}
+              "datasets": args.datasets.split(",") if args.datasets else None,
+              "learners": args.learners.split(",") if args.learners else None}
     if args.table == "table1":
         if args.full_grid:
             print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
@@ -97,6 +98,8 @@ def main(argv=None) -> int:
     rep.add_argument("--full-grid", action="store_true", help="table2: tune ROMCO on the paper's full 11^4 grid")
     rep.add_argument("--datasets", default=None, help="comma-separated subset of the data sets (table1: "
                      "ecml2006_a,school,sentiment; table2: pu_spam,ecml2006_b,landmine,newsgroups_cs,newsgroups_rt)")
+    rep.add_argument("--learners", default=None, help="comma-separated subset of the rows (table1: MTRBP,MTFORG,"
+                     "MTBPRJ,MTBPRJ-2; table2: MTFL,TRML,PA-Global,PA-Unique,CW-COL,OMTL,ROMCO,OMTRL)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=run_reproduce)
     args = parser.parse_args(argv)

@@ -36,6 +36,7 @@ from .runner import (
     resolve_learner,
     run_jobs,
     run_p1,
+    select,
     write_json,
 )
 
@@ -99,10 +100,11 @@ def _label(job: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def available_algorithms() -> tuple[list[tuple[str, str, dict]], list[str]]:
-    """The Table 1 learners that exist in this build, and a line for each one that does not."""
+def available_algorithms(labels: list[str] | None = None) -> tuple[list[tuple[str, str, dict]], list[str]]:
+    """The Table 1 learners (all, or those named in ``labels``) that exist in this build, and a
+    line for each one that does not."""
     present, skipped = [], []
-    for label, cls_name, extra in ALGORITHMS:
+    for label, cls_name, extra in select(ALGORITHMS, labels, "algorithm(s)"):
         if resolve_learner(cls_name) is None:
             skipped.append(f"{label}: omtl.{cls_name} is not available in this build; its cells are left empty")
             continue
@@ -120,7 +122,8 @@ def available_algorithms() -> tuple[list[tuple[str, str, dict]], list[str]]:
 
 
 def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs: int = 1, data_dir=None,
-               datasets: list[str] | None = None, progress: bool = True) -> dict:
+               datasets: list[str] | None = None, learners: list[str] | None = None,
+               progress: bool = True) -> dict:
     """Runs the experiment and writes ``table1.md``, ``table1.csv``, ``table1_runs.csv``,
     ``table1_settings.json`` and ``fig_f1_vs_budget.png`` into ``out``. Returns the summary."""
     out = Path(out)
@@ -132,7 +135,7 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
     unknown = [k for k in keys if k not in DATASET_KEYS]
     if unknown:
         raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {DATASET_KEYS}")
-    algorithms, skipped = available_algorithms()
+    algorithms, skipped = available_algorithms(learners)
     for line in skipped:
         log(f"[table1] skipped {line}")
     started = time.time()
