@@ -407,3 +407,19 @@ def test_table_plumbing_with_stand_in_learners(tmp_path, data_dir, fake_learners
 def test_unknown_dataset_is_rejected(tmp_path):
     with pytest.raises(ValueError, match="unknown data set"):
         table1.run_table1(out=tmp_path, datasets=["mhc1"], progress=False)
+
+
+def test_outputs_are_written_after_each_data_set(tmp_path, data_dir, monkeypatch):
+    """A long run leaves the finished data sets' tables behind if it is interrupted later."""
+    calls = []
+    real = table1.write_outputs
+
+    def spy(out, summary, runs, settings):
+        calls.append((settings["partial"], list(settings["datasets"]), {r["dataset"] for r in runs}))
+        real(out, summary, runs, settings)
+
+    monkeypatch.setattr(table1, "write_outputs", spy)
+    table1.run_table1(out=tmp_path, quick=True, seeds=2, data_dir=data_dir, datasets=["ecml2006_a", "school"],
+                      progress=False)
+    assert calls == [(True, ["ecml2006_a"], {"ecml2006_a"}), (False, ["ecml2006_a", "school"], {"ecml2006_a", "school"})]
+    assert "Partial output" not in (tmp_path / "table1.md").read_text()

@@ -144,6 +144,35 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
     budgets: dict[str, dict[int, dict[int, int]]] = {}
     streams_info = {}
 
+    def _finish(partial: bool) -> dict:
+        """Aggregates and writes every output; called after each data set, so an interrupted run
+        still leaves the tables of the data sets it finished."""
+        summary = summarise(runs, keys)
+        settings = {
+            "experiment": "table1",
+            "source": paper.TABLE1_SOURCE,
+            "quick": quick,
+            "subsample_rows": subsample,
+            "seeds": seed_list,
+            "stream": "Stream.shuffled(seed): a SplitMix64 permutation of all rows (protocol P1)",
+            "metric": "prequential micro F1 (positive class +1), one pass (A-C17)",
+            "budget_rule": "B_p = max(1, floor((p% * N_bat + 50) / 100)); N_bat = battery active set after one pass, per shuffle",
+            "percents": PERCENTS,
+            "graphs": GRAPHS,
+            "algorithms": [{"label": a, "class": c, "params": p} for a, c, p in algorithms],
+            "skipped": skipped,
+            "datasets": streams_info,
+            "budgets_per_seed": {k: {str(s): v for s, v in b.items()} for k, b in budgets.items()},
+            "jobs": jobs,
+            "wall_seconds": time.time() - started,
+            "failures": failures,
+            "environment": environment(),
+            "partial": partial,
+        }
+        write_outputs(out, summary, runs, settings)
+        return {"summary": summary, "runs": runs, "settings": settings}
+
+
     for key in keys:
         stream = load_stream(key, data_dir, subsample)
         streams_info[key] = {"title": DATASETS[key].title, "n": len(stream), "d": stream.n_features,
@@ -187,30 +216,10 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
                     log(f"[table1] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
                 else:
                     runs.append(res.record)
+        if key != keys[-1]:
+            _finish(partial=True)
 
-    summary = summarise(runs, keys)
-    settings = {
-        "experiment": "table1",
-        "source": paper.TABLE1_SOURCE,
-        "quick": quick,
-        "subsample_rows": subsample,
-        "seeds": seed_list,
-        "stream": "Stream.shuffled(seed): a SplitMix64 permutation of all rows (protocol P1)",
-        "metric": "prequential micro F1 (positive class +1), one pass (A-C17)",
-        "budget_rule": "B_p = max(1, floor((p% * N_bat + 50) / 100)); N_bat = battery active set after one pass, per shuffle",
-        "percents": PERCENTS,
-        "graphs": GRAPHS,
-        "algorithms": [{"label": a, "class": c, "params": p} for a, c, p in algorithms],
-        "skipped": skipped,
-        "datasets": streams_info,
-        "budgets_per_seed": {k: {str(s): v for s, v in b.items()} for k, b in budgets.items()},
-        "jobs": jobs,
-        "wall_seconds": time.time() - started,
-        "failures": failures,
-        "environment": environment(),
-    }
-    write_outputs(out, summary, runs, settings)
-    return {"summary": summary, "runs": runs, "settings": settings}
+    return _finish(partial=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,6 +307,9 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
         "after one pass on the same shuffle. The battery's own F1 is given under each data-set name.",
         "",
     ]
+    if settings.get("partial"):
+        lines += [f"**Partial output**: written after the data set(s) {', '.join(settings['datasets'])}; the run "
+                  "had not finished (or was interrupted) when this file was written.", ""]
     if settings.get("quick"):
         lines += [f"**Quick run**: a fixed random subsample of {settings['subsample_rows']} rows per data set; "
                   "numbers are not comparable with the paper.", ""]

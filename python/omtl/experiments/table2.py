@@ -226,6 +226,36 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {line}")
     started = time.time()
     runs, trials, failures, tuned, streams_info = [], [], [], {}, {}
+    def _finish(partial: bool) -> dict:
+        """Aggregates and writes every output; called after each data set, so an interrupted run
+        still leaves the tables of the data sets it finished."""
+        summary = summarise(runs, keys, [lab for lab, _, _, _ in LEARNERS])
+        settings = {
+            "experiment": "table2",
+            "source": [paper.TABLE2_SOURCE, paper.TABLE3_SOURCE],
+            "quick": quick,
+            "subsample_rows": subsample,
+            "seeds": seed_list,
+            "stream": "Stream.as_rounds(seed): per-task SplitMix64 permutations, round t = t-th row of every task "
+                      "that still has one, ascending task order (protocol P2, §1.2-1.3)",
+            "metrics": "final cumulative error rate; F1 macro over tasks (A-R7), micro in the CSV; wall time of the pass",
+            "tuning": {"seed": TUNING_SEED, "criterion": "lowest final cumulative error rate",
+                       "romco": "full 11^4 grid" if full_grid else "reduced coordinate search (§7.5)",
+                       "grid": grid, "chosen": tuned},
+            "learners": [{"label": a, "class": c, "fixed": f, "tuning": t} for a, c, f, t in to_run],
+            "skipped": skipped,
+            "notes": notes,
+            "datasets": streams_info,
+            "jobs": jobs,
+            "wall_seconds": time.time() - started,
+            "failures": failures,
+            "environment": environment(),
+            "partial": partial,
+        }
+        write_outputs(out, summary, runs, trials, settings)
+        return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
+
+
     for key in keys:
         stream = load_stream(key, data_dir, subsample)
         sizes = stream.task_counts()
@@ -255,31 +285,10 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
                 log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
             else:
                 runs.append(res.record)
+        if key != keys[-1]:
+            _finish(partial=True)
 
-    summary = summarise(runs, keys, [lab for lab, _, _, _ in LEARNERS])
-    settings = {
-        "experiment": "table2",
-        "source": [paper.TABLE2_SOURCE, paper.TABLE3_SOURCE],
-        "quick": quick,
-        "subsample_rows": subsample,
-        "seeds": seed_list,
-        "stream": "Stream.as_rounds(seed): per-task SplitMix64 permutations, round t = t-th row of every task "
-                  "that still has one, ascending task order (protocol P2, §1.2-1.3)",
-        "metrics": "final cumulative error rate; F1 macro over tasks (A-R7), micro in the CSV; wall time of the pass",
-        "tuning": {"seed": TUNING_SEED, "criterion": "lowest final cumulative error rate",
-                   "romco": "full 11^4 grid" if full_grid else "reduced coordinate search (§7.5)",
-                   "grid": grid, "chosen": tuned},
-        "learners": [{"label": a, "class": c, "fixed": f, "tuning": t} for a, c, f, t in to_run],
-        "skipped": skipped,
-        "notes": notes,
-        "datasets": streams_info,
-        "jobs": jobs,
-        "wall_seconds": time.time() - started,
-        "failures": failures,
-        "environment": environment(),
-    }
-    write_outputs(out, summary, runs, trials, settings)
-    return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
+    return _finish(partial=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,6 +357,9 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
              f"Each cell: mean ± std (ddof=1) over {n_seeds} shuffle(s). F1 is the macro F1 over tasks (A-R7). "
              "Where our data set has a counterpart in the paper (PU spam ↔ ROMCO's Spam Email) the paper's value "
              "and ours − paper follow in parentheses; the features differ (see notes).", ""]
+    if settings.get("partial"):
+        lines += [f"**Partial output**: written after the data set(s) {', '.join(settings['datasets'])}; the run "
+                  "had not finished (or was interrupted) when this file was written.", ""]
     if settings.get("quick"):
         lines += [f"**Quick run**: a fixed random subsample of {settings['subsample_rows']} rows per data set and a "
                   "tiny tuning grid; numbers are not comparable with the paper.", ""]
