@@ -1,4 +1,5 @@
-"""The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream."""
+"""The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream; ``omtl reproduce
+table1|table2`` runs the papers' experiments (:mod:`omtl.experiments`)."""
 
 from __future__ import annotations
 
@@ -63,6 +64,31 @@ def run_demo(args) -> int:
     return 0
 
 
+def run_reproduce(args) -> int:
+    from pathlib import Path
+
+    from .experiments import run_table1, run_table2
+
+    if args.jobs < 1:
+        raise SystemExit("--jobs must be >= 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise SystemExit("--seeds must be >= 1")
+    out = Path(args.out) if args.out else Path("results") / args.table
+    common = {"out": out, "seeds": args.seeds, "quick": args.quick, "jobs": args.jobs, "data_dir": args.data_dir,
+              "progress": not args.no_progress,
+              "datasets": args.datasets.split(",") if args.datasets else None,
+              "learners": args.learners.split(",") if args.learners else None}
+    if args.table == "table1":
+        if args.full_grid:
+            print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
+        result = run_table1(**common)
+    else:
+        result = run_table2(full_grid=args.full_grid, **common)
+    print((out / f"{args.table}.md").read_text())
+    print(f"outputs written to {out}/")
+    return 1 if result["settings"]["failures"] else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="omtl", description="Online multitask classification under a memory budget.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -71,6 +97,23 @@ def main(argv=None) -> int:
     demo.add_argument("--sparse", action="store_true", help="use the sparse (text-like) variant of the stream")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(func=run_demo)
+    rep = sub.add_parser("reproduce", help="run the papers' experiments (Table 1: Cavallanti & Cesa-Bianchi; "
+                         "Table 2/3: ROMCO) and write tables, CSVs, settings and figures")
+    rep.add_argument("table", choices=["table1", "table2"])
+    rep.add_argument("--quick", action="store_true", help="a small fixed subsample, 2 seeds, a tiny tuning grid")
+    rep.add_argument("--seeds", type=int, default=None, help="number of shuffles, seeds 0..N-1 (default 5 for table1, "
+                     "10 for table2, 2 with --quick)")
+    rep.add_argument("--out", default=None, help="output folder (default results/<table>)")
+    rep.add_argument("--jobs", type=int, default=1, help="parallel processes (default 1)")
+    rep.add_argument("--data-dir", default=None, help="folder holding the data-set folders (default $OMTL_DATA or "
+                     "../shared/data)")
+    rep.add_argument("--full-grid", action="store_true", help="table2: tune ROMCO on the paper's full 11^4 grid")
+    rep.add_argument("--datasets", default=None, help="comma-separated subset of the data sets (table1: "
+                     "ecml2006_a,school,sentiment; table2: pu_spam,ecml2006_b,landmine,newsgroups_cs,newsgroups_rt)")
+    rep.add_argument("--learners", default=None, help="comma-separated subset of the rows (table1: MTRBP,MTFORG,"
+                     "MTBPRJ,MTBPRJ-2; table2: MTFL,TRML,PA-Global,PA-Unique,CW-COL,OMTL,ROMCO,OMTRL)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rep.set_defaults(func=run_reproduce)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,0 +1,377 @@
+"""Shared machinery of the experiments: data sets, budgets, learners, jobs, progress, aggregation.
+
+A *job* is one online pass of one learner over one shuffle of one data set. Jobs are plain
+picklable tuples handed to a top-level worker function, so they can run in this process
+(``jobs=1``) or in a :class:`concurrent.futures.ProcessPoolExecutor` (``jobs>1``); every worker
+loads each data set once and keeps it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------------
+# data sets
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """One data set of an experiment: how to load it and how to describe it."""
+
+    key: str
+    title: str
+    loader: str  # name of the function in omtl.datasets
+    loader_kwargs: tuple = ()
+    note: str = ""
+    short: str = ""
+
+    @property
+    def label(self) -> str:
+        """A short column header."""
+        return self.short or self.title
+
+
+DATASETS = {
+    "school": DataSpec("school", "School binary", "load_school"),
+    "sentiment": DataSpec("sentiment", "Sentiment", "load_sentiment"),
+    "ecml2006_a": DataSpec("ecml2006_a", "Pkdd06 Spam A", "load_ecml2006", (("task", "a"),)),
+    "ecml2006_b": DataSpec("ecml2006_b", "ECML/PKDD 2006 Spam B", "load_ecml2006", (("task", "b"),),
+                           note="substitute for MHC-I / EachMovie", short="ECML B"),
+    "pu_spam": DataSpec(
+        "pu_spam", "PU spam (ROMCO's Spam Email)", "load_pu_spam",
+        note="same 4 PU corpora as ROMCO's Spam Email, but raw term counts (L2-normalised, per-corpus "
+             "feature blocks) instead of ROMCO's undocumented 1,458-d TF-IDF features",
+        short="PU spam",
+    ),
+    "landmine": DataSpec("landmine", "Landmine", "load_landmine", note="substitute for MHC-I / EachMovie"),
+    "newsgroups_cs": DataSpec("newsgroups_cs", "20 Newsgroups comp.vs.sci", "load_newsgroups",
+                              (("pair", "comp.vs.sci"),), note="substitute for MHC-I / EachMovie",
+                              short="NG comp/sci"),
+    "newsgroups_rt": DataSpec("newsgroups_rt", "20 Newsgroups rec.vs.talk", "load_newsgroups",
+                              (("pair", "rec.vs.talk"),), note="substitute for MHC-I / EachMovie",
+                              short="NG rec/talk"),
+}
+
+#: Seed of the fixed random subsample used by ``--quick`` (the same rows for every shuffle seed).
+QUICK_SUBSAMPLE_SEED = 4242
+
+_STREAM_CACHE: dict = {}
+
+
+def load_stream(key: str, data_dir=None, subsample: int | None = None):
+    """The data set ``key`` in file order, or a fixed random subsample of ``subsample`` rows
+    (kept in file order), cached per process."""
+    cache_key = (key, None if data_dir is None else str(data_dir), subsample)
+    if cache_key not in _STREAM_CACHE:
+        from .. import datasets
+
+        spec = DATASETS[key]
+        stream = getattr(datasets, spec.loader)(data_dir, **dict(spec.loader_kwargs))
+        if subsample is not None and subsample < len(stream):
+            from .._rng import SplitMix64
+
+            rows = np.sort(np.asarray(SplitMix64(QUICK_SUBSAMPLE_SEED).permutation(len(stream))[:subsample]))
+            stream = compact_columns(stream.take(rows))
+        _STREAM_CACHE[cache_key] = stream
+    return _STREAM_CACHE[cache_key]
+
+
+def compact_columns(stream):
+    """Drops the sparse columns that are zero in every row (dense streams are returned as is).
+
+    Exact for every learner here: a column that is zero in every row never enters an inner
+    product, a distance, a gradient or a proximal step (its weights stay 0), so predictions do not
+    change. It makes a text subsample's feature space thousands instead of ~150,000 wide, which
+    matters for the learners that keep dense d x k matrices (ROMCO, MTFL, TRML).
+    """
+    if not stream.is_sparse:
+        return stream
+    used = np.unique(stream.X.indices)
+    X = stream.X[:, used].tocsr()
+    X.sum_duplicates()
+    X.sort_indices()
+    return replace(stream, X=X)
+
+
+def select(items: list, labels: list[str] | None, what: str) -> list:
+    """The entries of ``items`` (tuples whose first field is a label) named in ``labels``."""
+    if labels is None:
+        return list(items)
+    known = [it[0] for it in items]
+    unknown = [lab for lab in labels if lab not in known]
+    if unknown:
+        raise ValueError(f"unknown {what} {unknown}; choose from {known}")
+    return [it for it in items if it[0] in labels]
+
+
+# ---------------------------------------------------------------------------------------------
+# budgets (ALGORITHMS.md §7.2, INV-E2)
+# ---------------------------------------------------------------------------------------------
+
+
+def budget_from_percent(n_battery: int, percent: int) -> int:
+    """``B_p = max(1, round(p * N_bat))`` with halves rounded up, in exact integer arithmetic.
+
+    ``percent`` is an integer percentage (25 for p = 0.25), so ``p * N_bat = percent * N_bat / 100``
+    and rounding half up is ``floor((percent * N_bat + 50) / 100)``.
+    """
+    if isinstance(percent, bool) or int(percent) != percent or not 0 < percent <= 100:
+        raise ValueError(f"percent must be an integer in (0, 100], got {percent!r}")
+    if int(n_battery) != n_battery or n_battery < 0:
+        raise ValueError(f"n_battery must be a non-negative integer, got {n_battery!r}")
+    return max(1, (int(percent) * int(n_battery) + 50) // 100)
+
+
+def budgets_from_battery(n_battery: int, percents: Iterable[int] = (25, 10, 5)) -> dict[int, int]:
+    return {int(p): budget_from_percent(n_battery, p) for p in percents}
+
+
+# ---------------------------------------------------------------------------------------------
+# learners
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_learner(class_name: str):
+    """The class ``omtl.<class_name>``, or None if it has not landed yet."""
+    import omtl
+
+    return getattr(omtl, class_name, None)
+
+
+def make_learner(class_name: str, params: dict):
+    """Instantiates ``omtl.<class_name>(**params)``.
+
+    Raises ``LookupError`` if the class does not exist and ``TypeError`` naming the offending
+    parameters if the class does not accept them.
+    """
+    cls = resolve_learner(class_name)
+    if cls is None:
+        raise LookupError(f"omtl.{class_name} is not available")
+    accepted = set(cls._param_names()) if hasattr(cls, "_param_names") else None
+    if accepted is not None:
+        unknown = sorted(set(params) - accepted)
+        if unknown:
+            raise TypeError(f"omtl.{class_name} does not accept {unknown}; it takes {sorted(accepted)}")
+    return cls(**params)
+
+
+def accepted_params(class_name: str) -> set[str] | None:
+    cls = resolve_learner(class_name)
+    if cls is None or not hasattr(cls, "_param_names"):
+        return None
+    return set(cls._param_names())
+
+
+# ---------------------------------------------------------------------------------------------
+# one online pass
+# ---------------------------------------------------------------------------------------------
+
+
+def run_p1(model, stream, *, progress: bool = False) -> dict:
+    """Protocol P1 pass (``omtl.evaluate``); the result as a plain dict (curve included)."""
+    from ..evaluate import evaluate
+
+    report = evaluate(model, stream, progress=progress)
+    return _record_from(report.summary(), report.curve, report.curve_steps, report.per_task)
+
+
+def _round_chunks(rounds: np.ndarray, target: int) -> list[tuple[int, int]]:
+    """Row ranges of about ``target`` rows that never split a round."""
+    n = len(rounds)
+    starts = np.flatnonzero(np.r_[True, rounds[1:] != rounds[:-1]]) if n else np.zeros(0, dtype=np.int64)
+    chunks, a = [], 0
+    while a < n:
+        b = a + target
+        if b >= n:
+            b = n
+        else:
+            # move b forward to the next round start
+            j = np.searchsorted(starts, b)
+            b = int(starts[j]) if j < len(starts) else n
+        chunks.append((a, b))
+        a = b
+    return chunks
+
+
+def run_p2(model, stream, *, progress: bool = False, curve_points: int = 200) -> dict:
+    """Protocol P2 pass over a round-structured stream (``stream.rounds`` set).
+
+    Uses ``model.learn_rounds(X, y, tasks=..., rounds=...)`` when the learner has it; otherwise
+    the rows are fed to ``model.learn`` in the same order, which is the P2 -> P1 flattening of
+    §1.3 (rows of a round are consecutive, ascending task order). Chunks never split a round.
+    """
+    from ..evaluate import online_metrics
+
+    if stream.rounds is None:
+        raise ValueError("run_p2 needs a round-structured stream (Stream.as_rounds)")
+    X, y, tasks, rounds = stream.X, np.asarray(stream.y, dtype=np.float64), stream.tasks, stream.rounds
+    n = len(y)
+    use_rounds = hasattr(model, "learn_rounds")
+    preds = np.empty(n)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, desc=type(model).__name__, unit="ex", leave=False)
+    start = time.perf_counter()
+    for a, b in _round_chunks(rounds, max(256, math.ceil(n / 100))):
+        if use_rounds:
+            preds[a:b] = model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b])
+        else:
+            preds[a:b] = model.learn(X[a:b], y[a:b], tasks=tasks[a:b])
+        if bar is not None:
+            bar.update(b - a)
+    seconds = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y, preds, tasks, model.n_tasks, curve_points)
+    summary = {
+        "learner": type(model).__name__,
+        "n": n,
+        "error_rate": err,
+        "f1_micro": f1_micro,
+        "f1_macro": f1_macro,
+        "n_active": int(getattr(model, "n_active_", 0)),
+        "n_updates": int(getattr(model, "n_updates_", 0)),
+        "seconds": seconds,
+        "examples_per_second": n / seconds if seconds > 0 else float("inf"),
+        "protocol": "P2 (learn_rounds)" if use_rounds else "P2 flattened to P1 (learn)",
+    }
+    return _record_from(summary, curve, steps, counts)
+
+
+def _record_from(summary: dict, curve, steps, counts) -> dict:
+    out = dict(summary)
+    out["curve"] = [float(v) for v in curve]
+    out["curve_steps"] = [int(v) for v in steps]
+    out["tasks_with_examples"] = int((counts.n > 0).sum())
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# running many jobs
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class JobResult:
+    job: tuple
+    record: dict | None = None
+    error: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _call(fn, job):
+    try:
+        return JobResult(job, fn(job))
+    except Exception as exc:  # a failing learner must not kill a multi-hour run; it is reported
+        return JobResult(job, None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
+
+
+def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
+             label: Callable | None = None) -> list[JobResult]:
+    """Runs ``fn(job)`` for every job (in order when ``n_jobs == 1``), with a tqdm bar.
+
+    ``fn`` must be a top-level function (picklable). Results come back in the order of ``jobs``.
+    Exceptions are caught per job and returned as ``JobResult.error``.
+    """
+    from tqdm.auto import tqdm
+
+    results: list[JobResult | None] = [None] * len(jobs)
+    bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not progress, file=sys.stderr)
+    if n_jobs <= 1 or len(jobs) <= 1:
+        for i, job in enumerate(jobs):
+            if label is not None:
+                bar.set_postfix_str(label(job), refresh=True)
+            results[i] = _call(fn, job)
+            bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
+            futures = {pool.submit(_call, fn, job): i for i, job in enumerate(jobs)}
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                if label is not None:
+                    bar.set_postfix_str(label(jobs[i]), refresh=False)
+                bar.update(1)
+    bar.close()
+    return results  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# aggregation and output helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float, int]:
+    """Mean and sample standard deviation (ddof=1; NaN with one value) and the count."""
+    vals = [float(v) for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not vals:
+        return float("nan"), float("nan"), 0
+    mean = statistics.fmean(vals)
+    std = statistics.stdev(vals) if len(vals) > 1 else float("nan")
+    return mean, std, len(vals)
+
+
+def environment() -> dict:
+    import omtl
+
+    return {
+        "omtl_version": getattr(omtl, "__version__", "?"),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "argv": sys.argv,
+    }
+
+
+def write_json(path: Path, obj) -> None:
+    path.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    return str(o)
+
+
+def fmt_pct(mean: float, std: float | None = None, digits: int = 1) -> str:
+    """``12.3 ± 0.4`` (percent values); ``n/a`` for NaN."""
+    if mean is None or math.isnan(mean):
+        return "n/a"
+    if std is None or math.isnan(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def log(msg: str) -> None:
+    """A status line on stdout (tqdm bars go to stderr)."""
+    print(msg, flush=True)
