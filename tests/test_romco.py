@@ -447,9 +447,9 @@ def test_route_c_rank_drops_to_zero_and_regrows():
 
 
 def test_route_c_is_the_default_for_singleton_rounds_only():
-    """`learn` (P1) runs route (c); rounds of several tasks switch to the dense U and routes
-    (b)/(a) and back, and the mixture still matches the reference."""
-    X, y, tasks, rounds = round_stream(n=400, seed=14)
+    """`learn` (P1) on a tall U (d >= 4k) runs route (c); rounds of several tasks switch to the
+    dense U and routes (b)/(a) and back, and the mixture still matches the reference."""
+    X, y, tasks, rounds = round_stream(n=400, d=4 * K, seed=14)
     # Split every third multi-task round into singletons, so the protocol alternates.
     r2, nxt = np.empty_like(rounds), 0
     for r in np.unique(rounds):
@@ -478,7 +478,7 @@ def test_route_c_pickling_mid_stream_continues_identically(sparse):
     survives pickling: a copy taken mid-stream, after more than 1000 factored updates,
     continues bit-identically."""
     X, y, tasks = random_stream(n=5000, d=12, k=K, seed=17, sparse=sparse, density=0.5)
-    a = omtl.ROMCO(n_tasks=K)
+    a = routed("brand", lambda1=1e-4)
     h = 4000
     a.learn(X[:h], y[:h], tasks=tasks[:h])
     assert a._diagnostics()["n_brand_svt"] > 1000
@@ -523,3 +523,13 @@ def test_forced_routes_stay_exact_on_rank_deficient_updates(route, lambda1):
         scale = max(np.abs(reference.U_).max(), 1e-300)
         worst = max(worst, np.abs(native.U_ - reference.U_).max() / scale)
     assert worst < 1e-9
+
+
+def test_auto_route_uses_route_c_only_on_tall_u():
+    """Route (c) pays O(r^3) per update for the core SVD, so `auto` keeps routes (b)/(a) when
+    d < 4k (wide or square U) and takes route (c) when d >= 4k."""
+    for d, expect_brand in ((4 * K - 1, False), (4 * K, True)):
+        X, y, tasks = random_stream(n=300, d=d, k=K, seed=3)
+        m = omtl.ROMCO(n_tasks=K)
+        m.learn(X, y, tasks=tasks)
+        assert (m._diagnostics()["n_brand_svt"] > 0) == expect_brand, d

@@ -68,12 +68,15 @@ impl RomcoTrigger {
     }
 }
 
+/// `Auto` uses route (c) only when `d >= BRAND_MIN_ASPECT * k`.
+const BRAND_MIN_ASPECT: usize = 4;
+
 /// Which SVT implementation runs (§5.5). `Auto` is the default; the others exist for tests and
 /// benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SvtRoute {
-    /// Singleton rounds with `λ1 > 0`: route (c) (Brand's factored update); rounds of several
-    /// tasks: route (b) with the fallback to (a); `λ1 = 0`: no SVT (`Π = I`).
+    /// Singleton rounds with `λ1 > 0` and `d >= 4k`: route (c) (Brand's factored update); rounds
+    /// of several tasks or wide U: route (b) with the fallback to (a); `λ1 = 0`: no SVT (`Π = I`).
     Auto,
     /// Never route (c): (b) with the fallback to (a), as for rounds of several tasks.
     Gram,
@@ -245,7 +248,9 @@ impl Romco {
     /// True when a singleton round uses route (c).
     fn brand_applies(&self) -> bool {
         match self.route {
-            SvtRoute::Auto => self.lambda1 > 0.0,
+            // Route (c) pays O(r³) for the core SVD against O(d k²) for route (a): it wins on
+            // tall U (measured: d = 5k and d = 8k faster, d = 1.25k and d = k/2 slower).
+            SvtRoute::Auto => self.lambda1 > 0.0 && self.n_features() >= BRAND_MIN_ASPECT * self.n_tasks(),
             SvtRoute::Brand => true,
             SvtRoute::Gram | SvtRoute::Qr => false,
         }
