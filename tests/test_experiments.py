@@ -22,6 +22,7 @@ import pytest
 
 import omtl
 from omtl.cli import main
+from omtl.evaluate import round_chunks
 from omtl.experiments import budget_from_percent, budgets_from_battery, runner, table1, table2
 
 # ---------------------------------------------------------------------------------------------
@@ -153,11 +154,11 @@ def fake_learners(monkeypatch):
 def test_round_chunks_never_split_a_round():
     rng = np.random.default_rng(0)
     rounds = np.repeat(np.arange(400), rng.integers(1, 9, size=400))
-    chunks = runner._round_chunks(rounds, 37)
+    chunks = list(round_chunks(len(rounds), 37, rounds))
     assert chunks[0][0] == 0 and chunks[-1][1] == len(rounds)
     for (_, b), (c, _) in zip(chunks, chunks[1:]):
         assert b == c and rounds[b - 1] != rounds[b]
-    assert runner._round_chunks(np.zeros(0, dtype=np.int64), 10) == []
+    assert list(round_chunks(0, 10, np.zeros(0, dtype=np.int64))) == []
 
 
 def test_run_p2_uses_learn_rounds_and_matches_flattening():

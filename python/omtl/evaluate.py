@@ -52,6 +52,7 @@ class EvaluationReport:
     n_active: int
     n_updates: int
     predictions: np.ndarray = field(repr=False)
+    protocol: str = "P1"
 
     def summary(self) -> dict:
         return {
@@ -64,6 +65,7 @@ class EvaluationReport:
             "n_updates": self.n_updates,
             "seconds": self.seconds,
             "examples_per_second": self.examples_per_second,
+            "protocol": self.protocol,
         }
 
 
@@ -133,8 +135,10 @@ def evaluate(
 
         bar = tqdm(total=n, desc=name, unit="ex", leave=False)
     start = time.perf_counter()
-    for a, b in _chunks(n, chunk, rounds):
-        if rounds is None:
+    # A learner without learn_rounds runs a round stream flattened (§1.3): same rows, same order.
+    use_rounds = rounds is not None and hasattr(model, "learn_rounds")
+    for a, b in round_chunks(n, chunk, rounds):
+        if not use_rounds:
             preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b])
         else:
             preds[a:b] = model.learn_rounds(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b], rounds=rounds[a:b])
@@ -143,6 +147,7 @@ def evaluate(
     seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
+    protocol = "P1" if rounds is None else ("P2 (learn_rounds)" if use_rounds else "P2 flattened to P1 (learn)")
     mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, preds, tasks_arr, model.n_tasks, curve_points)
     return EvaluationReport(
         learner=name,
@@ -159,10 +164,11 @@ def evaluate(
         n_active=int(model.n_active_),
         n_updates=int(model.n_updates_),
         predictions=preds,
+        protocol=protocol,
     )
 
 
-def _chunks(n: int, size: int, rounds):
+def round_chunks(n: int, size: int, rounds=None):
     """Consecutive ``(start, stop)`` slices of about ``size`` rows; with rounds, cut only where a
     new round starts."""
     a = 0

@@ -189,69 +189,18 @@ def run_p1(model, stream, *, progress: bool = False) -> dict:
     return _record_from(report.summary(), report.curve, report.curve_steps, report.per_task)
 
 
-def _round_chunks(rounds: np.ndarray, target: int) -> list[tuple[int, int]]:
-    """Row ranges of about ``target`` rows that never split a round."""
-    n = len(rounds)
-    starts = np.flatnonzero(np.r_[True, rounds[1:] != rounds[:-1]]) if n else np.zeros(0, dtype=np.int64)
-    chunks, a = [], 0
-    while a < n:
-        b = a + target
-        if b >= n:
-            b = n
-        else:
-            # move b forward to the next round start
-            j = np.searchsorted(starts, b)
-            b = int(starts[j]) if j < len(starts) else n
-        chunks.append((a, b))
-        a = b
-    return chunks
-
-
 def run_p2(model, stream, *, progress: bool = False, curve_points: int = 200) -> dict:
-    """Protocol P2 pass over a round-structured stream (``stream.rounds`` set).
+    """Protocol P2 pass over a round-structured stream (``stream.rounds`` set), via ``omtl.evaluate``.
 
-    Uses ``model.learn_rounds(X, y, tasks=..., rounds=...)`` when the learner has it; otherwise
-    the rows are fed to ``model.learn`` in the same order, which is the P2 -> P1 flattening of
-    §1.3 (rows of a round are consecutive, ascending task order). Chunks never split a round.
+    Uses ``model.learn_rounds`` when the learner has it; otherwise the rows are fed to
+    ``model.learn`` in the same order, the P2 -> P1 flattening of §1.3. Chunks never split a round.
     """
-    from ..evaluate import online_metrics
+    from ..evaluate import evaluate
 
     if stream.rounds is None:
         raise ValueError("run_p2 needs a round-structured stream (Stream.as_rounds)")
-    X, y, tasks, rounds = stream.X, np.asarray(stream.y, dtype=np.float64), stream.tasks, stream.rounds
-    n = len(y)
-    use_rounds = hasattr(model, "learn_rounds")
-    preds = np.empty(n)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=n, desc=type(model).__name__, unit="ex", leave=False)
-    start = time.perf_counter()
-    for a, b in _round_chunks(rounds, max(256, math.ceil(n / 100))):
-        if use_rounds:
-            preds[a:b] = model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b])
-        else:
-            preds[a:b] = model.learn(X[a:b], y[a:b], tasks=tasks[a:b])
-        if bar is not None:
-            bar.update(b - a)
-    seconds = time.perf_counter() - start
-    if bar is not None:
-        bar.close()
-    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y, preds, tasks, model.n_tasks, curve_points)
-    summary = {
-        "learner": type(model).__name__,
-        "n": n,
-        "error_rate": err,
-        "f1_micro": f1_micro,
-        "f1_macro": f1_macro,
-        "n_active": int(getattr(model, "n_active_", 0)),
-        "n_updates": int(getattr(model, "n_updates_", 0)),
-        "seconds": seconds,
-        "examples_per_second": n / seconds if seconds > 0 else float("inf"),
-        "protocol": "P2 (learn_rounds)" if use_rounds else "P2 flattened to P1 (learn)",
-    }
-    return _record_from(summary, curve, steps, counts)
+    report = evaluate(model, stream, progress=progress, curve_points=curve_points)
+    return _record_from(report.summary(), report.curve, report.curve_steps, report.per_task)
 
 
 def _record_from(summary: dict, curve, steps, counts) -> dict:

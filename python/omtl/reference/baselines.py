@@ -12,6 +12,7 @@ from scipy.special import ndtri
 
 from .. import learners
 from .perceptron import dense_row
+from .rounds import RoundCore
 
 # ---------------------------------------------------------------------------------------------
 # CW-COL (§6.4)
@@ -225,7 +226,7 @@ def omtl_tau(losses, sq_norms, C, norm, explicit=False):
     return tau
 
 
-class OMTLCore:
+class OMTLCore(RoundCore):
     def __init__(self, n_tasks, n_features, C, norm, explicit):
         self.W = np.zeros((n_tasks, n_features))
         self.C, self.norm, self.explicit = C, norm, explicit
@@ -249,21 +250,6 @@ class OMTLCore:
                 self.W[i] += t * y_ * x
                 self.n_updates += 1
         self.n_rounds += 1
-        return scores
-
-    def learn(self, X, tasks, y):
-        return np.array([self.round([dense_row(X, t)], [int(tasks[t])], [y[t]])[0] for t in range(len(tasks))])
-
-    def learn_rounds(self, X, tasks, y, rounds):
-        scores = np.zeros(len(tasks))
-        start = 0
-        while start < len(tasks):
-            end = start + 1
-            while end < len(tasks) and rounds[end] == rounds[start]:
-                end += 1
-            rows = [dense_row(X, t) for t in range(start, end)]
-            scores[start:end] = self.round(rows, [int(i) for i in tasks[start:end]], list(y[start:end]))
-            start = end
         return scores
 
     def diagnostics(self):

@@ -7,9 +7,10 @@ import numpy as np
 from .. import learners
 from ..learners.romco import check_romco_params
 from .perceptron import dense_row
+from .rounds import RoundCore
 
 
-class RomcoCore:
+class RomcoCore(RoundCore):
     """Alg. 1 of Yang et al. (SDM 2016) as restated in ALGORITHMS.md §5.3, one round at a time."""
 
     def __init__(self, n_tasks, n_features, *, eta1, eta2, lambda1, lambda2, update):
@@ -66,24 +67,6 @@ class RomcoCore:
             self.V[:, i] = factor * V_hat[:, i]
         self.n_updates += 1
         return p
-
-    def learn(self, X, tasks, y):
-        """Protocol P1: every row is a singleton round."""
-        return np.array([self.round([dense_row(X, t)], [int(tasks[t])], [y[t]])[0] for t in range(len(tasks))])
-
-    def learn_rounds(self, X, tasks, y, rounds):
-        scores = np.zeros(len(tasks))
-        start = 0
-        while start < len(tasks):
-            end = start + 1
-            while end < len(tasks) and rounds[end] == rounds[start]:
-                end += 1
-            idx = range(start, end)
-            scores[start:end] = self.round(
-                [dense_row(X, t) for t in idx], [int(tasks[t]) for t in idx], [y[t] for t in idx]
-            )
-            start = end
-        return scores
 
 
 class ROMCO(learners.ROMCO):

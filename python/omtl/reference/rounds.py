@@ -1,0 +1,29 @@
+"""Protocol plumbing for reference cores whose update is per round (ROMCO, OMTL)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .perceptron import dense_row
+
+
+class RoundCore:
+    """A core defining ``round(rows, tasks, ys) -> scores`` (predict every row with the same
+    model, then one joint update, §1.2) gets both protocols: P1 as singleton rounds (§1.3) and P2."""
+
+    def learn(self, X, tasks, y):
+        return np.array([self.round([dense_row(X, t)], [int(tasks[t])], [y[t]])[0] for t in range(len(tasks))])
+
+    def learn_rounds(self, X, tasks, y, rounds):
+        scores = np.zeros(len(tasks))
+        start = 0
+        while start < len(tasks):
+            end = start + 1
+            while end < len(tasks) and rounds[end] == rounds[start]:
+                end += 1
+            idx = range(start, end)
+            scores[start:end] = self.round(
+                [dense_row(X, t) for t in idx], [int(tasks[t]) for t in idx], [y[t] for t in idx]
+            )
+            start = end
+        return scores
