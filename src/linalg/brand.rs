@@ -20,6 +20,7 @@ use nalgebra::{DMatrix, SVD};
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
+use crate::linalg::jacobi::jacobi_svd;
 use crate::linalg::simd::{columns_dot, columns_times, columns_times_in_place, dense_axpy, dense_dot, sub_columns};
 #[cfg(test)]
 use crate::linalg::svt;
@@ -68,93 +69,24 @@ fn norm(v: &[f64]) -> f64 {
     v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
-/// One-sided (Hestenes) Jacobi SVD of the small row-major `rows x cols` `a`, from `Z = I`:
-/// columns of `W = A Z` are rotated pairwise until orthogonal. Returns the singular values
-/// (`cols` of them) and the left (`W diag(1/σ)`, zero for `σ = 0`) and right vectors, both
-/// row-major. `None` if it does not converge.
+/// The Jacobi SVD from `Z = I` as singular values and row-major left (`W diag(1/σ)`, zero for
+/// `σ = 0`) and right vectors. `None` if it does not converge.
 fn jacobi(a: &[f64], rows: usize, cols: usize) -> Option<(Vec<f64>, Vec<f64>, Vec<f64>)> {
     const MAX_SWEEPS: usize = 30;
-    // Column c of `wz` (stride `ld`) holds column c of W = A Z in its first `rp` entries and
-    // column c of Z in the next `cp` (both zero-padded to multiples of 4), so that one rotation
-    // pass updates both and the dot products run on whole lanes.
-    let (rp, cp) = (rows.div_ceil(4) * 4, cols.div_ceil(4) * 4);
-    let ld = rp + cp;
-    let mut wz = vec![0.0; cols * ld];
-    for c in 0..cols {
-        for i in 0..rows {
-            wz[c * ld + i] = a[i * cols + c];
-        }
-        wz[c * ld + rp + c] = 1.0;
-    }
-    let dot = |x: &[f64], y: &[f64]| -> f64 {
-        let mut acc = [0.0f64; 4];
-        for (cx, cy) in x.chunks_exact(4).zip(y.chunks_exact(4)) {
-            for l in 0..4 {
-                acc[l] += cx[l] * cy[l];
-            }
-        }
-        (acc[0] + acc[1]) + (acc[2] + acc[3])
-    };
-    let tol = f64::EPSILON * rows.max(1) as f64;
-    let mut norms: Vec<f64> = (0..cols)
-        .map(|c| dot(&wz[c * ld..c * ld + rp], &wz[c * ld..c * ld + rp]))
-        .collect();
-    let mut converged = false;
-    for _ in 0..MAX_SWEEPS {
-        let mut rotated = false;
-        for p in 0..cols {
-            for q in p + 1..cols {
-                let (alpha, beta) = (norms[p], norms[q]);
-                if alpha == 0.0 || beta == 0.0 {
-                    continue;
-                }
-                let (lo, hi) = wz.split_at_mut(q * ld);
-                let (cp_, cq) = (&mut lo[p * ld..(p + 1) * ld], &mut hi[..ld]);
-                let gamma = dot(&cp_[..rp], &cq[..rp]);
-                if gamma.abs() <= tol * (alpha * beta).sqrt() {
-                    continue;
-                }
-                rotated = true;
-                let zeta = (beta - alpha) / (2.0 * gamma);
-                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
-                let c = 1.0 / (1.0 + t * t).sqrt();
-                let sn = c * t;
-                for (x, y) in cp_.iter_mut().zip(cq.iter_mut()) {
-                    let (u, v) = (*x, *y);
-                    *x = c * u - sn * v;
-                    *y = sn * u + c * v;
-                }
-                // Exact norms (see svt::jacobi_svd): the running update loses its digits when a
-                // column rotates to ~0.
-                norms[p] = dot(&cp_[..rp], &cp_[..rp]);
-                norms[q] = dot(&cq[..rp], &cq[..rp]);
-            }
-        }
-        if !rotated {
-            converged = true;
-            break;
-        }
-    }
-    if !converged {
-        return None;
-    }
-    let mut sigma = vec![0.0; cols];
+    let svd = jacobi_svd(a, rows, cols, None, MAX_SWEEPS)?;
     let mut left = vec![0.0; rows * cols];
     let mut right = vec![0.0; cols * cols];
-    for c in 0..cols {
-        let col = &wz[c * ld..(c + 1) * ld];
-        let sg = dot(&col[..rp], &col[..rp]).sqrt();
-        sigma[c] = sg;
+    for (c, &sg) in svd.sigma.iter().enumerate() {
         if sg > 0.0 {
             for i in 0..rows {
-                left[i * cols + c] = col[i] / sg;
+                left[i * cols + c] = svd.w(i, c) / sg;
             }
         }
         for i in 0..cols {
-            right[i * cols + c] = col[rp + i];
+            right[i * cols + c] = svd.z(i, c);
         }
     }
-    Some((sigma, left, right))
+    Some((svd.sigma, left, right))
 }
 
 /// SVD of the row-major `rows x cols` `a`: singular values and row-major left (`rows x n`) and

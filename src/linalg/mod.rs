@@ -4,6 +4,7 @@
 pub mod brand;
 mod dense;
 mod inverse_gram;
+pub(crate) mod jacobi;
 pub mod simd;
 pub mod svt;
 

@@ -161,80 +161,15 @@ fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
     (r, q.min(d))
 }
 
-/// One-sided (Hestenes) Jacobi SVD of the `rows x q` row-major matrix `a`, started from the
-/// orthogonal `q x q` matrix `warm` (row-major; its columns are the guess of the right singular
-/// vectors): columns of `A Z` are rotated pairwise until they are orthogonal. Returns the
-/// singular values and the right singular vectors (columns of the `q x q` result), or `None`
-/// when it does not converge in `MAX_SWEEPS` sweeps. With a good warm start (the previous
-/// update's vectors) one or two sweeps suffice.
+/// Jacobi SVD (see [`crate::linalg::jacobi`]) of the `rows x q` row-major `a`, warm-started
+/// from `warm` (row-major `q x q`, its columns the previous update's right singular vectors):
+/// singular values and right vectors, or `None` when 8 sweeps do not converge (the caller then
+/// falls back to nalgebra). With a good warm start one or two sweeps suffice.
 pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, DMatrix<f64>)> {
     const MAX_SWEEPS: usize = 8;
-    // Column-major working copies: w = A Z, z = Z.
-    let mut z = vec![0.0; q * q];
-    match warm {
-        Some(z0) if z0.len() == q * q => (0..q).for_each(|c| (0..q).for_each(|r| z[c * q + r] = z0[r * q + c])),
-        _ => (0..q).for_each(|c| z[c * q + c] = 1.0),
-    }
-    let mut w = vec![0.0; rows * q];
-    for c in 0..q {
-        for i in 0..rows {
-            w[c * rows + i] = (0..q).map(|r| a[i * q + r] * z[c * q + r]).sum();
-        }
-    }
-    let tol = f64::EPSILON * rows.max(1) as f64;
-    let mut norms: Vec<f64> = (0..q)
-        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]))
-        .collect();
-    let mut converged = false;
-    for _ in 0..MAX_SWEEPS {
-        let mut rotated = false;
-        for p in 0..q {
-            for s in p + 1..q {
-                let (alpha, beta) = (norms[p], norms[s]);
-                if alpha == 0.0 || beta == 0.0 {
-                    continue;
-                }
-                let (lo, hi) = w.split_at_mut(s * rows);
-                let (wp, ws) = (&mut lo[p * rows..(p + 1) * rows], &mut hi[..rows]);
-                let gamma = dot4(wp, ws);
-                if gamma.abs() <= tol * (alpha * beta).sqrt() {
-                    continue;
-                }
-                rotated = true;
-                let zeta = (beta - alpha) / (2.0 * gamma);
-                let t = zeta.signum() / (zeta.abs() + (1.0 + zeta * zeta).sqrt());
-                let c = 1.0 / (1.0 + t * t).sqrt();
-                let sn = c * t;
-                for (x, y) in wp.iter_mut().zip(ws.iter_mut()) {
-                    let (u, v) = (*x, *y);
-                    *x = c * u - sn * v;
-                    *y = sn * u + c * v;
-                }
-                let (zlo, zhi) = z.split_at_mut(s * q);
-                for (x, y) in zlo[p * q..(p + 1) * q].iter_mut().zip(zhi[..q].iter_mut()) {
-                    let (u, v) = (*x, *y);
-                    *x = c * u - sn * v;
-                    *y = sn * u + c * v;
-                }
-                // Exact norms, not the running update alpha - t*gamma: on a rank-deficient
-                // matrix a column rotates to ~0 and the running value loses all its digits,
-                // which then corrupts the convergence test (rows <= k here, so this is cheap).
-                norms[p] = dot4(wp, wp);
-                norms[s] = dot4(ws, ws);
-            }
-        }
-        if !rotated {
-            converged = true;
-            break;
-        }
-    }
-    if !converged {
-        return None;
-    }
-    let sigma = (0..q)
-        .map(|c| dot4(&w[c * rows..(c + 1) * rows], &w[c * rows..(c + 1) * rows]).sqrt())
-        .collect();
-    Some((sigma, DMatrix::from_column_slice(q, q, &z)))
+    let svd = crate::linalg::jacobi::jacobi_svd(a, rows, q, warm, MAX_SWEEPS)?;
+    let z = DMatrix::from_fn(q, q, |i, c| svd.z(i, c));
+    Some((svd.sigma, z))
 }
 
 /// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
