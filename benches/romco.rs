@@ -5,7 +5,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use omtl::data::Rows;
 use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
-use omtl::linalg::svt;
+use omtl::linalg::{eigen_update, svt};
 use omtl::rng::SplitMix64;
 
 fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>, Vec<i64>) {
@@ -57,10 +57,10 @@ fn bench_stream(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    let dense_u = || fresh().with_route(SvtRoute::Gram);
-    g.bench_function("ROMCO P1 (default parameters, routes (b)/(a) instead of (c))", |b| {
+    let factored = || fresh().with_route(SvtRoute::Brand);
+    g.bench_function("ROMCO P1 (default parameters, route (c) instead of (b)/(a))", |b| {
         b.iter_batched(
-            dense_u,
+            factored,
             |mut m| {
                 learn(&mut m, &rows, &tasks, &y).unwrap();
                 m
@@ -107,6 +107,21 @@ fn bench_svt(c: &mut Criterion) {
     let mut g = c.benchmark_group("SVT 400 x 12");
     let c_hat = svt::gram(&x, d, k);
     g.bench_function("gram route (eigen)", |b| b.iter(|| svt::gram_route(&c_hat, k, theta)));
+    // The eigendecomposition of the Gram matrix after one column changes, updated from the
+    // previous one (P1's route (b)) or recomputed.
+    let eig = nalgebra::SymmetricEigen::new(nalgebra::DMatrix::from_row_slice(k, k, &c_hat));
+    let z: Vec<f64> = (0..k * k).map(|i| eig.eigenvectors[(i / k, i % k)]).collect();
+    let mu: Vec<f64> = eig.eigenvalues.iter().copied().collect();
+    let a: Vec<f64> = (0..d).map(|r| 0.1 * x[(r * 7) % (d * k)]).collect();
+    let g_col: Vec<f64> = (0..k).map(|j| (0..d).map(|r| x[j * d + r] * a[r]).sum()).collect();
+    let alpha: f64 = a.iter().map(|v| v * v).sum();
+    g.bench_function("Gram eigendecomposition after a column change: updated", |b| {
+        b.iter(|| eigen_update::column_update(&z, &mu, 3, &g_col, alpha))
+    });
+    g.bench_function(
+        "Gram eigendecomposition after a column change: recomputed (nalgebra)",
+        |b| b.iter(|| nalgebra::SymmetricEigen::new(nalgebra::DMatrix::from_row_slice(k, k, &c_hat))),
+    );
     g.bench_function("qr route (TSQR + SVD)", |b| b.iter(|| svt::qr_route(&x, d, k, theta)));
     let cols: Vec<usize> = (0..k).collect();
     g.bench_function("R factor (TSQR)", |b| b.iter(|| svt::r_factor(&x, d, &cols)));

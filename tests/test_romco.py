@@ -65,11 +65,17 @@ def test_rounds_native_matches_reference(params, sparse):
 
 
 def test_both_svt_routes_run_and_agree_with_the_reference():
-    """Default parameters on a long stream, singleton rounds forced off route (c): the Gram
-    route first, then the QR fallback once θ < 1e-6 σ_max; the reference (numpy.linalg.svd)
-    agrees throughout."""
-    X, y, tasks = random_stream(n=900, d=10, k=K, seed=2)
-    params = {"eta1": 0.5, "lambda1": 2e-5}
+    """Routes (b) and (a) on one P1 stream (route (c) off), the reference (numpy.linalg.svd)
+    agreeing throughout. θ = 1e-9 is below 1e-6 σ_max, so route (b) is taken only while Ĉ has no
+    inaccurate eigenvalue. Tasks 0 and 1 receive the same examples one after the other: after an
+    update of task 1, columns 0 and 1 of U are equal up to the O(θ) of one thresholding, Ĉ is
+    nearly singular and route (a) must step in; after one of task 0 they differ by a step."""
+    Xb, yb, tb = random_stream(n=450, d=10, k=K, seed=2)
+    rows = [(x, label, task) for x, label, t in zip(Xb, yb, tb) for task in ((0, 1) if t <= 1 else (t,))]
+    X = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows])
+    tasks = np.array([r[2] for r in rows])
+    params = {"eta1": 0.5, "lambda1": 2e-9}
     nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
     nat._svt_route = "gram"
     np.testing.assert_array_equal(nat.learn(X, y, tasks=tasks), rf.learn(X, y, tasks=tasks))
@@ -205,8 +211,19 @@ def test_inv_r4_svt_routes_agree_and_satisfy_the_prox_condition(shape):
         keep = sigma > theta
         G = P[:, keep].T @ (M - got) @ Qt[keep].T
         assert np.linalg.norm(G - theta * np.eye(keep.sum())) <= 1e-9
-    # Route (b) declines a threshold below 1e-6 σ_max (the fallback case), route (a) does not.
-    assert _native._svt_for_tests(M, 1e-9 * sigma[0], "gram") is None
+    # Below θ = 1e-6 σ_max route (b) is accurate only without inaccurate (tiny) eigenvalues of
+    # MᵀM: here, κ(M) = 100 and θ = 1e-9 σ_max, it is taken and agrees with the SVD; with a
+    # repeated column (MᵀM singular) it declines (the fallback case); route (a) never does.
+    tiny = 1e-9 * sigma[0]
+    expect, _ = numpy_svt(M, tiny)
+    got = _native._svt_for_tests(M, tiny, "gram")
+    if d >= k:
+        assert np.linalg.norm(got - expect) <= 1e-9 * np.linalg.norm(expect)
+    else:
+        assert got is None  # d < k: MᵀM is singular
+    singular = np.hstack([M, M[:, :1]])
+    assert _native._svt_for_tests(singular, tiny, "gram") is None
+    assert _native._svt_for_tests(singular, tiny, "qr") is not None
     assert _native._svt_for_tests(M, 1e-9 * sigma[0], "qr") is not None
 
 
@@ -446,9 +463,10 @@ def test_route_c_rank_drops_to_zero_and_regrows():
     assert np.any(ranks[dropped[0] + 1 :] > 0)  # regrowth after a drop
 
 
-def test_route_c_is_the_default_for_singleton_rounds_only():
-    """`learn` (P1) on a tall U (d >= 4k) runs route (c); rounds of several tasks switch to the
-    dense U and routes (b)/(a) and back, and the mixture still matches the reference."""
+def test_route_c_alternates_with_the_dense_routes_of_multi_task_rounds():
+    """With route (c) selected, singleton rounds run on the factored U; rounds of several tasks
+    switch to the dense U and routes (b)/(a) and back, and the mixture still matches the
+    reference."""
     X, y, tasks, rounds = round_stream(n=400, d=4 * K, seed=14)
     # Split every third multi-task round into singletons, so the protocol alternates.
     r2, nxt = np.empty_like(rounds), 0
@@ -461,12 +479,12 @@ def test_route_c_is_the_default_for_singleton_rounds_only():
             r2[idx] = nxt
             nxt += 1
     params = {"lambda1": 0.05, "lambda2": 0.02}
-    nat, rf = omtl.ROMCO(n_tasks=K, **params), ref.ROMCO(n_tasks=K, **params)
+    nat, rf = routed("brand", **params), ref.ROMCO(n_tasks=K, **params)
     np.testing.assert_array_equal(run_rounds(nat, X, y, tasks, r2), run_rounds(rf, X, y, tasks, r2))
     assert_same_model(nat, rf)
     diag = nat._diagnostics()
     assert diag["n_brand_svt"] > 0 and diag["n_gram_svt"] + diag["n_qr_svt"] > 0, diag
-    p1 = omtl.ROMCO(n_tasks=K, **params)
+    p1 = routed("brand", **params)
     p1.learn(X, y, tasks=tasks)
     diag = p1._diagnostics()
     assert diag["n_brand_svt"] == p1.n_updates_ > 0 and diag["n_gram_svt"] + diag["n_qr_svt"] == 0
@@ -525,11 +543,20 @@ def test_forced_routes_stay_exact_on_rank_deficient_updates(route, lambda1):
     assert worst < 1e-9
 
 
-def test_auto_route_uses_route_c_only_on_tall_u():
-    """Route (c) pays O(r^3) per update for the core SVD, so `auto` keeps routes (b)/(a) when
-    d < 4k (wide or square U) and takes route (c) when d >= 4k."""
-    for d, expect_brand in ((4 * K - 1, False), (4 * K, True)):
-        X, y, tasks = random_stream(n=300, d=d, k=K, seed=3)
-        m = omtl.ROMCO(n_tasks=K)
-        m.learn(X, y, tasks=tasks)
-        assert (m._diagnostics()["n_brand_svt"] > 0) == expect_brand, d
+@pytest.mark.parametrize("d", [4 * K - 1, 4 * K, 40])
+def test_auto_route_updates_the_gram_eigendecomposition_on_p1(d):
+    """By default a singleton round takes route (b) with the eigendecomposition of C updated
+    from the previous one (two secular equations) instead of recomputed; with the default
+    θ = 1e-5 < 1e-6 σ_max that is accurate because U stays well conditioned here, and the run
+    matches the reference's SVD at every update to 1e-9."""
+    X, y, tasks = random_stream(n=1200, d=d, k=K, seed=3)
+    m, r = omtl.ROMCO(n_tasks=K, eta1=0.5), ref.ROMCO(n_tasks=K, eta1=0.5)
+    for s in range(0, len(y), 200):
+        sl = slice(s, s + 200)
+        np.testing.assert_array_equal(m.learn(X[sl], y[sl], tasks=tasks[sl]), r.learn(X[sl], y[sl], tasks=tasks[sl]))
+        assert rel_err(m.U_, r.U_) <= 1e-9, s
+    diag = m._diagnostics()
+    updates = m.n_updates_
+    assert diag["n_brand_svt"] == 0 and diag["n_gram_svt"] == updates > 200, diag
+    # Full eigendecompositions: the first update of each column and the first after a resync.
+    assert diag["n_eigen_updates"] >= updates - K - updates // 100 - 1, diag

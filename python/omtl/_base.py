@@ -16,7 +16,9 @@ import scipy.sparse as sp
 
 from ._validation import PM1, check_labels, check_rounds, check_tasks, check_X, classes_of, csr_parts, labels_in_form
 
-STATE_VERSION = 1
+# Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
+# of C after the last thresholding, for the updated eigendecomposition of route (b)).
+STATE_VERSION = 2
 
 
 def _as_native_rows(X):

@@ -3,6 +3,7 @@
 
 pub mod brand;
 mod dense;
+pub mod eigen_update;
 mod inverse_gram;
 pub(crate) mod jacobi;
 pub mod simd;

@@ -29,8 +29,17 @@ const BLOCK: usize = 512;
 /// Relative floor under which a singular value of the result counts as zero for the rank.
 pub const RANK_TOL: f64 = 1e-12;
 
-/// Route (b) is used only when `θ >= GRAM_MIN_THETA * σ_max` (§5.5, first fallback case).
+/// Route (b) is used when `θ >= GRAM_MIN_THETA * σ_max` (§5.5, first fallback case) ...
 pub const GRAM_MIN_THETA: f64 = 1e-6;
+
+/// ... or, below that threshold, when the spectrum is well enough conditioned that no
+/// eigenvalue is inaccurate: `λ_min >= GRAM_MIN_CONDITION (θ/σ_max) λ_max` (docs/DECISIONS.md).
+/// A relative error `δ` of `Ĉ` moves `Û f(Ĉ)` (`f(λ) = 1 - θ/√λ`) by at most
+/// `θ δ λ_max / λ_min` (first order, divided differences of `f`), i.e. by
+/// `(θ/σ_max) δ (λ_max/λ_min)` relative to `σ_max`. With `δ = 10⁻⁸` (the drift a resync
+/// tolerates, [`crate::learner::romco`]) this constant keeps that below `10⁻¹¹`, two orders
+/// under INV-R4's `10⁻⁹`.
+pub const GRAM_MIN_CONDITION: f64 = 1e3;
 
 /// Upper bound on the iterations of the small eigen/SVD solvers (they converge in far fewer).
 const MAX_ITER: usize = 100_000;
@@ -163,46 +172,61 @@ fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
 
 /// Jacobi SVD (see [`crate::linalg::jacobi`]) of the `rows x q` row-major `a`, warm-started
 /// from `warm` (row-major `q x q`, its columns the previous update's right singular vectors):
-/// singular values and right vectors, or `None` when 8 sweeps do not converge (the caller then
-/// falls back to nalgebra). With a good warm start one or two sweeps suffice.
-pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, DMatrix<f64>)> {
+/// singular values and right vectors (row-major `q x q`), or `None` when 8 sweeps do not
+/// converge (the caller then falls back to nalgebra). With a good warm start one or two sweeps
+/// suffice.
+pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, Vec<f64>)> {
     const MAX_SWEEPS: usize = 8;
     let svd = crate::linalg::jacobi::jacobi_svd(a, rows, q, warm, MAX_SWEEPS)?;
-    let z = DMatrix::from_fn(q, q, |i, c| svd.z(i, c));
+    let z = (0..q * q).map(|idx| svd.z(idx / q, idx % q)).collect();
     Some((svd.sigma, z))
 }
 
-/// `Π` and the new Gram matrix from right singular vectors (columns of `z`, `k x q`) and
-/// singular values.
-fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
-    let k = z.nrows();
+/// Row-major copy of a nalgebra matrix.
+fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
+    (0..m.nrows())
+        .flat_map(|a| (0..m.ncols()).map(move |r| m[(a, r)]))
+        .collect()
+}
+
+/// `Π` and the new Gram matrix from right singular vectors (`z`: row-major `k x q`, column `r`
+/// the vector of `sigma[r]`) and singular values.
+fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
+    let q = sigma.len();
+    let k = z.len().checked_div(q).unwrap_or(0);
     let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
-    let mut pi = vec![0.0; k * k];
-    let mut gram = vec![0.0; k * k];
     let mut rank = 0;
+    // Per pair r: the factor of Π (π_r) and of the new Gram ((σ_r - θ)_+²).
+    let mut factor_pi = vec![0.0; q];
+    let mut factor_gram = vec![0.0; q];
     for (r, &s) in sigma.iter().enumerate() {
         let kept = (s - theta).max(0.0);
         if sigma_max > 0.0 && kept > RANK_TOL * sigma_max {
             rank += 1;
         }
-        if s <= 0.0 || kept == 0.0 {
-            continue;
-        }
-        let (p, g) = (kept / s, kept * kept);
-        for a in 0..k {
-            let za = z[(a, r)];
-            if za == 0.0 {
-                continue;
-            }
-            for b in 0..k {
-                pi[a * k + b] += za * p * z[(b, r)];
-                gram[a * k + b] += za * g * z[(b, r)];
-            }
+        if s > 0.0 && kept > 0.0 {
+            factor_pi[r] = kept / s;
+            factor_gram[r] = kept * kept;
         }
     }
-    symmetrize(&mut pi, k);
-    symmetrize(&mut gram, k);
-    let z = (0..k).flat_map(|a| (0..z.ncols()).map(move |r| z[(a, r)])).collect();
+    let mut pi = vec![0.0; k * k];
+    let mut gram = vec![0.0; k * k];
+    for a in 0..k {
+        let za = &z[a * q..(a + 1) * q];
+        for b in 0..=a {
+            let zb = &z[b * q..(b + 1) * q];
+            let (mut p, mut g) = (0.0, 0.0);
+            for r in 0..q {
+                let t = za[r] * zb[r];
+                p += t * factor_pi[r];
+                g += t * factor_gram[r];
+            }
+            pi[a * k + b] = p;
+            pi[b * k + a] = p;
+            gram[a * k + b] = g;
+            gram[b * k + a] = g;
+        }
+    }
     Shrinkage {
         pi,
         gram,
@@ -213,40 +237,43 @@ fn shrinkage_from(z: &DMatrix<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
     }
 }
 
-fn symmetrize(m: &mut [f64], k: usize) {
-    for i in 0..k {
-        for j in 0..i {
-            let v = 0.5 * (m[i * k + j] + m[j * k + i]);
-            m[i * k + j] = v;
-            m[j * k + i] = v;
-        }
+/// True when the eigenvalues `λ` of `Ĉ` (square singular values) are accurate enough for
+/// route (b) at threshold `θ`: `θ >= 10⁻⁶ σ_max` (§5.5: the inaccurate values are thresholded
+/// away) or `λ_min >= GRAM_MIN_CONDITION (θ/σ_max) λ_max` (there are no inaccurate values).
+pub fn gram_route_accurate(eigenvalues: &[f64], theta: f64) -> bool {
+    let lambda_max = eigenvalues.iter().fold(0.0f64, |a, &l| a.max(l));
+    let sigma_max = lambda_max.sqrt();
+    if theta >= GRAM_MIN_THETA * sigma_max {
+        return true;
     }
-}
-
-/// True when `trace(MᵀM)` alone proves `θ < 10⁻⁶ σ_max(M)` for a matrix with `k` columns
-/// (`σ_max² = λ_max ≥ trace / k`), so route (b) cannot be used and `MᵀM` need not be formed.
-pub fn gram_route_ruled_out(trace: f64, k: usize, theta: f64) -> bool {
-    theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / k.max(1) as f64
+    let lambda_min = eigenvalues.iter().fold(f64::INFINITY, |a, &l| a.min(l));
+    lambda_min >= GRAM_MIN_CONDITION * (theta / sigma_max) * lambda_max
 }
 
 /// Route (b): thresholding from the Gram matrix `Ĉ = MᵀM` (`k x k` row-major). `None` when
-/// route (a) must be used instead: `θ < 10⁻⁶ σ_max`, or the eigensolver failed.
+/// route (a) must be used instead: the eigenvalues are not accurate enough
+/// ([`gram_route_accurate`]), or the eigensolver failed.
 pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
     if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
         return None;
     }
-    let trace: f64 = (0..k).map(|i| c_hat[i * k + i]).sum();
-    if gram_route_ruled_out(trace, k, theta) {
-        return None;
-    }
     let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
-    let (values, vectors) = (eig.eigenvalues, eig.eigenvectors);
-    let sigma: Vec<f64> = values.iter().map(|&l| l.max(0.0).sqrt()).collect();
-    let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
-    if theta < GRAM_MIN_THETA * sigma_max {
+    gram_route_from_eigen(
+        eig.eigenvalues.iter().copied().collect(),
+        row_major(&eig.eigenvectors),
+        theta,
+    )
+}
+
+/// Route (b) from an eigendecomposition of `Ĉ` already at hand (`vectors` row-major `k x k`,
+/// column `r` the vector of `values[r]`), e.g. updated from the previous one
+/// ([`crate::linalg::eigen_update`]). `None` when route (a) must be used instead.
+pub fn gram_route_from_eigen(values: Vec<f64>, vectors: Vec<f64>, theta: f64) -> Option<Shrinkage> {
+    if values.is_empty() || !gram_route_accurate(&values, theta) {
         return None;
     }
-    Some(shrinkage_from(&vectors, sigma, theta))
+    let sigma: Vec<f64> = values.iter().map(|&l| l.max(0.0).sqrt()).collect();
+    Some(shrinkage_from(vectors, sigma, theta))
 }
 
 /// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
@@ -271,13 +298,13 @@ pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Opti
     }
     if warm.is_some() {
         if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
-            return Some(shrinkage_from(&z, sigma, theta));
+            return Some(shrinkage_from(z, sigma, theta));
         }
     }
     let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
     let svd = SVD::try_new(r, false, true, SVD_EPS, MAX_ITER)?;
-    let z = svd.v_t?.transpose();
-    Some(shrinkage_from(&z, svd.singular_values.iter().copied().collect(), theta))
+    let z = row_major(&svd.v_t?.transpose());
+    Some(shrinkage_from(z, svd.singular_values.iter().copied().collect(), theta))
 }
 
 /// A shrinkage computed on the columns `cols` of a `k`-column matrix, embedded into `k x k`
@@ -443,14 +470,20 @@ mod tests {
         }
     }
 
+    /// Below `θ = 10⁻⁶ σ_max` route (b) is taken only when no eigenvalue of `Ĉ` is inaccurate.
     #[test]
-    fn gram_route_declines_tiny_thresholds() {
+    fn gram_route_declines_tiny_thresholds_on_ill_conditioned_matrices() {
         let (d, k) = (50, 4);
-        let m = random_matrix(d, k, 4, 5);
-        let c = gram(&m, d, k);
+        let well = random_matrix(d, k, 4, 5);
+        let c = gram(&well, d, k);
+        let accepted = gram_route(&c, k, 1e-9).expect("well conditioned: accurate");
+        let reference = qr_route(&well, d, k, 1e-9).unwrap();
+        assert!(rel_diff(&apply(&well, d, k, &accepted), &apply(&well, d, k, &reference)) < 1e-12);
+        let deficient = random_matrix(d, k, 3, 5);
+        let c = gram(&deficient, d, k);
         assert!(gram_route(&c, k, 1e-9).is_none());
         assert!(gram_route(&c, k, 1e-3).is_some());
-        assert!(qr_route(&m, d, k, 1e-9).is_some());
+        assert!(qr_route(&deficient, d, k, 1e-9).is_some());
     }
 
     #[test]

@@ -1,0 +1,576 @@
+//! Low-rank modifications of a known symmetric eigendecomposition in `O(n²)` (plus one `O(n³)`
+//! basis product), used by ROMCO's Gram route (§5.5 b) on singleton rounds: the Gram matrix
+//! `C = UᵀU` changes by a symmetric rank-two term when one column of U changes, and its
+//! eigendecomposition from the last thresholding is known.
+//!
+//! [`diagonal_plus_rank_one`] is the rank-one eigenvalue problem `diag(d) + ρ v vᵀ` of Bunch,
+//! Nielsen & Sorensen (Numer. Math. 31, 1978): deflation as in LAPACK's `dlaed2`, the roots of
+//! the secular equation by a bracketed two-pole rational iteration (Gragg's fixed-weight method,
+//! as in `dlaed4`) from the nearer pole, and the eigenvectors from the vector recomputed by the
+//! Löwner formula (Gu & Eisenstat, SIAM J. Matrix Anal. Appl. 15, 1994), which keeps them
+//! orthogonal to working precision however close the roots. [`column_update`] writes the Gram
+//! change of `U + a eᵢᵀ` as two such steps.
+
+/// Eigenvalues (unsorted) and eigenvectors: `vectors` is row-major `n x n`, its column `j` the
+/// unit eigenvector of `values[j]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eigen {
+    pub values: Vec<f64>,
+    pub vectors: Vec<f64>,
+}
+
+/// Cap on the secular iterations of one root (they converge in a handful; bisection steps
+/// guarantee progress).
+const MAX_SECULAR_ITER: usize = 200;
+
+fn identity(n: usize) -> Vec<f64> {
+    let mut m = vec![0.0; n * n];
+    (0..n).for_each(|i| m[i * n + i] = 1.0);
+    m
+}
+
+/// A plane rotation of the coordinates `p < q` applied to a vector `y`: `(c y_p - s y_q, s y_p + c y_q)`.
+#[derive(Debug, Clone, Copy)]
+struct Rotation {
+    p: usize,
+    q: usize,
+    c: f64,
+    s: f64,
+}
+
+impl Rotation {
+    fn apply(&self, y: &mut [f64]) {
+        let (a, b) = (y[self.p], y[self.q]);
+        y[self.p] = self.c * a - self.s * b;
+        y[self.q] = self.s * a + self.c * b;
+    }
+}
+
+/// The eigendecomposition of `diag(d) + ρ v vᵀ`. `None` for non-finite input.
+pub fn diagonal_plus_rank_one(d: &[f64], rho: f64, v: &[f64]) -> Option<Eigen> {
+    let n = d.len();
+    assert_eq!(v.len(), n, "d and v must have the same length");
+    if !rho.is_finite() || d.iter().chain(v).any(|x| !x.is_finite()) {
+        return None;
+    }
+    let v_norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if rho == 0.0 || v_norm == 0.0 {
+        return Some(Eigen {
+            values: d.to_vec(),
+            vectors: identity(n),
+        });
+    }
+    // ρ < 0: eig(D + ρvvᵀ) = -eig(-D + |ρ| vvᵀ), same vectors. Then ρ' = |ρ| ||v||², z = v/||v||.
+    let sign = rho.signum();
+    let r = rho.abs() * v_norm * v_norm;
+    if !r.is_finite() {
+        return None;
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| (sign * d[a]).total_cmp(&(sign * d[b])));
+    // Sorted coordinates from here on: position s holds original index order[s].
+    let mut ds: Vec<f64> = order.iter().map(|&i| sign * d[i]).collect();
+    let mut zs: Vec<f64> = order.iter().map(|&i| v[i] / v_norm).collect();
+
+    // Deflation (dlaed2): a negligible z component leaves its pair alone; two (nearly) equal d
+    // are rotated so that one z component vanishes. Both perturb the matrix by at most `tol`.
+    let d_max = ds.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
+    let tol = 8.0 * f64::EPSILON * d_max.max(r);
+    let mut rotations: Vec<Rotation> = Vec::new();
+    let mut deflated = vec![false; n];
+    let mut previous: Option<usize> = None;
+    for j in 0..n {
+        if r * zs[j].abs() <= tol {
+            deflated[j] = true;
+            continue;
+        }
+        if let Some(p) = previous {
+            // |t c s| <= tol with c = z_j/τ, s = -z_p/τ, τ² = z_p² + z_j² (no square root unless taken).
+            let t = ds[j] - ds[p];
+            let tau2 = zs[p] * zs[p] + zs[j] * zs[j];
+            if (t * zs[j] * zs[p]).abs() <= tol * tau2 {
+                let tau = tau2.sqrt();
+                let (c, s) = (zs[j] / tau, -zs[p] / tau);
+                // Rotate (p, j) so z_p = 0; the off-diagonal t c s it leaves is dropped.
+                zs[j] = tau;
+                zs[p] = 0.0;
+                let (dp, dj) = (ds[p], ds[j]);
+                ds[p] = dp * c * c + dj * s * s;
+                ds[j] = dp * s * s + dj * c * c;
+                rotations.push(Rotation { p, q: j, c, s });
+                deflated[p] = true;
+            }
+        }
+        previous = Some(j);
+    }
+    let mut kept: Vec<usize> = (0..n).filter(|&j| !deflated[j]).collect();
+    kept.sort_by(|&a, &b| ds[a].total_cmp(&ds[b]));
+
+    let mut out = Output {
+        sign,
+        order,
+        rotations,
+        values: vec![0.0; n],
+        vectors: vec![0.0; n * n],
+    };
+    let mut y = vec![0.0; n];
+    for j in (0..n).filter(|&j| deflated[j]) {
+        y.fill(0.0);
+        y[j] = 1.0;
+        out.emit(j, ds[j], &mut y);
+    }
+
+    let kk = kept.len();
+    if kk == 0 {
+        return Some(out.finish());
+    }
+    // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
+    // roots, the Löwner z, one row per root of 1/(dk[m] - λ_j), and the shifted poles.
+    let mut scratch = vec![0.0; kk * (kk + 5)];
+    let (dk, rest) = scratch.split_at_mut(kk);
+    let (z2, rest) = rest.split_at_mut(kk);
+    let (lambda, rest) = rest.split_at_mut(kk);
+    let (z_hat, rest) = rest.split_at_mut(kk);
+    let (base, inv_delta) = rest.split_at_mut(kk);
+    for (m, &pos) in kept.iter().enumerate() {
+        dk[m] = ds[pos];
+        z2[m] = r * zs[pos] * zs[pos];
+    }
+    for j in 0..kk {
+        let (origin, tau) = secular_root(dk, z2, j, base, &mut inv_delta[j * kk..(j + 1) * kk])?;
+        lambda[j] = dk[origin] + tau;
+    }
+    // Löwner: the z for which the computed λ are exact eigenvalues (Gu & Eisenstat):
+    // r z_i² = (λ_i - d_i) Π_{j≠i} (λ_j - d_i)/(d_j - d_i), every factor positive by interlacing;
+    // with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_j for the positive p_j below.
+    for i in 0..kk {
+        let mut prod = ScaledProduct::default();
+        for j in 0..kk {
+            let inv = inv_delta[j * kk + i];
+            prod.mul(if j == i { -inv } else { -inv * (dk[j] - dk[i]) });
+        }
+        let (pos, zi) = (kept[i], zs[kept[i]]);
+        debug_assert!(pos < n);
+        z_hat[i] = prod.reciprocal_over(r).max(0.0).sqrt().copysign(zi);
+    }
+    for j in 0..kk {
+        y.fill(0.0);
+        let row = &inv_delta[j * kk..(j + 1) * kk];
+        let mut norm2 = 0.0;
+        for (m, &pos) in kept.iter().enumerate() {
+            let u = z_hat[m] * row[m];
+            y[pos] = u;
+            norm2 += u * u;
+        }
+        let scale = 1.0 / norm2.sqrt();
+        if !scale.is_finite() {
+            return None;
+        }
+        y.iter_mut().for_each(|u| *u *= scale);
+        out.emit(kept[j], lambda[j], &mut y);
+    }
+    Some(out.finish())
+}
+
+/// A product of positive factors kept as `mantissa · 10^exponent`, so that long products of
+/// large or small factors neither overflow nor underflow.
+#[derive(Default)]
+struct ScaledProduct {
+    mantissa: Option<f64>,
+    exponent: i32,
+}
+
+impl ScaledProduct {
+    fn mul(&mut self, factor: f64) {
+        let mut m = self.mantissa.unwrap_or(1.0) * factor;
+        if m > 1e150 {
+            m *= 1e-150;
+            self.exponent += 150;
+        } else if m < 1e-150 && m > 0.0 {
+            m *= 1e150;
+            self.exponent -= 150;
+        }
+        self.mantissa = Some(m);
+    }
+
+    /// `1 / (r · product)`.
+    fn reciprocal_over(&self, r: f64) -> f64 {
+        let m = self.mantissa.unwrap_or(1.0);
+        (1.0 / (r * m)) * 10f64.powi(-self.exponent)
+    }
+}
+
+/// The result of [`diagonal_plus_rank_one`] as it is assembled.
+struct Output {
+    /// `±1`: the sign of `ρ` (the problem was solved for `sign · d`).
+    sign: f64,
+    /// Sorted position `s` holds original coordinate `order[s]`.
+    order: Vec<usize>,
+    /// The deflation rotations, in the order they were made.
+    rotations: Vec<Rotation>,
+    values: Vec<f64>,
+    vectors: Vec<f64>,
+}
+
+impl Output {
+    /// Column `col`: the eigenvalue `sign · value` and the eigenvector `y`, given in sorted
+    /// coordinates before the deflation rotations (which `y` is rotated back through).
+    fn emit(&mut self, col: usize, value: f64, y: &mut [f64]) {
+        let n = self.order.len();
+        for rot in self.rotations.iter().rev() {
+            rot.apply(y);
+        }
+        self.values[col] = self.sign * value;
+        for (s, &orig) in self.order.iter().enumerate() {
+            self.vectors[orig * n + col] = y[s];
+        }
+    }
+
+    fn finish(self) -> Eigen {
+        Eigen {
+            values: self.values,
+            vectors: self.vectors,
+        }
+    }
+}
+
+/// Root `j` of the secular equation `1 + Σ_m z2[m] / (dk[m] - λ) = 0` (`dk` strictly
+/// increasing, `z2 > 0`), which lies in `(dk[j], dk[j+1])`, or above `dk[last]` for the last.
+/// Returned as `(origin, τ)` with `λ = dk[origin] + τ` and `origin` the nearer pole, so that
+/// `dk[m] - λ = (dk[m] - dk[origin]) - τ` is accurate; `inv` receives `1/(dk[m] - λ)`.
+/// `base` is scratch. `None` if the iteration breaks down.
+fn secular_root(dk: &[f64], z2: &[f64], j: usize, base: &mut [f64], inv: &mut [f64]) -> Option<(usize, f64)> {
+    let kk = dk.len();
+    let last = j + 1 == kk;
+    // Start at the middle of the interval (the last root's lies in (0, Σ z2) above dk[last]);
+    // the sign of f there tells which pole is nearer, and becomes the origin.
+    let (mut origin, mut lo, mut hi) = if last {
+        (j, 0.0, z2.iter().sum::<f64>())
+    } else {
+        (j, 0.0, dk[j + 1] - dk[j])
+    };
+    let shift_to = |base: &mut [f64], origin: usize| base.iter_mut().zip(dk).for_each(|(b, &d)| *b = d - dk[origin]);
+    shift_to(base, origin);
+    let mut tau = 0.5 * (lo + hi);
+    let mut first = !last;
+    for _ in 0..MAX_SECULAR_ITER {
+        // ψ: the poles at or left of root j, φ: those right of it; values and derivatives.
+        inv.iter_mut().zip(base.iter()).for_each(|(v, &b)| *v = 1.0 / (b - tau));
+        let (psi, dpsi) = weighted_sums(&z2[..=j], &inv[..=j]);
+        let (phi, dphi) = weighted_sums(&z2[j + 1..], &inv[j + 1..]);
+        let w = 1.0 + psi + phi;
+        if !w.is_finite() {
+            return None;
+        }
+        if first {
+            first = false;
+            if w <= 0.0 {
+                // The root is in the right half: measure from dk[j+1] (same point, same sums).
+                origin = j + 1;
+                shift_to(base, origin);
+                let gap = dk[j + 1] - dk[j];
+                (lo, hi, tau) = (-0.5 * gap, 0.0, tau - gap);
+            } else {
+                hi = tau;
+            }
+        }
+        // Rounding in w is about n ε times the magnitude of its terms.
+        if w.abs() <= 4.0 * kk as f64 * f64::EPSILON * (1.0 + psi.abs() + phi.abs()) {
+            return Some((origin, tau));
+        }
+        // f is increasing in λ between poles: w < 0 means the root is to the right.
+        if w < 0.0 {
+            lo = lo.max(tau);
+        } else {
+            hi = hi.min(tau);
+        }
+        if hi - lo <= 2.0 * f64::EPSILON * lo.abs().max(hi.abs()) {
+            break;
+        }
+        let delta_next = (!last).then(|| base[j + 1] - tau);
+        tau = match rational_step(base[j] - tau, delta_next, w, dpsi, dphi).map(|eta| tau + eta) {
+            Some(t) if t > lo && t < hi => t,
+            _ => 0.5 * (lo + hi),
+        };
+    }
+    // The bracket collapsed (or the cap was hit): the root is known to working precision.
+    tau = tau.clamp(lo, hi);
+    inv.iter_mut().zip(base.iter()).for_each(|(v, &b)| *v = 1.0 / (b - tau));
+    inv.iter().all(|v| v.is_finite()).then_some((origin, tau))
+}
+
+/// `(Σ w_m v_m, Σ w_m v_m²)` in four independent lanes (vectorisable).
+#[inline]
+fn weighted_sums(w: &[f64], v: &[f64]) -> (f64, f64) {
+    let (mut sum, mut slope) = ([0.0f64; 4], [0.0f64; 4]);
+    let (wc, vc) = (w.chunks_exact(4), v.chunks_exact(4));
+    let (wr, vr) = (wc.remainder(), vc.remainder());
+    for (a, b) in wc.zip(vc) {
+        for l in 0..4 {
+            let t = a[l] * b[l];
+            sum[l] += t;
+            slope[l] += t * b[l];
+        }
+    }
+    let (mut s, mut sl) = (
+        (sum[0] + sum[1]) + (sum[2] + sum[3]),
+        (slope[0] + slope[1]) + (slope[2] + slope[3]),
+    );
+    for (a, b) in wr.iter().zip(vr) {
+        let t = a * b;
+        s += t;
+        sl += t * b;
+    }
+    (s, sl)
+}
+
+/// The step `η` to the zero of the two-pole model of the secular function at the current point:
+/// `c + Δ_j² ψ'/(Δ_j - η) + Δ_{j+1}² φ'/(Δ_{j+1} - η)` matching its value `w` and the
+/// derivatives `ψ'` and `φ'` of the two sides (one pole for the last root). `None` when the
+/// model has no real zero (the caller bisects).
+fn rational_step(delta_j: f64, delta_next: Option<f64>, w: f64, dpsi: f64, dphi: f64) -> Option<f64> {
+    match delta_next {
+        Some(delta_k) => {
+            let c = w - delta_j * dpsi - delta_k * dphi;
+            let a = (delta_j + delta_k) * w - delta_j * delta_k * (dpsi + dphi);
+            let b = delta_j * delta_k * w;
+            if c == 0.0 {
+                return (a != 0.0).then(|| b / a);
+            }
+            let disc = a * a - 4.0 * b * c;
+            if disc < 0.0 {
+                return None;
+            }
+            let root = disc.sqrt();
+            Some(if a <= 0.0 {
+                (a - root) / (2.0 * c)
+            } else {
+                2.0 * b / (a + root)
+            })
+        }
+        None => {
+            // c + Δ² f'/(Δ - η) = 0 with c = w - Δ f' (all poles on the left).
+            let slope = dpsi + dphi;
+            let c = w - delta_j * slope;
+            (c != 0.0).then(|| delta_j + delta_j * delta_j * slope / c)
+        }
+    }
+}
+
+/// The eigendecomposition of `Ĉ = C + g eᵢᵀ + eᵢ gᵀ + α eᵢeᵢᵀ` given `C = Z diag(mu) Zᵀ`
+/// (`z` row-major `n x n`, orthogonal): the Gram matrix of `U + a eᵢᵀ` when `C = UᵀU`,
+/// `g = Uᵀa` and `α = ||a||²`. The change is `μ₊ v₊v₊ᵀ + μ₋ v₋v₋ᵀ` (the eigenpairs of its 2 x 2
+/// restriction to `span(Zᵀeᵢ, Zᵀg)`), applied as two rank-one steps; `O(n³)` for the basis
+/// products, `O(n²)` otherwise. `None` for non-finite input.
+pub fn column_update(z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64) -> Option<Eigen> {
+    let n = mu.len();
+    assert!(z.len() == n * n && g.len() == n && i < n);
+    // In the eigenbasis: ê = Zᵀeᵢ (row i of Z), ĝ = Zᵀg.
+    let e_hat: Vec<f64> = z[i * n..(i + 1) * n].to_vec();
+    let mut g_hat = vec![0.0; n];
+    for (row, &gr) in z.chunks_exact(n).zip(g) {
+        g_hat.iter_mut().zip(row).for_each(|(o, &zr)| *o += zr * gr);
+    }
+    // Orthonormal q1 ∝ ê, q2 ∝ ĝ - (ĝ·q1) q1: the change is [[2be + αe², eh], [eh, 0]] there.
+    let e = e_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
+    if e == 0.0 || !e.is_finite() {
+        return None;
+    }
+    let q1: Vec<f64> = e_hat.iter().map(|x| x / e).collect();
+    let b: f64 = g_hat.iter().zip(&q1).map(|(x, y)| x * y).sum();
+    let mut q2: Vec<f64> = g_hat.iter().zip(&q1).map(|(x, y)| x - b * y).collect();
+    let h = q2.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let g_norm = g_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let p = 2.0 * b * e + alpha * e * e;
+    let o = if h > 8.0 * f64::EPSILON * g_norm { e * h } else { 0.0 };
+    if o != 0.0 {
+        q2.iter_mut().for_each(|x| *x /= h);
+    }
+    // Eigenpairs of [[p, o], [o, 0]]: the larger-magnitude one directly, the other from
+    // μ₊μ₋ = -o² and orthogonality (no cancellation).
+    let half = 0.5 * p;
+    let big = if half >= 0.0 {
+        half + half.hypot(o)
+    } else {
+        half - half.hypot(o)
+    };
+    let small = if big != 0.0 { -o * o / big } else { 0.0 };
+    let (bc, bs) = {
+        let nrm = big.hypot(o);
+        if nrm > 0.0 {
+            (big / nrm, o / nrm)
+        } else {
+            (1.0, 0.0)
+        }
+    };
+    let v_big: Vec<f64> = q1.iter().zip(&q2).map(|(a, c)| bc * a + bs * c).collect();
+    let v_small: Vec<f64> = q1.iter().zip(&q2).map(|(a, c)| -bs * a + bc * c).collect();
+
+    let first = diagonal_plus_rank_one(mu, big, &v_big)?;
+    let mut basis = multiply(z, &first.vectors, n);
+    if small == 0.0 || o == 0.0 {
+        return Some(Eigen {
+            values: first.values,
+            vectors: basis,
+        });
+    }
+    // v₋ in the eigenbasis of the first step: W₁ᵀ v₋.
+    let mut v2 = vec![0.0; n];
+    for (row, &vr) in first.vectors.chunks_exact(n).zip(&v_small) {
+        v2.iter_mut().zip(row).for_each(|(o, &w)| *o += w * vr);
+    }
+    let second = diagonal_plus_rank_one(&first.values, small, &v2)?;
+    basis = multiply(&basis, &second.vectors, n);
+    Some(Eigen {
+        values: second.values,
+        vectors: basis,
+    })
+}
+
+/// `A B` of two row-major `n x n` matrices.
+fn multiply(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
+    let mut out = vec![0.0; n * n];
+    for (out_row, a_row) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)) {
+        for (&aik, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
+            out_row.iter_mut().zip(b_row).for_each(|(o, &bkj)| *o += aik * bkj);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+    use nalgebra::{DMatrix, SymmetricEigen};
+
+    fn uniform(rng: &mut SplitMix64) -> f64 {
+        (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    /// `max |V diag(λ) Vᵀ - A| / ||A||` and `max |VᵀV - I|`.
+    fn residuals(a: &[f64], eig: &Eigen, n: usize) -> (f64, f64) {
+        let scale = a.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-300);
+        let (mut rec, mut orth) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            for j in 0..n {
+                let r: f64 = (0..n)
+                    .map(|c| eig.vectors[i * n + c] * eig.values[c] * eig.vectors[j * n + c])
+                    .sum();
+                rec = rec.max((r - a[i * n + j]).abs() / scale);
+                let o: f64 = (0..n).map(|r| eig.vectors[r * n + i] * eig.vectors[r * n + j]).sum();
+                orth = orth.max((o - if i == j { 1.0 } else { 0.0 }).abs());
+            }
+        }
+        (rec, orth)
+    }
+
+    fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+        v.sort_by(f64::total_cmp);
+        v
+    }
+
+    fn check_rank_one(d: &[f64], rho: f64, v: &[f64]) {
+        let n = d.len();
+        let mut a = vec![0.0; n * n];
+        for i in 0..n {
+            a[i * n + i] = d[i];
+            for j in 0..n {
+                a[i * n + j] += rho * v[i] * v[j];
+            }
+        }
+        let eig = diagonal_plus_rank_one(d, rho, v).expect("finite input");
+        let (rec, orth) = residuals(&a, &eig, n);
+        assert!(rec < 1e-13, "reconstruction {rec:e} for d={d:?} rho={rho} v={v:?}");
+        assert!(orth < 1e-13, "orthogonality {orth:e}");
+        let want: Vec<f64> = SymmetricEigen::new(DMatrix::from_row_slice(n, n, &a))
+            .eigenvalues
+            .iter()
+            .copied()
+            .collect();
+        let scale = a.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        for (g, w) in sorted(eig.values.clone()).iter().zip(sorted(want)) {
+            assert!((g - w).abs() <= 1e-13 * scale.max(1.0), "{g} vs {w}");
+        }
+    }
+
+    #[test]
+    fn random_rank_one_updates_match_a_dense_solver() {
+        let mut rng = SplitMix64::new(7);
+        for n in [1, 2, 3, 5, 12, 30] {
+            for _ in 0..20 {
+                let d: Vec<f64> = (0..n).map(|_| 10.0 * uniform(&mut rng)).collect();
+                let v: Vec<f64> = (0..n).map(|_| uniform(&mut rng)).collect();
+                let rho = 5.0 * uniform(&mut rng);
+                check_rank_one(&d, rho, &v);
+            }
+        }
+    }
+
+    #[test]
+    fn deflation_cases() {
+        // Equal and nearly equal d, zero and tiny components of v, widely spread scales.
+        check_rank_one(&[1.0, 1.0, 1.0, 2.0], 0.7, &[0.3, -0.5, 0.2, 0.1]);
+        check_rank_one(&[1.0, 1.0 + 1e-15, 3.0, 4.0], -2.0, &[0.6, 0.6, 0.3, 0.0]);
+        check_rank_one(&[0.0, 1e-12, 5.0, 1e4], 3.0, &[1e-20, 0.5, 0.0, 0.5]);
+        check_rank_one(&[4.0, 3.0, 2.0, 1.0], 1e-18, &[1.0, 1.0, 1.0, 1.0]);
+        check_rank_one(&[2.0, -1.0, 7.0], 1e6, &[0.1, 0.2, 0.3]);
+        check_rank_one(&[0.0; 5], 1.0, &[1.0, 2.0, 3.0, 4.0, 5.0]);
+        check_rank_one(&[1.0, 2.0], 0.0, &[1.0, 1.0]);
+        // Clustered spectrum with a large update: roots pressed against the poles.
+        let d: Vec<f64> = (0..12).map(|i| 100.0 + 1e-9 * i as f64).collect();
+        check_rank_one(&d, 50.0, &[0.3; 12]);
+    }
+
+    #[test]
+    fn non_finite_input_is_refused() {
+        assert!(diagonal_plus_rank_one(&[1.0, f64::NAN], 1.0, &[1.0, 1.0]).is_none());
+        assert!(diagonal_plus_rank_one(&[1.0, 2.0], f64::INFINITY, &[1.0, 1.0]).is_none());
+    }
+
+    /// The Gram matrix of `U + a eᵢᵀ` from the eigendecomposition of `UᵀU`.
+    #[test]
+    fn column_update_matches_the_gram_of_the_changed_matrix() {
+        let mut rng = SplitMix64::new(11);
+        for &(d, k, scale_a) in &[(40, 6, 1.0), (400, 12, 0.05), (30, 12, 10.0), (5, 3, 1.0)] {
+            let u: Vec<f64> = (0..d * k).map(|_| uniform(&mut rng)).collect(); // column-major
+            let gram = |m: &[f64]| -> Vec<f64> {
+                let mut c = vec![0.0; k * k];
+                for i in 0..k {
+                    for j in 0..k {
+                        c[i * k + j] = (0..d).map(|r| m[i * d + r] * m[j * d + r]).sum();
+                    }
+                }
+                c
+            };
+            let c = gram(&u);
+            let eig = SymmetricEigen::new(DMatrix::from_row_slice(k, k, &c));
+            let z: Vec<f64> = (0..k * k).map(|idx| eig.eigenvectors[(idx / k, idx % k)]).collect();
+            let mu: Vec<f64> = eig.eigenvalues.iter().copied().collect();
+            for i in [0, k - 1, k / 2] {
+                let a: Vec<f64> = (0..d).map(|_| scale_a * uniform(&mut rng)).collect();
+                let g: Vec<f64> = (0..k).map(|j| (0..d).map(|r| u[j * d + r] * a[r]).sum()).collect();
+                let alpha: f64 = a.iter().map(|x| x * x).sum();
+                let mut changed = u.clone();
+                changed[i * d..(i + 1) * d]
+                    .iter_mut()
+                    .zip(&a)
+                    .for_each(|(x, y)| *x += y);
+                let want = gram(&changed);
+                let got = column_update(&z, &mu, i, &g, alpha).expect("finite");
+                let (rec, orth) = residuals(&want, &got, k);
+                assert!(rec < 1e-13 && orth < 1e-13, "d={d} k={k} i={i}: {rec:e} {orth:e}");
+            }
+        }
+    }
+
+    /// A column that moves exactly along ê (g ∥ eᵢ in the eigenbasis) is a rank-one change.
+    #[test]
+    fn column_update_of_a_diagonal_gram() {
+        let (z, mu) = (identity(3), vec![4.0, 1.0, 9.0]);
+        let got = column_update(&z, &mu, 1, &[0.0, 2.0, 0.0], 1.0).unwrap();
+        for (g, w) in sorted(got.values).iter().zip([4.0, 6.0, 9.0]) {
+            assert!((g - w).abs() < 1e-14 * 9.0, "{g} vs {w}"); // 6 = 1 + 2·2 + 1
+        }
+    }
+}
