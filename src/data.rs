@@ -2,6 +2,7 @@
 //! dense row-major or CSR, plus the validation every batch call runs before touching a model.
 
 use crate::error::{Error, Result};
+use crate::linalg::simd::first_non_finite;
 
 /// One instance: a dense slice or a sparse vector with strictly increasing indices.
 #[derive(Debug, Clone, Copy)]
@@ -174,7 +175,7 @@ impl<'a> Rows<'a> {
                         len: data.len(),
                     });
                 }
-                if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
+                if let Some(pos) = first_non_finite(data) {
                     return Err(Error::NonFinite {
                         row: pos / n_cols.max(1),
                         value: data[pos],
@@ -216,9 +217,15 @@ impl<'a> Rows<'a> {
                             });
                         }
                     }
-                    if let Some(v) = data[a as usize..b as usize].iter().find(|v| !v.is_finite()) {
-                        return Err(Error::NonFinite { row: r, value: *v });
-                    }
+                }
+                // The structure is sound, so the rows' values are exactly data[..indptr[n_rows]]:
+                // one vectorised scan of them all, then the row of the first bad value.
+                let stored = &data[..indptr[indptr.len() - 1] as usize];
+                if let Some(pos) = first_non_finite(stored) {
+                    return Err(Error::NonFinite {
+                        row: indptr.partition_point(|&p| p <= pos as i64) - 1,
+                        value: stored[pos],
+                    });
                 }
             }
         }
@@ -286,6 +293,75 @@ mod tests {
         assert_eq!(Row::Dense(&a).dot_row(&Row::Dense(&b)), expect);
         assert_eq!(sa.dot_row(&Row::Dense(&b)), expect);
         assert_eq!(sa.dot_row(&sb), expect);
+    }
+
+    #[test]
+    fn first_non_finite_finds_the_exact_position_in_any_chunk() {
+        assert_eq!(first_non_finite(&[]), None);
+        let n = 3 * 4096 + 17; // chunk boundaries at 4096, 8192, 12288 and a ragged tail
+        let clean: Vec<f64> = (0..n).map(|i| (i as f64 - 6000.0) * 1e300).collect();
+        assert_eq!(first_non_finite(&clean), None);
+        let extremes = [f64::MAX, f64::MIN, f64::MIN_POSITIVE, -0.0, 5e-324];
+        assert_eq!(first_non_finite(&extremes), None);
+        for &bad in &[f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -f64::NAN] {
+            for &pos in &[0, 1, 4095, 4096, 8191, 8192, n - 17, n - 1] {
+                let mut v = clean.clone();
+                v[pos] = bad;
+                if pos + 3 < n {
+                    v[pos + 3] = f64::NAN; // a later bad value in the same chunk must not win
+                }
+                v[n - 1] = if pos == n - 1 { bad } else { f64::INFINITY };
+                assert_eq!(first_non_finite(&v), Some(pos), "value {bad} at {pos}");
+                // The dispatch above runs the AVX2 build where the CPU has it; this is the other.
+                assert_eq!(
+                    crate::linalg::simd::first_non_finite_kernel(&v),
+                    Some(pos),
+                    "baseline build, value {bad} at {pos}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn non_finite_errors_name_the_row_and_the_value() {
+        let mut data = vec![0.5; 5000 * 3];
+        data[4097 * 3 + 2] = f64::NEG_INFINITY;
+        let rows = Rows::Dense {
+            data: &data,
+            n_rows: 5000,
+            n_cols: 3,
+        };
+        let err = rows.validate().unwrap_err();
+        assert_eq!(
+            err,
+            Error::NonFinite {
+                row: 4097,
+                value: f64::NEG_INFINITY
+            }
+        );
+        assert_eq!(err.to_string(), "X contains NaN or infinity: value -inf at row 4097");
+        // CSR with empty rows around the bad value: row 3 holds data[1..3].
+        let rows = Rows::Csr {
+            indptr: &[0, 1, 1, 1, 3, 3],
+            indices: &[0, 1, 2],
+            data: &[1.0, 2.0, f64::INFINITY],
+            n_cols: 3,
+        };
+        assert_eq!(
+            rows.validate(),
+            Err(Error::NonFinite {
+                row: 3,
+                value: f64::INFINITY
+            })
+        );
+        // Values past indptr[n_rows] belong to no row and are not looked at.
+        let rows = Rows::Csr {
+            indptr: &[0, 1],
+            indices: &[0, 1],
+            data: &[1.0, f64::NAN],
+            n_cols: 3,
+        };
+        assert!(rows.validate().is_ok());
     }
 
     #[test]

@@ -24,7 +24,7 @@ pub enum Error {
     #[error("label {value} at row {row} is not -1 or +1")]
     InvalidLabel { row: usize, value: f64 },
 
-    #[error("X contains a non-finite value ({value}) at row {row}")]
+    #[error("X contains NaN or infinity: value {value} at row {row}")]
     NonFinite { row: usize, value: f64 },
 
     #[error("sparse row {row} is malformed: {reason}")]

@@ -64,6 +64,50 @@ def test_bad_input_raises_and_leaves_the_model_unchanged(cls_params):
     assert snapshot(model) == before
 
 
+NON_FINITE = [np.nan, np.inf, -np.inf]
+
+
+def with_value_at_end(X, value):
+    """A copy of X whose last stored value is ``value`` (the end of the batch, so all of X is scanned)."""
+    X = X.copy()
+    if sp.issparse(X):
+        X.data[-1] = value
+    else:
+        X[-1, -1] = value
+    return X
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("cls_params", BOTH)
+def test_nan_or_infinity_in_X_is_refused_by_every_entry_point(cls_params, sparse):
+    """Native learners leave the scan to the Rust core, reference learners scan in Python: the
+    error must read alike and leave the model as it was, fitted or not."""
+    cls, params = cls_params
+    X, y, tasks = random_stream(n=60, d=6, k=K, seed=5, sparse=sparse)
+    rounds = np.arange(30)
+    calls = {
+        "partial_fit": lambda m, Xb: m.partial_fit(Xb, y[30:], tasks=tasks[30:]),
+        "learn": lambda m, Xb: m.learn(Xb, y[30:], tasks=tasks[30:]),
+        "learn_rounds": lambda m, Xb: m.learn_rounds(Xb, y[30:], tasks=tasks[30:], rounds=rounds),
+        "decision_function": lambda m, Xb: m.decision_function(Xb, tasks=tasks[30:]),
+        "predict": lambda m, Xb: m.predict(Xb, tasks=tasks[30:]),
+    }
+    fresh = cls(n_tasks=K, **params)
+    model = cls(n_tasks=K, **params)
+    model.partial_fit(X[:30], y[:30], tasks=tasks[:30])
+    before = snapshot(model)
+    for value in NON_FINITE:
+        Xb = with_value_at_end(X[30:], value)
+        for name, call in calls.items():
+            for m in (fresh, model):
+                with pytest.raises(ValueError, match="NaN or infinity"):
+                    call(m, Xb)
+            assert not fresh._is_fitted() and not hasattr(fresh, "n_features_in_"), name
+            assert snapshot(model) == before, name
+    model.partial_fit(X[30:], y[30:], tasks=tasks[30:])  # and the model still learns
+    assert model.n_seen_ == 60
+
+
 @pytest.mark.parametrize("cls_params", BOTH)
 def test_invalid_hyper_parameters_fail_on_the_first_batch_without_side_effects(cls_params):
     cls, params = cls_params

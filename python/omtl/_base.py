@@ -14,7 +14,17 @@ import inspect
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import PM1, check_labels, check_rounds, check_tasks, check_X, classes_of, csr_parts, labels_in_form
+from ._validation import (
+    PM1,
+    check_finite_X,
+    check_labels,
+    check_rounds,
+    check_tasks,
+    check_X,
+    classes_of,
+    csr_parts,
+    labels_in_form,
+)
 
 # Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
 # of C after the last thresholding, for the updated eigendecomposition of route (b)).
@@ -27,6 +37,10 @@ def _as_native_rows(X):
 
 class NativeCore:
     """Adapter from the batch protocol to ``omtl._native.NativeLearner`` (and its pickling)."""
+
+    # learn, learn_rounds and decision validate the whole batch in Rust (Rows::validate, which
+    # also scans X for NaN and infinity) before they touch the model, so Python need not scan X.
+    checks_finite_X = True
 
     def __init__(self, learner):
         self._learner = learner
@@ -94,8 +108,9 @@ class OnlineClassifier:
         return getattr(self, "_core", None) is not None
 
     def _prepare(self, X, y, tasks):
+        """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``."""
         n_tasks = self._check_n_tasks()
-        X = check_X(X, n_features=getattr(self, "n_features_in_", None))
+        X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         n = X.shape[0]
         y_pm1, form = check_labels(y, n)
         task_ids = check_tasks(tasks, n, n_tasks)
@@ -107,11 +122,18 @@ class OnlineClassifier:
             return self._core, False
         return self._make_core(X.shape[1], sp.issparse(X)), True
 
+    def _core_for(self, X):
+        """``_ensure_core``, after scanning X for NaN/inf unless the core does so itself."""
+        core, new = self._ensure_core(X)
+        if not getattr(core, "checks_finite_X", False):
+            check_finite_X(X)
+        return core, new
+
     def _run_learn(self, X, y, tasks):
         X, y_pm1, form, task_ids = self._prepare(X, y, tasks)
         if X.shape[0] == 0:
             return np.zeros(0), form
-        core, new = self._ensure_core(X)
+        core, new = self._core_for(X)
         scores = np.asarray(core.learn(X, task_ids, y_pm1), dtype=np.float64)
         # Only now, after the core succeeded, does the Python-side state change.
         if new:
@@ -143,7 +165,7 @@ class OnlineClassifier:
         round_ids = check_rounds(rounds, task_ids)
         if X.shape[0] == 0:
             return np.zeros(0), form
-        core, new = self._ensure_core(X)
+        core, new = self._core_for(X)
         if hasattr(core, "learn_rounds"):
             scores = core.learn_rounds(X, task_ids, y_pm1, round_ids)
         else:  # a protocol-P1 core: flatten the rounds, row by row in the given order (§1.3)
@@ -180,10 +202,15 @@ class OnlineClassifier:
     def decision_function(self, X, *, tasks) -> np.ndarray:
         """The real-valued score f_task(x) of the current model for each row (no update)."""
         n_tasks = self._check_n_tasks()
-        X = check_X(X, n_features=getattr(self, "n_features_in_", None))
+        X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         task_ids = check_tasks(tasks, X.shape[0], n_tasks)
-        if X.shape[0] == 0 or not self._is_fitted():
+        if not self._is_fitted():  # no core to check X: the scores are 0 but NaN/inf is still an error
+            check_finite_X(X)
             return np.zeros(X.shape[0])
+        if X.shape[0] == 0:
+            return np.zeros(0)
+        if not getattr(self._core, "checks_finite_X", False):
+            check_finite_X(X)
         return np.asarray(self._core.decision(X, task_ids), dtype=np.float64)
 
     def predict(self, X, *, tasks) -> np.ndarray:

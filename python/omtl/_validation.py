@@ -14,14 +14,17 @@ import scipy.sparse as sp
 PM1, ZERO_ONE, BOOL = "pm1", "01", "bool"
 
 
-def check_X(X, *, n_features: int | None = None):
-    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix."""
+def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
+    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix.
+
+    ``check_finite=False`` leaves out the scan for NaN and infinity, a full pass over the values:
+    only for ``X`` bound for the native engine, whose batch validation scans it (and raises
+    "X contains NaN or infinity") before it touches a model. Call ``check_finite`` otherwise.
+    """
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()  # also sorts the indices
         X.sort_indices()
-        if X.data.size and not np.isfinite(X.data).all():
-            raise ValueError("X contains NaN or infinity")
     else:
         if isinstance(X, (str, bytes)):
             raise TypeError("X must be a 2-D array of numbers, got a string")
@@ -36,14 +39,21 @@ def check_X(X, *, n_features: int | None = None):
                 f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
             )
         X = np.ascontiguousarray(arr, dtype=np.float64)
-        # min/max propagate NaN and expose ±inf without allocating an n x d mask.
-        if X.size and not (np.isfinite(X.min()) and np.isfinite(X.max())):
-            raise ValueError("X contains NaN or infinity")
+    if check_finite:
+        check_finite_X(X)
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {n_features}")
     if X.shape[1] == 0 and X.shape[0] > 0:
         raise ValueError("X has 0 features")
     return X
+
+
+def check_finite_X(X) -> None:
+    """Raises ValueError if ``X`` (as ``check_X`` returns it) holds NaN or ±inf."""
+    values = X.data if sp.issparse(X) else X
+    # min/max propagate NaN and expose ±inf without allocating an n x d mask.
+    if values.size and not (np.isfinite(values.min()) and np.isfinite(values.max())):
+        raise ValueError("X contains NaN or infinity")
 
 
 def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:

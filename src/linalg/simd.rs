@@ -59,6 +59,32 @@ pub(crate) fn dot4(a: &[f64], b: &[f64]) -> f64 {
 }
 
 dispatch! {
+    /// Index of the first NaN or ±inf in `values` (AVX2 when available).
+    pub fn first_non_finite(values: &[f64]) -> Option<usize> => first_non_finite_kernel, first_non_finite_avx2
+}
+
+/// Scans in chunks with a branch-free count, so the compiler vectorises the scan (an early-exit
+/// `position` runs one value per iteration), and looks for the exact position only inside a
+/// chunk that has a non-finite value. A value is NaN or ±inf iff its exponent bits are all ones;
+/// an integer test, because a float reduction (a sum of `v - v`) is a serial chain the compiler
+/// may not reorder.
+#[inline(always)]
+pub(crate) fn first_non_finite_kernel(values: &[f64]) -> Option<usize> {
+    const EXPONENT: u64 = 0x7ff0_0000_0000_0000;
+    const CHUNK: usize = 4096; // 32 KiB: the scan for the position re-reads it from L1/L2
+    for (c, chunk) in values.chunks(CHUNK).enumerate() {
+        let n_bad: u64 = chunk
+            .iter()
+            .map(|v| u64::from(v.to_bits() & EXPONENT == EXPONENT))
+            .sum();
+        if n_bad > 0 {
+            return chunk.iter().position(|v| !v.is_finite()).map(|p| c * CHUNK + p);
+        }
+    }
+    None
+}
+
+dispatch! {
     /// `y += alpha x` for dense slices (AVX2 when available).
     pub fn dense_axpy(alpha: f64, x: &[f64], y: &mut [f64]) => axpy_kernel, dense_axpy_avx2
 }
