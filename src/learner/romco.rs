@@ -186,6 +186,8 @@ struct Item<'a> {
     task: usize,
     y: f64,
     score: f64,
+    /// `<v^task, x>` before the update, when the score already computed it.
+    vx: Option<f64>,
 }
 
 impl Romco {
@@ -379,8 +381,10 @@ impl Romco {
             return; // INV-R5: nothing changes, not even by shrinkage
         }
         let (d, k) = (self.n_features, self.n_tasks);
-        // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0).
+        // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
+        // their ||x||² (used three times below).
         let active: Vec<&Item> = items.iter().filter(|it| it.y * it.score < 1.0).collect();
+        let x_sq: Vec<f64> = active.iter().map(|it| it.x.sq_norm()).collect();
         // Route (c) for singleton rounds (§5.5 c); any other round needs U dense.
         let use_brand = items.len() == 1 && self.brand_applies() && (self.brand.is_some() || self.enter_factored());
         if !use_brand {
@@ -397,7 +401,7 @@ impl Romco {
             let step = self.eta1;
             let mut c = self.gram.clone();
             let mut ux = vec![0.0; k];
-            for it in &active {
+            for (it, &xx) in active.iter().zip(&x_sq) {
                 let t = it.task;
                 self.columns_dot_row(&it.x, &mut ux);
                 for (j, &v) in ux.iter().enumerate() {
@@ -409,13 +413,14 @@ impl Romco {
                     column_change = Some(ColumnChange {
                         task: t,
                         g: ux.iter().map(|v| step * it.y * v).collect(),
-                        alpha: step * step * it.x.sq_norm(),
+                        alpha: step * step * xx,
                     });
                 }
             }
             for (ia, a) in active.iter().enumerate() {
-                for b in &active[ia..] {
-                    let v = step * step * a.y * b.y * rows_dot(&a.x, &b.x);
+                for (ib, b) in active.iter().enumerate().skip(ia) {
+                    let xy = if ia == ib { x_sq[ia] } else { rows_dot(&a.x, &b.x) };
+                    let v = step * step * a.y * b.y * xy;
                     c[a.task * k + b.task] += v;
                     if a.task != b.task {
                         c[b.task * k + a.task] += v;
@@ -426,24 +431,26 @@ impl Romco {
         }
 
         // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
-        for it in &active {
+        for (it, &xx) in active.iter().zip(&x_sq) {
             let t = it.task;
             if !use_brand {
                 row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
             }
-            self.u_live[t] |= self.eta1 != 0.0 && it.x.sq_norm() > 0.0;
+            self.u_live[t] |= self.eta1 != 0.0 && xx > 0.0;
             if self.eta2 == 0.0 {
                 continue;
             }
-            if self.v_scale[t] == 0.0 {
+            let vx = if self.v_scale[t] == 0.0 {
                 self.v[t * d..(t + 1) * d].fill(0.0);
                 self.v_scale[t] = 1.0;
                 self.v_sq_norm[t] = 0.0;
-            }
-            let vx = self.v_dot(t, &it.x);
+                0.0
+            } else {
+                it.vx.unwrap_or_else(|| self.v_dot(t, &it.x))
+            };
             let s = self.v_scale[t];
             row_axpy(&it.x, self.eta2 * it.y / s, &mut self.v[t * d..(t + 1) * d]);
-            let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * it.x.sq_norm();
+            let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * xx;
             self.v_sq_norm[t] = norm2.max(0.0);
         }
 
@@ -668,7 +675,14 @@ impl OnlineLearner for Romco {
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
-        self.joint_update(&[Item { x, task, y, score }], None);
+        let item = Item {
+            x,
+            task,
+            y,
+            score,
+            vx: None,
+        };
+        self.joint_update(&[item], None);
     }
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
@@ -678,8 +692,16 @@ impl OnlineLearner for Romco {
             (Some(f), Some(bx)) => f.score_projected(bx, task),
             _ => row_dot(&x, self.u_col(task)),
         };
-        let score = u + self.v_dot(task, &x);
-        self.joint_update(&[Item { x, task, y, score }], bx.as_deref());
+        let vx = self.v_dot(task, &x);
+        let score = u + vx;
+        let item = Item {
+            x,
+            task,
+            y,
+            score,
+            vx: Some(vx),
+        };
+        self.joint_update(&[item], bx.as_deref());
         score
     }
 
@@ -693,6 +715,7 @@ impl OnlineLearner for Romco {
                 task: tasks[r],
                 y: y[r],
                 score: scores[r],
+                vx: None,
             })
             .collect();
         self.joint_update(&items, None);

@@ -125,21 +125,18 @@ pub fn diagonal_plus_rank_one(d: &[f64], rho: f64, v: &[f64]) -> Option<Eigen> {
         return Some(out.finish());
     }
     // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
-    // roots, the Löwner z, one row per root of 1/(dk[m] - λ_j), and the shifted poles.
-    let mut scratch = vec![0.0; kk * (kk + 5)];
+    // roots, the Löwner z, and per root a row of 1/(dk[m] - λ_j) and of shifted poles.
+    let mut scratch = vec![0.0; kk * (2 * kk + 4)];
     let (dk, rest) = scratch.split_at_mut(kk);
     let (z2, rest) = rest.split_at_mut(kk);
     let (lambda, rest) = rest.split_at_mut(kk);
     let (z_hat, rest) = rest.split_at_mut(kk);
-    let (base, inv_delta) = rest.split_at_mut(kk);
+    let (base, inv_delta) = rest.split_at_mut(kk * kk);
     for (m, &pos) in kept.iter().enumerate() {
         dk[m] = ds[pos];
         z2[m] = r * zs[pos] * zs[pos];
     }
-    for j in 0..kk {
-        let (origin, tau) = secular_root(dk, z2, j, base, &mut inv_delta[j * kk..(j + 1) * kk])?;
-        lambda[j] = dk[origin] + tau;
-    }
+    secular_roots(dk, z2, base, inv_delta, lambda)?;
     // Löwner: the z for which the computed λ are exact eigenvalues (Gu & Eisenstat):
     // r z_i² = (λ_i - d_i) Π_{j≠i} (λ_j - d_i)/(d_j - d_i), every factor positive by interlacing;
     // with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_j for the positive p_j below.
@@ -234,26 +231,84 @@ impl Output {
     }
 }
 
-/// Root `j` of the secular equation `1 + Σ_m z2[m] / (dk[m] - λ) = 0` (`dk` strictly
-/// increasing, `z2 > 0`), which lies in `(dk[j], dk[j+1])`, or above `dk[last]` for the last.
-/// Returned as `(origin, τ)` with `λ = dk[origin] + τ` and `origin` the nearer pole, so that
-/// `dk[m] - λ = (dk[m] - dk[origin]) - τ` is accurate; `inv` receives `1/(dk[m] - λ)`.
-/// `base` is scratch. `None` if the iteration breaks down.
-fn secular_root(dk: &[f64], z2: &[f64], j: usize, base: &mut [f64], inv: &mut [f64]) -> Option<(usize, f64)> {
+/// The roots `λ_j` of the secular equation `1 + Σ_m z2[m] / (dk[m] - λ) = 0` (`dk` strictly
+/// increasing, `z2 > 0`): root `j` lies in `(dk[j], dk[j+1])`, the last above `dk[last]`. Each is
+/// found as `λ = dk[origin] + τ` from its nearer pole, so that `dk[m] - λ = (dk[m] - dk[origin]) - τ`
+/// is accurate; row `j` of `inv` receives `1/(dk[m] - λ_j)` (row `j` of `base` is scratch).
+/// The roots iterate together, one step each per sweep: their steps are independent, so the
+/// processor overlaps them instead of waiting out each root's chain of divisions.
+/// `None` if an iteration breaks down.
+fn secular_roots(dk: &[f64], z2: &[f64], base: &mut [f64], inv: &mut [f64], lambda: &mut [f64]) -> Option<()> {
     let kk = dk.len();
-    let last = j + 1 == kk;
-    // Start at the middle of the interval (the last root's lies in (0, Σ z2) above dk[last]);
-    // the sign of f there tells which pole is nearer, and becomes the origin.
-    let (mut origin, mut lo, mut hi) = if last {
-        (j, 0.0, z2.iter().sum::<f64>())
-    } else {
-        (j, 0.0, dk[j + 1] - dk[j])
-    };
-    let shift_to = |base: &mut [f64], origin: usize| base.iter_mut().zip(dk).for_each(|(b, &d)| *b = d - dk[origin]);
-    shift_to(base, origin);
-    let mut tau = 0.5 * (lo + hi);
-    let mut first = !last;
+    let mut roots: Vec<SecularRoot> = (0..kk).map(|j| SecularRoot::start(dk, z2, j)).collect();
+    for (j, root) in roots.iter().enumerate() {
+        root.shift(dk, &mut base[j * kk..(j + 1) * kk]);
+    }
+    let mut pending = kk;
     for _ in 0..MAX_SECULAR_ITER {
+        for (j, root) in roots.iter_mut().enumerate().filter(|(_, r)| !r.done) {
+            let rows = j * kk..(j + 1) * kk;
+            root.step(dk, z2, &mut base[rows.clone()], &mut inv[rows])?;
+            pending -= usize::from(root.done);
+        }
+        if pending == 0 {
+            break;
+        }
+    }
+    for (j, root) in roots.iter_mut().enumerate() {
+        if !root.done {
+            // The cap was hit: the root is known to the bracket's width.
+            let rows = j * kk..(j + 1) * kk;
+            root.finish_at(root.tau.clamp(root.lo, root.hi), &base[rows.clone()], &mut inv[rows])?;
+        }
+        lambda[j] = dk[root.origin] + root.tau;
+    }
+    Some(())
+}
+
+/// The iteration state of one secular root: `λ = dk[origin] + τ`, bracketed by `lo < τ < hi`.
+struct SecularRoot {
+    j: usize,
+    origin: usize,
+    lo: f64,
+    hi: f64,
+    tau: f64,
+    /// The first step evaluates the middle of the interval and picks the nearer pole.
+    first: bool,
+    done: bool,
+}
+
+impl SecularRoot {
+    /// Starts at the middle of the interval (the last root's lies in (0, Σ z2) above dk[last]).
+    fn start(dk: &[f64], z2: &[f64], j: usize) -> Self {
+        let last = j + 1 == dk.len();
+        let hi = if last {
+            z2.iter().sum::<f64>()
+        } else {
+            dk[j + 1] - dk[j]
+        };
+        Self {
+            j,
+            origin: j,
+            lo: 0.0,
+            hi,
+            tau: 0.5 * hi,
+            first: !last,
+            done: false,
+        }
+    }
+
+    /// `base[m] = dk[m] - dk[origin]`.
+    fn shift(&self, dk: &[f64], base: &mut [f64]) {
+        base.iter_mut().zip(dk).for_each(|(b, &d)| *b = d - dk[self.origin]);
+    }
+
+    /// One evaluation of the secular function at `τ` and the next `τ`; sets `done` (with `inv`
+    /// holding `1/(dk[m] - λ)`) on convergence.
+    fn step(&mut self, dk: &[f64], z2: &[f64], base: &mut [f64], inv: &mut [f64]) -> Option<()> {
+        let (j, kk) = (self.j, dk.len());
+        let last = j + 1 == kk;
+        let tau = self.tau;
         // ψ: the poles at or left of root j, φ: those right of it; values and derivatives.
         inv.iter_mut().zip(base.iter()).for_each(|(v, &b)| *v = 1.0 / (b - tau));
         let (psi, dpsi) = weighted_sums(&z2[..=j], &inv[..=j]);
@@ -262,41 +317,49 @@ fn secular_root(dk: &[f64], z2: &[f64], j: usize, base: &mut [f64], inv: &mut [f
         if !w.is_finite() {
             return None;
         }
-        if first {
-            first = false;
+        if self.first {
+            self.first = false;
             if w <= 0.0 {
                 // The root is in the right half: measure from dk[j+1] (same point, same sums).
-                origin = j + 1;
-                shift_to(base, origin);
+                self.origin = j + 1;
+                self.shift(dk, base);
                 let gap = dk[j + 1] - dk[j];
-                (lo, hi, tau) = (-0.5 * gap, 0.0, tau - gap);
+                (self.lo, self.hi, self.tau) = (-0.5 * gap, 0.0, tau - gap);
             } else {
-                hi = tau;
+                self.hi = tau;
             }
         }
+        let tau = self.tau;
         // Rounding in w is about n ε times the magnitude of its terms.
         if w.abs() <= 4.0 * kk as f64 * f64::EPSILON * (1.0 + psi.abs() + phi.abs()) {
-            return Some((origin, tau));
+            self.done = true;
+            return Some(());
         }
         // f is increasing in λ between poles: w < 0 means the root is to the right.
         if w < 0.0 {
-            lo = lo.max(tau);
+            self.lo = self.lo.max(tau);
         } else {
-            hi = hi.min(tau);
+            self.hi = self.hi.min(tau);
         }
+        let (lo, hi) = (self.lo, self.hi);
         if hi - lo <= 2.0 * f64::EPSILON * lo.abs().max(hi.abs()) {
-            break;
+            return self.finish_at(0.5 * (lo + hi), base, inv);
         }
         let delta_next = (!last).then(|| base[j + 1] - tau);
-        tau = match rational_step(base[j] - tau, delta_next, w, dpsi, dphi).map(|eta| tau + eta) {
+        self.tau = match rational_step(base[j] - tau, delta_next, w, dpsi, dphi).map(|eta| tau + eta) {
             Some(t) if t > lo && t < hi => t,
             _ => 0.5 * (lo + hi),
         };
+        Some(())
     }
-    // The bracket collapsed (or the cap was hit): the root is known to working precision.
-    tau = tau.clamp(lo, hi);
-    inv.iter_mut().zip(base.iter()).for_each(|(v, &b)| *v = 1.0 / (b - tau));
-    inv.iter().all(|v| v.is_finite()).then_some((origin, tau))
+
+    /// Stops at `τ` (the bracket collapsed): `inv` for that point.
+    fn finish_at(&mut self, tau: f64, base: &[f64], inv: &mut [f64]) -> Option<()> {
+        self.tau = tau;
+        self.done = true;
+        inv.iter_mut().zip(base).for_each(|(v, &b)| *v = 1.0 / (b - tau));
+        inv.iter().all(|v| v.is_finite()).then_some(())
+    }
 }
 
 /// `(Σ w_m v_m, Σ w_m v_m²)` in four independent lanes (vectorisable).
