@@ -145,6 +145,25 @@ fn bench_svt(c: &mut Criterion) {
     g.finish();
 }
 
+/// `M <- M P` alone (ROMCO applies it to U at every SVT): P is a Householder reflection, so
+/// applying it over and over keeps M's entries the same size (no overflow or subnormals).
+fn bench_right_multiply(c: &mut Criterion) {
+    let mut g = c.benchmark_group("right_multiply");
+    for (d, k) in [(400, 12), (400, 5), (400, 40), (5000, 12), (200_000, 12)] {
+        let (m, ..) = dense_stream(d, k, 1, 4);
+        let v: Vec<f64> = (0..k).map(|i| 1.0 + (i % 3) as f64).collect();
+        let vv: f64 = v.iter().map(|x| x * x).sum();
+        let p: Vec<f64> = (0..k * k)
+            .map(|ij| f64::from(u8::from(ij / k == ij % k)) - 2.0 * v[ij / k] * v[ij % k] / vv)
+            .collect();
+        let mut u = m.clone();
+        g.bench_function(format!("{d}x{k}"), |b| {
+            b.iter(|| svt::right_multiply_in_place(std::hint::black_box(&mut u), d, k, &p))
+        });
+    }
+    g.finish();
+}
+
 fn bench_sparse_huge(c: &mut Criterion) {
     let (n, d, k, nnz) = (200, 500_000, 12, 50);
     let mut rng = SplitMix64::new(3);
@@ -201,5 +220,11 @@ fn bench_sparse_huge(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_stream, bench_svt, bench_sparse_huge);
+criterion_group!(
+    benches,
+    bench_stream,
+    bench_svt,
+    bench_right_multiply,
+    bench_sparse_huge
+);
 criterion_main!(benches);

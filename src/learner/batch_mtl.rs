@@ -677,7 +677,7 @@ impl OnlineLearner for BatchMtl {
 
     fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
         self.push(&x, task, y);
-        if self.labels.len() as u64 % self.retrain_every == 0 {
+        if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
             self.retrain();
         }
     }

@@ -368,8 +368,8 @@ impl OnlineLearner for CwCol {
                     sigma.extend_from_slice(&m.sigma);
                 }
                 None => {
-                    mu.extend(std::iter::repeat(0.0).take(d));
-                    sigma.extend(std::iter::repeat(self.a).take(d));
+                    mu.extend(std::iter::repeat_n(0.0, d));
+                    sigma.extend(std::iter::repeat_n(self.a, d));
                 }
             }
         }

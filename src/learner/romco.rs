@@ -487,7 +487,7 @@ impl Romco {
         }
 
         self.n_updates += 1;
-        if self.n_updates % RESYNC_EVERY == 0 {
+        if self.n_updates.is_multiple_of(RESYNC_EVERY) {
             self.resync();
         }
     }
@@ -643,7 +643,7 @@ impl Romco {
             }
             self.gram = exact;
         }
-        if self.n_updates % V_RESYNC_EVERY != 0 {
+        if !self.n_updates.is_multiple_of(V_RESYNC_EVERY) {
             return;
         }
         for i in 0..k {
