@@ -143,6 +143,22 @@ pub struct Romco {
     n_brand_svt: u64,
     /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
     n_eigen_updates: u64,
+    #[serde(skip)]
+    scratch: UpdateScratch,
+}
+
+/// Buffers reused from one update to the next (not part of the model: not serialized, and
+/// ignored by `==`).
+#[derive(Debug, Clone, Default)]
+struct UpdateScratch {
+    eigen: eigen_update::ColumnUpdater,
+    updated: eigen_update::Eigen,
+}
+
+impl PartialEq for UpdateScratch {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// The change of one column of U in a round, `u^task += a`, as the Gram route sees it:
@@ -253,6 +269,7 @@ impl Romco {
             n_numerical_failures: 0,
             n_brand_svt: 0,
             n_eigen_updates: 0,
+            scratch: UpdateScratch::default(),
         })
     }
 
@@ -505,19 +522,19 @@ impl Romco {
         }
         let q = live.len();
         let gram_result = match (self.qr_pending, c_hat) {
-            (false, Some(c_hat)) => match change.and_then(|ch| self.updated_eigen(&live, &ch)) {
-                Some(eig) => {
+            (false, Some(c_hat)) => {
+                if change.is_some_and(|ch| self.update_eigen(&live, &ch)) {
                     self.n_eigen_updates += 1;
-                    svt::gram_route_from_eigen(eig.values, eig.vectors, theta)
-                }
-                None => {
+                    let eig = &mut self.scratch.updated;
+                    svt::gram_route_from_eigen(std::mem::take(&mut eig.values), std::mem::take(&mut eig.vectors), theta)
+                } else {
                     let sub: Vec<f64> = live
                         .iter()
                         .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
                         .collect();
                     svt::gram_route(&sub, q, theta)
                 }
-            },
+            }
             _ => None,
         };
         let shrink: Option<Shrinkage> = match gram_result {
@@ -533,10 +550,14 @@ impl Romco {
             }
         };
         match shrink {
-            Some(s) => {
-                // C = Z diag((σ - θ)_+²) Zᵀ from now on (and Z warm-starts route (a)).
-                self.svt_vectors.clone_from(&s.z);
-                self.svt_mu = s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)).collect();
+            Some(mut s) => {
+                // C = Z diag((σ - θ)_+²) Zᵀ from now on (and Z warm-starts route (a)); the old Z's
+                // buffer serves the next eigendecomposition update.
+                let old = std::mem::replace(&mut self.svt_vectors, std::mem::take(&mut s.z));
+                self.scratch.updated.vectors = old;
+                self.svt_mu.clear();
+                self.svt_mu
+                    .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
                 let s = svt::embed(s, &live, k);
                 if s.pi.iter().all(|&p| p == 0.0) {
                     self.u.fill(0.0);
@@ -559,15 +580,33 @@ impl Romco {
     }
 
     /// The eigendecomposition of `Ĉ` over the live columns, updated from that of C after the
-    /// last SVT; `None` when there is none for the same live columns (or it fails).
-    fn updated_eigen(&self, live: &[usize], change: &ColumnChange) -> Option<eigen_update::Eigen> {
+    /// last SVT, into `scratch.updated`; false when there is none for the same live columns
+    /// (or the update fails).
+    fn update_eigen(&mut self, live: &[usize], change: &ColumnChange) -> bool {
         let q = live.len();
         if self.svt_vectors.len() != q * q || self.svt_mu.len() != q {
-            return None; // the live set grew (it only grows), or no SVT since the last reset
+            return false; // the live set grew (it only grows), or no SVT since the last reset
         }
-        let pos = live.iter().position(|&c| c == change.task)?;
-        let g: Vec<f64> = live.iter().map(|&c| change.g[c]).collect();
-        eigen_update::column_update(&self.svt_vectors, &self.svt_mu, pos, &g, change.alpha)
+        let Some(pos) = live.iter().position(|&c| c == change.task) else {
+            return false;
+        };
+        let g: Vec<f64> = if q == self.n_tasks {
+            change.g.clone()
+        } else {
+            live.iter().map(|&c| change.g[c]).collect()
+        };
+        let scratch = &mut self.scratch;
+        scratch
+            .eigen
+            .update(
+                &self.svt_vectors,
+                &self.svt_mu,
+                pos,
+                &g,
+                change.alpha,
+                &mut scratch.updated,
+            )
+            .is_some()
     }
 
     fn forget_svt_vectors(&mut self) {

@@ -11,9 +11,11 @@
 //! orthogonal to working precision however close the roots. [`column_update`] writes the Gram
 //! change of `U + a eᵢᵀ` as two such steps.
 
+use crate::linalg::simd::dispatch;
+
 /// Eigenvalues (unsorted) and eigenvectors: `vectors` is row-major `n x n`, its column `j` the
 /// unit eigenvector of `values[j]`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Eigen {
     pub values: Vec<f64>,
     pub vectors: Vec<f64>,
@@ -22,12 +24,6 @@ pub struct Eigen {
 /// Cap on the secular iterations of one root (they converge in a handful; bisection steps
 /// guarantee progress).
 const MAX_SECULAR_ITER: usize = 200;
-
-fn identity(n: usize) -> Vec<f64> {
-    let mut m = vec![0.0; n * n];
-    (0..n).for_each(|i| m[i * n + i] = 1.0);
-    m
-}
 
 /// A plane rotation of the coordinates `p < q` applied to a vector `y`: `(c y_p - s y_q, s y_p + c y_q)`.
 #[derive(Debug, Clone, Copy)]
@@ -49,124 +45,207 @@ impl Rotation {
 /// The eigendecomposition of `diag(d) + ρ v vᵀ`. `None` for non-finite input.
 pub fn diagonal_plus_rank_one(d: &[f64], rho: f64, v: &[f64]) -> Option<Eigen> {
     let n = d.len();
-    assert_eq!(v.len(), n, "d and v must have the same length");
-    if !rho.is_finite() || d.iter().chain(v).any(|x| !x.is_finite()) {
-        return None;
-    }
-    let v_norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
-    if rho == 0.0 || v_norm == 0.0 {
-        return Some(Eigen {
-            values: d.to_vec(),
-            vectors: identity(n),
-        });
-    }
-    // ρ < 0: eig(D + ρvvᵀ) = -eig(-D + |ρ| vvᵀ), same vectors. Then ρ' = |ρ| ||v||², z = v/||v||.
-    let sign = rho.signum();
-    let r = rho.abs() * v_norm * v_norm;
-    if !r.is_finite() {
-        return None;
-    }
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| (sign * d[a]).total_cmp(&(sign * d[b])));
-    // Sorted coordinates from here on: position s holds original index order[s].
-    let mut ds: Vec<f64> = order.iter().map(|&i| sign * d[i]).collect();
-    let mut zs: Vec<f64> = order.iter().map(|&i| v[i] / v_norm).collect();
-
-    // Deflation (dlaed2): a negligible z component leaves its pair alone; two (nearly) equal d
-    // are rotated so that one z component vanishes. Both perturb the matrix by at most `tol`.
-    let d_max = ds.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
-    let tol = 8.0 * f64::EPSILON * d_max.max(r);
-    let mut rotations: Vec<Rotation> = Vec::new();
-    let mut deflated = vec![false; n];
-    let mut previous: Option<usize> = None;
-    for j in 0..n {
-        if r * zs[j].abs() <= tol {
-            deflated[j] = true;
-            continue;
-        }
-        if let Some(p) = previous {
-            // |t c s| <= tol with c = z_j/τ, s = -z_p/τ, τ² = z_p² + z_j² (no square root unless taken).
-            let t = ds[j] - ds[p];
-            let tau2 = zs[p] * zs[p] + zs[j] * zs[j];
-            if (t * zs[j] * zs[p]).abs() <= tol * tau2 {
-                let tau = tau2.sqrt();
-                let (c, s) = (zs[j] / tau, -zs[p] / tau);
-                // Rotate (p, j) so z_p = 0; the off-diagonal t c s it leaves is dropped.
-                zs[j] = tau;
-                zs[p] = 0.0;
-                let (dp, dj) = (ds[p], ds[j]);
-                ds[p] = dp * c * c + dj * s * s;
-                ds[j] = dp * s * s + dj * c * c;
-                rotations.push(Rotation { p, q: j, c, s });
-                deflated[p] = true;
-            }
-        }
-        previous = Some(j);
-    }
-    let mut kept: Vec<usize> = (0..n).filter(|&j| !deflated[j]).collect();
-    kept.sort_by(|&a, &b| ds[a].total_cmp(&ds[b]));
-
-    let mut out = Output {
-        sign,
-        order,
-        rotations,
+    let mut out = Eigen {
         values: vec![0.0; n],
         vectors: vec![0.0; n * n],
     };
-    let mut y = vec![0.0; n];
-    for j in (0..n).filter(|&j| deflated[j]) {
-        y.fill(0.0);
-        y[j] = 1.0;
-        out.emit(j, ds[j], &mut y);
-    }
+    RankOneSolver::default().solve(d, rho, v, &mut out.values, &mut out.vectors)?;
+    Some(out)
+}
 
-    let kk = kept.len();
-    if kk == 0 {
-        return Some(out.finish());
+/// Reusable scratch for [`diagonal_plus_rank_one`], so that repeated solves do not allocate.
+#[derive(Debug, Clone, Default)]
+pub struct RankOneSolver {
+    /// Sorted position `s` holds original coordinate `order[s]`.
+    order: Vec<usize>,
+    /// The sorted positions not deflated, by increasing `ds`.
+    kept: Vec<usize>,
+    deflated: Vec<bool>,
+    /// Sorted (and deflation-rotated) diagonal, and the unit update vector, in sorted coordinates.
+    ds: Vec<f64>,
+    zs: Vec<f64>,
+    /// One eigenvector in sorted coordinates.
+    y: Vec<f64>,
+    /// The deflation rotations, in the order they were made.
+    rotations: Vec<Rotation>,
+    roots: Vec<SecularRoot>,
+    scratch: Vec<f64>,
+}
+
+impl RankOneSolver {
+    /// Writes the eigenvalues of `diag(d) + ρ v vᵀ` into `values` and the eigenvectors (row-major
+    /// `n x n`, column `j` for `values[j]`) into `vectors`. `None` for non-finite input.
+    pub fn solve(&mut self, d: &[f64], rho: f64, v: &[f64], values: &mut [f64], vectors: &mut [f64]) -> Option<()> {
+        solve_kernel(self, d, rho, v, values, vectors)
     }
-    // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
-    // roots, the Löwner z, and per root a row of 1/(dk[m] - λ_j) and of shifted poles.
-    let mut scratch = vec![0.0; kk * (2 * kk + 4)];
-    let (dk, rest) = scratch.split_at_mut(kk);
-    let (z2, rest) = rest.split_at_mut(kk);
-    let (lambda, rest) = rest.split_at_mut(kk);
-    let (z_hat, rest) = rest.split_at_mut(kk);
-    let (base, inv_delta) = rest.split_at_mut(kk * kk);
-    for (m, &pos) in kept.iter().enumerate() {
-        dk[m] = ds[pos];
-        z2[m] = r * zs[pos] * zs[pos];
-    }
-    secular_roots(dk, z2, base, inv_delta, lambda)?;
-    // Löwner: the z for which the computed λ are exact eigenvalues (Gu & Eisenstat):
-    // r z_i² = (λ_i - d_i) Π_{j≠i} (λ_j - d_i)/(d_j - d_i), every factor positive by interlacing;
-    // with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_j for the positive p_j below.
-    for i in 0..kk {
-        let mut prod = ScaledProduct::default();
-        for j in 0..kk {
-            let inv = inv_delta[j * kk + i];
-            prod.mul(if j == i { -inv } else { -inv * (dk[j] - dk[i]) });
-        }
-        let (pos, zi) = (kept[i], zs[kept[i]]);
-        debug_assert!(pos < n);
-        z_hat[i] = prod.reciprocal_over(r).max(0.0).sqrt().copysign(zi);
-    }
-    for j in 0..kk {
-        y.fill(0.0);
-        let row = &inv_delta[j * kk..(j + 1) * kk];
-        let mut norm2 = 0.0;
-        for (m, &pos) in kept.iter().enumerate() {
-            let u = z_hat[m] * row[m];
-            y[pos] = u;
-            norm2 += u * u;
-        }
-        let scale = 1.0 / norm2.sqrt();
-        if !scale.is_finite() {
+}
+
+#[inline(always)]
+fn solve_kernel(
+    solver: &mut RankOneSolver,
+    d: &[f64],
+    rho: f64,
+    v: &[f64],
+    values: &mut [f64],
+    vectors: &mut [f64],
+) -> Option<()> {
+    {
+        let n = d.len();
+        assert!(
+            v.len() == n && values.len() == n && vectors.len() == n * n,
+            "inconsistent sizes"
+        );
+        if !rho.is_finite() || d.iter().chain(v).any(|x| !x.is_finite()) {
             return None;
         }
-        y.iter_mut().for_each(|u| *u *= scale);
-        out.emit(kept[j], lambda[j], &mut y);
+        let v_norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if rho == 0.0 || v_norm == 0.0 {
+            values.copy_from_slice(d);
+            vectors.fill(0.0);
+            (0..n).for_each(|i| vectors[i * n + i] = 1.0);
+            return Some(());
+        }
+        // ρ < 0: eig(D + ρvvᵀ) = -eig(-D + |ρ| vvᵀ), same vectors. Then ρ' = |ρ| ||v||², z = v/||v||.
+        let sign = rho.signum();
+        let r = rho.abs() * v_norm * v_norm;
+        if !r.is_finite() {
+            return None;
+        }
+        let RankOneSolver {
+            order,
+            kept,
+            deflated,
+            ds,
+            zs,
+            y,
+            rotations,
+            roots,
+            scratch,
+        } = solver;
+        order.clear();
+        order.extend(0..n);
+        order.sort_by(|&a, &b| (sign * d[a]).total_cmp(&(sign * d[b])));
+        ds.clear();
+        ds.extend(order.iter().map(|&i| sign * d[i]));
+        zs.clear();
+        zs.extend(order.iter().map(|&i| v[i] / v_norm));
+
+        // Deflation (dlaed2): a negligible z component leaves its pair alone; two (nearly) equal
+        // d are rotated so that one z component vanishes. Both perturb the matrix by at most `tol`.
+        let d_max = ds.iter().fold(0.0f64, |a, &x| a.max(x.abs()));
+        let tol = 8.0 * f64::EPSILON * d_max.max(r);
+        rotations.clear();
+        deflated.clear();
+        deflated.resize(n, false);
+        let mut previous: Option<usize> = None;
+        for j in 0..n {
+            if r * zs[j].abs() <= tol {
+                deflated[j] = true;
+                continue;
+            }
+            if let Some(p) = previous {
+                // |t c s| <= tol with c = z_j/τ, s = -z_p/τ, τ² = z_p² + z_j² (no square root
+                // unless the pair is deflated).
+                let t = ds[j] - ds[p];
+                let tau2 = zs[p] * zs[p] + zs[j] * zs[j];
+                if (t * zs[j] * zs[p]).abs() <= tol * tau2 {
+                    let tau = tau2.sqrt();
+                    let (c, s) = (zs[j] / tau, -zs[p] / tau);
+                    // Rotate (p, j) so z_p = 0; the off-diagonal t c s it leaves is dropped.
+                    zs[j] = tau;
+                    zs[p] = 0.0;
+                    let (dp, dj) = (ds[p], ds[j]);
+                    ds[p] = dp * c * c + dj * s * s;
+                    ds[j] = dp * s * s + dj * c * c;
+                    rotations.push(Rotation { p, q: j, c, s });
+                    deflated[p] = true;
+                }
+            }
+            previous = Some(j);
+        }
+        kept.clear();
+        kept.extend((0..n).filter(|&j| !deflated[j]));
+        kept.sort_by(|&a, &b| ds[a].total_cmp(&ds[b]));
+
+        let out = Columns { sign, order, rotations };
+        y.clear();
+        y.resize(n, 0.0);
+        for j in (0..n).filter(|&j| deflated[j]) {
+            y.fill(0.0);
+            y[j] = 1.0;
+            out.emit(j, ds[j], y, values, vectors);
+        }
+
+        let kk = kept.len();
+        if kk == 0 {
+            return Some(());
+        }
+        // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
+        // roots, the Löwner z, and per root a row of 1/(dk[m] - λ_j) and of shifted poles.
+        scratch.clear();
+        scratch.resize(kk * (2 * kk + 4), 0.0);
+        let (dk, rest) = scratch.split_at_mut(kk);
+        let (z2, rest) = rest.split_at_mut(kk);
+        let (lambda, rest) = rest.split_at_mut(kk);
+        let (z_hat, rest) = rest.split_at_mut(kk);
+        let (base, inv_delta) = rest.split_at_mut(kk * kk);
+        for (m, &pos) in kept.iter().enumerate() {
+            dk[m] = ds[pos];
+            z2[m] = r * zs[pos] * zs[pos];
+        }
+        secular_roots(dk, z2, base, inv_delta, lambda, roots)?;
+        // Löwner: the z for which the computed λ are exact eigenvalues (Gu & Eisenstat):
+        // r z_i² = (λ_i - d_i) Π_{j≠i} (λ_j - d_i)/(d_j - d_i), every factor positive by
+        // interlacing; with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_j for the p_j below.
+        for i in 0..kk {
+            let mut prod = ScaledProduct::default();
+            for j in 0..kk {
+                let inv = inv_delta[j * kk + i];
+                prod.mul(if j == i { -inv } else { -inv * (dk[j] - dk[i]) });
+            }
+            z_hat[i] = prod.reciprocal_over(r).max(0.0).sqrt().copysign(zs[kept[i]]);
+        }
+        for j in 0..kk {
+            y.fill(0.0);
+            let row = &inv_delta[j * kk..(j + 1) * kk];
+            let mut norm2 = 0.0;
+            for (m, &pos) in kept.iter().enumerate() {
+                let u = z_hat[m] * row[m];
+                y[pos] = u;
+                norm2 += u * u;
+            }
+            let scale = 1.0 / norm2.sqrt();
+            if !scale.is_finite() {
+                return None;
+            }
+            y.iter_mut().for_each(|u| *u *= scale);
+            out.emit(kept[j], lambda[j], y, values, vectors);
+        }
+        Some(())
     }
-    Some(out.finish())
+}
+
+/// Writes the columns of a [`RankOneSolver::solve`] result.
+struct Columns<'a> {
+    /// `±1`: the sign of `ρ` (the problem was solved for `sign · d`).
+    sign: f64,
+    order: &'a [usize],
+    rotations: &'a [Rotation],
+}
+
+impl Columns<'_> {
+    /// Column `col`: the eigenvalue `sign · value` and the eigenvector `y`, given in sorted
+    /// coordinates before the deflation rotations (which `y` is rotated back through).
+    fn emit(&self, col: usize, value: f64, y: &mut [f64], values: &mut [f64], vectors: &mut [f64]) {
+        let n = self.order.len();
+        for rot in self.rotations.iter().rev() {
+            rot.apply(y);
+        }
+        values[col] = self.sign * value;
+        for (s, &orig) in self.order.iter().enumerate() {
+            vectors[orig * n + col] = y[s];
+        }
+    }
 }
 
 /// A product of positive factors kept as `mantissa · 10^exponent`, so that long products of
@@ -197,40 +276,6 @@ impl ScaledProduct {
     }
 }
 
-/// The result of [`diagonal_plus_rank_one`] as it is assembled.
-struct Output {
-    /// `±1`: the sign of `ρ` (the problem was solved for `sign · d`).
-    sign: f64,
-    /// Sorted position `s` holds original coordinate `order[s]`.
-    order: Vec<usize>,
-    /// The deflation rotations, in the order they were made.
-    rotations: Vec<Rotation>,
-    values: Vec<f64>,
-    vectors: Vec<f64>,
-}
-
-impl Output {
-    /// Column `col`: the eigenvalue `sign · value` and the eigenvector `y`, given in sorted
-    /// coordinates before the deflation rotations (which `y` is rotated back through).
-    fn emit(&mut self, col: usize, value: f64, y: &mut [f64]) {
-        let n = self.order.len();
-        for rot in self.rotations.iter().rev() {
-            rot.apply(y);
-        }
-        self.values[col] = self.sign * value;
-        for (s, &orig) in self.order.iter().enumerate() {
-            self.vectors[orig * n + col] = y[s];
-        }
-    }
-
-    fn finish(self) -> Eigen {
-        Eigen {
-            values: self.values,
-            vectors: self.vectors,
-        }
-    }
-}
-
 /// The roots `λ_j` of the secular equation `1 + Σ_m z2[m] / (dk[m] - λ) = 0` (`dk` strictly
 /// increasing, `z2 > 0`): root `j` lies in `(dk[j], dk[j+1])`, the last above `dk[last]`. Each is
 /// found as `λ = dk[origin] + τ` from its nearer pole, so that `dk[m] - λ = (dk[m] - dk[origin]) - τ`
@@ -238,9 +283,18 @@ impl Output {
 /// The roots iterate together, one step each per sweep: their steps are independent, so the
 /// processor overlaps them instead of waiting out each root's chain of divisions.
 /// `None` if an iteration breaks down.
-fn secular_roots(dk: &[f64], z2: &[f64], base: &mut [f64], inv: &mut [f64], lambda: &mut [f64]) -> Option<()> {
+#[inline(always)]
+fn secular_roots(
+    dk: &[f64],
+    z2: &[f64],
+    base: &mut [f64],
+    inv: &mut [f64],
+    lambda: &mut [f64],
+    roots: &mut Vec<SecularRoot>,
+) -> Option<()> {
     let kk = dk.len();
-    let mut roots: Vec<SecularRoot> = (0..kk).map(|j| SecularRoot::start(dk, z2, j)).collect();
+    roots.clear();
+    roots.extend((0..kk).map(|j| SecularRoot::start(dk, z2, j)));
     for (j, root) in roots.iter().enumerate() {
         root.shift(dk, &mut base[j * kk..(j + 1) * kk]);
     }
@@ -267,6 +321,7 @@ fn secular_roots(dk: &[f64], z2: &[f64], base: &mut [f64], inv: &mut [f64], lamb
 }
 
 /// The iteration state of one secular root: `λ = dk[origin] + τ`, bracketed by `lo < τ < hi`.
+#[derive(Debug, Clone)]
 struct SecularRoot {
     j: usize,
     origin: usize,
@@ -275,6 +330,8 @@ struct SecularRoot {
     tau: f64,
     /// The first step evaluates the middle of the interval and picks the nearer pole.
     first: bool,
+    /// No step taken yet: the first uses the initial-guess model.
+    initial: bool,
     done: bool,
 }
 
@@ -294,6 +351,7 @@ impl SecularRoot {
             hi,
             tau: 0.5 * hi,
             first: !last,
+            initial: true,
             done: false,
         }
     }
@@ -305,6 +363,7 @@ impl SecularRoot {
 
     /// One evaluation of the secular function at `τ` and the next `τ`; sets `done` (with `inv`
     /// holding `1/(dk[m] - λ)`) on convergence.
+    #[inline(always)]
     fn step(&mut self, dk: &[f64], z2: &[f64], base: &mut [f64], inv: &mut [f64]) -> Option<()> {
         let (j, kk) = (self.j, dk.len());
         let last = j + 1 == kk;
@@ -345,8 +404,36 @@ impl SecularRoot {
         if hi - lo <= 2.0 * f64::EPSILON * lo.abs().max(hi.abs()) {
             return self.finish_at(0.5 * (lo + hi), base, inv);
         }
-        let delta_next = (!last).then(|| base[j + 1] - tau);
-        self.tau = match rational_step(base[j] - tau, delta_next, w, dpsi, dphi).map(|eta| tau + eta) {
+        // The model: the nearest pole(s) plus a constant. The first step (from the middle of the
+        // interval) gives the nearest poles their true weights and the others' value as the
+        // constant, as LAPACK's dlaed4 does for its initial guess; later steps match the
+        // derivatives of both sides instead (fixed weight method), which converges quadratically.
+        let delta_j = base[j] - tau;
+        let step = if std::mem::take(&mut self.initial) {
+            let near_j = z2[j] * inv[j];
+            match last {
+                true => pole_model_zero(w - near_j, z2[j], delta_j, None),
+                false => {
+                    let near_k = z2[j + 1] * inv[j + 1];
+                    pole_model_zero(
+                        w - near_j - near_k,
+                        z2[j],
+                        delta_j,
+                        Some((z2[j + 1], base[j + 1] - tau)),
+                    )
+                }
+            }
+        } else {
+            let next = (!last).then(|| {
+                let delta_k = base[j + 1] - tau;
+                (delta_k * delta_k * dphi, delta_k)
+            });
+            let slope_k = if last { 0.0 } else { dphi };
+            let slope_j = if last { dpsi + dphi } else { dpsi };
+            let c = w - delta_j * slope_j - next.map_or(0.0, |(_, dk)| dk * slope_k);
+            pole_model_zero(c, delta_j * delta_j * slope_j, delta_j, next)
+        };
+        self.tau = match step.map(|eta| tau + eta) {
             Some(t) if t > lo && t < hi => t,
             _ => 0.5 * (lo + hi),
         };
@@ -363,7 +450,7 @@ impl SecularRoot {
 }
 
 /// `(Σ w_m v_m, Σ w_m v_m²)` in four independent lanes (vectorisable).
-#[inline]
+#[inline(always)]
 fn weighted_sums(w: &[f64], v: &[f64]) -> (f64, f64) {
     let (mut sum, mut slope) = ([0.0f64; 4], [0.0f64; 4]);
     let (wc, vc) = (w.chunks_exact(4), v.chunks_exact(4));
@@ -387,16 +474,15 @@ fn weighted_sums(w: &[f64], v: &[f64]) -> (f64, f64) {
     (s, sl)
 }
 
-/// The step `η` to the zero of the two-pole model of the secular function at the current point:
-/// `c + Δ_j² ψ'/(Δ_j - η) + Δ_{j+1}² φ'/(Δ_{j+1} - η)` matching its value `w` and the
-/// derivatives `ψ'` and `φ'` of the two sides (one pole for the last root). `None` when the
-/// model has no real zero (the caller bisects).
-fn rational_step(delta_j: f64, delta_next: Option<f64>, w: f64, dpsi: f64, dphi: f64) -> Option<f64> {
-    match delta_next {
-        Some(delta_k) => {
-            let c = w - delta_j * dpsi - delta_k * dphi;
-            let a = (delta_j + delta_k) * w - delta_j * delta_k * (dpsi + dphi);
-            let b = delta_j * delta_k * w;
+/// The zero `η` between the poles of the model `c + s_j/(Δ_j - η) + s_k/(Δ_k - η)` (one pole
+/// when `next` is `None`), from the quadratic `c η² - A η + B = 0` in the stable form of
+/// LAPACK's dlaed4. `None` when it has no real zero (the caller bisects).
+#[inline(always)]
+fn pole_model_zero(c: f64, s_j: f64, delta_j: f64, next: Option<(f64, f64)>) -> Option<f64> {
+    match next {
+        Some((s_k, delta_k)) => {
+            let a = c * (delta_j + delta_k) + s_j + s_k;
+            let b = c * delta_j * delta_k + s_j * delta_k + s_k * delta_j;
             if c == 0.0 {
                 return (a != 0.0).then(|| b / a);
             }
@@ -411,94 +497,130 @@ fn rational_step(delta_j: f64, delta_next: Option<f64>, w: f64, dpsi: f64, dphi:
                 2.0 * b / (a + root)
             })
         }
-        None => {
-            // c + Δ² f'/(Δ - η) = 0 with c = w - Δ f' (all poles on the left).
-            let slope = dpsi + dphi;
-            let c = w - delta_j * slope;
-            (c != 0.0).then(|| delta_j + delta_j * delta_j * slope / c)
-        }
+        // c + s/(Δ - η) = 0.
+        None => (c != 0.0).then(|| delta_j + s_j / c),
     }
 }
 
 /// The eigendecomposition of `Ĉ = C + g eᵢᵀ + eᵢ gᵀ + α eᵢeᵢᵀ` given `C = Z diag(mu) Zᵀ`
 /// (`z` row-major `n x n`, orthogonal): the Gram matrix of `U + a eᵢᵀ` when `C = UᵀU`,
-/// `g = Uᵀa` and `α = ||a||²`. The change is `μ₊ v₊v₊ᵀ + μ₋ v₋v₋ᵀ` (the eigenpairs of its 2 x 2
-/// restriction to `span(Zᵀeᵢ, Zᵀg)`), applied as two rank-one steps; `O(n³)` for the basis
-/// products, `O(n²)` otherwise. `None` for non-finite input.
+/// `g = Uᵀa` and `α = ||a||²`. See [`ColumnUpdater::update`]. `None` for non-finite input.
 pub fn column_update(z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64) -> Option<Eigen> {
-    let n = mu.len();
-    assert!(z.len() == n * n && g.len() == n && i < n);
-    // In the eigenbasis: ê = Zᵀeᵢ (row i of Z), ĝ = Zᵀg.
-    let e_hat: Vec<f64> = z[i * n..(i + 1) * n].to_vec();
-    let mut g_hat = vec![0.0; n];
-    for (row, &gr) in z.chunks_exact(n).zip(g) {
-        g_hat.iter_mut().zip(row).for_each(|(o, &zr)| *o += zr * gr);
-    }
-    // Orthonormal q1 ∝ ê, q2 ∝ ĝ - (ĝ·q1) q1: the change is [[2be + αe², eh], [eh, 0]] there.
-    let e = e_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
-    if e == 0.0 || !e.is_finite() {
-        return None;
-    }
-    let q1: Vec<f64> = e_hat.iter().map(|x| x / e).collect();
-    let b: f64 = g_hat.iter().zip(&q1).map(|(x, y)| x * y).sum();
-    let mut q2: Vec<f64> = g_hat.iter().zip(&q1).map(|(x, y)| x - b * y).collect();
-    let h = q2.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let g_norm = g_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
-    let p = 2.0 * b * e + alpha * e * e;
-    let o = if h > 8.0 * f64::EPSILON * g_norm { e * h } else { 0.0 };
-    if o != 0.0 {
-        q2.iter_mut().for_each(|x| *x /= h);
-    }
-    // Eigenpairs of [[p, o], [o, 0]]: the larger-magnitude one directly, the other from
-    // μ₊μ₋ = -o² and orthogonality (no cancellation).
-    let half = 0.5 * p;
-    let big = if half >= 0.0 {
-        half + half.hypot(o)
-    } else {
-        half - half.hypot(o)
-    };
-    let small = if big != 0.0 { -o * o / big } else { 0.0 };
-    let (bc, bs) = {
-        let nrm = big.hypot(o);
-        if nrm > 0.0 {
-            (big / nrm, o / nrm)
-        } else {
-            (1.0, 0.0)
-        }
-    };
-    let v_big: Vec<f64> = q1.iter().zip(&q2).map(|(a, c)| bc * a + bs * c).collect();
-    let v_small: Vec<f64> = q1.iter().zip(&q2).map(|(a, c)| -bs * a + bc * c).collect();
-
-    let first = diagonal_plus_rank_one(mu, big, &v_big)?;
-    let mut basis = multiply(z, &first.vectors, n);
-    if small == 0.0 || o == 0.0 {
-        return Some(Eigen {
-            values: first.values,
-            vectors: basis,
-        });
-    }
-    // v₋ in the eigenbasis of the first step: W₁ᵀ v₋.
-    let mut v2 = vec![0.0; n];
-    for (row, &vr) in first.vectors.chunks_exact(n).zip(&v_small) {
-        v2.iter_mut().zip(row).for_each(|(o, &w)| *o += w * vr);
-    }
-    let second = diagonal_plus_rank_one(&first.values, small, &v2)?;
-    basis = multiply(&basis, &second.vectors, n);
-    Some(Eigen {
-        values: second.values,
-        vectors: basis,
-    })
+    let mut out = Eigen::default();
+    ColumnUpdater::default().update(z, mu, i, g, alpha, &mut out)?;
+    Some(out)
 }
 
-/// `A B` of two row-major `n x n` matrices.
-fn multiply(a: &[f64], b: &[f64], n: usize) -> Vec<f64> {
-    let mut out = vec![0.0; n * n];
+/// Reusable scratch for [`column_update`], so that an update per example does not allocate.
+#[derive(Debug, Clone, Default)]
+pub struct ColumnUpdater {
+    solver: RankOneSolver,
+    /// ĝ, q1, q2, v₊, v₋ and W₁ᵀv₋ (n each).
+    vectors: Vec<f64>,
+    /// The first rank-one step's result, and a product buffer.
+    first: Eigen,
+    product: Vec<f64>,
+}
+
+impl ColumnUpdater {
+    /// Writes the eigendecomposition of `Ĉ = Z diag(mu) Zᵀ + g eᵢᵀ + eᵢ gᵀ + α eᵢeᵢᵀ` into
+    /// `out`. The change is `μ₊ v₊v₊ᵀ + μ₋ v₋v₋ᵀ` (the eigenpairs of its 2 x 2 restriction to
+    /// `span(Zᵀeᵢ, Zᵀg)` in the eigenbasis), applied as two rank-one steps; `O(n³)` for the two
+    /// basis products, `O(n²)` otherwise. `None` for non-finite input.
+    pub fn update(&mut self, z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64, out: &mut Eigen) -> Option<()> {
+        let n = mu.len();
+        assert!(z.len() == n * n && g.len() == n && i < n);
+        self.vectors.clear();
+        self.vectors.resize(6 * n, 0.0);
+        let (g_hat, rest) = self.vectors.split_at_mut(n);
+        let (q1, rest) = rest.split_at_mut(n);
+        let (q2, rest) = rest.split_at_mut(n);
+        let (v_big, rest) = rest.split_at_mut(n);
+        let (v_small, v2) = rest.split_at_mut(n);
+        // In the eigenbasis: ê = Zᵀeᵢ (row i of Z), ĝ = Zᵀg.
+        let e_hat = &z[i * n..(i + 1) * n];
+        for (row, &gr) in z.chunks_exact(n).zip(g) {
+            g_hat.iter_mut().zip(row).for_each(|(o, &zr)| *o += zr * gr);
+        }
+        // Orthonormal q1 ∝ ê, q2 ∝ ĝ - (ĝ·q1) q1: the change is [[2be + αe², eh], [eh, 0]] there.
+        let e = e_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
+        if e == 0.0 || !e.is_finite() {
+            return None;
+        }
+        q1.iter_mut().zip(e_hat).for_each(|(q, x)| *q = x / e);
+        let b: f64 = g_hat.iter().zip(q1.iter()).map(|(x, y)| x * y).sum();
+        q2.iter_mut()
+            .zip(g_hat.iter().zip(q1.iter()))
+            .for_each(|(q, (x, y))| *q = x - b * y);
+        let h = q2.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let g_norm = g_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let p = 2.0 * b * e + alpha * e * e;
+        let o = if h > 8.0 * f64::EPSILON * g_norm { e * h } else { 0.0 };
+        if o != 0.0 {
+            q2.iter_mut().for_each(|x| *x /= h);
+        }
+        // Eigenpairs of [[p, o], [o, 0]]: the larger-magnitude one directly, the other from
+        // μ₊μ₋ = -o² and orthogonality (no cancellation).
+        let half = 0.5 * p;
+        let big = if half >= 0.0 {
+            half + half.hypot(o)
+        } else {
+            half - half.hypot(o)
+        };
+        let small = if big != 0.0 { -o * o / big } else { 0.0 };
+        let (bc, bs) = {
+            let nrm = big.hypot(o);
+            if nrm > 0.0 {
+                (big / nrm, o / nrm)
+            } else {
+                (1.0, 0.0)
+            }
+        };
+        for r in 0..n {
+            v_big[r] = bc * q1[r] + bs * q2[r];
+            v_small[r] = -bs * q1[r] + bc * q2[r];
+        }
+        resize(&mut self.first, n);
+        resize(out, n);
+        self.solver
+            .solve(mu, big, v_big, &mut self.first.values, &mut self.first.vectors)?;
+        if small == 0.0 || o == 0.0 {
+            out.values.copy_from_slice(&self.first.values);
+            multiply_into(z, &self.first.vectors, n, &mut out.vectors);
+            return Some(());
+        }
+        // v₋ in the eigenbasis of the first step: W₁ᵀ v₋; then Z W₁ W₂.
+        for (row, &vr) in self.first.vectors.chunks_exact(n).zip(v_small.iter()) {
+            v2.iter_mut().zip(row).for_each(|(o, &w)| *o += w * vr);
+        }
+        self.product.resize(n * n, 0.0);
+        self.solver
+            .solve(&self.first.values, small, v2, &mut out.values, &mut self.product)?;
+        multiply_into(&self.first.vectors, &self.product, n, &mut out.vectors);
+        multiply_into(z, &out.vectors, n, &mut self.product);
+        std::mem::swap(&mut out.vectors, &mut self.product);
+        Some(())
+    }
+}
+
+fn resize(e: &mut Eigen, n: usize) {
+    e.values.resize(n, 0.0);
+    e.vectors.resize(n * n, 0.0);
+}
+
+dispatch! {
+    /// `out = A B` for row-major `n x n` matrices.
+    fn multiply_into(a: &[f64], b: &[f64], n: usize, out: &mut [f64]) => multiply_kernel, multiply_avx2
+}
+
+#[inline(always)]
+fn multiply_kernel(a: &[f64], b: &[f64], n: usize, out: &mut [f64]) {
+    out.fill(0.0);
     for (out_row, a_row) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)) {
         for (&aik, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
             out_row.iter_mut().zip(b_row).for_each(|(o, &bkj)| *o += aik * bkj);
         }
     }
-    out
 }
 
 #[cfg(test)]
@@ -506,6 +628,12 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
     use nalgebra::{DMatrix, SymmetricEigen};
+
+    fn identity(n: usize) -> Vec<f64> {
+        let mut m = vec![0.0; n * n];
+        (0..n).for_each(|i| m[i * n + i] = 1.0);
+        m
+    }
 
     fn uniform(rng: &mut SplitMix64) -> f64 {
         (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0

@@ -10,7 +10,7 @@ pub(crate) fn has_avx2() -> bool {
 
 /// Defines `$name` (dispatching) over `$kernel`, compiled twice: with AVX2 and without.
 macro_rules! dispatch {
-    ($(#[$doc:meta])* pub fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $kernel:ident, $avx:ident) => {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? => $kernel:ident, $avx:ident) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2")]
         unsafe fn $avx($($arg: $ty),*) $(-> $ret)? {
@@ -18,7 +18,7 @@ macro_rules! dispatch {
         }
 
         $(#[$doc])*
-        pub fn $name($($arg: $ty),*) $(-> $ret)? {
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
             if $crate::linalg::simd::has_avx2() {
                 // SAFETY: the CPU supports AVX2 (checked at run time), the only requirement.

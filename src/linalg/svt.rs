@@ -409,22 +409,7 @@ fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
     }
     let mut pi = vec![0.0; k * k];
     let mut gram = vec![0.0; k * k];
-    for a in 0..k {
-        let za = &z[a * q..(a + 1) * q];
-        for b in 0..=a {
-            let zb = &z[b * q..(b + 1) * q];
-            let (mut p, mut g) = (0.0, 0.0);
-            for r in 0..q {
-                let t = za[r] * zb[r];
-                p += t * factor_pi[r];
-                g += t * factor_gram[r];
-            }
-            pi[a * k + b] = p;
-            pi[b * k + a] = p;
-            gram[a * k + b] = g;
-            gram[b * k + a] = g;
-        }
-    }
+    weighted_outer_products(&z, k, q, &factor_pi, &factor_gram, &mut pi, &mut gram);
     Shrinkage {
         pi,
         gram,
@@ -432,6 +417,51 @@ fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
         sigma_max,
         rank,
         z,
+    }
+}
+
+dispatch! {
+    /// `pi = Z diag(f_pi) Zᵀ` and `gram = Z diag(f_gram) Zᵀ` for the row-major `k x q` `Z`,
+    /// computed row by row as sums of scaled rows of `Zᵀ` (vectorisable), then mirrored so both
+    /// are exactly symmetric.
+    fn weighted_outer_products(z: &[f64], k: usize, q: usize, f_pi: &[f64], f_gram: &[f64], pi: &mut [f64], gram: &mut [f64]) => weighted_outer_products_kernel, weighted_outer_products_avx2
+}
+
+#[inline(always)]
+fn weighted_outer_products_kernel(
+    z: &[f64],
+    k: usize,
+    q: usize,
+    f_pi: &[f64],
+    f_gram: &[f64],
+    pi: &mut [f64],
+    gram: &mut [f64],
+) {
+    let mut zt = vec![0.0; q * k];
+    for a in 0..k {
+        for r in 0..q {
+            zt[r * k + a] = z[a * q + r];
+        }
+    }
+    for a in 0..k {
+        let (pi_row, gram_row) = (&mut pi[a * k..(a + 1) * k], &mut gram[a * k..(a + 1) * k]);
+        for r in 0..q {
+            let (wp, wg) = (z[a * q + r] * f_pi[r], z[a * q + r] * f_gram[r]);
+            if wp == 0.0 && wg == 0.0 {
+                continue;
+            }
+            let col = &zt[r * k..(r + 1) * k];
+            for ((p, g), &c) in pi_row.iter_mut().zip(gram_row.iter_mut()).zip(col) {
+                *p += wp * c;
+                *g += wg * c;
+            }
+        }
+    }
+    for a in 0..k {
+        for b in 0..a {
+            pi[b * k + a] = pi[a * k + b];
+            gram[b * k + a] = gram[a * k + b];
+        }
     }
 }
 
