@@ -119,8 +119,11 @@ pub struct Romco {
     v_scale: Vec<f64>,
     /// `||v^i||²`, maintained.
     v_sq_norm: Vec<f64>,
-    /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`).
+    /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`). Stale after a route-(b)
+    /// update of singleton rounds, which keeps C as `Z diag(μ) Zᵀ` (`svt_vectors`, `svt_mu`)
+    /// and forms it only when needed ([`Romco::fresh_gram`]).
     gram: Vec<f64>,
+    gram_stale: bool,
     /// Columns of U that may be non-zero (a column never updated is exactly 0 and the SVT runs
     /// on the others only, so rounding never leaks into it).
     u_live: Vec<bool>,
@@ -256,6 +259,7 @@ impl Romco {
             v_scale: vec![0.0; n_tasks],
             v_sq_norm: vec![0.0; n_tasks],
             gram: vec![0.0; n_tasks * n_tasks],
+            gram_stale: false,
             u_live: vec![false; n_tasks],
             svt_vectors: Vec::new(),
             svt_mu: Vec::new(),
@@ -307,6 +311,7 @@ impl Romco {
             let (d, k) = (self.n_features, self.n_tasks);
             self.u = f.materialize();
             self.gram = svt::gram(&self.u, d, k);
+            self.gram_stale = false;
             self.forget_svt_vectors();
             self.qr_pending = false;
         }
@@ -409,42 +414,50 @@ impl Romco {
         }
         let shrink_u = self.lambda1 > 0.0 && !use_brand;
 
-        // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U.
-        // Its trace comes first (O(|P| nnz)): when the trace already shows θ < 10⁻⁶ σ_max, route
-        // (b) is ruled out and the rest of Ĉ is not needed.
+        // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U. With one
+        // active task the change of C is described by `Uᵀa` and `||a||²` alone (and Ĉ is formed
+        // only if its eigendecomposition cannot be updated).
         let mut c_hat = None;
         let mut column_change = None;
         if shrink_u && !self.qr_pending && self.route != SvtRoute::Qr {
             let step = self.eta1;
-            let mut c = self.gram.clone();
             let mut ux = vec![0.0; k];
-            for (it, &xx) in active.iter().zip(&x_sq) {
-                let t = it.task;
+            if let ([it], [xx]) = (active.as_slice(), x_sq.as_slice()) {
+                if !(self.u_live[it.task] && self.svt_matches_live()) {
+                    // No eigendecomposition to update: Ĉ will be needed, from the current C.
+                    self.fresh_gram();
+                }
                 self.columns_dot_row(&it.x, &mut ux);
-                for (j, &v) in ux.iter().enumerate() {
-                    let a = step * it.y * v;
-                    c[j * k + t] += a;
-                    c[t * k + j] += a;
-                }
-                if active.len() == 1 {
-                    column_change = Some(ColumnChange {
-                        task: t,
-                        g: ux.iter().map(|v| step * it.y * v).collect(),
-                        alpha: step * step * xx,
-                    });
-                }
-            }
-            for (ia, a) in active.iter().enumerate() {
-                for (ib, b) in active.iter().enumerate().skip(ia) {
-                    let xy = if ia == ib { x_sq[ia] } else { rows_dot(&a.x, &b.x) };
-                    let v = step * step * a.y * b.y * xy;
-                    c[a.task * k + b.task] += v;
-                    if a.task != b.task {
-                        c[b.task * k + a.task] += v;
+                ux.iter_mut().for_each(|v| *v *= step * it.y);
+                column_change = Some(ColumnChange {
+                    task: it.task,
+                    g: ux,
+                    alpha: step * step * xx,
+                });
+            } else {
+                self.fresh_gram();
+                let mut c = self.gram.clone();
+                for it in &active {
+                    let t = it.task;
+                    self.columns_dot_row(&it.x, &mut ux);
+                    for (j, &v) in ux.iter().enumerate() {
+                        let a = step * it.y * v;
+                        c[j * k + t] += a;
+                        c[t * k + j] += a;
                     }
                 }
+                for (ia, a) in active.iter().enumerate() {
+                    for (ib, b) in active.iter().enumerate().skip(ia) {
+                        let xy = if ia == ib { x_sq[ia] } else { rows_dot(&a.x, &b.x) };
+                        let v = step * step * a.y * b.y * xy;
+                        c[a.task * k + b.task] += v;
+                        if a.task != b.task {
+                            c[b.task * k + a.task] += v;
+                        }
+                    }
+                }
+                c_hat = Some(c);
             }
-            c_hat = Some(c);
         }
 
         // Gradient steps, sparse: Û = U - η1 Γ, V̂ = V - η2 Γ (with ||v̂||² kept up to date).
@@ -475,7 +488,7 @@ impl Romco {
         if use_brand {
             self.brand_threshold(items, bx);
         } else if shrink_u {
-            self.threshold_u(c_hat.as_deref(), column_change);
+            self.threshold_u(c_hat, column_change);
         } else {
             self.rank = None;
         }
@@ -512,7 +525,7 @@ impl Romco {
     /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
     /// When one column changed (`change`), route (b) updates the last eigendecomposition of C
     /// in `O(k²)` + two `k x k` products instead of recomputing it.
-    fn threshold_u(&mut self, c_hat: Option<&[f64]>, change: Option<ColumnChange>) {
+    fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, change: Option<ColumnChange>) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -521,21 +534,29 @@ impl Romco {
             return;
         }
         let q = live.len();
-        let gram_result = match (self.qr_pending, c_hat) {
-            (false, Some(c_hat)) => {
-                if change.is_some_and(|ch| self.update_eigen(&live, &ch)) {
-                    self.n_eigen_updates += 1;
-                    let eig = &mut self.scratch.updated;
-                    svt::gram_route_from_eigen(std::mem::take(&mut eig.values), std::mem::take(&mut eig.vectors), theta)
-                } else {
-                    let sub: Vec<f64> = live
-                        .iter()
-                        .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
-                        .collect();
-                    svt::gram_route(&sub, q, theta)
-                }
-            }
-            _ => None,
+        let mut updated = false;
+        let gram_result = if self.qr_pending {
+            None
+        } else if change.as_ref().is_some_and(|ch| self.update_eigen(&live, ch)) {
+            updated = true;
+            self.n_eigen_updates += 1;
+            let eig = &mut self.scratch.updated;
+            svt::gram_route_from_eigen(
+                std::mem::take(&mut eig.values),
+                std::mem::take(&mut eig.vectors),
+                theta,
+                false,
+            )
+        } else {
+            let c_hat = c_hat.or_else(|| change.map(|ch| self.singleton_c_hat(&ch)));
+            c_hat.and_then(|c_hat| {
+                let c_hat = &c_hat;
+                let sub: Vec<f64> = live
+                    .iter()
+                    .flat_map(|&a| live.iter().map(move |&b| c_hat[a * k + b]))
+                    .collect();
+                svt::gram_route(&sub, q, theta)
+            })
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
@@ -562,19 +583,71 @@ impl Romco {
                 if s.pi.iter().all(|&p| p == 0.0) {
                     self.u.fill(0.0);
                     self.gram.fill(0.0);
+                    self.gram_stale = false;
                     self.u_live.fill(false);
                     self.forget_svt_vectors();
                 } else {
                     svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
-                    self.gram = s.gram;
+                    // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
+                    self.gram_stale = updated;
+                    if !updated {
+                        self.gram = s.gram;
+                    }
                 }
                 self.rank = Some(s.rank);
             }
             None => {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
                 self.n_numerical_failures += 1;
-                self.forget_svt_vectors();
                 self.gram = svt::gram(&self.u, d, k);
+                self.gram_stale = false;
+                self.forget_svt_vectors();
+            }
+        }
+    }
+
+    /// `Ĉ = C + g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ` for a round in which only column t changes.
+    fn singleton_c_hat(&mut self, change: &ColumnChange) -> Vec<f64> {
+        let (k, t) = (self.n_tasks, change.task);
+        self.fresh_gram();
+        let mut c = self.gram.clone();
+        for (j, &g) in change.g.iter().enumerate() {
+            c[j * k + t] += g;
+            c[t * k + j] += g;
+        }
+        c[t * k + t] += change.alpha;
+        c
+    }
+
+    /// True when `svt_vectors`/`svt_mu` describe C over the current live columns.
+    fn svt_matches_live(&self) -> bool {
+        let q = self.u_live.iter().filter(|&&l| l).count();
+        self.svt_vectors.len() == q * q && self.svt_mu.len() == q
+    }
+
+    /// Forms `C = Z diag(μ) Zᵀ` (over the live columns) if the explicit C is stale. Called
+    /// before U changes (or after the SVT), while the factors describe the current U.
+    fn fresh_gram(&mut self) {
+        if !self.gram_stale {
+            return;
+        }
+        self.gram_stale = false;
+        let k = self.n_tasks;
+        debug_assert!(self.svt_matches_live(), "stale C without matching factors");
+        if !self.svt_matches_live() {
+            self.gram = svt::gram(&self.u, self.n_features, k);
+            return;
+        }
+        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+        let q = live.len();
+        self.gram.fill(0.0);
+        for (a, &ca) in live.iter().enumerate() {
+            for (b, &cb) in live.iter().enumerate().take(a + 1) {
+                let v: f64 = (0..q)
+                    .map(|r| self.svt_vectors[a * q + r] * self.svt_mu[r] * self.svt_vectors[b * q + r])
+                    .sum();
+                self.gram[ca * k + cb] = v;
+                self.gram[cb * k + ca] = v;
             }
         }
     }
@@ -610,6 +683,7 @@ impl Romco {
     }
 
     fn forget_svt_vectors(&mut self) {
+        debug_assert!(!self.gram_stale, "C must be formed before its factors are dropped");
         self.svt_vectors.clear();
         self.svt_mu.clear();
     }
@@ -649,6 +723,7 @@ impl Romco {
                 let d = self.n_features;
                 row_axpy(&it.x, alpha, &mut self.u[it.task * d..(it.task + 1) * d]);
                 self.gram = svt::gram(&self.u, d, self.n_tasks);
+                self.gram_stale = false;
             }
         }
     }
@@ -666,6 +741,7 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations, and the updated
         // eigendecomposition rounding: restart both from the exact C now and then.
+        self.fresh_gram();
         self.forget_svt_vectors();
         if self.lambda1 > 0.0 && self.brand.is_none() {
             let exact = svt::gram(&self.u, d, k);
@@ -1002,6 +1078,7 @@ mod tests {
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
         let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
         learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
+        m.fresh_gram();
         let exact = svt::gram(&m.u, d, k);
         let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
         let drift = exact

@@ -181,13 +181,16 @@ fn solve_kernel(
             return Some(());
         }
         // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
-        // roots, the Löwner z, and per root a row of 1/(dk[m] - λ_j) and of shifted poles.
+        // roots, the Löwner z, two work rows, and per root a row of 1/(dk[m] - λ_j) and of
+        // shifted poles.
         scratch.clear();
-        scratch.resize(kk * (2 * kk + 4), 0.0);
+        scratch.resize(kk * (2 * kk + 6), 0.0);
         let (dk, rest) = scratch.split_at_mut(kk);
         let (z2, rest) = rest.split_at_mut(kk);
         let (lambda, rest) = rest.split_at_mut(kk);
         let (z_hat, rest) = rest.split_at_mut(kk);
+        let (factor, rest) = rest.split_at_mut(kk);
+        let (prod, rest) = rest.split_at_mut(kk);
         let (base, inv_delta) = rest.split_at_mut(kk * kk);
         for (m, &pos) in kept.iter().enumerate() {
             dk[m] = ds[pos];
@@ -196,29 +199,54 @@ fn solve_kernel(
         secular_roots(dk, z2, base, inv_delta, lambda, roots)?;
         // Löwner: the z for which the computed λ are exact eigenvalues (Gu & Eisenstat):
         // r z_i² = (λ_i - d_i) Π_{j≠i} (λ_j - d_i)/(d_j - d_i), every factor positive by
-        // interlacing; with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_j for the p_j below.
-        for i in 0..kk {
-            let mut prod = ScaledProduct::default();
-            for j in 0..kk {
-                let inv = inv_delta[j * kk + i];
-                prod.mul(if j == i { -inv } else { -inv * (dk[j] - dk[i]) });
-            }
-            z_hat[i] = prod.reciprocal_over(r).max(0.0).sqrt().copysign(zs[kept[i]]);
-        }
+        // interlacing; with λ_j - d_i = -1/inv_delta[j][i], r z_i² = 1/Π_j p_ij for
+        // p_ii = -inv_delta[i][i] and p_ij = -inv_delta[j][i] (d_j - d_i). The products run over
+        // j with all i at once (rows of inv_delta are contiguous in i: vectorisable).
+        prod.fill(1.0);
         for j in 0..kk {
-            y.fill(0.0);
+            factor.iter_mut().zip(dk.iter()).for_each(|(f, &d)| *f = d - dk[j]);
+            factor[j] = -1.0;
             let row = &inv_delta[j * kk..(j + 1) * kk];
-            let mut norm2 = 0.0;
-            for (m, &pos) in kept.iter().enumerate() {
-                let u = z_hat[m] * row[m];
-                y[pos] = u;
-                norm2 += u * u;
+            for ((p, &f), &inv) in prod.iter_mut().zip(factor.iter()).zip(row) {
+                *p *= inv * f;
             }
+        }
+        for i in 0..kk {
+            let r_z2 = if prod[i].is_finite() && prod[i] > 0.0 {
+                1.0 / (r * prod[i])
+            } else {
+                // Over- or underflow of the plain product (extreme scales): redo it rescaled.
+                let mut scaled = ScaledProduct::default();
+                for j in 0..kk {
+                    let inv = inv_delta[j * kk + i];
+                    scaled.mul(if j == i { -inv } else { -inv * (dk[j] - dk[i]) });
+                }
+                scaled.reciprocal_over(r)
+            };
+            z_hat[i] = r_z2.max(0.0).sqrt().copysign(zs[kept[i]]);
+        }
+        // Eigenvectors u_j ∝ z_hat / (dk - λ_j) = z_hat ⊙ inv_delta[j].
+        let plain = kk == n && rotations.is_empty();
+        for j in 0..kk {
+            let row = &inv_delta[j * kk..(j + 1) * kk];
+            let norm2: f64 = z_hat.iter().zip(row).map(|(z, v)| (z * v) * (z * v)).sum();
             let scale = 1.0 / norm2.sqrt();
             if !scale.is_finite() {
                 return None;
             }
-            y.iter_mut().for_each(|u| *u *= scale);
+            if plain {
+                // No deflation: write the column straight to its place.
+                let col = kept[j];
+                values[col] = sign * lambda[j];
+                for (m, &pos) in kept.iter().enumerate() {
+                    vectors[order[pos] * n + col] = z_hat[m] * row[m] * scale;
+                }
+                continue;
+            }
+            y.fill(0.0);
+            for (m, &pos) in kept.iter().enumerate() {
+                y[pos] = z_hat[m] * row[m] * scale;
+            }
             out.emit(kept[j], lambda[j], y, values, vectors);
         }
         Some(())

@@ -53,7 +53,7 @@ const SVD_EPS: f64 = 5.0 * f64::EPSILON;
 pub struct Shrinkage {
     /// `Π = Z diag(π) Zᵀ`, `k x k` row-major: the result is `M Π`.
     pub pi: Vec<f64>,
-    /// `(MΠ)ᵀ(MΠ) = Z diag((σ-θ)_+²) Zᵀ`, `k x k` row-major.
+    /// `(MΠ)ᵀ(MΠ) = Z diag((σ-θ)_+²) Zᵀ`, `k x k` row-major (empty when not asked for).
     pub gram: Vec<f64>,
     /// The singular values of `M` (unsorted; as many as the route produced).
     pub sigma: Vec<f64>,
@@ -389,7 +389,7 @@ fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
 
 /// `Π` and the new Gram matrix from right singular vectors (`z`: row-major `k x q`, column `r`
 /// the vector of `sigma[r]`) and singular values.
-fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
+fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64, with_gram: bool) -> Shrinkage {
     let q = sigma.len();
     let k = z.len().checked_div(q).unwrap_or(0);
     let sigma_max = sigma.iter().fold(0.0f64, |a, &s| a.max(s));
@@ -408,7 +408,7 @@ fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
         }
     }
     let mut pi = vec![0.0; k * k];
-    let mut gram = vec![0.0; k * k];
+    let mut gram = vec![0.0; if with_gram { k * k } else { 0 }];
     weighted_outer_products(&z, k, q, &factor_pi, &factor_gram, &mut pi, &mut gram);
     Shrinkage {
         pi,
@@ -423,7 +423,7 @@ fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64) -> Shrinkage {
 dispatch! {
     /// `pi = Z diag(f_pi) Zᵀ` and `gram = Z diag(f_gram) Zᵀ` for the row-major `k x q` `Z`,
     /// computed row by row as sums of scaled rows of `Zᵀ` (vectorisable), then mirrored so both
-    /// are exactly symmetric.
+    /// are exactly symmetric. An empty `gram` is skipped.
     fn weighted_outer_products(z: &[f64], k: usize, q: usize, f_pi: &[f64], f_gram: &[f64], pi: &mut [f64], gram: &mut [f64]) => weighted_outer_products_kernel, weighted_outer_products_avx2
 }
 
@@ -443,24 +443,33 @@ fn weighted_outer_products_kernel(
             zt[r * k + a] = z[a * q + r];
         }
     }
+    let with_gram = !gram.is_empty();
     for a in 0..k {
-        let (pi_row, gram_row) = (&mut pi[a * k..(a + 1) * k], &mut gram[a * k..(a + 1) * k]);
+        let pi_row = &mut pi[a * k..(a + 1) * k];
         for r in 0..q {
-            let (wp, wg) = (z[a * q + r] * f_pi[r], z[a * q + r] * f_gram[r]);
-            if wp == 0.0 && wg == 0.0 {
-                continue;
+            let w = z[a * q + r] * f_pi[r];
+            if w != 0.0 {
+                let col = &zt[r * k..(r + 1) * k];
+                pi_row.iter_mut().zip(col).for_each(|(p, &c)| *p += w * c);
             }
-            let col = &zt[r * k..(r + 1) * k];
-            for ((p, g), &c) in pi_row.iter_mut().zip(gram_row.iter_mut()).zip(col) {
-                *p += wp * c;
-                *g += wg * c;
+        }
+        if with_gram {
+            let gram_row = &mut gram[a * k..(a + 1) * k];
+            for r in 0..q {
+                let w = z[a * q + r] * f_gram[r];
+                if w != 0.0 {
+                    let col = &zt[r * k..(r + 1) * k];
+                    gram_row.iter_mut().zip(col).for_each(|(g, &c)| *g += w * c);
+                }
             }
         }
     }
     for a in 0..k {
         for b in 0..a {
             pi[b * k + a] = pi[a * k + b];
-            gram[b * k + a] = gram[a * k + b];
+            if with_gram {
+                gram[b * k + a] = gram[a * k + b];
+            }
         }
     }
 }
@@ -490,18 +499,20 @@ pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
         eig.eigenvalues.iter().copied().collect(),
         row_major(&eig.eigenvectors),
         theta,
+        true,
     )
 }
 
 /// Route (b) from an eigendecomposition of `Ĉ` already at hand (`vectors` row-major `k x k`,
 /// column `r` the vector of `values[r]`), e.g. updated from the previous one
 /// ([`crate::linalg::eigen_update`]). `None` when route (a) must be used instead.
-pub fn gram_route_from_eigen(values: Vec<f64>, vectors: Vec<f64>, theta: f64) -> Option<Shrinkage> {
+/// With `with_gram` false the new Gram matrix is not formed (`Shrinkage::gram` is empty).
+pub fn gram_route_from_eigen(values: Vec<f64>, vectors: Vec<f64>, theta: f64, with_gram: bool) -> Option<Shrinkage> {
     if values.is_empty() || !gram_route_accurate(&values, theta) {
         return None;
     }
     let sigma: Vec<f64> = values.iter().map(|&l| l.max(0.0).sqrt()).collect();
-    Some(shrinkage_from(vectors, sigma, theta))
+    Some(shrinkage_from(vectors, sigma, theta, with_gram))
 }
 
 /// Route (a): thresholding from the SVD of the QR factor `R` of the column-major `d x k` `M`.
@@ -526,13 +537,18 @@ pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Opti
     }
     if warm.is_some() {
         if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
-            return Some(shrinkage_from(z, sigma, theta));
+            return Some(shrinkage_from(z, sigma, theta, true));
         }
     }
     let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
     let svd = SVD::try_new(r, false, true, SVD_EPS, MAX_ITER)?;
     let z = row_major(&svd.v_t?.transpose());
-    Some(shrinkage_from(z, svd.singular_values.iter().copied().collect(), theta))
+    Some(shrinkage_from(
+        z,
+        svd.singular_values.iter().copied().collect(),
+        theta,
+        true,
+    ))
 }
 
 /// A shrinkage computed on the columns `cols` of a `k`-column matrix, embedded into `k x k`
@@ -542,11 +558,14 @@ pub fn embed(s: Shrinkage, cols: &[usize], k: usize) -> Shrinkage {
     if q == k && cols.iter().enumerate().all(|(a, &c)| a == c) {
         return s;
     }
-    let (mut pi, mut gram) = (vec![0.0; k * k], vec![0.0; k * k]);
+    let with_gram = !s.gram.is_empty();
+    let (mut pi, mut gram) = (vec![0.0; k * k], vec![0.0; if with_gram { k * k } else { 0 }]);
     for (a, &ca) in cols.iter().enumerate() {
         for (b, &cb) in cols.iter().enumerate() {
             pi[ca * k + cb] = s.pi[a * q + b];
-            gram[ca * k + cb] = s.gram[a * q + b];
+            if with_gram {
+                gram[ca * k + cb] = s.gram[a * q + b];
+            }
         }
     }
     Shrinkage { pi, gram, ..s }
