@@ -352,36 +352,71 @@ fn secular_roots(
 #[derive(Debug, Clone)]
 struct SecularRoot {
     j: usize,
+    /// The pole `τ` is measured from: the nearer end of the interval to the current `τ`.
     origin: usize,
     lo: f64,
     hi: f64,
     tau: f64,
-    /// The first step evaluates the middle of the interval and picks the nearer pole.
-    first: bool,
     /// No step taken yet: the first uses the initial-guess model.
     initial: bool,
     done: bool,
 }
 
 impl SecularRoot {
-    /// Starts at the middle of the interval (the last root's lies in (0, Σ z2) above dk[last]).
+    /// Starts from the zero of `1 + z2_j/(d_j - λ) + z2_{j+1}/(d_{j+1} - λ)` (the two poles of
+    /// the interval alone; `1 + z2_j/(d_j - λ)` for the last root, whose interval is
+    /// `(dk[last], dk[last] + Σ z2)`), measured from the nearer pole.
     fn start(dk: &[f64], z2: &[f64], j: usize) -> Self {
         let last = j + 1 == dk.len();
-        let hi = if last {
-            z2.iter().sum::<f64>()
-        } else {
-            dk[j + 1] - dk[j]
-        };
-        Self {
+        if last {
+            let hi = z2.iter().sum::<f64>();
+            let tau = z2[j].min(0.5 * hi);
+            return Self {
+                j,
+                origin: j,
+                lo: 0.0,
+                hi,
+                tau,
+                initial: true,
+                done: false,
+            };
+        }
+        let gap = dk[j + 1] - dk[j];
+        // τ² - (gap + z2_j + z2_k) τ + z2_j gap = 0, the root in (0, gap), in stable form.
+        let b = gap + z2[j] + z2[j + 1];
+        let disc = (b * b - 4.0 * z2[j] * gap).max(0.0);
+        let tau = 2.0 * z2[j] * gap / (b + disc.sqrt());
+        let mut root = Self {
             j,
             origin: j,
             lo: 0.0,
-            hi,
-            tau: 0.5 * hi,
-            first: !last,
+            hi: gap,
+            tau: if tau > 0.0 && tau < gap { tau } else { 0.5 * gap },
             initial: true,
             done: false,
+        };
+        root.rebase(dk);
+        root
+    }
+
+    /// Measures `τ` from the nearer pole of the interval (switching when it crosses the middle),
+    /// so that the distances to both poles stay accurate. Returns true if the origin changed.
+    fn rebase(&mut self, dk: &[f64]) -> bool {
+        let j = self.j;
+        if j + 1 == dk.len() {
+            return false;
         }
+        let gap = dk[j + 1] - dk[j];
+        let (shift, origin) = match self.origin == j {
+            true if self.tau > 0.5 * gap => (-gap, j + 1),
+            false if self.tau < -0.5 * gap => (gap, j),
+            _ => return false,
+        };
+        self.origin = origin;
+        self.tau += shift;
+        self.lo += shift;
+        self.hi += shift;
+        true
     }
 
     /// `base[m] = dk[m] - dk[origin]`.
@@ -404,19 +439,6 @@ impl SecularRoot {
         if !w.is_finite() {
             return None;
         }
-        if self.first {
-            self.first = false;
-            if w <= 0.0 {
-                // The root is in the right half: measure from dk[j+1] (same point, same sums).
-                self.origin = j + 1;
-                self.shift(dk, base);
-                let gap = dk[j + 1] - dk[j];
-                (self.lo, self.hi, self.tau) = (-0.5 * gap, 0.0, tau - gap);
-            } else {
-                self.hi = tau;
-            }
-        }
-        let tau = self.tau;
         // Rounding in w is about n ε times the magnitude of its terms.
         if w.abs() <= 4.0 * kk as f64 * f64::EPSILON * (1.0 + psi.abs() + phi.abs()) {
             self.done = true;
@@ -432,10 +454,10 @@ impl SecularRoot {
         if hi - lo <= 2.0 * f64::EPSILON * lo.abs().max(hi.abs()) {
             return self.finish_at(0.5 * (lo + hi), base, inv);
         }
-        // The model: the nearest pole(s) plus a constant. The first step (from the middle of the
-        // interval) gives the nearest poles their true weights and the others' value as the
-        // constant, as LAPACK's dlaed4 does for its initial guess; later steps match the
-        // derivatives of both sides instead (fixed weight method), which converges quadratically.
+        // The model: the nearest pole(s) plus a constant. The first step gives the nearest poles
+        // their true weights and the others' value as the constant, as LAPACK's dlaed4 does for
+        // its initial guess; later steps match the derivatives of both sides instead (fixed
+        // weight method), which converges quadratically.
         let delta_j = base[j] - tau;
         let step = if std::mem::take(&mut self.initial) {
             let near_j = z2[j] * inv[j];
@@ -465,6 +487,9 @@ impl SecularRoot {
             Some(t) if t > lo && t < hi => t,
             _ => 0.5 * (lo + hi),
         };
+        if self.rebase(dk) {
+            self.shift(dk, base);
+        }
         Some(())
     }
 
