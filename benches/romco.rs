@@ -118,6 +118,9 @@ fn bench_svt(c: &mut Criterion) {
     g.bench_function("Gram eigendecomposition after a column change: updated", |b| {
         b.iter(|| eigen_update::column_update(&z, &mu, 3, &g_col, alpha))
     });
+    g.bench_function("thresholding from a known eigendecomposition (Pi)", |b| {
+        b.iter(|| svt::gram_route_from_eigen(mu.clone(), z.clone(), 1e-5, false))
+    });
     g.bench_function(
         "Gram eigendecomposition after a column change: recomputed (nalgebra)",
         |b| b.iter(|| nalgebra::SymmetricEigen::new(nalgebra::DMatrix::from_row_slice(k, k, &c_hat))),

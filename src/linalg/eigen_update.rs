@@ -11,7 +11,7 @@
 //! orthogonal to working precision however close the roots. [`column_update`] writes the Gram
 //! change of `U + a eᵢᵀ` as two such steps.
 
-use crate::linalg::simd::dispatch;
+use crate::linalg::simd::matmul;
 
 /// Eigenvalues (unsorted) and eigenvectors: `vectors` is row-major `n x n`, its column `j` the
 /// unit eigenvector of `values[j]`.
@@ -661,19 +661,9 @@ fn resize(e: &mut Eigen, n: usize) {
     e.vectors.resize(n * n, 0.0);
 }
 
-dispatch! {
-    /// `out = A B` for row-major `n x n` matrices.
-    fn multiply_into(a: &[f64], b: &[f64], n: usize, out: &mut [f64]) => multiply_kernel, multiply_avx2
-}
-
-#[inline(always)]
-fn multiply_kernel(a: &[f64], b: &[f64], n: usize, out: &mut [f64]) {
-    out.fill(0.0);
-    for (out_row, a_row) in out.chunks_exact_mut(n).zip(a.chunks_exact(n)) {
-        for (&aik, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
-            out_row.iter_mut().zip(b_row).for_each(|(o, &bkj)| *o += aik * bkj);
-        }
-    }
+/// `out = A B` for row-major `n x n` matrices.
+fn multiply_into(a: &[f64], b: &[f64], n: usize, out: &mut [f64]) {
+    matmul(a, b, n, n, n, out);
 }
 
 #[cfg(test)]

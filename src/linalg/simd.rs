@@ -230,3 +230,47 @@ fn columns_times_in_place_kernel(b: &mut [f64], d: usize, m: usize, p: &[f64], r
         r0 += len;
     }
 }
+
+dispatch! {
+    /// `out = A B` for small row-major matrices (`A` is `rows x inner`, `B` is `inner x cols`),
+    /// with eight (then four) outputs of a row accumulated in registers over the inner index, so
+    /// no output is stored and re-read per term. Sums run in the inner index's order.
+    pub(crate) fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) => matmul_kernel, matmul_avx2
+}
+
+#[inline(always)]
+fn matmul_kernel(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
+    assert!(a.len() >= rows * inner && b.len() >= inner * cols && out.len() >= rows * cols);
+    for i in 0..rows {
+        let a_row = &a[i * inner..(i + 1) * inner];
+        let out_row = &mut out[i * cols..(i + 1) * cols];
+        let mut c = 0;
+        while c + 8 <= cols {
+            out_row[c..c + 8].copy_from_slice(&row_block::<8>(a_row, b, cols, c));
+            c += 8;
+        }
+        if c + 4 <= cols {
+            out_row[c..c + 4].copy_from_slice(&row_block::<4>(a_row, b, cols, c));
+            c += 4;
+        }
+        for (cc, o) in out_row.iter_mut().enumerate().skip(c) {
+            *o = a_row
+                .iter()
+                .enumerate()
+                .fold(0.0, |acc, (k, &aik)| acc + aik * b[k * cols + cc]);
+        }
+    }
+}
+
+/// Columns `c..c+W` of `a_row · B`.
+#[inline(always)]
+fn row_block<const W: usize>(a_row: &[f64], b: &[f64], cols: usize, c: usize) -> [f64; W] {
+    let mut acc = [0.0f64; W];
+    for (k, &aik) in a_row.iter().enumerate() {
+        let block = &b[k * cols + c..k * cols + c + W];
+        for l in 0..W {
+            acc[l] += aik * block[l];
+        }
+    }
+    acc
+}

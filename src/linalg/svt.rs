@@ -21,7 +21,7 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::data::dot_dense;
-use crate::linalg::simd::{dispatch, dot4};
+use crate::linalg::simd::{dispatch, dot4, matmul};
 
 /// Rows per block in the blocked QR kernel.
 const BLOCK: usize = 512;
@@ -420,15 +420,10 @@ fn shrinkage_from(z: Vec<f64>, sigma: Vec<f64>, theta: f64, with_gram: bool) -> 
     }
 }
 
-dispatch! {
-    /// `pi = Z diag(f_pi) Zᵀ` and `gram = Z diag(f_gram) Zᵀ` for the row-major `k x q` `Z`,
-    /// computed row by row as sums of scaled rows of `Zᵀ` (vectorisable), then mirrored so both
-    /// are exactly symmetric. An empty `gram` is skipped.
-    fn weighted_outer_products(z: &[f64], k: usize, q: usize, f_pi: &[f64], f_gram: &[f64], pi: &mut [f64], gram: &mut [f64]) => weighted_outer_products_kernel, weighted_outer_products_avx2
-}
-
-#[inline(always)]
-fn weighted_outer_products_kernel(
+/// `pi = Z diag(f_pi) Zᵀ` and `gram = Z diag(f_gram) Zᵀ` for the row-major `k x q` `Z`, as
+/// products `(Z diag(f)) Zᵀ`, then mirrored so both are exactly symmetric. An empty `gram` is
+/// skipped.
+fn weighted_outer_products(
     z: &[f64],
     k: usize,
     q: usize,
@@ -443,32 +438,22 @@ fn weighted_outer_products_kernel(
             zt[r * k + a] = z[a * q + r];
         }
     }
-    let with_gram = !gram.is_empty();
-    for a in 0..k {
-        let pi_row = &mut pi[a * k..(a + 1) * k];
-        for r in 0..q {
-            let w = z[a * q + r] * f_pi[r];
-            if w != 0.0 {
-                let col = &zt[r * k..(r + 1) * k];
-                pi_row.iter_mut().zip(col).for_each(|(p, &c)| *p += w * c);
-            }
+    let mut scaled = vec![0.0; k * q];
+    for (out, f) in [(pi, f_pi), (gram, f_gram)] {
+        if out.is_empty() {
+            continue;
         }
-        if with_gram {
-            let gram_row = &mut gram[a * k..(a + 1) * k];
-            for r in 0..q {
-                let w = z[a * q + r] * f_gram[r];
-                if w != 0.0 {
-                    let col = &zt[r * k..(r + 1) * k];
-                    gram_row.iter_mut().zip(col).for_each(|(g, &c)| *g += w * c);
-                }
-            }
+        for (row_s, row_z) in scaled.chunks_exact_mut(q.max(1)).zip(z.chunks_exact(q.max(1))) {
+            row_s
+                .iter_mut()
+                .zip(row_z)
+                .zip(f)
+                .for_each(|((s, &zv), &fv)| *s = zv * fv);
         }
-    }
-    for a in 0..k {
-        for b in 0..a {
-            pi[b * k + a] = pi[a * k + b];
-            if with_gram {
-                gram[b * k + a] = gram[a * k + b];
+        matmul(&scaled, &zt, k, q, k, out);
+        for a in 0..k {
+            for b in 0..a {
+                out[b * k + a] = out[a * k + b];
             }
         }
     }
