@@ -1,5 +1,11 @@
-//! Run-time selection of AVX2 builds for the few hot loops (the default x86-64 target only
-//! assumes SSE2). The arithmetic is identical in both builds: only the vector width differs.
+//! Run-time selection of wider builds for the few hot loops (the default x86-64 target only
+//! assumes SSE2). Two mechanisms:
+//! - `dispatch!`: the same plain-Rust kernel compiled with and without AVX2; the arithmetic is
+//!   identical in both builds, only the vector width differs;
+//! - [`Lanes`]: kernels written over SIMD registers with fused multiply-adds (AVX-512 or
+//!   AVX2 + FMA, picked at run time, and a portable array build): `columns_dot`, `matmul` and
+//!   ROMCO's right multiplication (`svt::right_multiply_in_place`). Their last bits depend on
+//!   the build.
 
 /// True when the CPU runs the AVX2 builds of the kernels below. The arithmetic is the same in
 /// both builds (Rust never fuses a multiply and an add on its own), only wider.
@@ -94,47 +100,70 @@ fn axpy_kernel(alpha: f64, x: &[f64], y: &mut [f64]) {
     y.iter_mut().zip(x).for_each(|(yi, &xi)| *yi += alpha * xi);
 }
 
-dispatch! {
-    /// `out[j] = <b_j, x>` for the `m` columns `b_j = b[j*d..(j+1)*d]` of a column-major `d x m`
-    /// matrix and a dense `x` (four columns per pass, so `x` is loaded once per four products).
-    pub fn columns_dot(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) => columns_dot_kernel, columns_dot_avx2
+/// `out[j] = <b_j, x>` for the `m` columns `b_j = b[j*d..(j+1)*d]` of a column-major `d x m`
+/// matrix and a dense `x` (four columns per pass, so `x` is loaded once per four products).
+/// With AVX-512 or AVX2 + FMA the multiply-adds are fused (the last bits can differ from the
+/// portable build).
+pub fn columns_dot(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
+    assert!(
+        b.len() >= d * m && x.len() >= d && out.len() >= m,
+        "columns_dot: slices too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("fma") {
+            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+            return unsafe { columns_dot_avx512(b, d, m, x, out) };
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { columns_dot_avx2(b, d, m, x, out) };
+        }
+    }
+    // SAFETY: plain arrays need no CPU feature.
+    unsafe { columns_dot_lanes::<[f64; 4]>(b, d, m, x, out) }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn columns_dot_avx512(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
+    columns_dot_lanes::<std::arch::x86_64::__m512d>(b, d, m, x, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn columns_dot_avx2(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
+    columns_dot_lanes::<std::arch::x86_64::__m256d>(b, d, m, x, out)
+}
+
+/// # Safety
+/// As for [`Lanes`].
 #[inline(always)]
-fn columns_dot_kernel(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
+unsafe fn columns_dot_lanes<L: Lanes>(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
     let x = &x[..d];
+    let body = d - d % L::N;
     let mut j = 0;
-    while j + 4 <= m {
-        let (b0, b1, b2, b3) = (
-            &b[j * d..(j + 1) * d],
-            &b[(j + 1) * d..(j + 2) * d],
-            &b[(j + 2) * d..(j + 3) * d],
-            &b[(j + 3) * d..(j + 4) * d],
-        );
-        let mut acc = [[0.0f64; 4]; 4];
-        let chunks = d / 4;
-        for c in 0..chunks {
-            let i = 4 * c;
-            for l in 0..4 {
-                let xv = x[i + l];
-                acc[0][l] += b0[i + l] * xv;
-                acc[1][l] += b1[i + l] * xv;
-                acc[2][l] += b2[i + l] * xv;
-                acc[3][l] += b3[i + l] * xv;
-            }
-        }
-        for (q, col) in [b0, b1, b2, b3].iter().enumerate() {
-            let mut tail = 0.0;
-            for i in 4 * chunks..d {
-                tail += col[i] * x[i];
-            }
-            out[j + q] = (acc[q][0] + acc[q][1]) + (acc[q][2] + acc[q][3]) + tail;
-        }
-        j += 4;
-    }
     while j < m {
-        out[j] = dot4(&b[j * d..(j + 1) * d], x);
-        j += 1;
+        let width = (m - j).min(4);
+        let cols: [&[f64]; 4] = std::array::from_fn(|c| {
+            let col = j + c.min(width - 1);
+            &b[col * d..(col + 1) * d]
+        });
+        let mut acc = [L::zero(); 4];
+        let mut i = 0;
+        while i < body {
+            let xv = L::load(&x[i..]);
+            for (a, col) in acc.iter_mut().zip(&cols) {
+                *a = L::load(&col[i..]).mul_add(xv, *a);
+            }
+            i += L::N;
+        }
+        for c in 0..width {
+            let tail: f64 = (body..d).map(|i| cols[c][i] * x[i]).sum();
+            out[j + c] = acc[c].sum() + tail;
+        }
+        j += width;
     }
 }
 
@@ -231,27 +260,67 @@ fn columns_times_in_place_kernel(b: &mut [f64], d: usize, m: usize, p: &[f64], r
     }
 }
 
-dispatch! {
-    /// `out = A B` for small row-major matrices (`A` is `rows x inner`, `B` is `inner x cols`),
-    /// with eight (then four) outputs of a row accumulated in registers over the inner index, so
-    /// no output is stored and re-read per term. Sums run in the inner index's order.
-    pub(crate) fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) => matmul_kernel, matmul_avx2
+/// `out = A B` for small row-major matrices (`A` is `rows x inner`, `B` is `inner x cols`),
+/// with a row's outputs accumulated in registers over the inner index (no output stored and
+/// re-read per term). Fused multiply-adds with AVX-512 or AVX2 + FMA.
+pub(crate) fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
+    assert!(
+        a.len() >= rows * inner && b.len() >= inner * cols && out.len() >= rows * cols,
+        "matmul: slices too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("fma") {
+            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+            return unsafe { matmul_avx512(a, b, rows, inner, cols, out) };
+        }
+        if has!("avx2") && has!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { matmul_avx2(a, b, rows, inner, cols, out) };
+        }
+    }
+    // SAFETY: plain arrays need no CPU feature.
+    unsafe { matmul_lanes::<[f64; 4], [f64; 2]>(a, b, rows, inner, cols, out) }
 }
 
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn matmul_avx512(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
+    use std::arch::x86_64::{__m256d, __m512d};
+    matmul_lanes::<__m512d, __m256d>(a, b, rows, inner, cols, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn matmul_avx2(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
+    matmul_lanes::<std::arch::x86_64::__m256d, [f64; 2]>(a, b, rows, inner, cols, out)
+}
+
+/// Blocks of `L::N` columns, then of `H::N`, then single columns.
+///
+/// # Safety
+/// As for [`Lanes`], for both `L` and `H`.
 #[inline(always)]
-fn matmul_kernel(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
-    assert!(a.len() >= rows * inner && b.len() >= inner * cols && out.len() >= rows * cols);
+unsafe fn matmul_lanes<L: Lanes, H: Lanes>(
+    a: &[f64],
+    b: &[f64],
+    rows: usize,
+    inner: usize,
+    cols: usize,
+    out: &mut [f64],
+) {
     for i in 0..rows {
         let a_row = &a[i * inner..(i + 1) * inner];
         let out_row = &mut out[i * cols..(i + 1) * cols];
         let mut c = 0;
-        while c + 8 <= cols {
-            out_row[c..c + 8].copy_from_slice(&row_block::<8>(a_row, b, cols, c));
-            c += 8;
+        while c + L::N <= cols {
+            row_block::<L>(a_row, b, cols, c).store(&mut out_row[c..]);
+            c += L::N;
         }
-        if c + 4 <= cols {
-            out_row[c..c + 4].copy_from_slice(&row_block::<4>(a_row, b, cols, c));
-            c += 4;
+        while c + H::N <= cols {
+            row_block::<H>(a_row, b, cols, c).store(&mut out_row[c..]);
+            c += H::N;
         }
         for (cc, o) in out_row.iter_mut().enumerate().skip(c) {
             *o = a_row
@@ -262,15 +331,218 @@ fn matmul_kernel(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, o
     }
 }
 
-/// Columns `c..c+W` of `a_row · B`.
+/// Columns `c..c + L::N` of `a_row · B`.
+///
+/// # Safety
+/// As for [`Lanes`].
 #[inline(always)]
-fn row_block<const W: usize>(a_row: &[f64], b: &[f64], cols: usize, c: usize) -> [f64; W] {
-    let mut acc = [0.0f64; W];
+unsafe fn row_block<L: Lanes>(a_row: &[f64], b: &[f64], cols: usize, c: usize) -> L {
+    let mut acc = L::zero();
     for (k, &aik) in a_row.iter().enumerate() {
-        let block = &b[k * cols + c..k * cols + c + W];
-        for l in 0..W {
-            acc[l] += aik * block[l];
-        }
+        acc = L::splat(aik).mul_add(L::load(&b[k * cols + c..]), acc);
     }
     acc
+}
+
+/// One SIMD register of `N` f64 lanes (or a plain array of them, for the portable build).
+///
+/// # Safety
+/// The x86 implementations use AVX2 and FMA (`__m256d`) or AVX-512F (`__m512d`) instructions:
+/// call their methods only inside functions compiled for those features, after detection.
+pub(crate) trait Lanes: Copy {
+    const N: usize;
+    unsafe fn zero() -> Self;
+    unsafe fn splat(x: f64) -> Self;
+    /// The first `N` values of `s`.
+    unsafe fn load(s: &[f64]) -> Self;
+    /// Into the first `N` values of `s`.
+    unsafe fn store(self, s: &mut [f64]);
+    /// `self * w + acc` (fused in the x86 implementations).
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self;
+    /// The sum of the lanes.
+    unsafe fn sum(self) -> f64;
+}
+
+impl<const N: usize> Lanes for [f64; N] {
+    const N: usize = N;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        [0.0; N]
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f64) -> Self {
+        [x; N]
+    }
+    #[inline(always)]
+    unsafe fn load(s: &[f64]) -> Self {
+        s[..N].try_into().unwrap()
+    }
+    #[inline(always)]
+    unsafe fn store(self, s: &mut [f64]) {
+        s[..N].copy_from_slice(&self);
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, w: Self, mut acc: Self) -> Self {
+        for ((a, &x), &wi) in acc.iter_mut().zip(&self).zip(&w) {
+            *a += x * wi;
+        }
+        acc
+    }
+    #[inline(always)]
+    unsafe fn sum(self) -> f64 {
+        self.iter().sum()
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for std::arch::x86_64::__m256d {
+    const N: usize = 4;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        std::arch::x86_64::_mm256_setzero_pd()
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f64) -> Self {
+        std::arch::x86_64::_mm256_set1_pd(x)
+    }
+    #[inline(always)]
+    unsafe fn load(s: &[f64]) -> Self {
+        std::arch::x86_64::_mm256_loadu_pd(s[..4].as_ptr())
+    }
+    #[inline(always)]
+    unsafe fn store(self, s: &mut [f64]) {
+        std::arch::x86_64::_mm256_storeu_pd(s[..4].as_mut_ptr(), self)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
+        std::arch::x86_64::_mm256_fmadd_pd(self, w, acc)
+    }
+    #[inline(always)]
+    unsafe fn sum(self) -> f64 {
+        let mut a = [0.0; 4];
+        self.store(&mut a);
+        (a[0] + a[1]) + (a[2] + a[3])
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Lanes for std::arch::x86_64::__m512d {
+    const N: usize = 8;
+    #[inline(always)]
+    unsafe fn zero() -> Self {
+        std::arch::x86_64::_mm512_setzero_pd()
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f64) -> Self {
+        std::arch::x86_64::_mm512_set1_pd(x)
+    }
+    #[inline(always)]
+    unsafe fn load(s: &[f64]) -> Self {
+        std::arch::x86_64::_mm512_loadu_pd(s[..8].as_ptr())
+    }
+    #[inline(always)]
+    unsafe fn store(self, s: &mut [f64]) {
+        std::arch::x86_64::_mm512_storeu_pd(s[..8].as_mut_ptr(), self)
+    }
+    #[inline(always)]
+    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
+        std::arch::x86_64::_mm512_fmadd_pd(self, w, acc)
+    }
+    #[inline(always)]
+    unsafe fn sum(self) -> f64 {
+        let mut a = [0.0; 8];
+        self.store(&mut a);
+        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    fn random(n: usize, seed: u64) -> Vec<f64> {
+        let mut rng = SplitMix64::new(seed);
+        (0..n)
+            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
+            .collect()
+    }
+
+    /// Every build this CPU runs: (name, columns_dot, matmul).
+    #[allow(clippy::type_complexity)]
+    fn builds() -> Vec<(
+        &'static str,
+        fn(&[f64], usize, usize, &[f64], &mut [f64]),
+        fn(&[f64], &[f64], usize, usize, usize, &mut [f64]),
+    )> {
+        let mut out: Vec<(
+            &'static str,
+            fn(&[f64], usize, usize, &[f64], &mut [f64]),
+            fn(&[f64], &[f64], usize, usize, usize, &mut [f64]),
+        )> = vec![(
+            "portable",
+            |b, d, m, x, o| unsafe { columns_dot_lanes::<[f64; 4]>(b, d, m, x, o) },
+            |a, b, r, i, c, o| unsafe { matmul_lanes::<[f64; 4], [f64; 2]>(a, b, r, i, c, o) },
+        )];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("fma") {
+                out.push((
+                    "avx2",
+                    |b, d, m, x, o| unsafe { columns_dot_avx2(b, d, m, x, o) },
+                    |a, b, r, i, c, o| unsafe { matmul_avx2(a, b, r, i, c, o) },
+                ));
+            }
+            if has!("avx512f") && has!("fma") {
+                out.push((
+                    "avx512",
+                    |b, d, m, x, o| unsafe { columns_dot_avx512(b, d, m, x, o) },
+                    |a, b, r, i, c, o| unsafe { matmul_avx512(a, b, r, i, c, o) },
+                ));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn columns_dot_matches_naive_dots_in_every_build() {
+        for &(d, m) in &[(0, 3), (1, 1), (7, 5), (8, 4), (17, 6), (400, 12), (401, 13), (33, 1)] {
+            let b = random(d * m, (d * 31 + m) as u64);
+            let x = random(d, 7);
+            for (name, dot, _) in builds() {
+                let mut out = vec![f64::NAN; m];
+                dot(&b, d, m, &x, &mut out);
+                for j in 0..m {
+                    let terms: Vec<f64> = (0..d).map(|i| b[j * d + i] * x[i]).collect();
+                    let want: f64 = terms.iter().sum();
+                    let scale: f64 = 1.0 + terms.iter().map(|t| t.abs()).sum::<f64>();
+                    assert!((out[j] - want).abs() <= 1e-13 * scale, "{name} d={d} m={m} j={j}");
+                }
+            }
+            let mut out = vec![0.0; m];
+            columns_dot(&b, d, m, &x, &mut out); // the dispatching entry point
+        }
+    }
+
+    #[test]
+    fn matmul_matches_naive_products_in_every_build() {
+        for &(rows, inner, cols) in &[(1, 1, 1), (12, 12, 12), (5, 3, 13), (9, 0, 4), (3, 7, 2), (16, 16, 17)] {
+            let a = random(rows * inner, 3);
+            let b = random(inner * cols, 4);
+            for (name, _, mm) in builds() {
+                let mut out = vec![f64::NAN; rows * cols];
+                mm(&a, &b, rows, inner, cols, &mut out);
+                for i in 0..rows {
+                    for c in 0..cols {
+                        let want: f64 = (0..inner).map(|k| a[i * inner + k] * b[k * cols + c]).sum();
+                        assert!(
+                            (out[i * cols + c] - want).abs() <= 1e-13 * (1.0 + inner as f64),
+                            "{name} {rows}x{inner}x{cols}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }

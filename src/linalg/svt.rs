@@ -21,7 +21,7 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::data::dot_dense;
-use crate::linalg::simd::{dispatch, dot4, matmul};
+use crate::linalg::simd::{dispatch, dot4, matmul, Lanes};
 
 /// Rows per block in the blocked QR kernel.
 const BLOCK: usize = 512;
@@ -121,100 +121,6 @@ unsafe fn right_multiply_avx2(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn right_multiply_avx512(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
     right_multiply_tiles::<std::arch::x86_64::__m512d, 4, 32>(m, d, k, p)
-}
-
-/// One SIMD register of `N` f64 lanes (or a plain array of them, for the portable build).
-///
-/// # Safety
-/// The x86 implementations use AVX2 and FMA (`__m256d`) or AVX-512F (`__m512d`) instructions:
-/// call their methods only inside functions compiled for those features, after detection.
-trait Lanes: Copy {
-    const N: usize;
-    unsafe fn zero() -> Self;
-    unsafe fn splat(x: f64) -> Self;
-    /// The first `N` values of `s`.
-    unsafe fn load(s: &[f64]) -> Self;
-    /// Into the first `N` values of `s`.
-    unsafe fn store(self, s: &mut [f64]);
-    /// `self * w + acc` (fused in the x86 implementations).
-    unsafe fn mul_add(self, w: Self, acc: Self) -> Self;
-}
-
-impl<const N: usize> Lanes for [f64; N] {
-    const N: usize = N;
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        [0.0; N]
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f64) -> Self {
-        [x; N]
-    }
-    #[inline(always)]
-    unsafe fn load(s: &[f64]) -> Self {
-        s[..N].try_into().unwrap()
-    }
-    #[inline(always)]
-    unsafe fn store(self, s: &mut [f64]) {
-        s[..N].copy_from_slice(&self);
-    }
-    #[inline(always)]
-    unsafe fn mul_add(self, w: Self, mut acc: Self) -> Self {
-        for ((a, &x), &wi) in acc.iter_mut().zip(&self).zip(&w) {
-            *a += x * wi;
-        }
-        acc
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Lanes for std::arch::x86_64::__m256d {
-    const N: usize = 4;
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        std::arch::x86_64::_mm256_setzero_pd()
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f64) -> Self {
-        std::arch::x86_64::_mm256_set1_pd(x)
-    }
-    #[inline(always)]
-    unsafe fn load(s: &[f64]) -> Self {
-        std::arch::x86_64::_mm256_loadu_pd(s[..4].as_ptr())
-    }
-    #[inline(always)]
-    unsafe fn store(self, s: &mut [f64]) {
-        std::arch::x86_64::_mm256_storeu_pd(s[..4].as_mut_ptr(), self)
-    }
-    #[inline(always)]
-    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
-        std::arch::x86_64::_mm256_fmadd_pd(self, w, acc)
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Lanes for std::arch::x86_64::__m512d {
-    const N: usize = 8;
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        std::arch::x86_64::_mm512_setzero_pd()
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f64) -> Self {
-        std::arch::x86_64::_mm512_set1_pd(x)
-    }
-    #[inline(always)]
-    unsafe fn load(s: &[f64]) -> Self {
-        std::arch::x86_64::_mm512_loadu_pd(s[..8].as_ptr())
-    }
-    #[inline(always)]
-    unsafe fn store(self, s: &mut [f64]) {
-        std::arch::x86_64::_mm512_storeu_pd(s[..8].as_mut_ptr(), self)
-    }
-    #[inline(always)]
-    unsafe fn mul_add(self, w: Self, acc: Self) -> Self {
-        std::arch::x86_64::_mm512_fmadd_pd(self, w, acc)
-    }
 }
 
 /// Up to this many columns the tile scratch lives on the stack (larger `k` allocate it).
