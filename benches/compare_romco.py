@@ -3,10 +3,11 @@ the same stream (ALGORITHMS.md §5, §6.1).
 
 Contenders (each runs the prequential protocol: predict, then learn, row by row):
 
-- ROMCO: the native engine (protocol P1 — route (c) of §5.5, Brand's factored update — and
-  rounds via ``learn_rounds``), its reference twin
-  (``omtl.reference.ROMCO``) and a lean NumPy ROMCO that calls ``numpy.linalg.svd`` at every
-  update (same parameters, same trigger);
+- ROMCO: the native engine (protocol P1 — route (b) of §5.5 with the eigendecomposition of
+  the Gram matrix updated at each example, and route (c), Brand's factored update, for
+  comparison — and rounds via ``learn_rounds``), its reference twin (``omtl.reference.ROMCO``)
+  and a lean NumPy ROMCO that calls ``numpy.linalg.svd`` at every update (same parameters, same
+  trigger);
 - PA-Unique (PA-I, C = 1): the native engine, River's ``PAClassifier`` (one per task,
   ``predict_one`` + ``learn_one`` on dicts prepared in advance), scikit-learn's per-example
   ``partial_fit`` (``PassiveAggressiveClassifier``, or ``SGDClassifier(learning_rate="pa1")``
@@ -161,17 +162,22 @@ def main(argv=None) -> int:
     def record(group, name, seconds, note=""):
         results.append((group, name, n / seconds, note))
 
+    def routes(m):
+        d = m._diagnostics()
+        return (
+            f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
+            f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}; "
+            f"{d.get('n_eigen_updates', 0):.0f} eigendecompositions updated"
+        )
+
     # ---- ROMCO -----------------------------------------------------------------------------
     m = omtl.ROMCO(n_tasks=k)
     sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
-    d = m._diagnostics()
-    record(
-        "ROMCO P1",
-        "omtl.ROMCO (native)",
-        sec,
-        f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
-        f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
-    )
+    record("ROMCO P1", "omtl.ROMCO (native)", sec, routes(m))
+    m = omtl.ROMCO(n_tasks=k)
+    m._svt_route = "brand"  # route (c), a test and benchmark hook
+    sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+    record("ROMCO P1", "omtl.ROMCO (native, route (c))", sec, routes(m))
     sec, _ = timed(lambda: numpy_romco(X, y, tasks, np.arange(n), k))
     record("ROMCO P1", "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = ref.ROMCO(n_tasks=k)
@@ -181,26 +187,12 @@ def main(argv=None) -> int:
     for label, lam in (("ROMCO P1, lambda1=1", 1.0), ("ROMCO P1, lambda1=0", 0.0)):
         m = omtl.ROMCO(n_tasks=k, lambda1=lam)
         sec, _ = timed(lambda m=m: m.learn(X, y, tasks=tasks))
-        d = m._diagnostics()
-        record(
-            label,
-            "omtl.ROMCO (native)",
-            sec,
-            f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
-            f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
-        )
+        record(label, "omtl.ROMCO (native)", sec, routes(m))
         sec, _ = timed(lambda lam=lam: numpy_romco(X, y, tasks, np.arange(n), k, lambda1=lam))
         record(label, "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = omtl.ROMCO(n_tasks=k)
     sec, _ = timed(lambda: m.learn_rounds(Xr, yr, tasks=tr, rounds=rr))
-    d = m._diagnostics()
-    record(
-        "ROMCO P2",
-        "omtl.ROMCO (native)",
-        sec,
-        f"{m.n_updates_} updates; SVT routes (b)/(a)/(c): "
-        f"{d['n_gram_svt']:.0f}/{d['n_qr_svt']:.0f}/{d.get('n_brand_svt', 0):.0f}",
-    )
+    record("ROMCO P2", "omtl.ROMCO (native)", sec, routes(m))
     sec, _ = timed(lambda: numpy_romco(Xr, yr, tr, rr, k))
     record("ROMCO P2", "NumPy ROMCO, numpy.linalg.svd per update", sec)
     m = ref.ROMCO(n_tasks=k)
@@ -230,7 +222,7 @@ def main(argv=None) -> int:
     print("| group | contender | examples/s | native / this | note |")
     print("|---|---|---:|---:|---|")
     for group, name, rate, note in results:
-        native = next(r for g, nm, r, _ in results if g == group and "native" in nm)
+        native = next(r for g, nm, r, _ in results if g == group and nm.endswith("(native)"))
         print(f"| {group} | {name} | {rate:,.0f} | {native / rate:,.1f}x | {note} |")
     return 0
 

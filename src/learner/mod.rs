@@ -82,7 +82,12 @@ pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
     Ok((0..rows.len())
-        .map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch))
+        .map(|t| {
+            if t + 1 < rows.len() {
+                rows.prefetch_row(t + 1);
+            }
+            model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+        })
         .collect())
 }
 
