@@ -145,6 +145,11 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
         }
         round_rows.clear();
         round_tasks.clear();
+        // The next round's rows start loading while this round runs.
+        let next_len = rounds
+            .get(end)
+            .map_or(0, |&r| rounds[end..].iter().take_while(|&&x| x == r).count());
+        (end..end + next_len).for_each(|t| rows.prefetch_row(t));
         round_rows.extend((start..end).map(|t| rows.row(t)));
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
         model.learn_round(
@@ -164,7 +169,12 @@ pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
     Ok((0..rows.len())
-        .map(|t| model.score(rows.row(t), tasks[t] as usize, &mut scratch))
+        .map(|t| {
+            if t + 1 < rows.len() {
+                rows.prefetch_row(t + 1);
+            }
+            model.score(rows.row(t), tasks[t] as usize, &mut scratch)
+        })
         .collect())
 }
 
