@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::{dot_dense, Row};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::ActiveSet;
+use crate::linalg::simd::dot4_lanes;
 
 const CHUNK: usize = 64;
 
@@ -273,6 +274,7 @@ fn dense_chunk<const FAST: bool>(
     (acc[0] + acc[1]) + (acc[2] + acc[3])
 }
 
+/// Four dot products with `x` (`simd::dot4_lanes`): 256-bit fused multiply-adds when `FAST`.
 #[inline(always)]
 fn dot4_dispatch<const FAST: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
     #[cfg(target_arch = "x86_64")]
@@ -280,93 +282,11 @@ fn dot4_dispatch<const FAST: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
         if FAST {
             // SAFETY: FAST is only instantiated inside `dense_score_avx2`, which runs after
             // AVX2 and FMA were detected.
-            return unsafe { dot4_avx2(rows, x) };
+            return unsafe { dot4_lanes::<std::arch::x86_64::__m256d>(rows, x) };
         }
     }
-    dot4::<FAST>(rows, x)
-}
-
-/// [`dot4`] with explicit 256-bit fused multiply-adds (the auto-vectoriser transposes instead).
-///
-/// # Safety
-/// Only call it where AVX2 and FMA are available: it is always inlined into
-/// `dense_score_avx2` (a function compiled for them), which is only called after detection.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn dot4_avx2(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
-    use std::arch::x86_64::{_mm256_fmadd_pd, _mm256_loadu_pd, _mm256_setzero_pd, _mm256_storeu_pd};
-    let d = x.len();
-    let n4 = d / 4 * 4;
-    let (r0, r1, r2, r3) = (&rows[0][..d], &rows[1][..d], &rows[2][..d], &rows[3][..d]);
-    let (mut a0, mut a1, mut a2, mut a3) = (
-        _mm256_setzero_pd(),
-        _mm256_setzero_pd(),
-        _mm256_setzero_pd(),
-        _mm256_setzero_pd(),
-    );
-    let mut i = 0;
-    while i < n4 {
-        // In bounds: i + 4 <= n4 <= d, and every row has length d.
-        let xv = _mm256_loadu_pd(x.as_ptr().add(i));
-        a0 = _mm256_fmadd_pd(_mm256_loadu_pd(r0.as_ptr().add(i)), xv, a0);
-        a1 = _mm256_fmadd_pd(_mm256_loadu_pd(r1.as_ptr().add(i)), xv, a1);
-        a2 = _mm256_fmadd_pd(_mm256_loadu_pd(r2.as_ptr().add(i)), xv, a2);
-        a3 = _mm256_fmadd_pd(_mm256_loadu_pd(r3.as_ptr().add(i)), xv, a3);
-        i += 4;
-    }
-    let mut lanes = [[0.0f64; 4]; 4];
-    _mm256_storeu_pd(lanes[0].as_mut_ptr(), a0);
-    _mm256_storeu_pd(lanes[1].as_mut_ptr(), a1);
-    _mm256_storeu_pd(lanes[2].as_mut_ptr(), a2);
-    _mm256_storeu_pd(lanes[3].as_mut_ptr(), a3);
-    let mut out = [0.0; 4];
-    for k in 0..4 {
-        let mut tail = 0.0;
-        for j in n4..d {
-            tail = rows[k][j].mul_add(x[j], tail);
-        }
-        let a = lanes[k];
-        out[k] = (a[0] + a[1]) + (a[2] + a[3]) + tail;
-    }
-    out
-}
-
-/// Dot products of four rows with `x`: one 4-lane accumulator per row, the query's chunk
-/// loaded once for the four.
-#[inline(always)]
-fn dot4<const FMA: bool>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
-    let d = x.len();
-    let n4 = d / 4 * 4;
-    let (r0, r1, r2, r3) = (&rows[0][..d], &rows[1][..d], &rows[2][..d], &rows[3][..d]);
-    let (mut a0, mut a1, mut a2, mut a3) = ([0.0f64; 4], [0.0f64; 4], [0.0f64; 4], [0.0f64; 4]);
-    let chunks = x[..n4]
-        .chunks_exact(4)
-        .zip(r0[..n4].chunks_exact(4))
-        .zip(r1[..n4].chunks_exact(4))
-        .zip(r2[..n4].chunks_exact(4))
-        .zip(r3[..n4].chunks_exact(4));
-    for ((((xs, s0), s1), s2), s3) in chunks {
-        for l in 0..4 {
-            a0[l] = madd::<FMA>(s0[l], xs[l], a0[l]);
-        }
-        for l in 0..4 {
-            a1[l] = madd::<FMA>(s1[l], xs[l], a1[l]);
-        }
-        for l in 0..4 {
-            a2[l] = madd::<FMA>(s2[l], xs[l], a2[l]);
-        }
-        for l in 0..4 {
-            a3[l] = madd::<FMA>(s3[l], xs[l], a3[l]);
-        }
-    }
-    let finish = |a: [f64; 4], r: &[f64]| {
-        let mut tail = 0.0;
-        for i in n4..d {
-            tail = madd::<FMA>(r[i], x[i], tail);
-        }
-        (a[0] + a[1]) + (a[2] + a[3]) + tail
-    };
-    [finish(a0, r0), finish(a1, r1), finish(a2, r2), finish(a3, r3)]
+    // SAFETY: plain arrays need no CPU feature.
+    unsafe { dot4_lanes::<[f64; 4]>(rows, x) }
 }
 
 /// `e^v` for every `v` (vectorisable: no branches, no table).

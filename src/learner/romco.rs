@@ -147,7 +147,7 @@ pub struct Romco {
     /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
     n_eigen_updates: u64,
     #[serde(skip)]
-    scratch: UpdateScratch,
+    scratch: Box<UpdateScratch>,
 }
 
 /// Buffers reused from one update to the next (not part of the model: not serialized, and
@@ -273,7 +273,7 @@ impl Romco {
             n_numerical_failures: 0,
             n_brand_svt: 0,
             n_eigen_updates: 0,
-            scratch: UpdateScratch::default(),
+            scratch: Box::default(),
         })
     }
 

@@ -142,29 +142,38 @@ unsafe fn columns_dot_avx2(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [
 #[inline(always)]
 unsafe fn columns_dot_lanes<L: Lanes>(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
     let x = &x[..d];
-    let body = d - d % L::N;
     let mut j = 0;
     while j < m {
+        // A short last block repeats its last column (computed, not stored).
         let width = (m - j).min(4);
         let cols: [&[f64]; 4] = std::array::from_fn(|c| {
             let col = j + c.min(width - 1);
             &b[col * d..(col + 1) * d]
         });
-        let mut acc = [L::zero(); 4];
-        let mut i = 0;
-        while i < body {
-            let xv = L::load(&x[i..]);
-            for (a, col) in acc.iter_mut().zip(&cols) {
-                *a = L::load(&col[i..]).mul_add(xv, *a);
-            }
-            i += L::N;
-        }
-        for c in 0..width {
-            let tail: f64 = (body..d).map(|i| cols[c][i] * x[i]).sum();
-            out[j + c] = acc[c].sum() + tail;
-        }
+        out[j..j + width].copy_from_slice(&dot4_lanes::<L>(cols, x)[..width]);
         j += width;
     }
+}
+
+/// `[<r_0, x>, <r_1, x>, <r_2, x>, <r_3, x>]`: four dot products sharing the loads of `x`, in
+/// `L::N` lanes each (every `r_c` at least as long as `x`).
+///
+/// # Safety
+/// As for [`Lanes`].
+#[inline(always)]
+pub(crate) unsafe fn dot4_lanes<L: Lanes>(rows: [&[f64]; 4], x: &[f64]) -> [f64; 4] {
+    let d = x.len();
+    let body = d - d % L::N;
+    let mut acc = [L::zero(); 4];
+    let mut i = 0;
+    while i < body {
+        let xv = L::load(&x[i..]);
+        for (a, r) in acc.iter_mut().zip(&rows) {
+            *a = L::load(&r[i..]).mul_add(xv, *a);
+        }
+        i += L::N;
+    }
+    std::array::from_fn(|c| acc[c].sum() + (body..d).map(|i| rows[c][i] * x[i]).sum::<f64>())
 }
 
 dispatch! {
