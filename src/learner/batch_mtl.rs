@@ -10,7 +10,8 @@
 //! (`L` starts at 1 and doubles until the quadratic upper bound holds, never decreases), stopped
 //! when the objective changes by at most `tol` relative, after `max_iter` iterations, or when
 //! the step `|Z+ - S|^2 <= 1e-20`. Proximal maps: row-wise group shrinkage; singular value
-//! thresholding by Householder QR of the `d x k` matrix and an SVD of the small `R` (§5.5 a).
+//! thresholding by Householder QR of the `d x k` matrix and an SVD of the small `R` (§5.5 a,
+//! shared with ROMCO: `linalg::svt`).
 //!
 //! Online schedule (protocol P1): every example is stored; after every `retrain_every` examples
 //! the model is retrained on all examples seen so far, warm-started from the previous solution,
@@ -19,13 +20,14 @@
 //! dense `4 n d` bytes or sparse `8 nnz + 8 n` bytes, plus 12 bytes per example for its task id
 //! and label. (The solver computes in double precision on the rounded copy.)
 
-use nalgebra::{DMatrix, SVD};
+use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::linalg::svt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Regularizer {
@@ -329,43 +331,20 @@ pub fn prox(reg: Regularizer, w: &mut [f64], d: usize, k: usize, theta: f64) -> 
     }
 }
 
-/// Singular value thresholding of the column-major `d x k` matrix `w` (§5.5 a): Householder QR
-/// `W = Q R`, SVD `R = U S V'`, result `Q U (S - theta)_+ V'`. For `d < k` the SVD is taken
-/// directly. Returns the trace norm of the result, `sum (s - theta)_+`.
+/// Singular value thresholding of the column-major `d x k` matrix `w` (§5.5 a), through ROMCO's
+/// route (a): the `R` of a blocked Householder QR (no `d x k` Q is formed), the SVD of `R`, and
+/// `W ← W Π` in place (`svt::qr_route`, `svt::right_multiply_in_place`). Returns the trace norm
+/// of the result, `sum (s - theta)_+`.
 pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
-    // Non-finite input (only reachable from overflowing data) is left alone: an SVD of NaNs need
-    // not terminate.
+    // Non-finite input (only reachable from overflowing data) is left alone.
     if !w.iter().all(|v| v.is_finite()) {
         return f64::NAN;
     }
-    let m = DMatrix::from_column_slice(d, k, w);
-    let (left, small) = if d >= k {
-        let qr = m.qr();
-        (Some(qr.q()), qr.r())
-    } else {
-        (None, m)
+    let Some(shrink) = svt::qr_route(w, d, k, theta) else {
+        return penalty(Regularizer::Trace, w, d, k);
     };
-    // Unlimited iterations (max_niter = 0): the Golub-Kahan iteration converges for finite input.
-    let fallback = || penalty(Regularizer::Trace, w, d, k);
-    let Some(svd) = SVD::try_new(small, true, true, f64::EPSILON, 0) else {
-        return fallback();
-    };
-    let (Some(mut u), Some(v_t)) = (svd.u, svd.v_t) else {
-        return fallback();
-    };
-    let mut total = 0.0;
-    for (col, s) in svd.singular_values.iter().enumerate() {
-        let shrink = (s - theta).max(0.0);
-        u.column_mut(col).scale_mut(shrink);
-        total += shrink;
-    }
-    let core = u * v_t;
-    let out = match left {
-        Some(q) => q * core,
-        None => core,
-    };
-    w.copy_from_slice(out.as_slice());
-    total
+    svt::right_multiply_in_place(w, d, k, &shrink.pi);
+    shrink.sigma.iter().map(|s| (s - theta).max(0.0)).sum()
 }
 
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
