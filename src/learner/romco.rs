@@ -32,7 +32,7 @@ use crate::learner::OnlineLearner;
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
-use crate::linalg::svt::{self, Shrinkage};
+use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
 
 /// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
@@ -535,7 +535,7 @@ impl Romco {
         }
         let q = live.len();
         let mut updated = false;
-        let gram_result = if self.qr_pending {
+        let gram_result = if self.qr_pending || self.gram_route_hopeless(q, c_hat.as_deref(), change.as_ref()) {
             None
         } else if change.as_ref().is_some_and(|ch| self.update_eigen(&live, ch)) {
             updated = true;
@@ -604,6 +604,36 @@ impl Romco {
                 self.forget_svt_vectors();
             }
         }
+    }
+
+    /// True when route (b) would (almost surely) decline, so that neither Ĉ's eigendecomposition
+    /// nor its update is worth computing. More live columns than features make Ĉ singular
+    /// (rank ≤ d < q), so route (b) is accepted only if `θ ≥ 10⁻⁶ σ_max`; σ_max is estimated
+    /// by that of C after the last thresholding (a step changes it little), or bounded by
+    /// `trace(Ĉ)/q ≤ σ_max²`. Taking route (a) is always exact, so a wrong guess costs time only.
+    fn gram_route_hopeless(&self, q: usize, c_hat: Option<&[f64]>, change: Option<&ColumnChange>) -> bool {
+        let (d, k) = (self.n_features, self.n_tasks);
+        if q <= d {
+            return false;
+        }
+        let theta = self.eta1 * self.lambda1;
+        let mu_max = self.svt_mu.iter().fold(0.0f64, |a, &m| a.max(m));
+        if mu_max > 0.0 && theta < GRAM_MIN_THETA * mu_max.sqrt() {
+            return true;
+        }
+        let trace = match (c_hat, change) {
+            (Some(c), _) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
+            (None, Some(ch)) => {
+                let trace_c = if self.gram_stale {
+                    self.svt_mu.iter().sum::<f64>()
+                } else {
+                    (0..k).map(|i| self.gram[i * k + i]).sum::<f64>()
+                };
+                trace_c + 2.0 * ch.g[ch.task] + ch.alpha
+            }
+            (None, None) => return false,
+        };
+        svt::gram_route_ruled_out(trace, q, theta)
     }
 
     /// `Ĉ = C + g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ` for a round in which only column t changes.

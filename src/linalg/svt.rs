@@ -365,6 +365,12 @@ fn weighted_outer_products(
     }
 }
 
+/// True when `trace(MᵀM)` alone proves `θ < 10⁻⁶ σ_max(M)` for a matrix with `q` columns
+/// (`σ_max² = λ_max ≥ trace / q`): the first condition of route (b)'s fallback.
+pub fn gram_route_ruled_out(trace: f64, q: usize, theta: f64) -> bool {
+    theta * theta < GRAM_MIN_THETA * GRAM_MIN_THETA * trace / q.max(1) as f64
+}
+
 /// True when the eigenvalues `λ` of `Ĉ` (square singular values) are accurate enough for
 /// route (b) at threshold `θ`: `θ >= 10⁻⁶ σ_max` (§5.5: the inaccurate values are thresholded
 /// away) or `λ_min >= GRAM_MIN_CONDITION (θ/σ_max) λ_max` (there are no inaccurate values).
