@@ -1,12 +1,12 @@
-//! Low-rank modifications of a known symmetric eigendecomposition in `O(n²)` (plus one `O(n³)`
-//! basis product), used by ROMCO's Gram route (§5.5 b) on singleton rounds: the Gram matrix
+//! Low-rank modifications of a known symmetric eigendecomposition in `O(n²)` (plus `O(n³)`
+//! basis products), used by ROMCO's Gram route (§5.5 b) on singleton rounds: the Gram matrix
 //! `C = UᵀU` changes by a symmetric rank-two term when one column of U changes, and its
 //! eigendecomposition from the last thresholding is known.
 //!
 //! [`diagonal_plus_rank_one`] is the rank-one eigenvalue problem `diag(d) + ρ v vᵀ` of Bunch,
 //! Nielsen & Sorensen (Numer. Math. 31, 1978): deflation as in LAPACK's `dlaed2`, the roots of
-//! the secular equation by a bracketed two-pole rational iteration (Gragg's fixed-weight method,
-//! as in `dlaed4`) from the nearer pole, and the eigenvectors from the vector recomputed by the
+//! the secular equation iterated together by a bracketed two-pole rational iteration (Gragg's
+//! fixed-weight method, as in `dlaed4`) measured from the nearer pole, and the eigenvectors from the vector recomputed by the
 //! Löwner formula (Gu & Eisenstat, SIAM J. Matrix Anal. Appl. 15, 1994), which keeps them
 //! orthogonal to working precision however close the roots. [`column_update`] writes the Gram
 //! change of `U + a eᵢᵀ` as two such steps.
@@ -76,20 +76,6 @@ impl RankOneSolver {
     /// Writes the eigenvalues of `diag(d) + ρ v vᵀ` into `values` and the eigenvectors (row-major
     /// `n x n`, column `j` for `values[j]`) into `vectors`. `None` for non-finite input.
     pub fn solve(&mut self, d: &[f64], rho: f64, v: &[f64], values: &mut [f64], vectors: &mut [f64]) -> Option<()> {
-        solve_kernel(self, d, rho, v, values, vectors)
-    }
-}
-
-#[inline(always)]
-fn solve_kernel(
-    solver: &mut RankOneSolver,
-    d: &[f64],
-    rho: f64,
-    v: &[f64],
-    values: &mut [f64],
-    vectors: &mut [f64],
-) -> Option<()> {
-    {
         let n = d.len();
         assert!(
             v.len() == n && values.len() == n && vectors.len() == n * n,
@@ -121,7 +107,7 @@ fn solve_kernel(
             rotations,
             roots,
             scratch,
-        } = solver;
+        } = self;
         order.clear();
         order.extend(0..n);
         order.sort_by(|&a, &b| (sign * d[a]).total_cmp(&(sign * d[b])));

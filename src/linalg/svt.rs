@@ -6,8 +6,11 @@
 //! `π_r = (1 - θ/σ_r)_+`, which needs only the right singular vectors and the singular values:
 //!
 //! - route (b), [`gram_route`]: eigendecomposition of the Gram matrix `Ĉ = MᵀM` (which ROMCO
-//!   maintains in `O(k nnz)` per update), `σ_r = sqrt(λ_r)`; `None` when the threshold is too
-//!   small for the eigenvalues' accuracy (`θ < 10⁻⁶ σ_max`), the first fallback case of §5.5;
+//!   maintains in `O(k nnz)` per update), `σ_r = sqrt(λ_r)`; `None` when the eigenvalues are
+//!   not accurate enough for the threshold ([`gram_route_accurate`]: `θ < 10⁻⁶ σ_max`, the first
+//!   fallback case of §5.5, and an eigenvalue below `10³ (θ/σ_max) λ_max`, our sharpening).
+//!   [`gram_route_from_eigen`] does the same from an eigendecomposition at hand (ROMCO updates
+//!   it per example: `linalg::eigen_update`);
 //! - route (a), [`qr_route`]: the `R` factor of a Householder QR of `M` (computed block by block,
 //!   TSQR, so no second `d x k` matrix is ever held) and the SVD of the small `R = W Σ Zᵀ`. Then
 //!   `Q_R W diag((σ-θ)_+) Zᵀ = M Z diag(π) Zᵀ`, so route (a) too ends in `M Π`, with σ and Z
