@@ -1,5 +1,5 @@
 //! Kernels: the base kernel K', the task kernel T, and their product, the multitask kernel
-//! K([x,i],[x',j]) = T_ij K'(x,x') (ALGORITHMS.md §2.4), plus the storage kernel models keep.
+//! `K([x,i],[x',j]) = T_ij K'(x,x')` (ALGORITHMS.md §2.4), plus the storage kernel models keep.
 
 mod base;
 mod store;

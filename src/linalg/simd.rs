@@ -2,7 +2,7 @@
 //! assumes SSE2). Two mechanisms:
 //! - `dispatch!`: the same plain-Rust kernel compiled with and without AVX2; the arithmetic is
 //!   identical in both builds, only the vector width differs;
-//! - [`Lanes`]: kernels written over SIMD registers with fused multiply-adds (AVX-512 or
+//! - `Lanes`: kernels written over SIMD registers with fused multiply-adds (AVX-512 or
 //!   AVX2 + FMA, picked at run time, and a portable array build): `columns_dot`, `matmul` and
 //!   ROMCO's right multiplication (`svt::right_multiply_in_place`). Their last bits depend on
 //!   the build.

@@ -40,7 +40,7 @@ pub const GRAM_MIN_THETA: f64 = 1e-6;
 /// A relative error `δ` of `Ĉ` moves `Û f(Ĉ)` (`f(λ) = 1 - θ/√λ`) by at most
 /// `θ δ λ_max / λ_min` (first order, divided differences of `f`), i.e. by
 /// `(θ/σ_max) δ (λ_max/λ_min)` relative to `σ_max`. With `δ = 10⁻⁸` (the drift a resync
-/// tolerates, [`crate::learner::romco`]) this constant keeps that below `10⁻¹¹`, two orders
+/// tolerates, `learner::romco`) this constant keeps that below `10⁻¹¹`, two orders
 /// under INV-R4's `10⁻⁹`.
 pub const GRAM_MIN_CONDITION: f64 = 1e3;
 
@@ -277,7 +277,7 @@ fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
     (r, q.min(d))
 }
 
-/// Jacobi SVD (see [`crate::linalg::jacobi`]) of the `rows x q` row-major `a`, warm-started
+/// Jacobi SVD (see `linalg::jacobi`) of the `rows x q` row-major `a`, warm-started
 /// from `warm` (row-major `q x q`, its columns the previous update's right singular vectors):
 /// singular values and right vectors (row-major `q x q`), or `None` when 8 sweeps do not
 /// converge (the caller then falls back to nalgebra). With a good warm start one or two sweeps
