@@ -78,10 +78,14 @@ pub(crate) fn jacobi_svd(
     let mut converged = false;
     for _ in 0..max_sweeps {
         let mut rotated = false;
+        // Columns below (cols ε)² of the largest squared norm are numerically zero (their σ is
+        // under RANK_TOL σ_max): rotating them only stirs rounding noise, whose relative
+        // non-orthogonality never settles, so Jacobi would not converge on a rank-deficient A.
+        let floor = (f64::EPSILON * cols as f64).powi(2) * norms.iter().fold(0.0f64, |a, &n| a.max(n));
         for p in 0..cols {
             for q in p + 1..cols {
                 let (alpha, beta) = (norms[p], norms[q]);
-                if alpha == 0.0 || beta == 0.0 {
+                if alpha <= floor || beta <= floor {
                     continue;
                 }
                 let (lo, hi) = wz.split_at_mut(q * ld);

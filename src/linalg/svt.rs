@@ -232,15 +232,16 @@ unsafe fn tile_outputs<L: Lanes, const V: usize, const ROWS: usize, const COLS: 
 
 dispatch! {
     /// The `R` factor of a Householder QR of the `q` columns `cols` of the column-major matrix
-    /// `m` (columns of length `d`), as a row-major `q x q` buffer of which the first
-    /// `min(d, q)` rows (the second value) hold R. Computed as a tall-skinny QR over blocks of
-    /// rows, `R ← qr([R; block]).R`, where the reflector of column j touches row j of R and the
-    /// block only (scratch `O(BLOCK q)`).
-    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) => r_factor_kernel, r_factor_avx2
+    /// `m` (columns of length `d`), row-major `q x q` upper triangular (`RᵀR = MᵀM`). Computed
+    /// as a tall-skinny QR over blocks of rows, `R ← qr([R; block]).R`, where the reflector of
+    /// column j touches row j of R and the block only (scratch `O(BLOCK q)`). With `d < q` only
+    /// `d` rows can be non-zero, but not necessarily the first `d`: a zero column leaves its row
+    /// empty and pushes the work to a later one, so all `q` rows are returned.
+    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> Vec<f64> => r_factor_kernel, r_factor_avx2
 }
 
 #[inline(always)]
-fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
+fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> Vec<f64> {
     let q = cols.len();
     let mut r = vec![0.0; q * q];
     let mut buf = vec![0.0; BLOCK.min(d) * q];
@@ -274,17 +275,16 @@ fn r_factor_kernel(m: &[f64], d: usize, cols: &[usize]) -> (Vec<f64>, usize) {
         }
         r0 += len;
     }
-    (r, q.min(d))
+    r
 }
 
 /// Jacobi SVD (see `linalg::jacobi`) of the `rows x q` row-major `a`, warm-started
 /// from `warm` (row-major `q x q`, its columns the previous update's right singular vectors):
-/// singular values and right vectors (row-major `q x q`), or `None` when 8 sweeps do not
-/// converge (the caller then falls back to nalgebra). With a good warm start one or two sweeps
-/// suffice.
+/// singular values and right vectors (row-major `q x q`), or `None` when it has not converged
+/// after 8 sweeps (warm; one or two usually suffice) or 30 (cold).
 pub fn jacobi_svd(a: &[f64], rows: usize, q: usize, warm: Option<&[f64]>) -> Option<(Vec<f64>, Vec<f64>)> {
-    const MAX_SWEEPS: usize = 8;
-    let svd = crate::linalg::jacobi::jacobi_svd(a, rows, q, warm, MAX_SWEEPS)?;
+    let max_sweeps = if warm.is_some() { 8 } else { 30 };
+    let svd = crate::linalg::jacobi::jacobi_svd(a, rows, q, warm, max_sweeps)?;
     let z = (0..q * q).map(|idx| svd.z(idx / q, idx % q)).collect();
     Some((svd.sigma, z))
 }
@@ -423,24 +423,24 @@ pub fn qr_route(m: &[f64], d: usize, k: usize, theta: f64) -> Option<Shrinkage> 
 }
 
 /// Route (a) on the submatrix of the columns `cols` (the result is `q x q`, `q = cols.len()`).
-/// The SVD of R is a one-sided Jacobi SVD warm-started from `warm` (a `q x q` orthogonal guess
-/// of the right singular vectors, e.g. the previous update's), with nalgebra's SVD as the
-/// fallback should it not converge.
+/// The SVD of R is a one-sided Jacobi SVD, warm-started from `warm` (a `q x q` orthogonal guess
+/// of the right singular vectors, e.g. the previous update's) when given, with nalgebra's SVD as
+/// the fallback should it not converge. Jacobi comes first also when cold: it is accurate on
+/// the rank-deficient R this route meets (U wide or ill-conditioned), where nalgebra's SVD
+/// (0.35) was seen to miss a singular value by 4e-4 relative.
 pub fn qr_route_cols(m: &[f64], d: usize, cols: &[usize], theta: f64, warm: Option<&[f64]>) -> Option<Shrinkage> {
     if cols.is_empty() || d == 0 {
         return None;
     }
-    let (r, rows) = r_factor(m, d, cols);
+    let r = r_factor(m, d, cols);
     let q = cols.len();
     if r.iter().any(|v| !v.is_finite()) {
         return None; // M holds (or overflowed to) non-finite values
     }
-    if warm.is_some() {
-        if let Some((sigma, z)) = jacobi_svd(&r[..rows * q], rows, q, warm) {
-            return Some(shrinkage_from(z, sigma, theta, true));
-        }
+    if let Some((sigma, z)) = jacobi_svd(&r, q, q, warm) {
+        return Some(shrinkage_from(z, sigma, theta, true));
     }
-    let r = DMatrix::from_row_slice(rows, q, &r[..rows * q]);
+    let r = DMatrix::from_row_slice(q, q, &r);
     let svd = SVD::try_new(r, false, true, SVD_EPS, MAX_ITER)?;
     let z = row_major(&svd.v_t?.transpose());
     Some(shrinkage_from(
@@ -565,6 +565,35 @@ mod tests {
             assert!(rel_diff(&a.gram, &exact) < 1e-9 || exact.iter().all(|&v| v == 0.0));
             assert_eq!(a.rank, expect.iter().filter(|&&s| s > RANK_TOL * smax).count());
             assert_eq!(a.rank, b.rank);
+        }
+    }
+
+    /// A wide matrix whose first columns are zero: the reflections those columns skip push R's
+    /// rows down, so R must be taken whole (truncating it to its first `d` rows once lost 1e-6).
+    #[test]
+    fn route_a_on_wide_matrices_with_zero_columns() {
+        for &(d, k, zero, theta) in &[(5, 8, 2, 1.0), (3, 7, 1, 0.1), (5, 6, 0, 0.01), (2, 9, 4, 0.5)] {
+            let mut m = random_matrix(d, k, d.min(k), (d * 100 + k) as u64);
+            m[..zero * d].fill(0.0);
+            let (explicit, _) = svt_explicit(&m, d, k, theta).unwrap();
+            let cols: Vec<usize> = (0..k).collect();
+            let live: Vec<usize> = (zero..k).collect();
+            for c in [&cols, &live] {
+                let s = embed(qr_route_cols(&m, d, c, theta, None).unwrap(), c, k);
+                let r = r_factor(&m, d, c);
+                let q = c.len();
+                let g = gram(&m, d, k);
+                for (a, &ca) in c.iter().enumerate() {
+                    for (b, &cb) in c.iter().enumerate() {
+                        let rtr: f64 = (0..q).map(|i| r[i * q + a] * r[i * q + b]).sum();
+                        assert!((rtr - g[ca * k + cb]).abs() <= 1e-12 * (1.0 + g[ca * k + ca].abs()));
+                    }
+                }
+                assert!(
+                    rel_diff(&apply(&m, d, k, &s), &explicit) < 1e-12,
+                    "d={d} k={k} zero={zero}"
+                );
+            }
         }
     }
 

@@ -18,7 +18,7 @@ use crate::learner::{
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
