@@ -148,12 +148,15 @@ impl<'a> Rows<'a> {
     }
 
     /// Asks the processor to start loading row `i` into cache (dense rows only; a hint, no
-    /// effect on results): the online loop touches each row once, so it otherwise waits on
-    /// memory at the start of every row.
+    /// effect on results; nothing past the last row): the online loop touches each row once, so
+    /// it otherwise waits on memory at the start of every row.
     #[inline]
     pub fn prefetch_row(&self, i: usize) {
         #[cfg(target_arch = "x86_64")]
-        if let Rows::Dense { data, n_cols, .. } = *self {
+        if let Rows::Dense { data, n_rows, n_cols } = *self {
+            if i >= n_rows {
+                return;
+            }
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let row = &data[i * n_cols..(i + 1) * n_cols];
             // One hint per 64-byte line (8 values).

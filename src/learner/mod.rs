@@ -83,9 +83,7 @@ pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64
     let mut scratch = Scratch::default();
     Ok((0..rows.len())
         .map(|t| {
-            if t + 1 < rows.len() {
-                rows.prefetch_row(t + 1);
-            }
+            rows.prefetch_row(t + 1);
             model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
         })
         .collect())
@@ -170,9 +168,7 @@ pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]
     let mut scratch = Scratch::default();
     Ok((0..rows.len())
         .map(|t| {
-            if t + 1 < rows.len() {
-                rows.prefetch_row(t + 1);
-            }
+            rows.prefetch_row(t + 1);
             model.score(rows.row(t), tasks[t] as usize, &mut scratch)
         })
         .collect())

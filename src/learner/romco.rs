@@ -651,7 +651,11 @@ impl Romco {
 
     /// True when `svt_vectors`/`svt_mu` describe C over the current live columns.
     fn svt_matches_live(&self) -> bool {
-        let q = self.u_live.iter().filter(|&&l| l).count();
+        self.svt_covers(self.u_live.iter().filter(|&&l| l).count())
+    }
+
+    /// True when `svt_vectors`/`svt_mu` describe C over `q` columns.
+    fn svt_covers(&self, q: usize) -> bool {
         self.svt_vectors.len() == q * q && self.svt_mu.len() == q
     }
 
@@ -669,17 +673,8 @@ impl Romco {
             return;
         }
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
-        let q = live.len();
-        self.gram.fill(0.0);
-        for (a, &ca) in live.iter().enumerate() {
-            for (b, &cb) in live.iter().enumerate().take(a + 1) {
-                let v: f64 = (0..q)
-                    .map(|r| self.svt_vectors[a * q + r] * self.svt_mu[r] * self.svt_vectors[b * q + r])
-                    .sum();
-                self.gram[ca * k + cb] = v;
-                self.gram[cb * k + ca] = v;
-            }
-        }
+        let c = svt::weighted_outer_product(&self.svt_vectors, live.len(), live.len(), &self.svt_mu);
+        self.gram = svt::embed_square(&c, &live, k);
     }
 
     /// The eigendecomposition of `Ĉ` over the live columns, updated from that of C after the
@@ -687,14 +682,14 @@ impl Romco {
     /// (or the update fails).
     fn update_eigen(&mut self, live: &[usize], change: &ColumnChange) -> bool {
         let q = live.len();
-        if self.svt_vectors.len() != q * q || self.svt_mu.len() != q {
+        if !self.svt_covers(q) {
             return false; // the live set grew (it only grows), or no SVT since the last reset
         }
         let Some(pos) = live.iter().position(|&c| c == change.task) else {
             return false;
         };
-        let g: Vec<f64> = if q == self.n_tasks {
-            change.g.clone()
+        let g: std::borrow::Cow<[f64]> = if q == self.n_tasks {
+            std::borrow::Cow::Borrowed(&change.g)
         } else {
             live.iter().map(|&c| change.g[c]).collect()
         };

@@ -458,17 +458,33 @@ pub fn embed(s: Shrinkage, cols: &[usize], k: usize) -> Shrinkage {
     if q == k && cols.iter().enumerate().all(|(a, &c)| a == c) {
         return s;
     }
-    let with_gram = !s.gram.is_empty();
-    let (mut pi, mut gram) = (vec![0.0; k * k], vec![0.0; if with_gram { k * k } else { 0 }]);
+    let pi = embed_square(&s.pi, cols, k);
+    let gram = if s.gram.is_empty() {
+        Vec::new()
+    } else {
+        embed_square(&s.gram, cols, k)
+    };
+    Shrinkage { pi, gram, ..s }
+}
+
+/// The row-major `q x q` `m` placed at rows and columns `cols` of a zero `k x k` matrix.
+pub fn embed_square(m: &[f64], cols: &[usize], k: usize) -> Vec<f64> {
+    let q = cols.len();
+    let mut out = vec![0.0; k * k];
     for (a, &ca) in cols.iter().enumerate() {
         for (b, &cb) in cols.iter().enumerate() {
-            pi[ca * k + cb] = s.pi[a * q + b];
-            if with_gram {
-                gram[ca * k + cb] = s.gram[a * q + b];
-            }
+            out[ca * k + cb] = m[a * q + b];
         }
     }
-    Shrinkage { pi, gram, ..s }
+    out
+}
+
+/// `Z diag(f) Zᵀ` for the row-major `k x q` `Z` (exactly symmetric): e.g. the Gram matrix
+/// `Z diag((σ-θ)_+²) Zᵀ` of a thresholded matrix from its right singular vectors.
+pub fn weighted_outer_product(z: &[f64], k: usize, q: usize, f: &[f64]) -> Vec<f64> {
+    let mut out = vec![0.0; k * k];
+    weighted_outer_products(z, k, q, f, &[], &mut out, &mut []);
+    out
 }
 
 /// The literal route (a) of §5.5: `Q_R W diag((σ-θ)_+) Zᵀ` with `Q_R` formed explicitly.
