@@ -654,11 +654,12 @@ impl OnlineLearner for BatchMtl {
         x.dot(&self.weights[task * d..(task + 1) * d]) + self.bias[task]
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.push(&x, task, y);
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
             self.retrain();
         }
+        Ok(())
     }
 
     /// The number of retrains.

@@ -120,10 +120,10 @@ impl OnlineLearner for MTRBP {
         )
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         self.index.ensure(&self.set);
@@ -138,6 +138,7 @@ impl OnlineLearner for MTRBP {
         }
         let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
         self.index.add(&self.set, slot);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -352,13 +353,13 @@ impl OnlineLearner for MTFORG {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
             self.n_radius_exceeded += 1;
         }
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         self.m += 1;
@@ -369,6 +370,7 @@ impl OnlineLearner for MTFORG {
         if self.set.len() > self.budget {
             self.shrink_and_forget(scratch);
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -468,7 +470,7 @@ mod tests {
             let mut evicted = Vec::new();
             for t in 0..n {
                 let row = Row::Dense(&x[t * d..(t + 1) * d]);
-                m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+                m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
                 assert!(m.n_active() <= 10);
                 evicted.push(m.last_evicted_time);
             }
@@ -494,7 +496,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
             assert!(m.n_active() <= 4);
             let (q, mm) = m.damage();
             assert!(q <= 15.0 / 32.0 * m.c_g() * m.c_g() * mm as f64 * (1.0 + 1e-12));

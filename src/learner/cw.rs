@@ -333,11 +333,12 @@ impl OnlineLearner for CwCol {
         s
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.collaborative_update(&x, task, y);
         if self.global.update(&self.constants, &x, y) {
             self.n_global_updates += 1;
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

@@ -201,16 +201,25 @@ impl OnlineLearner for Omtl {
     }
 
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
-    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
         self.update_round(rows, tasks, y, scores);
+        Ok(())
     }
 
     /// A singleton round (§1.3).
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.update_round(&[x], &[task], &[y], &[score]);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

@@ -222,7 +222,7 @@ impl OnlineLearner for Omtrl {
         x.dot(&self.weights[task * d..(task + 1) * d])
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         let (k, d) = (self.n_tasks, self.n_features);
         if is_update_mistake(y, score) {
@@ -238,6 +238,7 @@ impl OnlineLearner for Omtrl {
         if self.n_seen >= self.epoch {
             self.refresh_coupling();
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

@@ -116,10 +116,10 @@ impl OnlineLearner for PassiveAggressive {
         }
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         let loss = 1.0 - y * score;
         if loss <= 0.0 {
-            return;
+            return Ok(());
         }
         let sq_norm = match x {
             Row::Dense(v) => dense_dot(v, v),
@@ -127,7 +127,7 @@ impl OnlineLearner for PassiveAggressive {
         };
         let tau = self.variant.step(loss, sq_norm, self.c);
         if tau <= 0.0 {
-            return;
+            return Ok(());
         }
         let d = self.n_features;
         let b = self.block(task);
@@ -137,6 +137,7 @@ impl OnlineLearner for PassiveAggressive {
             sparse => sparse.add_to(w, tau * y),
         }
         self.n_updates += 1;
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -175,7 +176,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            let f = m.learn_one(row, 0, y[t], &mut scratch);
+            let f = m.learn_one(row, 0, y[t], &mut scratch).unwrap();
             if 1.0 - y[t] * f > 0.0 {
                 let after = y[t] * dot_dense(&m.weights(0), &x[t * d..(t + 1) * d]);
                 assert!((after - 1.0).abs() < 1e-9, "{after}");
@@ -214,7 +215,7 @@ mod tests {
     fn zero_rows_do_not_update() {
         let mut m = PassiveAggressive::new(2, 3, false, PaVariant::Pa2, 1.0).unwrap();
         let zero = [0.0; 3];
-        m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default());
+        m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default()).unwrap();
         assert_eq!(m.n_updates(), 0);
     }
 }

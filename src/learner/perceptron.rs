@@ -98,10 +98,10 @@ impl OnlineLearner for MTPerceptron {
         }
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         match &mut self.model {
@@ -112,6 +112,7 @@ impl OnlineLearner for MTPerceptron {
                 index.add(set, slot);
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -188,7 +189,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let i = tasks[t] as usize;
-            let f = single[i].learn_one(rows.row(t), 0, y[t], &mut scratch);
+            let f = single[i].learn_one(rows.row(t), 0, y[t], &mut scratch).unwrap();
             assert!((f - a[t]).abs() < 1e-12);
         }
     }

@@ -226,10 +226,10 @@ impl OnlineLearner for MTBPRJ {
             .score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch)
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
@@ -282,6 +282,7 @@ impl OnlineLearner for MTBPRJ {
                 self.gram.append_and_remove(&kz, kappa, &alpha, d2, r);
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -476,10 +477,10 @@ impl OnlineLearner for MTBPRJ2 {
         f
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
@@ -495,7 +496,7 @@ impl OnlineLearner for MTBPRJ2 {
         let comp = self.tasks.component(task);
         let time = self.counters.n_seen;
         if matches!(step, Step::Skip) {
-            return;
+            return Ok(());
         }
         if !matches!(step, Step::Project) {
             self.grow_to(n + 1);
@@ -589,6 +590,7 @@ impl OnlineLearner for MTBPRJ2 {
                 }
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -679,8 +681,8 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            a.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
-            b.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+            a.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            b.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
             for set in [&a.set, &b.dict] {
                 assert!(set.len() <= 12);
                 let times: Vec<u64> = elements(set).iter().map(|e| e.2).collect();
@@ -709,7 +711,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let i = tasks[t] as usize;
             let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch);
+            m.learn_one(row, i, y[t], &mut scratch).unwrap();
             if m.n_evictions() == before.n_evictions() {
                 continue;
             }
@@ -765,7 +767,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let i = tasks[t] as usize;
             let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch);
+            m.learn_one(row, i, y[t], &mut scratch).unwrap();
             if m.counters.n_evictions == before.counters.n_evictions {
                 continue;
             }
@@ -821,8 +823,8 @@ mod tests {
         let mut scratch = Scratch::default();
         let labels = [1.0, -1.0, 1.0];
         for (p, &yl) in pts.iter().zip(&labels) {
-            m.update(Row::Dense(p), 0, yl, 0.0, &mut scratch);
-            m2.update(Row::Dense(p), 0, yl, 0.0, &mut scratch);
+            m.update(Row::Dense(p), 0, yl, 0.0, &mut scratch).unwrap();
+            m2.update(Row::Dense(p), 0, yl, 0.0, &mut scratch).unwrap();
         }
         assert_eq!(m.n_active(), 3);
         let probes: Vec<[f64; 3]> = (0..20).map(|a| [a as f64 / 20.0, 0.5, 1.0 - a as f64 / 25.0]).collect();
@@ -837,7 +839,7 @@ mod tests {
                 })
                 .collect();
             // Force an update-mistake on the duplicate of element 1 (task 0) with label -1.
-            model.update(Row::Dense(&pts[1]), 0, -1.0, 0.0, &mut scratch);
+            model.update(Row::Dense(&pts[1]), 0, -1.0, 0.0, &mut scratch).unwrap();
             assert_eq!(model.n_active(), 3, "a duplicate must not be inserted");
             for (p, (f0, f1)) in probes.iter().zip(before) {
                 let kv = kernel.eval(&Row::Dense(p), &Row::Dense(&pts[1]));
@@ -860,7 +862,11 @@ mod tests {
         };
         let mut scratch = Scratch::default();
         (0..y.len())
-            .map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch))
+            .map(|t| {
+                model
+                    .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                    .unwrap()
+            })
             .collect()
     }
 
@@ -961,7 +967,7 @@ mod tests {
             let p = base[rng.below(6) as usize];
             let i = rng.below(k as u64) as usize;
             let y = if (step / 7) % 2 == 0 { 1.0 } else { -1.0 };
-            m.update(Row::Dense(&p), i, y, 0.0, &mut scratch);
+            m.update(Row::Dense(&p), i, y, 0.0, &mut scratch).unwrap();
             assert!(m.n_active() <= 30);
         }
         assert!(m.gram.residual() < 1e-6, "residual {:e}", m.gram.residual());
@@ -1056,9 +1062,13 @@ mod tests {
         let mut b = MTBPRJ2::new(tk, kernel, 2, false, params(4, 0.01), false).unwrap();
         let mut scratch = Scratch::default();
         for model in [&mut a as &mut dyn OnlineLearner, &mut b] {
-            model.update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch);
+            model
+                .update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch)
+                .unwrap();
             assert_eq!(model.n_active(), 1);
-            model.update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch);
+            model
+                .update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch)
+                .unwrap();
             assert_eq!(model.n_active(), 1);
             let f = model.score(Row::Dense(&[1e-100, 0.0]), 0, &mut scratch);
             assert!(f.is_finite());

@@ -814,7 +814,7 @@ impl OnlineLearner for Romco {
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         let item = Item {
             x,
             task,
@@ -823,10 +823,11 @@ impl OnlineLearner for Romco {
             vx: None,
         };
         self.joint_update(&[item], None);
+        Ok(())
     }
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
-    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> f64 {
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
         let u = match (&self.brand, &bx) {
             (Some(f), Some(bx)) => f.score_projected(bx, task),
@@ -842,10 +843,17 @@ impl OnlineLearner for Romco {
             vx: Some(vx),
         };
         self.joint_update(&[item], bx.as_deref());
-        score
+        Ok(score)
     }
 
-    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
@@ -859,6 +867,7 @@ impl OnlineLearner for Romco {
             })
             .collect();
         self.joint_update(&items, None);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
