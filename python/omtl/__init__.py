@@ -6,10 +6,22 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 """
 
 from . import datasets, kernels, learners
+from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
 from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
 
 __version__ = "0.1.0"
 
-__all__ = ["EvaluationReport", "TaskGraph", "datasets", "evaluate", "kernels", *learners.__all__]
+__all__ = [
+    "EvaluationReport",
+    "TaskGraph",
+    "datasets",
+    "detected_simd_level",
+    "evaluate",
+    "kernels",
+    "simd_level",
+    *learners.__all__,
+]
+
+_warn_on_bad_override()

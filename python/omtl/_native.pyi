@@ -22,6 +22,8 @@ __all__ = [
     "batch_mtl_solve",
     "omtl_tau",
     "_svt_for_tests",
+    "simd_level",
+    "detected_simd_level",
     "STATE_VERSION",
 ]
 
@@ -216,3 +218,10 @@ def _svt_for_tests(m: NDArray[np.float64], theta: float, route: str) -> NDArray[
     """Test hook for the singular value thresholding routes of ALGORITHMS.md §5.5: returns
     ``SVT_theta(M)`` for a ``d x k`` matrix by ``route`` ("gram" = (b), "qr" = (a) as ROMCO runs it,
     "explicit" = the literal (a) with Q formed), or None when route (b) declines."""
+
+def simd_level() -> str:
+    """The SIMD build the native kernels run: the CPU's widest, capped by ``OMTL_SIMD``
+    (``"portable"``, ``"avx2"`` or ``"avx512"``)."""
+
+def detected_simd_level() -> str:
+    """The widest SIMD build this CPU runs, whatever ``OMTL_SIMD`` says."""
