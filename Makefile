@@ -2,7 +2,7 @@
 PYTHON ?= python3
 SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: dev test test-rust test-python test-simd-levels lint fmt bench
+.PHONY: dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
@@ -26,6 +26,10 @@ test-simd-levels:
 		echo "== OMTL_SIMD=$$level"; \
 		OMTL_SIMD=$$level $(PYTHON) -m pytest -q -p no:cacheprovider $(PARITY_TESTS) || exit 1; \
 	done
+
+# No SIMD intrinsic or array closure left out of line in the built extension (after `make dev`).
+check-inlining:
+	bash benches/check_inlining.sh
 
 lint:
 	cargo fmt --check

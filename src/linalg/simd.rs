@@ -208,10 +208,11 @@ unsafe fn columns_dot_lanes<L: Lanes>(b: &[f64], d: usize, m: usize, x: &[f64], 
     while j < m {
         // A short last block repeats its last column (computed, not stored).
         let width = (m - j).min(4);
-        let cols: [&[f64]; 4] = std::array::from_fn(|c| {
+        let col = |c: usize| {
             let col = j + c.min(width - 1);
             &b[col * d..(col + 1) * d]
-        });
+        };
+        let cols: [&[f64]; 4] = [col(0), col(1), col(2), col(3)];
         out[j..j + width].copy_from_slice(&dot4_lanes::<L>(cols, x)[..width]);
         j += width;
     }
@@ -235,7 +236,17 @@ pub(crate) unsafe fn dot4_lanes<L: Lanes>(rows: [&[f64]; 4], x: &[f64]) -> [f64;
         }
         i += L::N;
     }
-    std::array::from_fn(|c| acc[c].sum() + (body..d).map(|i| rows[c][i] * x[i]).sum::<f64>())
+    // A plain loop, not `std::array::from_fn`: a closure is not compiled with the caller's
+    // target features, so every intrinsic inside it would become a function call.
+    let mut out = [0.0; 4];
+    for c in 0..4 {
+        let mut tail = 0.0;
+        for i in body..d {
+            tail += rows[c][i] * x[i];
+        }
+        out[c] = acc[c].sum() + tail;
+    }
+    out
 }
 
 dispatch! {
@@ -489,9 +500,10 @@ impl Lanes for std::arch::x86_64::__m256d {
     }
     #[inline(always)]
     unsafe fn sum(self) -> f64 {
-        let mut a = [0.0; 4];
-        self.store(&mut a);
-        (a[0] + a[1]) + (a[2] + a[3])
+        use std::arch::x86_64::*;
+        // (a0 + a1) + (a2 + a3) in registers: hadd pairs within each 128-bit half.
+        let pairs = _mm256_hadd_pd(self, self);
+        _mm_cvtsd_f64(_mm_add_sd(_mm256_castpd256_pd128(pairs), _mm256_extractf128_pd::<1>(pairs)))
     }
 }
 
@@ -520,9 +532,11 @@ impl Lanes for std::arch::x86_64::__m512d {
     }
     #[inline(always)]
     unsafe fn sum(self) -> f64 {
-        let mut a = [0.0; 8];
-        self.store(&mut a);
-        ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]))
+        use std::arch::x86_64::*;
+        // ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) in registers.
+        let lo = _mm512_castpd512_pd256(self).sum();
+        let hi = _mm512_extractf64x4_pd::<1>(self).sum();
+        lo + hi
     }
 }
 
