@@ -19,7 +19,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use serde::{Deserialize, Serialize};
 
 use crate::data::{dot_dense, Row};
-use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::kernel::{BaseKernel, KernelKind, Query, RowStore, Scratch, TaskKernel};
 use crate::learner::ActiveSet;
 use crate::linalg::simd::dot4_lanes;
 
@@ -146,10 +146,66 @@ fn complete_graph_score<const FAST: bool>(
     diag: f64,
     off: f64,
 ) -> f64 {
+    let coefs = CompleteGraph {
+        betas: set.betas(),
+        owners: set.task_ids(),
+        task: task as u32,
+        diag,
+        off,
+    };
+    all_slots_sum::<FAST, _>(data, set.rows().sq_norms(), kernel, x, q, &coefs)
+}
+
+/// The coefficient `c_j` of every stored slot in a sum over all slots (a trait, not a closure,
+/// so that it inlines into the caller's target-feature build).
+trait SlotCoefs {
+    fn at(&self, slot: usize) -> f64;
+}
+
+/// `beta_j T[i_j, task]` for the complete graph.
+struct CompleteGraph<'a> {
+    betas: &'a [f64],
+    owners: &'a [u32],
+    task: u32,
+    diag: f64,
+    off: f64,
+}
+
+impl SlotCoefs for CompleteGraph<'_> {
+    #[inline(always)]
+    fn at(&self, slot: usize) -> f64 {
+        let t = if self.owners[slot] == self.task {
+            self.diag
+        } else {
+            self.off
+        };
+        self.betas[slot] * t
+    }
+}
+
+/// Given coefficients by slot.
+struct Plain<'a>(&'a [f64]);
+
+impl SlotCoefs for Plain<'_> {
+    #[inline(always)]
+    fn at(&self, slot: usize) -> f64 {
+        self.0[slot]
+    }
+}
+
+/// `sum_j c_j K'(x_j, q)` over every slot of a row-major dense store (`sqs` holds a squared norm
+/// per slot).
+#[inline(always)]
+fn all_slots_sum<const FAST: bool, C: SlotCoefs>(
+    data: &[f64],
+    sqs: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    coefs: &C,
+) -> f64 {
     let d = x.len();
-    let n = set.len();
-    let (betas, owners, sqs) = (set.betas(), set.task_ids(), set.rows().sq_norms());
-    let task = task as u32;
+    let n = sqs.len();
     let mut vals = [0.0f64; CHUNK];
     let mut acc = [0.0f64; 4];
     let mut s0 = 0;
@@ -171,22 +227,60 @@ fn complete_graph_score<const FAST: bool>(
             vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
         }
         kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
-        let (b, o) = (&betas[s0..s0 + m], &owners[s0..s0 + m]);
         let mut j = 0;
         while j + 4 <= m {
             for l in 0..4 {
-                let t = if o[j + l] == task { diag } else { off };
-                acc[l] += b[j + l] * t * vals[j + l];
+                acc[l] += coefs.at(s0 + j + l) * vals[j + l];
             }
             j += 4;
         }
         for l in 0..m - j {
-            let t = if o[j + l] == task { diag } else { off };
-            acc[l] += b[j + l] * t * vals[j + l];
+            acc[l] += coefs.at(s0 + j + l) * vals[j + l];
         }
         s0 += m;
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3])
+}
+
+/// `sum_j coefs[j] K'(x_j, q)` over every slot of `rows` (one coefficient per slot) by the
+/// vectorised path when the store and the query are dense; `None` otherwise (the caller then
+/// uses the row-store loop).
+pub(crate) fn dense_coef_sum(rows: &RowStore, kernel: &BaseKernel, q: &Query, coefs: &[f64]) -> Option<f64> {
+    let (Some(data), Row::Dense(x)) = (rows.dense_data(), q.row) else {
+        return None;
+    };
+    debug_assert!(coefs.len() >= rows.len());
+    if rows.is_empty() {
+        return Some(0.0);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
+            return Some(unsafe { dense_coef_sum_avx2(data, rows.sq_norms(), kernel, x, q, coefs) });
+        }
+    }
+    Some(all_slots_sum::<false, _>(
+        data,
+        rows.sq_norms(),
+        kernel,
+        x,
+        q,
+        &Plain(coefs),
+    ))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dense_coef_sum_avx2(
+    data: &[f64],
+    sqs: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    coefs: &[f64],
+) -> f64 {
+    all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs))
 }
 
 /// Dot products -> kernel values for the first `sq.len()` entries of `vals`.
@@ -218,7 +312,7 @@ fn kernel_map<const FAST: bool>(kernel: &BaseKernel, q: &Query, vals: &mut [f64;
 
 /// A stored dense row (empty for a sparse store, which never reaches the dense path).
 #[inline(always)]
-fn dense_row(rows: &crate::kernel::RowStore, slot: usize) -> &[f64] {
+fn dense_row(rows: &RowStore, slot: usize) -> &[f64] {
     match rows.row(slot) {
         Row::Dense(r) => r,
         Row::Sparse { .. } => &[],
@@ -236,7 +330,7 @@ struct Chunk {
 /// `sum_j coef_j K'(x_j, q)` over the first `m` slots of the chunk.
 #[inline(always)]
 fn dense_chunk<const FAST: bool>(
-    rows: &crate::kernel::RowStore,
+    rows: &RowStore,
     kernel: &BaseKernel,
     x: &[f64],
     q: &Query,
@@ -394,6 +488,16 @@ impl PartialEq for SparseIndex {
 }
 
 impl SparseIndex {
+    /// An index that is never built (every score takes the row-store loop).
+    pub const fn disabled() -> Self {
+        Self {
+            enabled: false,
+            from: usize::MAX,
+            postings: HashMap::with_hasher(BuildHasherDefault::new()),
+            built: false,
+        }
+    }
+
     pub fn new(sparse: bool) -> Self {
         Self::with_threshold(sparse, INDEX_FROM)
     }

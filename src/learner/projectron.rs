@@ -28,8 +28,12 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
+use crate::learner::kernel_sum::{dense_coef_sum, weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::linalg::InverseGram;
+
+/// A never-built sparse index: sparse Projectron sets take the row-store loop.
+static NO_INDEX: SparseIndex = SparseIndex::disabled();
 
 /// What the projection threshold `η` is compared with (A-C6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -222,8 +226,10 @@ impl OnlineLearner for MTBPRJ {
     }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
-        self.set
-            .score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch)
+        // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and
+        // changes at every insertion).
+        let q = Query::new(x, &self.kernel);
+        weighted_score(&self.set, &NO_INDEX, &self.kernel, &self.tasks, &q, task, scratch)
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
@@ -319,6 +325,7 @@ fn diagnostics(c: &Counters, gram: &InverseGram) -> Vec<(&'static str, f64)> {
         ("n_insertions", c.n_insertions as f64),
         ("n_evictions", c.n_evictions as f64),
         ("n_rebuilds", gram.n_rebuilds() as f64),
+        ("n_drift_probes", gram.n_probes() as f64),
         ("n_failed_rebuilds", gram.n_failed_rebuilds() as f64),
         ("jitter", gram.jitter()),
     ]
@@ -469,8 +476,11 @@ impl OnlineLearner for MTBPRJ2 {
         };
         let start = self.local[task] as usize * self.cap;
         let w = &block.w[start..start + self.dict.len()];
-        let mut f = 0.0;
         let q = Query::new(x, &self.kernel);
+        if let Some(f) = dense_coef_sum(self.dict.rows(), &self.kernel, &q, w) {
+            return f;
+        }
+        let mut f = 0.0;
         self.dict
             .rows()
             .for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| f += w[slot] * kv);

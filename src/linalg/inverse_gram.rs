@@ -18,11 +18,14 @@
 //! Every rank-1 change is applied as `Q_ab ← (Q_ab + ũ_a ũ_b) - q̃_a q̃_b` with pre-scaled
 //! vectors, and only for `b ≤ a`: `Q` is symmetric by construction (safeguard N2: one triangle
 //! stored), and [`InverseGram::q`] reads `Q_ab` and `Q_ba` from the same entry. The other safeguards (N1 insertion guard, N3
-//! non-finite or non-positive diagonal, N4 round-robin residual checks, N5 periodic recompute)
+//! non-finite or non-positive diagonal, N4 round-robin residual checks, N5 periodic drift probes)
 //! use the constants of §4.3; a recompute is a Cholesky factorisation of `H + εI` with
 //! escalating jitter `ε`, which is then kept (added to `H` and to every later `κ`).
 
 use serde::{Deserialize, Serialize};
+
+use crate::linalg::simd::{lower_rank2_update, sym_lower_matvec};
+use crate::rng::SplitMix64;
 
 /// N1: relative insertion guard `ε_ins` (a candidate is inserted only if `δ² > ε_ins κ`).
 pub const EPS_INS: f64 = 1e-10;
@@ -30,8 +33,12 @@ pub const EPS_INS: f64 = 1e-10;
 pub const N_CHK: u64 = 50;
 /// N4: the residual `‖H Q_{:,j} - e_j‖_∞` above which `Q` is recomputed.
 pub const TAU_RES: f64 = 1e-6;
-/// N5: unconditional recompute every `N_REF` structural operations.
+/// N5: a drift probe every `N_REF` structural operations (a recompute only if it fails).
 pub const N_REF: u64 = 1000;
+/// N5: Gaussian probe vectors `v` per drift probe; `Q` is recomputed when some
+/// `‖(H Q - I) v‖_∞ > τ_res`. A row of `H Q - I` of 2-norm above `10 τ_res` escapes one vector
+/// with probability ≤ 0.08, all of them with probability ≤ 0.08^4 < 5e-5 (docs/projectron.md).
+pub const N_PROBES: usize = 4;
 /// Recompute jitter: first nonzero try and last regular try, relative to `mean(diag H)`.
 pub const JITTER_FIRST: f64 = 1e-12;
 pub const JITTER_LAST: f64 = 1e-4;
@@ -54,6 +61,9 @@ pub struct InverseGram {
     n_ops: u64,
     /// Next column for the round-robin residual check (N4).
     check_col: usize,
+    /// Drift probes run so far (N5).
+    #[serde(default)]
+    n_probes: u64,
 }
 
 impl InverseGram {
@@ -70,6 +80,7 @@ impl InverseGram {
             n_failed_rebuilds: 0,
             n_ops: 0,
             check_col: 0,
+            n_probes: 0,
         }
     }
 
@@ -88,6 +99,11 @@ impl InverseGram {
 
     pub fn n_rebuilds(&self) -> u64 {
         self.n_rebuilds
+    }
+
+    /// N5 drift probes so far.
+    pub fn n_probes(&self) -> u64 {
+        self.n_probes
     }
 
     pub fn n_failed_rebuilds(&self) -> u64 {
@@ -133,12 +149,7 @@ impl InverseGram {
         // full matrix-vector product, which is what bounds this loop for large n).
         alpha.clear();
         alpha.resize(n, 0.0);
-        for i in 0..n {
-            let row = &self.q[i * self.cap..i * self.cap + i];
-            let ki = kz[i];
-            alpha[i] += dot(row, &kz[..i]) + self.q[i * self.cap + i] * ki;
-            alpha[..i].iter_mut().zip(row).for_each(|(a, q)| *a += q * ki);
-        }
+        sym_lower_matvec(&self.q, self.cap, n, kz, alpha);
         let d2 = self.effective_kappa(kappa) - dot(kz, alpha);
         d2.max(0.0)
     }
@@ -205,15 +216,9 @@ impl InverseGram {
         let u: Vec<f64> = alpha.iter().map(|a| a * scale).chain(std::iter::once(-scale)).collect();
         self.q[n * cap..n * cap + n + 1].iter_mut().for_each(|v| *v = 0.0);
         self.n = n + 1;
-        let mut acc = 0.0;
-        for i in 0..=n {
-            let ui = u[i];
-            let row = &mut self.q[i * cap..i * cap + i + 1];
-            for (qv, &uj) in row.iter_mut().zip(&u) {
-                *qv += ui * uj;
-            }
-            acc += row[i];
-        }
+        // A rank-2 kernel with a zero second vector: (Q_ij + ũ_i ũ_j) - 0 is exactly the rank-1 step.
+        let zero = vec![0.0; n + 1];
+        let acc = lower_rank2_update(&mut self.q, cap, n + 1, &u, &zero);
         self.after_structural_ops(1, acc);
     }
 
@@ -295,15 +300,7 @@ impl InverseGram {
             self.q[i * cap + r] = 0.0;
         }
         self.q[r * cap..r * cap + r + 1].iter_mut().for_each(|v| *v = 0.0);
-        let mut acc = 0.0;
-        for i in 0..n {
-            let (ui, vi) = (u[i], qcol[i]);
-            let row = &mut self.q[i * cap..i * cap + i + 1];
-            for ((qv, &uj), &vj) in row.iter_mut().zip(&u).zip(&qcol) {
-                *qv = (*qv + ui * uj) - vi * vj;
-            }
-            acc += row[i];
-        }
+        let mut acc = lower_rank2_update(&mut self.q, cap, n, &u, &qcol);
         if !positive(qrr) {
             acc = f64::NAN;
         }
@@ -325,7 +322,7 @@ impl InverseGram {
         let n = self.n;
         // N3: a non-finite value or a non-positive diagonal entry.
         let mut bad = !diag_sum.is_finite() || (0..n).any(|j| !positive(self.q(j, j)));
-        if !bad && crossed(N_CHK) && !crossed(N_REF) && n > 0 {
+        if !bad && crossed(N_CHK) && n > 0 {
             // N4: residual of one column, round robin; also catches non-finite values off the
             // diagonal (they make the residual NaN).
             let j = self.check_col % n;
@@ -333,9 +330,47 @@ impl InverseGram {
             let r = self.column_residual(j);
             bad = r.is_nan() || r > TAU_RES;
         }
-        if bad || crossed(N_REF) {
+        if !bad && crossed(N_REF) && n > 0 {
+            // N5: recompute only when the probe sees drift (it costs 2 N_PROBES n² multiply-adds,
+            // the recompute n³/2).
+            self.n_probes += 1;
+            let r = self.drift_probe();
+            bad = r.is_nan() || r > TAU_RES;
+        }
+        if bad {
             self.rebuild();
         }
+    }
+
+    /// `max ‖(H Q - I) v‖_∞` over `N_PROBES` standard Gaussian vectors `v`, drawn from a
+    /// generator seeded by the operation count (reproducible, and a fresh draw at every probe).
+    /// NaN if a value is non-finite.
+    pub fn drift_probe(&self) -> f64 {
+        let (n, cap) = (self.n, self.cap);
+        let mut rng = SplitMix64::new(self.n_ops ^ 0xD1F7_5EED_0000_0000);
+        let mut unit = || ((rng.next_u64() >> 11) as f64 + 0.5) / (1u64 << 53) as f64; // (0, 1)
+        let mut v = vec![0.0; n];
+        let mut w = vec![0.0; n];
+        let mut worst = 0.0f64;
+        for _ in 0..N_PROBES {
+            for pair in v.chunks_mut(2) {
+                // Box-Muller: two independent N(0, 1) values per pair of uniforms.
+                let (radius, angle) = ((-2.0 * unit().ln()).sqrt(), std::f64::consts::TAU * unit());
+                pair[0] = radius * angle.cos();
+                if let Some(second) = pair.get_mut(1) {
+                    *second = radius * angle.sin();
+                }
+            }
+            sym_lower_matvec(&self.q, cap, n, &v, &mut w);
+            for (i, &vi) in v.iter().enumerate() {
+                let r = dot(&self.h[i * cap..i * cap + n], &w) - vi;
+                if r.is_nan() {
+                    return f64::NAN;
+                }
+                worst = worst.max(r.abs());
+            }
+        }
+        worst
     }
 
     /// `‖H Q_{:,j} - e_j‖_∞`.
@@ -595,8 +630,53 @@ mod tests {
         }
         h.check_h();
         h.check_q(1e-8, 1e-6);
-        assert!(h.g.n_rebuilds() >= 10, "N5 must have recomputed: {}", h.g.n_rebuilds());
+        assert!(h.g.n_probes() >= 10, "N5 must have probed: {}", h.g.n_probes());
         assert_eq!(h.g.jitter(), 0.0);
+    }
+
+    /// A harness with `n` well-separated points (a well-conditioned H).
+    fn filled(n: usize, seed: u64) -> Harness {
+        let mut rng = SplitMix64::new(seed);
+        let mut h = Harness::new(6.0);
+        while h.pts.len() < n {
+            let p: Vec<f64> = (0..4).map(|_| unif(&mut rng)).collect();
+            h.insert(p);
+        }
+        h
+    }
+
+    #[test]
+    fn drift_probe_sees_drift_and_only_drift() {
+        let mut h = filled(30, 8);
+        assert!(h.g.drift_probe() <= 1e-10, "{:e}", h.g.drift_probe());
+        // One corrupted off-diagonal pair of Q (a symmetric error of 1e-4).
+        let cap = h.g.cap;
+        h.g.q[17 * cap + 5] += 1e-4;
+        assert!(h.g.drift_probe() > TAU_RES, "{:e}", h.g.drift_probe());
+        h.g.q[17 * cap + 5] = f64::NAN;
+        assert!(h.g.drift_probe().is_nan());
+    }
+
+    #[test]
+    fn n5_recomputes_on_drift_only() {
+        let mut rng = SplitMix64::new(9);
+        let mut h = filled(30, 10);
+        // Clean: crossing N_REF probes and does not recompute.
+        h.g.n_ops = N_REF - 1;
+        let (rebuilds, probes) = (h.g.n_rebuilds(), h.g.n_probes());
+        h.insert((0..4).map(|_| unif(&mut rng)).collect());
+        assert_eq!((h.g.n_rebuilds(), h.g.n_probes()), (rebuilds, probes + 1));
+        // Drift in columns N4's round robin does not check at this crossing: the probe catches it.
+        let n = h.g.len();
+        h.g.check_col = 0;
+        let cap = h.g.cap;
+        h.g.q[17 * cap + 5] += 1e-4;
+        assert!(h.g.column_residual(0) <= TAU_RES);
+        h.g.n_ops = 2 * N_REF - 1;
+        h.remove(n - 1);
+        assert_eq!(h.g.n_rebuilds(), rebuilds + 1, "the probe must trigger a recompute");
+        assert_eq!(h.g.n_probes(), probes + 2);
+        h.check_q(1e-8, 1e-6);
     }
 
     #[test]

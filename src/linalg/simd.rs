@@ -425,6 +425,131 @@ unsafe fn row_block<L: Lanes>(a_row: &[f64], b: &[f64], cols: usize, c: usize) -
     acc
 }
 
+/// `y = Q x` for a symmetric `n x n` `Q` of which only the lower triangle of the row-major
+/// buffer `q` (row stride `cap`) is read: one pass over the triangle, each row used twice (a dot
+/// product for `y_i` and an axpy into `y_0..y_i`). Fused multiply-adds with AVX-512 or
+/// AVX2 + FMA. The inverse Gram matrix's projection, O(n²) per update-mistake.
+pub fn sym_lower_matvec(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64]) {
+    assert!(
+        n == 0 || (q.len() >= (n - 1) * cap + n && x.len() >= n && y.len() >= n),
+        "sym_lower_matvec: slices too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F and FMA (a level never exceeds the CPU's).
+            return unsafe { sym_lower_matvec_avx512(q, cap, n, x, y) };
+        }
+        if level() == SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
+            return unsafe { sym_lower_matvec_avx2(q, cap, n, x, y) };
+        }
+    }
+    // SAFETY: plain arrays need no CPU feature.
+    unsafe { sym_lower_matvec_lanes::<[f64; 4]>(q, cap, n, x, y) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn sym_lower_matvec_avx512(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64]) {
+    sym_lower_matvec_lanes::<std::arch::x86_64::__m512d>(q, cap, n, x, y)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn sym_lower_matvec_avx2(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64]) {
+    sym_lower_matvec_lanes::<std::arch::x86_64::__m256d>(q, cap, n, x, y)
+}
+
+/// # Safety
+/// As for [`Lanes`].
+#[inline(always)]
+unsafe fn sym_lower_matvec_lanes<L: Lanes>(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64]) {
+    let (x, y) = (&x[..n], &mut y[..n]);
+    y.fill(0.0);
+    for i in 0..n {
+        let row = &q[i * cap..i * cap + i];
+        let xi = x[i];
+        let xs = L::splat(xi);
+        let body = i - i % L::N;
+        let mut acc = L::zero();
+        let mut j = 0;
+        while j < body {
+            let r = L::load(&row[j..]);
+            acc = r.mul_add(L::load(&x[j..]), acc);
+            r.mul_add(xs, L::load(&y[j..])).store(&mut y[j..]);
+            j += L::N;
+        }
+        let mut tail = 0.0;
+        for j in body..i {
+            tail += row[j] * x[j];
+            y[j] += row[j] * xi;
+        }
+        y[i] += (acc.sum() + tail) + q[i * cap + i] * xi;
+    }
+}
+
+/// `Q ← Q + u uᵀ - v vᵀ` on the lower triangle of the row-major `n x n` block of `q` (row stride
+/// `cap`), entry by entry `(Q_ij + u_i u_j) - v_i v_j`; returns the sum of the new diagonal.
+/// Fused multiply-adds with AVX-512 or AVX2 + FMA. The inverse Gram matrix's budget step.
+pub fn lower_rank2_update(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f64]) -> f64 {
+    assert!(
+        n == 0 || (q.len() >= (n - 1) * cap + n && u.len() >= n && v.len() >= n),
+        "lower_rank2_update: slices too short"
+    );
+    #[cfg(target_arch = "x86_64")]
+    {
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F and FMA (a level never exceeds the CPU's).
+            return unsafe { lower_rank2_update_avx512(q, cap, n, u, v) };
+        }
+        if level() == SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
+            return unsafe { lower_rank2_update_avx2(q, cap, n, u, v) };
+        }
+    }
+    // SAFETY: plain arrays need no CPU feature.
+    unsafe { lower_rank2_update_lanes::<[f64; 4]>(q, cap, n, u, v) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn lower_rank2_update_avx512(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f64]) -> f64 {
+    lower_rank2_update_lanes::<std::arch::x86_64::__m512d>(q, cap, n, u, v)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn lower_rank2_update_avx2(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f64]) -> f64 {
+    lower_rank2_update_lanes::<std::arch::x86_64::__m256d>(q, cap, n, u, v)
+}
+
+/// # Safety
+/// As for [`Lanes`].
+#[inline(always)]
+unsafe fn lower_rank2_update_lanes<L: Lanes>(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f64]) -> f64 {
+    let (u, v) = (&u[..n], &v[..n]);
+    let mut diag = 0.0;
+    for i in 0..n {
+        let row = &mut q[i * cap..i * cap + i + 1];
+        let (ui, vi) = (u[i], v[i]);
+        let (us, vs) = (L::splat(ui), L::splat(-vi));
+        let len = i + 1;
+        let body = len - len % L::N;
+        let mut j = 0;
+        while j < body {
+            let r = L::load(&u[j..]).mul_add(us, L::load(&row[j..]));
+            L::load(&v[j..]).mul_add(vs, r).store(&mut row[j..]);
+            j += L::N;
+        }
+        for j in body..len {
+            row[j] = (row[j] + ui * u[j]) - vi * v[j];
+        }
+        diag += row[i];
+    }
+    diag
+}
+
 /// One SIMD register of `N` f64 lanes (or a plain array of them, for the portable build).
 ///
 /// # Safety
@@ -503,7 +628,10 @@ impl Lanes for std::arch::x86_64::__m256d {
         use std::arch::x86_64::*;
         // (a0 + a1) + (a2 + a3) in registers: hadd pairs within each 128-bit half.
         let pairs = _mm256_hadd_pd(self, self);
-        _mm_cvtsd_f64(_mm_add_sd(_mm256_castpd256_pd128(pairs), _mm256_extractf128_pd::<1>(pairs)))
+        _mm_cvtsd_f64(_mm_add_sd(
+            _mm256_castpd256_pd128(pairs),
+            _mm256_extractf128_pd::<1>(pairs),
+        ))
     }
 }
 
@@ -620,6 +748,71 @@ mod tests {
             }
             let mut out = vec![0.0; m];
             columns_dot(&b, d, m, &x, &mut out); // the dispatching entry point
+        }
+    }
+
+    #[test]
+    fn symmetric_kernels_match_naive_loops_in_every_build() {
+        for &(n, cap) in &[(0, 0), (1, 1), (3, 5), (8, 8), (13, 16), (40, 41)] {
+            let mut q = random(cap * cap.max(1), n as u64 + 1);
+            let x = random(n, 2);
+            let v = random(n, 3);
+            // Q as the symmetric matrix its lower triangle defines.
+            let sym = |q: &[f64], i: usize, j: usize| if j <= i { q[i * cap + j] } else { q[j * cap + i] };
+            let want: Vec<f64> = (0..n).map(|i| (0..n).map(|j| sym(&q, i, j) * x[j]).sum()).collect();
+            let mut want_q = q.clone();
+            for i in 0..n {
+                for j in 0..=i {
+                    want_q[i * cap + j] = (q[i * cap + j] + x[i] * x[j]) - v[i] * v[j];
+                }
+            }
+            let mut y = vec![f64::NAN; n];
+            let mut builds: Vec<(&str, SimdLevel)> = vec![("portable", SimdLevel::Portable)];
+            if detected_level() >= SimdLevel::Avx2 {
+                builds.push(("avx2", SimdLevel::Avx2));
+            }
+            if detected_level() >= SimdLevel::Avx512 {
+                builds.push(("avx512", SimdLevel::Avx512));
+            }
+            for (name, build) in builds {
+                let mut qq = q.clone();
+                // SAFETY: each build runs only when the CPU supports it (checked above).
+                let diag = unsafe {
+                    match build {
+                        SimdLevel::Portable => {
+                            sym_lower_matvec_lanes::<[f64; 4]>(&q, cap, n, &x, &mut y);
+                            lower_rank2_update_lanes::<[f64; 4]>(&mut qq, cap, n, &x, &v)
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        SimdLevel::Avx2 => {
+                            sym_lower_matvec_avx2(&q, cap, n, &x, &mut y);
+                            lower_rank2_update_avx2(&mut qq, cap, n, &x, &v)
+                        }
+                        #[cfg(target_arch = "x86_64")]
+                        SimdLevel::Avx512 => {
+                            sym_lower_matvec_avx512(&q, cap, n, &x, &mut y);
+                            lower_rank2_update_avx512(&mut qq, cap, n, &x, &v)
+                        }
+                        #[allow(unreachable_patterns)]
+                        _ => unreachable!(),
+                    }
+                };
+                for i in 0..n {
+                    assert!(
+                        (y[i] - want[i]).abs() <= 1e-13 * (1.0 + n as f64),
+                        "{name} n={n} y[{i}]"
+                    );
+                    for j in 0..cap {
+                        let (got, exp) = (qq[i * cap + j], want_q[i * cap + j]);
+                        assert!((got - exp).abs() <= 1e-15 * 4.0, "{name} n={n} q[{i},{j}]");
+                    }
+                }
+                let want_diag: f64 = (0..n).map(|i| want_q[i * cap + i]).sum();
+                assert!((diag - want_diag).abs() <= 1e-13 * (1.0 + n as f64), "{name} diag");
+            }
+            let mut y2 = vec![0.0; n];
+            sym_lower_matvec(&q, cap, n, &x, &mut y2); // the dispatching entry points
+            lower_rank2_update(&mut q, cap, n, &x, &v);
         }
     }
 
