@@ -7,7 +7,9 @@
 //! `(I + 11')/(k+1)`. After a warm-up of `epoch` examples it is refreshed after every example from
 //! `W' W` (`batch`: normalised matrix square root; `logdet`: `A^{-1} += eta sym(W'W)`;
 //! `vonneumann`: `A <- exp(log A - eta sym(W'W))`). Cost: O(k nnz) per mistake plus
-//! O(d k^2 + k^3) per refresh (`W'W` is recomputed only when `W` changed).
+//! O(d k^2 + k^3) per refresh (`W'W` is recomputed only when `W` changed). A `batch` refresh
+//! with `W` unchanged is skipped (same input, same coupling), and with `k > d` its square root
+//! comes from the `d x d` side (`sqrt_gram_from_features`), O(k d^2 + d^3 + k^2 d).
 //!
 //! Deviation from the §6.3 table (our decision): after a `logdet` or `vonneumann` refresh,
 //! `A^{-1}` is rescaled to unit trace, as `batch` is. Without it `A^{-1}` and `W` feed each other
@@ -58,6 +60,10 @@ pub struct Omtrl {
     /// `W'W`, valid when `!gram_dirty`.
     gram: Vec<f64>,
     gram_dirty: bool,
+    /// Whether `coupling` is the `batch` coupling of the current `W` (it depends on `W` alone,
+    /// so a refresh with `W` unchanged would recompute the same matrix: it is skipped).
+    #[serde(default)]
+    batch_fresh: bool,
     n_seen: u64,
     n_updates: u64,
     n_refreshes: u64,
@@ -89,6 +95,7 @@ impl Omtrl {
             coupling,
             gram: vec![0.0; k * k],
             gram_dirty: false,
+            batch_fresh: false,
             n_seen: 0,
             n_updates: 0,
             n_refreshes: 0,
@@ -118,8 +125,24 @@ impl Omtrl {
 
     /// One refresh of the coupling from the current `W'W` (§6.3 table).
     fn refresh_coupling(&mut self) {
+        let (k, d) = (self.n_tasks, self.n_features);
+        if self.update == RelationUpdate::Batch {
+            if self.batch_fresh {
+                // The same W gives the same coupling: this refresh is already done.
+                self.n_refreshes += 1;
+                return;
+            }
+            if d < k {
+                // More tasks than features: (W'W)^{1/2} from the d x d side, O(k d² + d³ + k² d)
+                // instead of a k x k eigendecomposition.
+                match sqrt_gram_from_features(&self.weights, k, d) {
+                    Some(s) => self.accept_batch(s),
+                    None => self.n_refresh_skipped += 1,
+                }
+                return;
+            }
+        }
         self.refresh_gram();
-        let k = self.n_tasks;
         // Only reachable when the data overflow: an eigendecomposition of NaNs need not terminate.
         if !self.gram.iter().all(|v| v.is_finite()) {
             self.n_refresh_skipped += 1;
@@ -131,10 +154,8 @@ impl Omtrl {
         };
         let next = match self.update {
             RelationUpdate::Batch => {
-                let mut s = sym_sqrt(&gram);
-                (0..k).for_each(|i| s.data[i * k + i] += 1e-8);
-                let trace: f64 = (0..k).map(|i| s.data[i * k + i]).sum();
-                s.data.iter().map(|v| v / trace).collect()
+                self.accept_batch(sym_sqrt(&gram).data);
+                return;
             }
             RelationUpdate::LogDet => {
                 let sum: Vec<f64> = self
@@ -171,6 +192,72 @@ impl Omtrl {
             self.n_refresh_skipped += 1;
         }
     }
+}
+
+impl Omtrl {
+    /// `batch`: `A^{-1} = (S + 1e-8 I) / tr(S + 1e-8 I)` for `S = (W'W)^{1/2}` (row-major).
+    fn accept_batch(&mut self, mut s: Vec<f64>) {
+        let k = self.n_tasks;
+        (0..k).for_each(|i| s[i * k + i] += 1e-8);
+        let trace: f64 = (0..k).map(|i| s[i * k + i]).sum();
+        let next: Vec<f64> = s.iter().map(|v| v / trace).collect();
+        if next.iter().all(|v| v.is_finite()) {
+            self.coupling = next;
+            symmetrize(&mut self.coupling, k);
+            self.n_refreshes += 1;
+            self.batch_fresh = true;
+        } else {
+            self.n_refresh_skipped += 1;
+        }
+    }
+}
+
+/// `(W'W)^{1/2}` (row-major `k x k`) for the task-major `k x d` weights `W'` (`w_i` = row `i`)
+/// through the `d x d` matrix `M = W W' = U Λ U'`: `(W'W)^{1/2} = W' U Λ^{-1/2} U' W = Z'Z` with
+/// `Z = Λ^{-1/4} U' W`. Eigenvalues at or below the numerical-rank threshold `d ε λ_max` count
+/// as 0 (their directions add at most `sqrt(d ε λ_max)` to an entry; a `k x k` eigensolver
+/// leaves noise of that size in the `k - d` null directions anyway). `None` if `M` is not finite
+/// (only when the data overflow: an eigendecomposition of NaNs need not terminate).
+fn sqrt_gram_from_features(weights: &[f64], k: usize, d: usize) -> Option<Vec<f64>> {
+    let mut m = vec![0.0; d * d];
+    for w in weights.chunks_exact(d).take(k) {
+        for a in 0..d {
+            let wa = w[a];
+            for b in 0..=a {
+                m[a * d + b] += wa * w[b];
+            }
+        }
+    }
+    for a in 0..d {
+        for b in 0..a {
+            m[b * d + a] = m[a * d + b];
+        }
+    }
+    if !m.iter().all(|v| v.is_finite()) {
+        return None;
+    }
+    let (values, vectors) = sym_eigen(&SymMatrix { n: d, data: m });
+    let top = values.last().copied().unwrap_or(0.0).max(0.0);
+    let floor = d as f64 * f64::EPSILON * top;
+    // Z, row r = λ_r^{-1/4} u_r' W, for the kept eigenvalues only.
+    let kept: Vec<usize> = (0..d).filter(|&r| values[r] > floor).collect();
+    let mut z = vec![0.0; kept.len() * k];
+    for (row, &r) in kept.iter().enumerate() {
+        let scale = values[r].powf(-0.25);
+        let u: Vec<f64> = (0..d).map(|a| vectors.get(a, r)).collect();
+        for (i, w) in weights.chunks_exact(d).take(k).enumerate() {
+            z[row * k + i] = scale * dot_dense(&u, w);
+        }
+    }
+    let mut out = vec![0.0; k * k];
+    for i in 0..k {
+        for j in 0..=i {
+            let v: f64 = (0..kept.len()).map(|row| z[row * k + i] * z[row * k + j]).sum();
+            out[i * k + j] = v;
+            out[j * k + i] = v;
+        }
+    }
+    Some(out)
 }
 
 /// `M / tr(M)`.
@@ -234,6 +321,7 @@ impl OnlineLearner for Omtrl {
                 }
             }
             self.gram_dirty = true;
+            self.batch_fresh = false;
         }
         if self.n_seen >= self.epoch {
             self.refresh_coupling();
@@ -272,6 +360,40 @@ mod tests {
     use crate::data::Rows;
     use crate::learner::learn;
     use crate::rng::SplitMix64;
+
+    #[test]
+    fn the_feature_side_square_root_matches_the_task_side_one() {
+        let mut rng = SplitMix64::new(17);
+        for &(k, d, rank) in &[(9, 3, 3), (12, 4, 2), (7, 6, 6), (5, 2, 0)] {
+            // Weights of rank `rank` (rows = tasks), so some eigenvalues of W W' are exactly 0.
+            let basis: Vec<f64> = (0..rank * d)
+                .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5)
+                .collect();
+            let mut w = vec![0.0; k * d];
+            for i in 0..k {
+                for r in 0..rank {
+                    let c = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+                    for a in 0..d {
+                        w[i * d + a] += c * basis[r * d + a];
+                    }
+                }
+            }
+            let gram: Vec<f64> = (0..k * k)
+                .map(|ij| dot_dense(&w[(ij / k) * d..(ij / k + 1) * d], &w[(ij % k) * d..(ij % k + 1) * d]))
+                .collect();
+            let want = sym_sqrt(&SymMatrix { n: k, data: gram });
+            let got = sqrt_gram_from_features(&w, k, d).unwrap();
+            let scale = want.data.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-300);
+            for (g, e) in got.iter().zip(&want.data) {
+                // The task-side root carries ~sqrt(eps) noise in its null directions.
+                assert!((g - e).abs() <= 1e-6 * scale + 1e-12, "k={k} d={d}: {g} vs {e}");
+            }
+            assert!((0..k).all(|i| (0..k).all(|j| got[i * k + j] == got[j * k + i])));
+        }
+        let mut bad = vec![0.0; 6];
+        bad[1] = f64::INFINITY;
+        assert!(sqrt_gram_from_features(&bad, 3, 2).is_none());
+    }
 
     fn stream(n: usize, d: usize, k: usize) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
         let mut rng = SplitMix64::new(5);
