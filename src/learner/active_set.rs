@@ -133,6 +133,17 @@ impl ActiveSet {
     ) -> Vec<f64> {
         let component = tasks.component(task);
         let mut out = vec![0.0; self.len()];
+        if crate::learner::kernel_sum::dense_kernel_row(&self.rows, kernel, q, &mut out) {
+            for (slot, v) in out.iter_mut().enumerate() {
+                let owner = self.tasks[slot] as usize;
+                *v = if tasks.component(owner) == component {
+                    tasks.get(owner, task) * *v
+                } else {
+                    0.0
+                };
+            }
+            return out;
+        }
         self.rows.for_each_kernel(
             kernel,
             q,

@@ -52,12 +52,32 @@ pub(crate) fn weighted_score(
 fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
+        use crate::linalg::simd::{level, SimdLevel};
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (a level never exceeds the CPU's).
+            return unsafe { dense_score_avx512(set, kernel, tasks, x, q, task) };
+        }
+        if level() >= SimdLevel::Avx2 {
             // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
             return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
         }
     }
     dense_score_generic::<false>(set, kernel, tasks, x, q, task)
+}
+
+/// The same loops as the AVX2 build (256-bit dot products), with the kernel map, the
+/// exponentials and the weighted sum free to use 512-bit registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn dense_score_avx512(
+    set: &ActiveSet,
+    kernel: &BaseKernel,
+    tasks: &TaskKernel,
+    x: &[f64],
+    q: &Query,
+    task: usize,
+) -> f64 {
+    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -281,6 +301,68 @@ unsafe fn dense_coef_sum_avx2(
     coefs: &[f64],
 ) -> f64 {
     all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs))
+}
+
+/// `out[j] = K'(x_j, q)` for every slot of a dense store and a dense query, by the vectorised
+/// path (the kernel rows of the Projectrons' updates); false, with `out` untouched, otherwise.
+pub(crate) fn dense_kernel_row(rows: &RowStore, kernel: &BaseKernel, q: &Query, out: &mut [f64]) -> bool {
+    let (Some(data), Row::Dense(x)) = (rows.dense_data(), q.row) else {
+        return false;
+    };
+    let out = &mut out[..rows.len()];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
+            unsafe { all_slots_kernel_avx2(data, rows.sq_norms(), kernel, x, q, out) };
+            return true;
+        }
+    }
+    all_slots_kernel::<false>(data, rows.sq_norms(), kernel, x, q, out);
+    true
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn all_slots_kernel_avx2(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, out: &mut [f64]) {
+    all_slots_kernel::<true>(data, sqs, kernel, x, q, out)
+}
+
+/// `out[j] = K'(x_j, q)` over every slot of a row-major dense store.
+#[inline(always)]
+fn all_slots_kernel<const FAST: bool>(
+    data: &[f64],
+    sqs: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    out: &mut [f64],
+) {
+    let d = x.len();
+    let n = sqs.len();
+    let mut vals = [0.0f64; CHUNK];
+    let mut s0 = 0;
+    while s0 < n {
+        let m = CHUNK.min(n - s0);
+        let block = &data[s0 * d..(s0 + m) * d];
+        let mut p = 0;
+        while p + 4 <= m {
+            let four = [
+                &block[p * d..(p + 1) * d],
+                &block[(p + 1) * d..(p + 2) * d],
+                &block[(p + 2) * d..(p + 3) * d],
+                &block[(p + 3) * d..(p + 4) * d],
+            ];
+            vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
+            p += 4;
+        }
+        for j in p..m {
+            vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
+        }
+        kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
+        out[s0..s0 + m].copy_from_slice(&vals[..m]);
+        s0 += m;
+    }
 }
 
 /// Dot products -> kernel values for the first `sq.len()` entries of `vals`.
@@ -743,6 +825,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn dense_kernel_rows_and_coefficient_sums_match_the_row_store_loop() {
+        let (d, k) = (9, 3);
+        let mut rng = SplitMix64::new(23);
+        let mut scratch = Scratch::default();
+        for kernel in kernels() {
+            for n in [0, 1, 5, 64, 130] {
+                let (set, _) = random_set(n, d, k, false, &kernel, &mut rng);
+                let xq: Vec<f64> = (0..d).map(|_| unif(&mut rng)).collect();
+                let q = Query::new(Row::Dense(&xq), &kernel);
+                let mut want = vec![0.0; n];
+                set.rows()
+                    .for_each_kernel(&kernel, &q, &mut scratch, |_| true, |slot, kv| want[slot] = kv);
+                let mut got = vec![f64::NAN; n];
+                assert!(dense_kernel_row(set.rows(), &kernel, &q, &mut got));
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-12 * w.abs().max(1.0), "{g} {w}");
+                }
+                let coefs: Vec<f64> = (0..n).map(|_| unif(&mut rng)).collect();
+                let sum: f64 = coefs.iter().zip(&want).map(|(c, w)| c * w).sum();
+                let fast = dense_coef_sum(set.rows(), &kernel, &q, &coefs).unwrap();
+                assert!((fast - sum).abs() <= 1e-12 * sum.abs().max(1.0), "{fast} {sum}");
+            }
+        }
+        // A sparse store or query takes the row-store loop.
+        let kernel = BaseKernel::rbf(0.5).unwrap();
+        let (set, _) = random_set(10, d, k, true, &kernel, &mut rng);
+        let xq = vec![0.5; d];
+        let q = Query::new(Row::Dense(&xq), &kernel);
+        assert!(!dense_kernel_row(set.rows(), &kernel, &q, &mut [0.0; 10]));
+        assert!(dense_coef_sum(set.rows(), &kernel, &q, &[0.0; 10]).is_none());
     }
 
     #[test]

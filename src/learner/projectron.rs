@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
-use crate::learner::kernel_sum::{dense_coef_sum, weighted_score, SparseIndex};
+use crate::learner::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::linalg::InverseGram;
 
@@ -496,9 +496,11 @@ impl OnlineLearner for MTBPRJ2 {
         let q = Query::new(x, &self.kernel);
         let n = self.dict.len();
         let mut kz = vec![0.0; n];
-        self.dict
-            .rows()
-            .for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| kz[slot] = kv);
+        if !dense_kernel_row(self.dict.rows(), &self.kernel, &q, &mut kz) {
+            self.dict
+                .rows()
+                .for_each_kernel(&self.kernel, &q, scratch, |_| true, |slot, kv| kz[slot] = kv);
+        }
         let kappa = self.kernel.self_value(q.sq_norm);
         let mut alpha = Vec::with_capacity(n);
         let d2 = self.gram.project(&kz, kappa, &mut alpha);

@@ -236,15 +236,17 @@ pub(crate) unsafe fn dot4_lanes<L: Lanes>(rows: [&[f64]; 4], x: &[f64]) -> [f64;
         }
         i += L::N;
     }
-    // A plain loop, not `std::array::from_fn`: a closure is not compiled with the caller's
+    // Plain loops, not `std::array::from_fn`: a closure is not compiled with the caller's
     // target features, so every intrinsic inside it would become a function call.
-    let mut out = [0.0; 4];
-    for c in 0..4 {
-        let mut tail = 0.0;
-        for i in body..d {
-            tail += rows[c][i] * x[i];
+    let mut out = L::sum4(acc);
+    if body < d {
+        for c in 0..4 {
+            let mut tail = 0.0;
+            for i in body..d {
+                tail += rows[c][i] * x[i];
+            }
+            out[c] += tail;
         }
-        out[c] = acc[c].sum() + tail;
     }
     out
 }
@@ -567,6 +569,11 @@ pub(crate) trait Lanes: Copy {
     unsafe fn mul_add(self, w: Self, acc: Self) -> Self;
     /// The sum of the lanes.
     unsafe fn sum(self) -> f64;
+    /// The sums of the lanes of four registers (each as `sum` adds them).
+    #[inline(always)]
+    unsafe fn sum4(v: [Self; 4]) -> [f64; 4] {
+        [v[0].sum(), v[1].sum(), v[2].sum(), v[3].sum()]
+    }
 }
 
 impl<const N: usize> Lanes for [f64; N] {
@@ -632,6 +639,20 @@ impl Lanes for std::arch::x86_64::__m256d {
             _mm256_castpd256_pd128(pairs),
             _mm256_extractf128_pd::<1>(pairs),
         ))
+    }
+    #[inline(always)]
+    unsafe fn sum4(v: [Self; 4]) -> [f64; 4] {
+        use std::arch::x86_64::*;
+        // A transposing reduction: [a0+a1, b0+b1, a2+a3, b2+b3] and the same for c, d, then
+        // the 128-bit halves regrouped and added: (x0 + x1) + (x2 + x3) for each register, as
+        // `sum` adds, in 5 instructions for the four instead of 3 each.
+        let ab = _mm256_hadd_pd(v[0], v[1]);
+        let cd = _mm256_hadd_pd(v[2], v[3]);
+        let low = _mm256_permute2f128_pd::<0x20>(ab, cd);
+        let high = _mm256_permute2f128_pd::<0x31>(ab, cd);
+        let mut out = [0.0; 4];
+        _mm256_storeu_pd(out.as_mut_ptr(), _mm256_add_pd(low, high));
+        out
     }
 }
 
