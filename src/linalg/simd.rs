@@ -5,9 +5,11 @@
 //! - `dispatch!`: the same plain-Rust kernel compiled with and without AVX2; the arithmetic is
 //!   identical in both builds, only the vector width differs;
 //! - `Lanes`: kernels written over SIMD registers with fused multiply-adds (AVX-512 or
-//!   AVX2 + FMA, and a portable array build): `columns_dot`, `matmul`, the dense kernel sums and
-//!   ROMCO's right multiplication (`svt::right_multiply_in_place`). Their last bits depend on
-//!   the build, so `OMTL_SIMD` lets a test run show every build's results on one machine.
+//!   AVX2 + FMA, and a portable array build): `columns_dot`, `matmul`, the dense kernel sums,
+//!   ROMCO's right multiplication (`svt::right_multiply_in_place`) and the inverse Gram
+//!   matrix's projection and rank-2 step (`sym_lower_matvec`, `lower_rank2_update`). Their last
+//!   bits depend on the build, so `OMTL_SIMD` lets a test run show every build's results on one
+//!   machine.
 
 use std::sync::OnceLock;
 
