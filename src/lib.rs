@@ -26,6 +26,7 @@
 //! # Ok::<(), omtl::Error>(())
 //! ```
 
+pub mod alloc;
 pub mod data;
 pub mod error;
 pub mod kernel;

@@ -23,8 +23,9 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{Row, Rows};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::svt;
@@ -306,7 +307,15 @@ pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
             if !w.iter().all(|v| v.is_finite()) {
                 return f64::NAN;
             }
-            DMatrix::from_column_slice(d, k, w).singular_values().iter().sum()
+            // Capped iterations (no cap by default): a non-convergence reads as NaN.
+            nalgebra::SVD::try_new(
+                DMatrix::from_column_slice(d, k, w),
+                false,
+                false,
+                f64::EPSILON,
+                svt::MAX_ITER,
+            )
+            .map_or(f64::NAN, |svd| svd.singular_values.iter().sum())
         }
     }
 }
@@ -347,8 +356,15 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
     shrink.sigma.iter().map(|s| (s - theta).max(0.0)).sum()
 }
 
+/// Cap on the doublings of `L` in one line search: from `L = 1`, 2000 doublings pass `f64::MAX`
+/// (after which the step `g / L` is 0 and the search stalls), so the cap is only reached when the
+/// test itself is not finite, which the search also checks directly.
+pub const MAX_LINE_SEARCH: usize = 2000;
+
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
-/// `(w, c)` and overwriting them with the solution.
+/// `(w, c)` and overwriting them with the solution. On a numerical failure (a non-finite loss,
+/// gradient or step, e.g. from NaN in the stored examples) `(w, c)` are left unchanged and the
+/// report's objective is NaN; [`try_solve`] says why.
 #[allow(clippy::too_many_arguments)]
 pub fn solve<R: RowSource>(
     rows: &R,
@@ -361,6 +377,27 @@ pub fn solve<R: RowSource>(
     c: &mut [f64],
     opts: SolverOptions,
 ) -> SolveReport {
+    try_solve(rows, tasks, y, k, reg, rho, w, c, opts).unwrap_or(SolveReport {
+        objective: f64::NAN,
+        n_iter: 0,
+        lipschitz: f64::NAN,
+    })
+}
+
+/// [`solve`], returning an error (and leaving `(w, c)` unchanged) when the line search meets a
+/// non-finite value or exceeds [`MAX_LINE_SEARCH`] doublings.
+#[allow(clippy::too_many_arguments)]
+pub fn try_solve<R: RowSource>(
+    rows: &R,
+    tasks: &[u32],
+    y: &[f64],
+    k: usize,
+    reg: Regularizer,
+    rho: f64,
+    w: &mut [f64],
+    c: &mut [f64],
+    opts: SolverOptions,
+) -> Result<SolveReport> {
     let problem = Problem::new(rows, tasks, y, k);
     let d = problem.d;
     let n = y.len();
@@ -392,6 +429,7 @@ pub fn solve<R: RowSource>(
         let mut stalled = false;
         let mut fp;
         let mut omega;
+        let mut doublings = 0usize;
         loop {
             wp.iter_mut()
                 .zip(ws.iter().zip(&gw))
@@ -417,12 +455,25 @@ pub fn solve<R: RowSource>(
                 r_sum += delta * delta;
                 lin += delta * g;
             }
+            // A NaN makes every comparison below false: without this exit the search never ends.
+            if !(fp.is_finite() && fs.is_finite() && lin.is_finite() && r_sum.is_finite() && omega.is_finite()) {
+                return Err(Error::Numerical(format!(
+                    "the retraining line search met a non-finite value (loss {fp}, step norm² {r_sum}, L = {lip:e}); \
+                     the stored examples or the model hold NaN or infinity"
+                )));
+            }
             if r_sum <= 1e-20 {
                 stalled = true;
                 break;
             }
             if fp <= fs + lin + lip / 2.0 * r_sum {
                 break;
+            }
+            doublings += 1;
+            if doublings > MAX_LINE_SEARCH {
+                return Err(Error::Numerical(format!(
+                    "the retraining line search did not converge in {MAX_LINE_SEARCH} doublings of L"
+                )));
             }
             lip *= 2.0;
         }
@@ -457,11 +508,11 @@ pub fn solve<R: RowSource>(
     }
     w.copy_from_slice(&wz);
     c.copy_from_slice(&cz);
-    SolveReport {
+    Ok(SolveReport {
         objective,
         n_iter,
         lipschitz: lip,
-    }
+    })
 }
 
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
@@ -539,8 +590,9 @@ impl BatchMtl {
             rho,
             retrain_every,
             opts: SolverOptions::default(),
-            weights: vec![0.0; n_tasks * n_features],
-            bias: vec![0.0; n_tasks],
+            weights: Need::new("n_tasks", n_tasks, "the weight matrix W (n_tasks x n_features floats)")
+                .filled(&[n_tasks, n_features], 0.0)?,
+            bias: Need::new("n_tasks", n_tasks, "the task biases").filled(&[n_tasks], 0.0)?,
             store,
             tasks: Vec::new(),
             labels: Vec::new(),
@@ -555,9 +607,14 @@ impl BatchMtl {
         self
     }
 
-    fn push(&mut self, x: &Row, task: usize, y: f64) {
+    /// Stores one example (fallibly: the store's growth is checked before anything is written).
+    fn push(&mut self, x: &Row, task: usize, y: f64) -> Result<()> {
+        let need = Need::new("n_features", self.n_features, "the stored examples");
         match &mut self.store {
             Store::Dense(data) => {
+                need.reserve(data, self.n_features)?;
+                need.reserve(&mut self.tasks, 1)?;
+                need.reserve(&mut self.labels, 1)?;
                 let start = data.len();
                 data.resize(start + self.n_features, 0.0);
                 let row = &mut data[start..];
@@ -568,6 +625,11 @@ impl BatchMtl {
                 indices,
                 values,
             } => {
+                need.reserve(indices, x.nnz())?;
+                need.reserve(values, x.nnz())?;
+                need.reserve(indptr, 1)?;
+                need.reserve(&mut self.tasks, 1)?;
+                need.reserve(&mut self.labels, 1)?;
                 x.for_each(|j, v| {
                     let v = to_f32(v);
                     if v != 0.0 {
@@ -580,10 +642,31 @@ impl BatchMtl {
         }
         self.tasks.push(task as u32);
         self.labels.push(y);
+        Ok(())
     }
 
-    /// Retrains on every stored example, warm-started from the current model.
-    pub fn retrain(&mut self) {
+    /// Removes the last stored example (undoes [`BatchMtl::push`]).
+    fn pop(&mut self) {
+        match &mut self.store {
+            Store::Dense(data) => data.truncate(data.len() - self.n_features),
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                indptr.pop();
+                let end = *indptr.last().unwrap_or(&0) as usize;
+                indices.truncate(end);
+                values.truncate(end);
+            }
+        }
+        self.tasks.pop();
+        self.labels.pop();
+    }
+
+    /// Retrains on every stored example, warm-started from the current model. On `Err` (a
+    /// non-finite line search) the model is unchanged.
+    pub fn retrain(&mut self) -> Result<()> {
         let rows = match &self.store {
             Store::Dense(data) => F32Rows::Dense {
                 data,
@@ -600,7 +683,7 @@ impl BatchMtl {
                 n_cols: self.n_features,
             },
         };
-        let report = solve(
+        let report = try_solve(
             &rows,
             &self.tasks,
             &self.labels,
@@ -610,10 +693,11 @@ impl BatchMtl {
             &mut self.weights,
             &mut self.bias,
             self.opts,
-        );
+        )?;
         self.last = report;
         self.total_iter += report.n_iter as u64;
         self.n_retrains += 1;
+        Ok(())
     }
 
     /// Bytes held by the stored examples.
@@ -634,7 +718,16 @@ impl BatchMtl {
         if !self.weights.iter().all(|v| v.is_finite()) {
             return f64::NAN;
         }
-        let s = DMatrix::from_column_slice(d, k, &self.weights).singular_values();
+        let Some(svd) = nalgebra::SVD::try_new(
+            DMatrix::from_column_slice(d, k, &self.weights),
+            false,
+            false,
+            f64::EPSILON,
+            svt::MAX_ITER,
+        ) else {
+            return f64::NAN;
+        };
+        let s = svd.singular_values;
         let max = s.iter().copied().fold(0.0f64, f64::max);
         s.iter().filter(|&&v| v > 1e-12 * max && max > 0.0).count() as f64
     }
@@ -655,9 +748,12 @@ impl OnlineLearner for BatchMtl {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.push(&x, task, y);
+        self.push(&x, task, y)?;
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
-            self.retrain();
+            if let Err(e) = self.retrain() {
+                self.pop();
+                return Err(e);
+            }
         }
         Ok(())
     }

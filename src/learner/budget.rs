@@ -100,6 +100,10 @@ impl MTRBP {
 }
 
 impl OnlineLearner for MTRBP {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -314,7 +318,8 @@ impl MTFORG {
     }
 
     /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
-    fn shrink_and_forget(&mut self, scratch: &mut Scratch) {
+    /// On `Err` (a non-finite shrink step) nothing has been changed by this function.
+    fn shrink_and_forget(&mut self, scratch: &mut Scratch) -> Result<()> {
         let slot_r = self.set.slot_at(0); // the oldest element: insertion order
         let task_r = self.set.task(slot_r);
         let y_r = self.set.label(slot_r);
@@ -325,8 +330,15 @@ impl MTFORG {
             self.raw_score(&q, task_r, scratch)
         };
         let step = ShrinkStep::solve(self.c_g, sigma, y_r, phi, self.q, self.m);
-        self.scale *= step.chi;
-        self.q += (step.a * step.chi + step.b) * step.chi;
+        let (scale, q) = (self.scale * step.chi, self.q + (step.a * step.chi + step.b) * step.chi);
+        if !(scale.is_finite() && q.is_finite() && step.chi.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "MTFORG shrink step is not finite (chi {}, damage Q {q}, score of the oldest element {phi})",
+                step.chi
+            )));
+        }
+        self.scale = scale;
+        self.q = q;
         self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
@@ -337,10 +349,15 @@ impl MTFORG {
             self.scale = 1.0;
             self.n_folds += 1;
         }
+        Ok(())
     }
 }
 
 impl OnlineLearner for MTFORG {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -353,22 +370,30 @@ impl OnlineLearner for MTFORG {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
     }
 
+    /// The shrink step is computed after the new element is appended; if it is not finite the
+    /// append is undone (the newest element is removed exactly) and nothing else has changed.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
+        let exceeded = self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12);
+        if is_update_mistake(y, score) {
+            // beta_t = y, stored as b_t = y / s.
+            self.index.ensure(&self.set);
+            let slot = self.set.push(x, task, y, self.n_seen + 1, y / self.scale, &self.kernel);
+            self.index.add(&self.set, slot);
+            self.m += 1;
+            if self.set.len() > self.budget {
+                if let Err(e) = self.shrink_and_forget(scratch) {
+                    self.m -= 1;
+                    let newest = self.set.slot_at(self.set.len() - 1);
+                    self.index.remove(&self.set, newest);
+                    self.set.remove_at(self.set.len() - 1);
+                    return Err(e);
+                }
+            }
+            self.n_updates += 1;
+        }
         self.n_seen += 1;
-        if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
+        if exceeded {
             self.n_radius_exceeded += 1;
-        }
-        if !is_update_mistake(y, score) {
-            return Ok(());
-        }
-        self.n_updates += 1;
-        self.m += 1;
-        // beta_t = y, stored as b_t = y / s.
-        self.index.ensure(&self.set);
-        let slot = self.set.push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
-        self.index.add(&self.set, slot);
-        if self.set.len() > self.budget {
-            self.shrink_and_forget(scratch);
         }
         Ok(())
     }

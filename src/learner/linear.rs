@@ -7,7 +7,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
+use crate::error::{Error, Result};
 use crate::kernel::TaskKernel;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,17 +27,31 @@ pub struct LinearWeights {
 }
 
 impl LinearWeights {
-    pub fn new(n_features: usize, normalize: bool, tasks: &TaskKernel) -> Self {
+    pub fn new(n_features: usize, normalize: bool, tasks: &TaskKernel) -> Result<Self> {
         let members = match tasks {
             TaskKernel::Dense { .. } => tasks.component_members(),
             _ => Vec::new(),
         };
-        Self {
+        let k = tasks.n_tasks();
+        Ok(Self {
             n_features,
             normalize,
-            blocks: vec![None; tasks.n_tasks()],
+            blocks: Need::new("n_tasks", k, "the per-task weight slots").filled(&[k], None)?,
             shared: None,
             members,
+        })
+    }
+
+    /// The blocks an update of `task` writes with their scale factors (`None`: the shared block).
+    fn targets(&self, tasks: &TaskKernel, task: usize) -> Vec<(Option<usize>, f64)> {
+        match tasks {
+            TaskKernel::Disconnected { .. } => vec![(Some(task), 1.0)],
+            TaskKernel::Complete { .. } => vec![(Some(task), 1.0), (None, 1.0)],
+            TaskKernel::Dense { .. } => self.members[tasks.component(task)]
+                .iter()
+                .map(|&s| (Some(s), tasks.get(s, task)))
+                .filter(|&(_, t)| t != 0.0)
+                .collect(),
         }
     }
 
@@ -67,26 +83,53 @@ impl LinearWeights {
         raw * self.input_scale(&x)
     }
 
-    /// Adds `y * K([x, task], ·)` to the model.
-    pub fn add(&mut self, tasks: &TaskKernel, x: Row, task: usize, y: f64) {
+    /// Adds `y * K([x, task], ·)` to the model. Every target block is checked (the sum stays
+    /// finite) and allocated before the first write, so on `Err` nothing has changed.
+    pub fn add(&mut self, tasks: &TaskKernel, x: Row, task: usize, y: f64) -> Result<()> {
         let step = y * self.input_scale(&x);
         let d = self.n_features;
-        match tasks {
-            TaskKernel::Disconnected { .. } | TaskKernel::Complete { .. } => {
-                x.add_to(self.blocks[task].get_or_insert_with(|| vec![0.0; d]), step);
-                if matches!(tasks, TaskKernel::Complete { .. }) {
-                    x.add_to(self.shared.get_or_insert_with(|| vec![0.0; d]), step);
-                }
-            }
-            TaskKernel::Dense { .. } => {
-                for &s in &self.members[tasks.component(task)] {
-                    let t = tasks.get(s, task);
-                    if t != 0.0 {
-                        x.add_to(self.blocks[s].get_or_insert_with(|| vec![0.0; d]), step * t);
-                    }
-                }
+        let targets = self.targets(tasks, task);
+        for &(block, t) in &targets {
+            let w = match block {
+                Some(s) => self.blocks[s].as_deref(),
+                None => self.shared.as_deref(),
+            };
+            let finite = match w {
+                Some(w) => x.axpy_stays_finite(w, step * t),
+                None => (step * t).is_finite(), // a fresh zero block receives step t x
+            };
+            if !finite {
+                return Err(Error::Numerical(format!(
+                    "Perceptron update overflows the weights (step {:e})",
+                    step * t
+                )));
             }
         }
+        let need = Need::new("n_features", d, "a task's weight vector");
+        let mut fresh = Vec::new();
+        for &(block, _) in &targets {
+            let missing = match block {
+                Some(s) => self.blocks[s].is_none(),
+                None => self.shared.is_none(),
+            };
+            if missing {
+                fresh.push((block, need.filled(&[d], 0.0)?));
+            }
+        }
+        for (block, w) in fresh {
+            match block {
+                Some(s) => self.blocks[s] = Some(w),
+                None => self.shared = Some(w),
+            }
+        }
+        for (block, t) in targets {
+            let w = match block {
+                Some(s) => self.blocks[s].as_mut(),
+                None => self.shared.as_mut(),
+            };
+            x.add_to(w.expect("allocated above"), step * t);
+        }
+        Ok(())
     }
 
     /// Number of allocated weight blocks (the memory in use, in units of d floats).

@@ -17,8 +17,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{is_update_mistake, OnlineLearner};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
@@ -77,7 +78,13 @@ impl Omtrl {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
         let k = n_tasks;
-        let mut coupling = vec![1.0 / (k as f64 + 1.0); k * k];
+        let square = Need::new(
+            "n_tasks",
+            k,
+            "OMTRL's k x k coupling and Gram matrices (2 n_tasks² floats)",
+        );
+        square.count::<f64>(&[2, k, k])?;
+        let mut coupling = square.filled(&[k, k], 1.0 / (k as f64 + 1.0))?;
         (0..k).for_each(|i| coupling[i * k + i] = 2.0 / (k as f64 + 1.0));
         Ok(Self {
             n_features,
@@ -85,9 +92,10 @@ impl Omtrl {
             update,
             eta,
             epoch,
-            weights: vec![0.0; k * n_features],
+            weights: Need::new("n_tasks", k, "the weight matrix (n_tasks x n_features floats)")
+                .filled(&[k, n_features], 0.0)?,
             coupling,
-            gram: vec![0.0; k * k],
+            gram: square.filled(&[k, k], 0.0)?,
             gram_dirty: false,
             n_seen: 0,
             n_updates: 0,
@@ -223,8 +231,18 @@ impl OnlineLearner for Omtrl {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.n_seen += 1;
         let (k, d) = (self.n_tasks, self.n_features);
+        if is_update_mistake(y, score) {
+            for s in 0..k {
+                let c = self.coupling[s * k + task];
+                if c != 0.0 && !x.axpy_stays_finite(&self.weights[s * d..(s + 1) * d], y * c) {
+                    return Err(Error::Numerical(format!(
+                        "OMTRL update overflows the weights of task {s} (coupling {c:e})"
+                    )));
+                }
+            }
+        }
+        self.n_seen += 1;
         if is_update_mistake(y, score) {
             self.n_updates += 1;
             for s in 0..k {

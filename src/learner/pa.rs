@@ -9,8 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::simd::{dense_axpy, dense_dot};
@@ -78,7 +79,7 @@ impl PassiveAggressive {
             global,
             variant,
             c,
-            weights: vec![None; n_blocks],
+            weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
         })
     }
@@ -126,12 +127,30 @@ impl OnlineLearner for PassiveAggressive {
             sparse => sparse.sq_norm(),
         };
         let tau = self.variant.step(loss, sq_norm, self.c);
+        if !tau.is_finite() {
+            return Err(Error::Numerical(format!(
+                "PA step tau is not finite (tau = {tau}, loss {loss}, squared row norm {sq_norm:e}, C = {})",
+                self.c
+            )));
+        }
         if tau <= 0.0 {
             return Ok(());
         }
         let d = self.n_features;
         let b = self.block(task);
-        let w = self.weights[b].get_or_insert_with(|| vec![0.0; d]);
+        if let Some(w) = &self.weights[b] {
+            if !x.axpy_stays_finite(w, tau * y) {
+                return Err(Error::Numerical(format!(
+                    "PA update overflows: w + tau y x is not finite (tau = {tau:e})"
+                )));
+            }
+        }
+        if self.weights[b].is_none() {
+            let block = Need::new("n_features", d, "a task's weight vector").filled(&[d], 0.0)?;
+            // A fresh block is zero, so it holds tau y x, finite since tau and x are.
+            self.weights[b] = Some(block);
+        }
+        let w = self.weights[b].as_mut().expect("allocated above");
         match x {
             Row::Dense(v) => dense_axpy(tau * y, v, w),
             sparse => sparse.add_to(w, tau * y),

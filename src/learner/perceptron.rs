@@ -56,7 +56,7 @@ impl MTPerceptron {
             });
         }
         let model = if primal {
-            Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks))
+            Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks)?)
         } else {
             Model::Dual(ActiveSet::new(n_features, sparse), SparseIndex::new(sparse))
         };
@@ -80,6 +80,10 @@ impl MTPerceptron {
 }
 
 impl OnlineLearner for MTPerceptron {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -99,19 +103,19 @@ impl OnlineLearner for MTPerceptron {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.n_seen += 1;
-        if !is_update_mistake(y, score) {
-            return Ok(());
-        }
-        self.n_updates += 1;
-        match &mut self.model {
-            Model::Primal(w) => w.add(&self.tasks, x, task, y),
-            Model::Dual(set, index) => {
-                index.ensure(set);
-                let slot = set.push(x, task, y, self.n_seen, y, &self.kernel);
-                index.add(set, slot);
+        if is_update_mistake(y, score) {
+            match &mut self.model {
+                // Checks and allocates before it writes (on `Err` nothing has changed).
+                Model::Primal(w) => w.add(&self.tasks, x, task, y)?,
+                Model::Dual(set, index) => {
+                    index.ensure(set);
+                    let slot = set.push(x, task, y, self.n_seen + 1, y, &self.kernel);
+                    index.add(set, slot);
+                }
             }
+            self.n_updates += 1;
         }
+        self.n_seen += 1;
         Ok(())
     }
 

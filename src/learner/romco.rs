@@ -25,8 +25,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::brand::ThinSvd;
@@ -241,9 +242,12 @@ impl Romco {
                 "eta1 + eta2 must be > 0 (otherwise the model never changes)",
             ));
         }
-        let size = n_features
-            .checked_mul(n_tasks)
-            .ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
+        let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
+        let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
+        let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
+        // The k x k Gram matrix of U (route (b) of §5.5): k² floats whatever d is.
+        let gram = Need::new("n_tasks", n_tasks, "ROMCO's k x k Gram matrix of U (n_tasks² floats)")
+            .filled(&[n_tasks, n_tasks], 0.0)?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -253,14 +257,14 @@ impl Romco {
             lambda2,
             trigger,
             route: SvtRoute::Auto,
-            u: vec![0.0; size],
+            u: factors.filled(&[size], 0.0)?,
             brand: None,
-            v: vec![0.0; size],
-            v_scale: vec![0.0; n_tasks],
-            v_sq_norm: vec![0.0; n_tasks],
-            gram: vec![0.0; n_tasks * n_tasks],
+            v: factors.filled(&[size], 0.0)?,
+            v_scale: per_task.filled(&[n_tasks], 0.0)?,
+            v_sq_norm: per_task.filled(&[n_tasks], 0.0)?,
+            gram,
             gram_stale: false,
-            u_live: vec![false; n_tasks],
+            u_live: per_task.filled(&[n_tasks], false)?,
             svt_vectors: Vec::new(),
             svt_mu: Vec::new(),
             qr_pending: false,
@@ -397,11 +401,17 @@ impl Romco {
 
     /// The joint update of one round (§5.3), given each present task's pre-update score (and,
     /// for a singleton round under route (c), `Bᵀx` if already computed).
-    fn joint_update(&mut self, items: &[Item], bx: Option<&[f64]>) {
-        self.n_seen += items.len() as u64;
+    ///
+    /// The gradient steps are checked before anything is written: the thresholding and the
+    /// group shrinkage that follow only shrink (they are proximal maps, non-expansive), so a
+    /// finite Û, V̂ with finite squared norms keeps every later quantity finite.
+    fn joint_update(&mut self, items: &[Item], bx: Option<&[f64]>) -> Result<()> {
         if !self.triggered(items) {
-            return; // INV-R5: nothing changes, not even by shrinkage
+            self.n_seen += items.len() as u64;
+            return Ok(()); // INV-R5: nothing changes, not even by shrinkage
         }
+        self.check_steps(items)?;
+        self.n_seen += items.len() as u64;
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
@@ -520,6 +530,32 @@ impl Romco {
         if self.n_updates.is_multiple_of(RESYNC_EVERY) {
             self.resync();
         }
+        Ok(())
+    }
+
+    /// Refuses a round whose gradient steps `η1 y x`, `η2 y x` (or their effect on a column of
+    /// U or V, or on the squared norms the Gram route and the group shrinkage keep) overflow.
+    fn check_steps(&self, items: &[Item]) -> Result<()> {
+        let d = self.n_features;
+        for it in items.iter().filter(|it| it.y * it.score < 1.0) {
+            let t = it.task;
+            let xx = it.x.sq_norm();
+            let (s1, s2) = (self.eta1 * it.y, self.eta2 * it.y);
+            let sq_ok = (self.eta1 * self.eta1 * xx).is_finite() && (self.eta2 * self.eta2 * xx).is_finite();
+            let u_ok = self.brand.is_some() || it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1);
+            let v_ok = self.v_scale[t] == 0.0
+                || it
+                    .x
+                    .axpy_stays_finite(&self.v[t * d..(t + 1) * d], s2 / self.v_scale[t]);
+            let v_norm_ok = (self.v_sq_norm[t].sqrt() + self.eta2 * xx.sqrt()).powi(2).is_finite();
+            if !(it.score.is_finite() && sq_ok && u_ok && v_ok && v_norm_ok) {
+                return Err(Error::Numerical(format!(
+                    "ROMCO gradient step overflows (eta1 = {:e}, eta2 = {:e}, squared row norm {xx:e}, score {})",
+                    self.eta1, self.eta2, it.score
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
@@ -822,8 +858,7 @@ impl OnlineLearner for Romco {
             score,
             vx: None,
         };
-        self.joint_update(&[item], None);
-        Ok(())
+        self.joint_update(&[item], None)
     }
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
@@ -842,7 +877,7 @@ impl OnlineLearner for Romco {
             score,
             vx: Some(vx),
         };
-        self.joint_update(&[item], bx.as_deref());
+        self.joint_update(&[item], bx.as_deref())?;
         Ok(score)
     }
 
@@ -866,8 +901,7 @@ impl OnlineLearner for Romco {
                 vx: None,
             })
             .collect();
-        self.joint_update(&items, None);
-        Ok(())
+        self.joint_update(&items, None)
     }
 
     fn n_updates(&self) -> u64 {

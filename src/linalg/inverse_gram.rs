@@ -24,6 +24,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
+use crate::error::Result;
+
 /// N1: relative insertion guard `ε_ins` (a candidate is inserted only if `δ² > ε_ins κ`).
 pub const EPS_INS: f64 = 1e-10;
 /// N4: a residual column check every `N_CHK` structural operations.
@@ -170,15 +173,43 @@ impl InverseGram {
         out.push(-ar);
     }
 
+    /// Makes room for `size` elements now, fallibly (H and Q are `cap²` floats each, `cap` up to
+    /// `budget + 1`): an insertion calls this before it changes anything, so a failed allocation
+    /// is an error naming the budget and the model is unchanged.
+    pub fn reserve(&mut self, size: usize, budget: usize) -> Result<()> {
+        if size <= self.cap {
+            return Ok(());
+        }
+        let cap = self.next_cap(size);
+        let need = Need::new(
+            "budget",
+            budget,
+            "the projectron's Gram matrix and its inverse (2 (budget+1)² floats)",
+        );
+        need.count::<f64>(&[2, cap, cap])?;
+        let h = need.filled(&[cap, cap], 0.0)?;
+        let q = need.filled(&[cap, cap], 0.0)?;
+        self.move_into(h, q, cap);
+        Ok(())
+    }
+
+    fn next_cap(&self, size: usize) -> usize {
+        (self.cap * 2).max(16).min(self.max_size.max(size)).max(size)
+    }
+
     fn grow_to(&mut self, size: usize) {
         if size <= self.cap {
             return;
         }
-        let mut cap = (self.cap * 2).max(16).min(self.max_size.max(size));
-        cap = cap.max(size);
+        let cap = self.next_cap(size);
+        let h = vec![0.0; cap * cap];
+        let q = vec![0.0; cap * cap];
+        self.move_into(h, q, cap);
+    }
+
+    /// Copies the current `n x n` blocks into fresh zeroed `cap x cap` buffers.
+    fn move_into(&mut self, mut h: Vec<f64>, mut q: Vec<f64>, cap: usize) {
         let (old_cap, n) = (self.cap, self.n);
-        let mut h = vec![0.0; cap * cap];
-        let mut q = vec![0.0; cap * cap];
         for i in 0..n {
             h[i * cap..i * cap + n].copy_from_slice(&self.h[i * old_cap..i * old_cap + n]);
             q[i * cap..i * cap + n].copy_from_slice(&self.q[i * old_cap..i * old_cap + n]);
