@@ -226,6 +226,12 @@ def _linf_water_filling(ls, n, C, ids):
 
 def omtl_tau(losses, sq_norms, C, norm, explicit=False):
     """Step sizes of one OMTL round: argmax_{tau >= 0, |tau|_* <= C} sum tau l - 1/2 sum tau^2 n."""
+    # l/n overflows to inf on a tiny-norm row; every branch reads that correctly (it does not fit).
+    with np.errstate(over="ignore"):
+        return _omtl_tau(losses, sq_norms, C, norm, explicit)
+
+
+def _omtl_tau(losses, sq_norms, C, norm, explicit):
     losses, sq_norms = np.asarray(losses, dtype=float), np.asarray(sq_norms, dtype=float)
     tau = np.zeros(len(losses))
     act = np.flatnonzero((losses > 0) & (sq_norms > 0))
