@@ -69,13 +69,7 @@ impl Row<'_> {
         }
         match *self {
             // `0 * t` is 0 for a finite t and NaN otherwise: one branch-free pass.
-            Row::Dense(v) => {
-                w.iter()
-                    .zip(v)
-                    .map(|(&wi, &vi)| 0.0 * (wi + scale * vi))
-                    .sum::<f64>()
-                    == 0.0
-            }
+            Row::Dense(v) => w.iter().zip(v).map(|(&wi, &vi)| 0.0 * (wi + scale * vi)).sum::<f64>() == 0.0,
             Row::Sparse { indices, values } => indices
                 .iter()
                 .zip(values)

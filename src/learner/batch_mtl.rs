@@ -815,6 +815,67 @@ mod tests {
         (x, tasks, y)
     }
 
+    /// Issue 11: NaN in the stored examples (a tampered state, or X written by another thread)
+    /// made the line search `loop { .. L *= 2 }` spin forever. Now the retrain that meets it
+    /// fails, the example that triggered it is not kept, and the model is unchanged.
+    #[test]
+    fn nan_in_stored_examples_ends_the_line_search_with_an_error() {
+        let (d, k) = (3, 2);
+        let (x, tasks, y) = problem(20, d, k, 7);
+        for reg in [Regularizer::L21, Regularizer::Trace] {
+            let mut m = BatchMtl::new(k, d, reg, 0.01, 10, false).unwrap();
+            let mut scratch = Scratch::default();
+            for t in 0..9 {
+                m.update(
+                    Row::Dense(&x[t * d..(t + 1) * d]),
+                    tasks[t] as usize,
+                    y[t],
+                    0.0,
+                    &mut scratch,
+                )
+                .unwrap();
+            }
+            if let Store::Dense(data) = &mut m.store {
+                data[4] = f32::NAN;
+            }
+            let before = m.clone();
+            let err = m
+                .update(
+                    Row::Dense(&x[9 * d..10 * d]),
+                    tasks[9] as usize,
+                    y[9],
+                    0.0,
+                    &mut scratch,
+                )
+                .unwrap_err();
+            assert!(err.to_string().contains("line search"), "{err}");
+            // (the stored NaN makes `==` false; the debug forms compare every bit that matters)
+            assert_eq!(format!("{m:?}"), format!("{before:?}"));
+        }
+        // The public solver reports the failure and leaves (w, c) as they were.
+        let (mut w, mut c) = (vec![0.5; d * k], vec![0.25; k]);
+        let mut bad = x.clone();
+        bad[0] = f64::NAN;
+        let rows = Rows::Dense {
+            data: &bad,
+            n_rows: 20,
+            n_cols: d,
+        };
+        let report = solve(
+            &rows,
+            &tasks,
+            &y,
+            k,
+            Regularizer::L21,
+            0.01,
+            &mut w,
+            &mut c,
+            SolverOptions::default(),
+        );
+        assert!(report.objective.is_nan());
+        assert_eq!((w, c), (vec![0.5; d * k], vec![0.25; k]));
+    }
+
     #[test]
     fn svt_shrinks_singular_values() {
         let (d, k) = (7, 3);

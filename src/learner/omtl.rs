@@ -281,6 +281,31 @@ impl OnlineLearner for Omtl {
 mod tests {
     use super::*;
 
+    /// Issue 11: on a row of norm 1e-160 (‖x‖² subnormal) the old water-filling formed inf/inf
+    /// and wrote -inf weights. Every implicit variant now takes exactly tau = C there (INV-O2).
+    #[test]
+    fn tiny_norm_singletons_take_exactly_c() {
+        for norm in [GlobalNorm::L1, GlobalNorm::L2, GlobalNorm::LInf] {
+            for sq in [1e-320, 5e-324, 1e-300] {
+                let tau = omtl_tau(&[1.0], &[sq], 0.7, norm, false);
+                assert!(tau[0].is_finite(), "{norm:?} {sq}");
+                if norm != GlobalNorm::L2 {
+                    assert_eq!(tau[0], 0.7, "{norm:?} {sq}");
+                } else {
+                    assert!((tau[0] - 0.7).abs() <= 1e-12, "{norm:?} {sq}: {}", tau[0]);
+                }
+            }
+        }
+        // A round mixing a tiny row with ordinary ones: finite, sum tau = C, non-negative.
+        let tau = omtl_tau(&[1.0, 2.0, 0.5], &[1e-320, 1.0, 4.0], 1.0, GlobalNorm::LInf, false);
+        assert!(tau.iter().all(|t| t.is_finite() && *t >= 0.0), "{tau:?}");
+        assert!((tau.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{tau:?}");
+        let mut m = Omtl::new(1, 2, 1.0, GlobalNorm::LInf, false).unwrap();
+        let x = [1e-160, 0.0];
+        m.update(Row::Dense(&x), 0, -1.0, 0.0, &mut Scratch::default()).unwrap();
+        assert_eq!(m.weights, vec![-1e-160, 0.0]);
+    }
+
     #[test]
     fn linf_water_filling_satisfies_kkt() {
         let losses = [1.5, 0.2, 0.9, 0.0, 2.0];
