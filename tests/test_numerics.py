@@ -45,9 +45,11 @@ def assert_refused_unchanged(model, X, y, tasks, match):
         lambda: omtl.ROMCO(n_tasks=10**6),  # its k x k Gram: 8 TB
         lambda: omtl.OMTRL(n_tasks=10**6),
         lambda: omtl.MTFL(n_tasks=10**10),
+        lambda: omtl.TRML(n_tasks=10**6),  # its trace-norm prox works on k x k matrices
         lambda: omtl.KernelPerceptron(n_tasks=10**11),
+        lambda: omtl.MTBPRJ2(n_tasks=10**11, budget=5),
     ],
-    ids=["PAUnique", "OMTL", "CWCOL", "ROMCO", "OMTRL", "MTFL", "battery"],
+    ids=["PAUnique", "OMTL", "CWCOL", "ROMCO", "OMTRL", "MTFL", "TRML", "battery", "MTBPRJ2"],
 )
 def test_huge_sizes_are_value_errors_naming_the_parameter_and_the_memory(make):
     X, y, tasks = stream(n=20)

@@ -574,6 +574,16 @@ impl BatchMtl {
         if retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }
+        if reg == Regularizer::Trace {
+            // The trace-norm prox (route (a) of §5.5) works on k x k matrices (R, its singular
+            // vectors, Π): about 4 k² floats at peak, whatever d is.
+            Need::new(
+                "n_tasks",
+                n_tasks,
+                "TRML's singular value thresholding (~4 n_tasks² floats)",
+            )
+            .count::<f64>(&[4, n_tasks, n_tasks])?;
+        }
         let store = if sparse {
             Store::Sparse {
                 indptr: vec![0],

@@ -406,8 +406,17 @@ impl MTBPRJ2 {
         literal_line14: bool,
     ) -> Result<Self> {
         check_features(n_features)?;
+        // Per task: its member entry (usize), its local index (u32) and its share of the block
+        // slots; checked before the tables are built.
+        let k = tasks.n_tasks();
+        Need::new(
+            "n_tasks",
+            k,
+            "MTBPRJ2's per-task tables (members, local indices, block slots)",
+        )
+        .count::<u64>(&[k, 4])?;
         let members = tasks.component_members();
-        let mut local = vec![0u32; tasks.n_tasks()];
+        let mut local = Need::new("n_tasks", k, "MTBPRJ2's local task indices").filled(&[k], 0u32)?;
         for m in &members {
             for (p, &i) in m.iter().enumerate() {
                 local[i] = p as u32;

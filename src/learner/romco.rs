@@ -245,9 +245,17 @@ impl Romco {
         let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
         let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
         let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
-        // The k x k Gram matrix of U (route (b) of §5.5): k² floats whatever d is.
-        let gram = Need::new("n_tasks", n_tasks, "ROMCO's k x k Gram matrix of U (n_tasks² floats)")
-            .filled(&[n_tasks, n_tasks], 0.0)?;
+        // The k x k Gram matrix of U (route (b) of §5.5): k² floats whatever d is, plus the
+        // thresholding's transient k x k buffers (R or Ĉ, its singular/eigen vectors, Π, the
+        // new Gram): about 5 k² floats at peak, checked here so that a size beyond the machine
+        // fails now rather than at the first thresholding.
+        let square = Need::new(
+            "n_tasks",
+            n_tasks,
+            "ROMCO's k x k matrices (the Gram of U and the thresholding's buffers, ~5 n_tasks² floats)",
+        );
+        square.count::<f64>(&[5, n_tasks, n_tasks])?;
+        let gram = square.filled(&[n_tasks, n_tasks], 0.0)?;
         Ok(Self {
             n_tasks,
             n_features,
