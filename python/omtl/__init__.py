@@ -2,14 +2,16 @@
 
 Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks)``,
 ``learn(X, y, *, tasks)`` (the predictions made before each update), ``decision_function``,
-``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`.
+``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`. ``save``/``load`` write and
+read model files (:mod:`omtl.persistence`).
 """
 
 from . import datasets, kernels, learners
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
 from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
+from .persistence import load, save
 
 __version__ = "0.1.0"
 
-__all__ = ["EvaluationReport", "TaskGraph", "datasets", "evaluate", "kernels", *learners.__all__]
+__all__ = ["EvaluationReport", "TaskGraph", "datasets", "evaluate", "kernels", "load", "save", *learners.__all__]

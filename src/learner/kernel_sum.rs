@@ -407,6 +407,14 @@ impl SparseIndex {
         }
     }
 
+    /// A restored index (never built: the postings are not serialised) must agree with the
+    /// representation of the rows it indexes.
+    pub(crate) fn check_state(&self, set: &ActiveSet) -> crate::Result<()> {
+        crate::state::ensure(!self.built && self.enabled == set.rows().is_sparse(), || {
+            "the sparse index does not match the stored rows' representation".into()
+        })
+    }
+
     pub fn is_built(&self) -> bool {
         self.built
     }
