@@ -209,3 +209,15 @@ def test_demo_saves_every_trained_model(tmp_path, capsys):
         model = omtl.load(tmp_path / "models" / f"{model_file_name(label)}.omtl")
         assert model.n_seen_ == 300
         assert model.predict(stream.X[:5], tasks=stream.tasks[:5]).shape == (5,)
+
+
+def test_models_past_their_sparse_index_threshold_save_and_load(tmp_path):
+    # From 256 stored sparse rows the engine keeps an inverted index (not serialised).
+    X, y, tasks = random_stream(n=2000, d=30, k=3, seed=5, sparse=True, density=0.2)
+    for model in (omtl.KernelPerceptron(n_tasks=3, kernel="rbf", gamma=0.2), omtl.MTRBP(n_tasks=3, budget=300, gamma=0.2)):
+        model.partial_fit(X[:1500], y[:1500], tasks=tasks[:1500])
+        assert model.n_active_ > 256
+        omtl.save(model, tmp_path / "s.omtl")
+        loaded = omtl.load(tmp_path / "s.omtl")
+        assert np.array_equal(loaded.learn(X[1500:], y[1500:], tasks=tasks[1500:]),
+                              model.learn(X[1500:], y[1500:], tasks=tasks[1500:]))
