@@ -137,6 +137,8 @@ def test_header_is_checked(saved):
     expect_invalid(path, edited(params={**header["params"], "budget": -3}), "invalid parameters")
     expect_invalid(path, edited(params={**header["params"], "budget": 7}), "not the one the parameters")
     expect_invalid(path, edited(params={**header["params"], "gamma": 0.25}), "not the one the parameters")
+    expect_invalid(path, edited(params={**header["params"], "degree": 10**30}), "invalid parameters")
+    expect_invalid(path, edited(params={**header["params"], "kernel": ["rbf"]}), "JSON type list")
     expect_invalid(path, edited(params={**header["params"], "graph": {"__omtl_task_graph__": {"kind": "evil"}}}),
                    "malformed task graph")
     fitted = header["fitted"]

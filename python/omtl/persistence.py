@@ -231,7 +231,7 @@ def _build(header: dict):
         _fail(f"the parameters do not match those of {name}")
     try:
         return cls(**{k: _param_from_json(v) for k, v in params.items()})
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         _fail(f"invalid parameters for {name} ({exc})")
 
 
@@ -257,7 +257,7 @@ def check_restored(model, *, settings: bool = True) -> None:
         # Built only now that the sizes are known to be the engine's (bounded by its state).
         try:
             fresh = model._make_core(int(d), False)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             _fail(f"invalid parameters ({exc})")
         if not learner.same_settings(fresh._learner):
             _fail(f"the engine ({learner.kind}) is not the one the parameters of {type(model).__name__} build")
