@@ -3,10 +3,13 @@ abort would show as a failed test instead of killing pytest).
 
 For every native learner class, fitted on a small stream: random byte flips, truncations and
 edits of the u64 length fields of the native state (bincode writes a u64 before every
-sequence), placed in a saved file (checksum recomputed, so the deep checks run, not only the
-checksum) and in a pickle. Each load must raise ValueError or give a model that then survives
-``decision_function`` and ``partial_fit``. Usage: ``python _model_file_fuzz.py SECONDS``.
-Prints one line per class and exits 0, or raises.
+sequence), placed in a model file (checksum recomputed, so the deep checks run, not only the
+checksum; now and then a changed character of the JSON header instead) and in a pickle. Each
+load must raise ValueError or give a model that then survives ``decision_function``,
+``partial_fit`` and ``predict``. Model files are built in memory and read with
+``omtl.persistence.loads`` (``load`` reads the file, then calls it).
+
+Usage: ``python _model_file_fuzz.py SECONDS``. Prints one line per class and exits 0, or raises.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 import omtl
 from omtl._base import NativeCore
-from omtl.persistence import MAGIC, REGISTRY
+from omtl.persistence import MAGIC, REGISTRY, loads
 
 K, D = 3, 5
 
@@ -126,10 +129,17 @@ def main(seconds: float) -> None:
         while time.monotonic() < end and trials < 5000:
             trials += 1
             bad = corrupt(state, fields, rng)
-            # A model file whose checksum matches the corrupted state.
-            path.write_bytes(file_with(head, bad))
+            # A model file whose checksum matches the corrupted state (in memory: the same
+            # code as omtl.load after reading the file).
+            if rng.integers(8) == 0:  # now and then the JSON header instead
+                fixed = len(MAGIC) + 4 + 8
+                json_bytes = bytearray(head[fixed:])
+                json_bytes[rng.integers(len(json_bytes))] = int(rng.integers(32, 127))
+                data = file_with(head[: fixed - 8] + struct.pack("<Q", len(json_bytes)) + bytes(json_bytes), state)
+            else:
+                data = file_with(head, bad)
             try:
-                loaded = omtl.load(path)
+                loaded = loads(data)
             except ValueError:
                 counts["file rejected"] += 1
             else:

@@ -76,6 +76,9 @@ def test_label_form_task_graphs_and_unfitted_models_round_trip(tmp_path):
     omtl.save(unfitted, tmp_path / "u.omtl")
     loaded = omtl.load(tmp_path / "u.omtl")
     assert not loaded._is_fitted() and loaded.get_params() == unfitted.get_params()
+    # dumps/loads: the same bytes without a file.
+    assert omtl.persistence.dumps(unfitted) == (tmp_path / "u.omtl").read_bytes()
+    assert omtl.persistence.loads((tmp_path / "g.omtl").read_bytes()).graph == graphs[-1]
 
 
 def test_save_refuses_what_it_cannot_write(tmp_path):

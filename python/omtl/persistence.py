@@ -91,7 +91,8 @@ def save(model, path) -> None:
 
     Raises ``TypeError`` for anything but a native omtl learner and ``ValueError`` if the model
     cannot be restored (e.g. its numbers overflowed). The file is written to a temporary name
-    and renamed, so an existing file at ``path`` is replaced whole or not at all.
+    and renamed, so an existing file at ``path`` is replaced whole or not at all. (``dumps``
+    gives the same bytes without a file.)
 
     Examples
     --------
@@ -103,6 +104,20 @@ def save(model, path) -> None:
     >>> omtl.load(path).predict(X, tasks=[0, 1, 1]).tolist() == model.predict(X, tasks=[0, 1, 1]).tolist()
     True
     """
+    data = dumps(model)
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def dumps(model) -> bytes:
+    """The contents of the model file :func:`save` writes."""
     cls = type(model)
     if REGISTRY.get(cls.__name__) is not cls:
         raise TypeError(
@@ -125,16 +140,7 @@ def save(model, path) -> None:
     head = json.dumps(header, allow_nan=False, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(state)), state])
-    data = body + hashlib.sha256(body).digest()
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    return body + hashlib.sha256(body).digest()
 
 
 # ---- reading ------------------------------------------------------------------------------------
@@ -282,8 +288,12 @@ def load(path):
     parameters or counts). Nothing in the file is executed.
     """
     with open(os.fspath(path), "rb") as f:
-        data = f.read()
-    header, state = _split(data)
+        return loads(f.read())
+
+
+def loads(data: bytes):
+    """A model from the contents of a model file (see :func:`load`)."""
+    header, state = _split(bytes(data))
     model = _build(header)
     fitted = header.get("fitted")
     if fitted is None:
