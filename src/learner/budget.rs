@@ -29,6 +29,7 @@ use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::rng::SplitMix64;
+use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
 /// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
 const FOLD_BELOW: f64 = 1e-150;
@@ -96,6 +97,43 @@ impl MTRBP {
 
     pub fn active_set(&self) -> &ActiveSet {
         &self.set
+    }
+}
+
+impl MTRBP {
+    /// Same hyper-parameters as `other` (the seed is not kept: the generator's state moves on).
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+    }
+}
+
+impl CheckState for MTRBP {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        check_counts("MTRBP", &[self.n_updates, self.n_seen, self.n_evictions])?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends one element; every eviction removes one.
+        let consistent = n <= self.budget as u64
+            && self.n_updates <= self.n_seen
+            && self.n_evictions <= self.n_updates
+            && n == self.n_updates - self.n_evictions
+            && last <= self.n_seen
+            && self.last_evicted_time <= self.n_seen;
+        ensure(consistent, || {
+            format!(
+                "MTRBP counters are inconsistent: {n} stored (budget {}), {} updates, {} evictions, {} seen",
+                self.budget, self.n_updates, self.n_evictions, self.n_seen
+            )
+        })
     }
 }
 
@@ -348,6 +386,83 @@ impl MTFORG {
             self.set.scale_betas(s);
             self.scale = 1.0;
             self.n_folds += 1;
+        }
+        Ok(())
+    }
+}
+
+impl MTFORG {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+            && self.radius == other.radius
+    }
+}
+
+impl CheckState for MTFORG {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let radius_ok =
+            self.radius.is_finite() && self.radius > 0.0 && (!Self::bounded_by_one(&self.kernel) || self.radius == 1.0);
+        ensure(radius_ok, || format!("MTFORG radius {} is invalid", self.radius))?;
+        let c_g = self.tasks.c_g(self.radius);
+        let c_g_ok = c_g > 0.0 && c_g.is_finite() && (self.c_g - c_g).abs() <= 1e-12 * c_g;
+        ensure(c_g_ok, || {
+            format!("MTFORG c_G {} differs from the task kernel's {c_g}", self.c_g)
+        })?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        ensure(
+            self.scale.is_finite() && (FOLD_BELOW..=1.0).contains(&self.scale),
+            || format!("MTFORG scale {} is outside [{FOLD_BELOW:e}, 1]", self.scale),
+        )?;
+        // Q <= 15/32 c_G^2 M (the Forgetron's invariant), with room for rounding.
+        let bound = 15.0 / 32.0 * self.c_g * self.c_g * self.m as f64;
+        ensure(self.q.is_finite() && self.q <= bound * (1.0 + 1e-9) + 1e-12, || {
+            format!("MTFORG damage Q = {} exceeds 15/32 c_G^2 M = {bound}", self.q)
+        })?;
+        check_counts(
+            "MTFORG",
+            &[
+                self.m,
+                self.n_updates,
+                self.n_seen,
+                self.n_evictions,
+                self.n_folds,
+                self.n_radius_exceeded,
+            ],
+        )?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends; beyond the budget each also removes the oldest.
+        let consistent = self.m == self.n_updates
+            && self.n_updates <= self.n_seen
+            && n == self.n_updates.min(self.budget as u64)
+            && self.n_evictions == self.n_updates - n
+            && self.n_folds <= self.n_evictions
+            && self.n_radius_exceeded <= self.n_seen
+            && last <= self.n_seen
+            && self.last.is_some() == (self.n_evictions > 0);
+        ensure(consistent, || {
+            format!(
+                "MTFORG counters are inconsistent: {n} stored (budget {}), {} updates, M = {}, {} evictions, {} seen",
+                self.budget, self.n_updates, self.m, self.n_evictions, self.n_seen
+            )
+        })?;
+        if let Some(step) = &self.last {
+            check_finite(
+                "MTFORG's last shrink step",
+                &[step.a, step.b, step.c, step.phi, step.sigma],
+            )?;
+            ensure((0.0..=1.0).contains(&step.chi), || {
+                format!("MTFORG's last shrink coefficient {} is outside [0, 1]", step.chi)
+            })?;
         }
         Ok(())
     }

@@ -17,6 +17,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GlobalNorm {
@@ -224,6 +225,41 @@ impl Omtl {
             }
         }
         Ok(())
+    }
+}
+
+impl Omtl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.c, self.norm, self.explicit)
+            == (other.n_tasks, other.n_features, other.c, other.norm, other.explicit)
+    }
+}
+
+impl CheckState for Omtl {
+    fn check_state(&self) -> Result<()> {
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTL weights",
+            self.weights.len(),
+            checked_size("OMTL weights", self.n_tasks, self.n_features)?,
+        )?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.c,
+            self.norm,
+            self.explicit,
+        ))?;
+        check_finite("OMTL weights", &self.weights)?;
+        check_counts("OMTL", &[self.n_updates, self.n_rounds])?;
+        // A round updates each of its (distinct) tasks at most once.
+        ensure(
+            self.n_rounds
+                .checked_mul(self.n_tasks as u64)
+                .is_none_or(|most| self.n_updates <= most),
+            || "OMTL has more updates than its rounds allow".into(),
+        )
     }
 }
 

@@ -23,6 +23,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{is_update_mistake, OnlineLearner};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RelationUpdate {
@@ -213,6 +214,47 @@ fn symmetrize(m: &mut [f64], n: usize) {
             m[i * n + j] = v;
             m[j * n + i] = v;
         }
+    }
+}
+
+impl Omtrl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.update, self.eta, self.epoch)
+            == (other.n_tasks, other.n_features, other.update, other.eta, other.epoch)
+    }
+}
+
+impl CheckState for Omtrl {
+    fn check_state(&self) -> Result<()> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTRL weights",
+            self.weights.len(),
+            checked_size("OMTRL weights", k, d)?,
+        )?;
+        check_len(
+            "OMTRL coupling",
+            self.coupling.len(),
+            checked_size("OMTRL coupling", k, k)?,
+        )?;
+        param(Self::new(k, d, self.update, self.eta, self.epoch))?;
+        check_len("OMTRL Gram matrix", self.gram.len(), k * k)?;
+        check_finite("OMTRL weights", &self.weights)?;
+        check_counts(
+            "OMTRL",
+            &[self.n_seen, self.n_updates, self.n_refreshes, self.n_refresh_skipped],
+        )?;
+        // The refresh eigendecomposes the coupling: it must be finite and symmetric.
+        check_finite("OMTRL coupling", &self.coupling)?;
+        check_finite("OMTRL Gram matrix", &self.gram)?;
+        let symmetric = (0..k).all(|i| (0..i).all(|j| self.coupling[i * k + j] == self.coupling[j * k + i]));
+        ensure(symmetric, || "the OMTRL coupling is not symmetric".into())?;
+        ensure(
+            self.n_updates <= self.n_seen && self.n_refreshes.saturating_add(self.n_refresh_skipped) <= self.n_seen,
+            || "OMTRL counters are inconsistent".into(),
+        )
     }
 }
 

@@ -15,6 +15,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::simd::{dense_axpy, dense_dot};
+use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
@@ -97,6 +98,35 @@ impl PassiveAggressive {
         self.weights[self.block(task)]
             .clone()
             .unwrap_or_else(|| vec![0.0; self.n_features])
+    }
+}
+
+impl PassiveAggressive {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.global, self.variant, self.c)
+            == (other.n_tasks, other.n_features, other.global, other.variant, other.c)
+    }
+}
+
+impl CheckState for PassiveAggressive {
+    fn check_state(&self) -> Result<()> {
+        check_counts("PA", &[self.n_updates])?;
+        let n_blocks = if self.global { 1 } else { self.n_tasks };
+        // The length first: it bounds n_tasks by the payload before `new` allocates.
+        check_len("PA weight blocks", self.weights.len(), n_blocks)?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.global,
+            self.variant,
+            self.c,
+        ))?;
+        for w in self.weights.iter().flatten() {
+            check_len("a PA weight vector", w.len(), self.n_features)?;
+            check_finite("a PA weight vector", w)?;
+        }
+        Ok(())
     }
 }
 

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Model {
@@ -76,6 +77,49 @@ impl MTPerceptron {
 
     pub fn is_primal(&self) -> bool {
         matches!(self.model, Model::Primal(_))
+    }
+}
+
+impl MTPerceptron {
+    /// Same hyper-parameters (kernel, task kernel, features, primal or dual form) as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.is_primal() == other.is_primal()
+    }
+}
+
+impl CheckState for MTPerceptron {
+    fn check_state(&self) -> Result<()> {
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
+        check_counts("MTPerceptron", &[self.n_updates, self.n_seen])?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more updates than examples seen".into()
+        })?;
+        match &self.model {
+            Model::Primal(w) => {
+                ensure(matches!(self.kernel.kind, KernelKind::Linear), || {
+                    "a primal model needs the linear kernel".into()
+                })?;
+                w.check_state(&self.tasks, self.n_features, self.kernel.normalize)
+            }
+            Model::Dual(set, index) => {
+                let last = set.check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+                index.check_state(set)?;
+                // Every update-mistake appends one element.
+                ensure(set.len() as u64 == self.n_updates && last <= self.n_seen, || {
+                    format!(
+                        "{} stored elements for {} updates (times up to {last}, {} seen)",
+                        set.len(),
+                        self.n_updates,
+                        self.n_seen
+                    )
+                })
+            }
+        }
     }
 }
 

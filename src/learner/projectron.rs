@@ -31,6 +31,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::linalg::InverseGram;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// What the projection threshold `η` is compared with (A-C6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -154,6 +155,38 @@ fn removal_score(magnitude: f64, qjj: f64) -> f64 {
     }
 }
 
+impl Counters {
+    /// Every insertion adds one element and every eviction removes one, so `n` elements remain.
+    fn check_state(&self, n: usize, last_time: u64) -> Result<()> {
+        let c = self;
+        check_counts(
+            "Projectron",
+            &[c.n_updates, c.n_seen, c.n_projections, c.n_insertions, c.n_evictions],
+        )?;
+        let ok = c.n_updates <= c.n_seen
+            && c.n_projections
+                .checked_add(c.n_insertions)
+                .is_some_and(|s| s <= c.n_updates)
+            && c.n_evictions <= c.n_insertions
+            && n as u64 == c.n_insertions - c.n_evictions
+            && last_time <= c.n_seen;
+        ensure(ok, || {
+            format!(
+                "Projectron counters are inconsistent: {n} stored, {} seen, {} updates, {} projections, {} insertions, {} evictions",
+                c.n_seen, c.n_updates, c.n_projections, c.n_insertions, c.n_evictions
+            )
+        })
+    }
+}
+
+/// Restored kernel, task kernel, features and parameters of a Projectron.
+fn check_settings(kernel: &BaseKernel, tasks: &TaskKernel, n_features: usize, params: &ProjectronParams) -> Result<()> {
+    kernel.check_state()?;
+    tasks.check_state()?;
+    param(check_features(n_features))?;
+    param(ProjectronParams::new(params.budget, params.eta, params.threshold)).map(|_| ())
+}
+
 // ---------------------------------------------------------------------------------------------
 // MTBPRJ
 // ---------------------------------------------------------------------------------------------
@@ -225,6 +258,31 @@ impl MTBPRJ {
     }
 }
 
+impl MTBPRJ {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+    }
+}
+
+impl CheckState for MTBPRJ {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        let n = self.set.len();
+        ensure(n <= self.params.budget, || {
+            format!("{n} stored elements exceed the budget {}", self.params.budget)
+        })?;
+        self.gram.check_state(n, self.params.budget.saturating_add(1))?;
+        self.counters.check_state(n, last)
+    }
+}
+
 impl OnlineLearner for MTBPRJ {
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
@@ -261,7 +319,7 @@ impl OnlineLearner for MTBPRJ {
         match step {
             Step::Project => {
                 let beta = self.set.beta_mut();
-                check_finite(beta.iter().zip(&alpha).map(|(b, a)| b + y * a), "projection")?;
+                check_step_finite(beta.iter().zip(&alpha).map(|(b, a)| b + y * a), "projection")?;
                 beta.iter_mut().zip(&alpha).for_each(|(b, a)| *b += y * a);
                 self.counters.n_projections += 1;
             }
@@ -292,7 +350,7 @@ impl OnlineLearner for MTBPRJ {
                     })
                     .collect();
                 let beta_z = y + beta_r * (-col[n] / qrr);
-                check_finite(folded.iter().copied().chain([beta_z]), "fold of the removed element")?;
+                check_step_finite(folded.iter().copied().chain([beta_z]), "fold of the removed element")?;
                 self.counters.n_insertions += 1;
                 self.counters.n_evictions += 1;
                 self.set.beta_mut().copy_from_slice(&folded);
@@ -341,7 +399,7 @@ fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, al
 }
 
 /// Refuses a step whose new coefficients would not be finite.
-fn check_finite(values: impl IntoIterator<Item = f64>, what: &str) -> Result<()> {
+fn check_step_finite(values: impl IntoIterator<Item = f64>, what: &str) -> Result<()> {
     if values.into_iter().all(f64::is_finite) {
         Ok(())
     } else {
@@ -563,7 +621,7 @@ impl MTBPRJ2 {
                     for (l, &m) in b.members.iter().enumerate() {
                         let c = y * self.tasks.get(m as usize, task);
                         let row = &b.w[l * cap..l * cap + n];
-                        check_finite(row.iter().zip(alpha).map(|(w, a)| w + c * a), "projection")?;
+                        check_step_finite(row.iter().zip(alpha).map(|(w, a)| w + c * a), "projection")?;
                     }
                 }
             }
@@ -586,7 +644,7 @@ impl MTBPRJ2 {
                                 1.0
                             }
                         };
-                        check_finite(
+                        check_step_finite(
                             row.iter().enumerate().map(|(j, w)| w + gamma[j] * wr * t(j)),
                             "fold of the removed element",
                         )?;
@@ -596,9 +654,85 @@ impl MTBPRJ2 {
                         } else {
                             0.0
                         };
-                        check_finite([wn + gamma[n] * wr * t(n)], "fold of the removed element")?;
+                        check_step_finite([wn + gamma[n] * wr * t(n)], "fold of the removed element")?;
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MTBPRJ2 {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+            && self.literal_line14 == other.literal_line14
+    }
+}
+
+impl CheckState for MTBPRJ2 {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let k = self.tasks.n_tasks();
+        let last = self.dict.check_state(&self.kernel, k, self.n_features)?;
+        let n = self.dict.len();
+        let budget = self.params.budget;
+        ensure(n <= budget, || {
+            format!("{n} dictionary elements exceed the budget {budget}")
+        })?;
+        self.gram.check_state(n, budget.saturating_add(1))?;
+        self.counters.check_state(n, last)?;
+        // The component layout is the task kernel's (lengths first: they bound k and the
+        // number of components by the payload before anything is allocated from them).
+        check_len("MTBPRJ-2 local task rows", self.local.len(), k)?;
+        check_len("MTBPRJ-2 components", self.members.len(), self.tasks.n_components())?;
+        let members: Vec<Vec<u32>> = self
+            .tasks
+            .component_members()
+            .iter()
+            .map(|m| m.iter().map(|&i| i as u32).collect())
+            .collect();
+        ensure(self.members == members, || {
+            "MTBPRJ-2's component members differ from the task kernel's".into()
+        })?;
+        for m in &members {
+            for (p, &i) in m.iter().enumerate() {
+                ensure(self.local[i as usize] as usize == p, || {
+                    format!("MTBPRJ-2 local row of task {i} is wrong")
+                })?;
+            }
+        }
+        check_len("MTBPRJ-2 blocks", self.blocks.len(), members.len())?;
+        ensure(n <= self.cap && self.cap <= budget.saturating_add(1), || {
+            format!("MTBPRJ-2 column stride {} is not within [{n}, budget + 1]", self.cap)
+        })?;
+        // `allocated` lists exactly the components with a block, each once.
+        let mut listed = vec![false; members.len()];
+        for &c in &self.allocated {
+            let c = c as usize;
+            ensure(c < members.len() && !listed[c], || {
+                "MTBPRJ-2's allocated blocks are not distinct components".into()
+            })?;
+            listed[c] = true;
+        }
+        for (c, block) in self.blocks.iter().enumerate() {
+            ensure(block.is_some() == listed[c], || {
+                format!("MTBPRJ-2 block {c} and the allocation list disagree")
+            })?;
+            if let Some(b) = block {
+                ensure(b.members == members[c], || {
+                    format!("MTBPRJ-2 block {c} has the wrong tasks")
+                })?;
+                check_len(
+                    "MTBPRJ-2 block weights",
+                    b.w.len(),
+                    checked_size("block", b.members.len(), self.cap)?,
+                )?;
+                check_finite("MTBPRJ-2 block weights", &b.w)?;
             }
         }
         Ok(())
