@@ -80,10 +80,11 @@ def test_a_projectron_gram_beyond_memory_is_refused_when_needed():
         (lambda: omtl.MTRBP(n_tasks=10, budget=20, kernel="poly", gamma=1e300), "K\\(x, x\\)"),
         (lambda: omtl.KernelPerceptron(n_tasks=10, kernel="poly", coef0=1e300), "K\\(x, x\\)"),
         (lambda: omtl.MTBPRJ(n_tasks=10, budget=20, kernel="poly", coef0=float("inf")), "coef0"),
+        (lambda: omtl.MTFORG(n_tasks=10, budget=5, kernel="linear", radius=1e155), "radius"),
         (lambda: omtl.ROMCO(n_tasks=10, eta1=1e308), "ROMCO gradient step"),
         (lambda: omtl.ROMCO(n_tasks=10, eta2=1e308, eta1=0.0), "ROMCO gradient step"),
     ],
-    ids=["degree1000", "degree-inf", "gamma1e300", "coef0-1e300", "coef0-inf", "eta1", "eta2"],
+    ids=["degree1000", "degree-inf", "gamma1e300", "coef0-1e300", "coef0-inf", "radius", "eta1", "eta2"],
 )
 def test_overflowing_hyperparameters_raise_and_leave_the_model_unfitted(make, match):
     X, y, tasks = stream()

@@ -271,6 +271,9 @@ pub struct MTFORG {
     last: Option<ShrinkStep>,
 }
 
+/// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
+pub const MAX_C_G: f64 = 1e100;
+
 impl MTFORG {
     pub fn new(
         tasks: TaskKernel,
@@ -289,6 +292,13 @@ impl MTFORG {
         }
         let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
         let c_g = tasks.c_g(radius);
+        // The damage bound 15/32 c_G² M must stay finite for any mistake count M < 2⁶⁴.
+        if c_g > MAX_C_G {
+            return Err(invalid(
+                "radius",
+                format!("gives c_G = R sqrt(max_i T_ii) = {c_g:e}; it must be at most {MAX_C_G:e} (rescale the data)"),
+            ));
+        }
         if !(c_g > 0.0 && c_g.is_finite()) {
             return Err(Error::InvalidTaskRelation(format!(
                 "MTFORG needs c_G = R sqrt(max_i T_ii) > 0, got {c_g} (max_i T_ii = {})",
@@ -566,6 +576,29 @@ mod tests {
             })
             .collect();
         (x, tasks, y)
+    }
+
+    /// A shrink step that is not finite (here c_G forced past its cap) is refused after the
+    /// append, which is then undone exactly: the model equals its state before the call.
+    #[test]
+    fn a_non_finite_shrink_undoes_the_append() {
+        let (x, tasks, y) = random_stream(40, 3, 2, 11);
+        let kernel = BaseKernel::linear();
+        let mut m = MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1.0).unwrap();
+        let mut scratch = Scratch::default();
+        let mut t = 0;
+        while m.set.len() < 2 {
+            let row = Row::Dense(&x[t * 3..(t + 1) * 3]);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            t += 1;
+        }
+        m.c_g = 1e300;
+        let before = m.clone();
+        let row = Row::Dense(&x[t * 3..(t + 1) * 3]);
+        let err = m.update(row, tasks[t] as usize, -y[t], 0.0, &mut scratch).unwrap_err();
+        assert!(err.to_string().contains("MTFORG shrink step is not finite"), "{err}");
+        assert_eq!(m, before);
+        assert!(MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1e101).is_err());
     }
 
     fn rows(x: &[f64], d: usize) -> Rows<'_> {
