@@ -117,9 +117,10 @@ def test_a_row_whose_squared_norm_overflows_is_refused_mid_stream(make):
     assert_refused_unchanged(model, bad, y, tasks, "row 7 overflows")
 
 
-def test_pa_step_that_overflows_is_refused():
+@pytest.mark.parametrize("cls", [omtl.PAUnique, ref.PAUnique], ids=["native", "reference"])
+def test_pa_step_that_overflows_is_refused(cls):
     """PA (no C cap) on a row whose squared norm is subnormal: tau = loss/‖x‖² overflows."""
-    model = omtl.PAUnique(n_tasks=1, variant="pa")
+    model = cls(n_tasks=1, variant="pa")
     model.partial_fit(np.array([[1.0, 0.0]]), [1], tasks=0)
     assert_refused_unchanged(model, np.array([[1e-160, 0.0]]), [-1], 0, "PA step tau is not finite")
 
