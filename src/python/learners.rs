@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::learner::{
-    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG,
-    MTRBP,
+    self, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
+    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2,
+    MTFORG, MTRBP,
 };
 
 /// Bumped whenever the serialised layout of a learner changes.
@@ -34,6 +34,7 @@ enum AnyLearner {
     PassiveAggressive(PassiveAggressive),
     MTRBP(MTRBP),
     MTFORG(MTFORG),
+    MTLinear(MTLinear),
 }
 
 impl AnyLearner {
@@ -50,6 +51,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 
@@ -66,6 +68,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 }
@@ -285,6 +288,33 @@ impl NativeLearner {
     fn passive_aggressive(n_tasks: usize, n_features: usize, shared: bool, c: f64, variant: &str) -> PyResult<Self> {
         let m = guarded(|| PassiveAggressive::new(n_tasks, n_features, shared, PaVariant::parse(variant)?, c))?;
         Ok(wrap(AnyLearner::PassiveAggressive(m)))
+    }
+
+    /// MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
+    /// `loss` is "logistic", "hinge" or "squared", `update` "normalized", "adagrad" or "sgd".
+    #[staticmethod]
+    #[pyo3(signature = (task_kernel, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mt_linear(
+        task_kernel: &NativeTaskKernel,
+        n_features: usize,
+        loss: &str,
+        update: &str,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            let params = MTLinearParams::new(
+                Loss::parse(loss)?,
+                UpdateRule::parse(update)?,
+                learning_rate,
+                fit_intercept,
+                hash_bits,
+            )?;
+            MTLinear::new(&task_kernel.inner, n_features, params)
+        })?;
+        Ok(wrap(AnyLearner::MTLinear(m)))
     }
 
     /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.

@@ -1,0 +1,699 @@
+//! MTLinear: online linear learning on the task-graph feature map with normalized adaptive,
+//! importance-invariant updates (docs/mt_linear.md; ALGORITHMS.md-style formulas there).
+//!
+//! The multitask kernel with a linear base kernel is the feature map `φ(x, i) = b_i ⊗ x̃`, where
+//! `BᵀB = T` (the task kernel) and `x̃ = (x, 1)` carries an intercept. So task `i` scores
+//! `f_i(x) = Σ_r B[r, i] <w_r, x̃>` over weight blocks `w_r`. The factor is a closed form for the
+//! disconnected graph (one block per task) and the complete graph (a shared block and one block per
+//! task: VW's `-q st`), and the per-component symmetric square root `T_c^{1/2}` for a general `T`.
+//! An example touches only the blocks of its task's component.
+//!
+//! Update rule (Ross, Mineiro & Langford, "Normalized online learning", UAI 2013; Karampatziakis &
+//! Langford, "Online importance weight aware updates", UAI 2011), per coordinate `j` of `φ` with
+//! value `u_j`, on an example with loss > 0 and derivative `g = ∂ℓ/∂p`:
+//! `G_j += g² u_j²`, `N_j = max(N_j, |u_j|)` (rescaling `w_j` by `N_old/N_new` when it grows),
+//! rate `r_j = 1/(√G_j N_j)`, multiplier `μ = √(n / Σ_t Σ_j u_j²/N_j²)` (per component),
+//! sensitivity `h = μ Σ_j u_j² r_j`; the step `s` makes the prediction follow the gradient flow of
+//! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
+//! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`.
+//!
+//! Feature hashing (`hash_bits = b`): feature `j` lives in slot `j mod 2^b` of each block (VW's
+//! rule for numeric feature names), so colliding features share one weight and its statistics.
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Error, Result};
+use crate::kernel::{Scratch, TaskKernel};
+use crate::learner::OnlineLearner;
+use crate::linalg::{sym_sqrt, SymMatrix};
+
+/// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
+pub const MAX_HASH_BITS: u32 = 31;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Loss {
+    /// `log(1 + exp(-y p))`.
+    Logistic,
+    /// `max(0, 1 - y p)`.
+    Hinge,
+    /// `(y - p)² / 2`.
+    Squared,
+}
+
+impl Loss {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "logistic" => Ok(Self::Logistic),
+            "hinge" => Ok(Self::Hinge),
+            "squared" => Ok(Self::Squared),
+            other => Err(invalid(
+                "loss",
+                format!("expected 'logistic', 'hinge' or 'squared', got {other:?}"),
+            )),
+        }
+    }
+
+    pub fn value(self, y: f64, p: f64) -> f64 {
+        let m = y * p;
+        match self {
+            // log(1 + e^{-m}) without overflow for very negative margins.
+            Self::Logistic => (-m).max(0.0) + (-m.abs()).exp().ln_1p(),
+            Self::Hinge => (1.0 - m).max(0.0),
+            Self::Squared => 0.5 * (y - p) * (y - p),
+        }
+    }
+
+    /// `∂ℓ/∂p`.
+    pub fn derivative(self, y: f64, p: f64) -> f64 {
+        let m = y * p;
+        match self {
+            Self::Logistic => -y * sigmoid(-m),
+            Self::Hinge => {
+                if m < 1.0 {
+                    -y
+                } else {
+                    0.0
+                }
+            }
+            Self::Squared => p - y,
+        }
+    }
+
+    /// The importance-invariant step `s` (Karampatziakis & Langford 2011): the prediction moves to
+    /// `p + h s`, where `p(τ)` follows `dp/dτ = -h ℓ'(p)` from `p(0) = p` up to `τ = eta`.
+    pub fn invariant_step(self, y: f64, p: f64, eta: f64, h: f64) -> f64 {
+        match self {
+            Self::Logistic => y * logistic_margin_gain(y * p, eta * h) / h,
+            // The flow stops at the hinge (margin 1).
+            Self::Hinge => y * eta.min((1.0 - y * p) / h),
+            // Exponential approach to the label.
+            Self::Squared => (y - p) * -(-eta * h).exp_m1() / h,
+        }
+    }
+}
+
+/// `1 / (1 + e^{-z})` without overflow.
+pub fn sigmoid(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The margin gain `δ > 0` of the logistic flow: `m + e^m` grows by `a` along
+/// `dm/dτ = 1/(1 + e^m)`, so `δ + e^{m0} (e^δ - 1) = a`. Newton's method from an upper bound
+/// (the root is below both `a/(1+e^{m0})` and `ln(1 + a e^{-m0})`; the function is convex and
+/// increasing, so the iterates decrease monotonically to it).
+pub fn logistic_margin_gain(m0: f64, a: f64) -> f64 {
+    if a <= 0.0 {
+        return 0.0;
+    }
+    let q = m0.exp();
+    let mut delta = (a / (1.0 + q)).min((a / q).ln_1p());
+    if delta <= 0.0 || !delta.is_finite() {
+        return delta.max(0.0);
+    }
+    // Quadratic convergence from above: 100 iterations is far beyond what any input needs.
+    for _ in 0..100 {
+        let f = delta + q * delta.exp_m1() - a;
+        let next = delta - f / (1.0 + q * delta.exp());
+        if !(next < delta) {
+            break;
+        }
+        let moved = delta - next;
+        delta = next;
+        if moved <= 1e-16 * delta {
+            break;
+        }
+    }
+    delta
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpdateRule {
+    /// AdaGrad per coordinate, normalised by each coordinate's largest seen |value| (VW's default).
+    Normalized,
+    /// Plain AdaGrad per coordinate.
+    Adagrad,
+    /// One rate `η/√t` (t = examples of the component so far).
+    Sgd,
+}
+
+impl UpdateRule {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "normalized" => Ok(Self::Normalized),
+            "adagrad" => Ok(Self::Adagrad),
+            "sgd" => Ok(Self::Sgd),
+            other => Err(invalid(
+                "update",
+                format!("expected 'normalized', 'adagrad' or 'sgd', got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// One weight block `w_r` and its per-coordinate statistics (empty when the rule has none).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Block {
+    w: Vec<f64>,
+    /// Σ g² u² per coordinate (normalized, adagrad).
+    g: Vec<f64>,
+    /// The largest |u| seen per coordinate (normalized).
+    n: Vec<f64>,
+}
+
+impl Block {
+    fn new(width: usize, rule: UpdateRule) -> Self {
+        let stats = |on: bool| if on { vec![0.0; width] } else { Vec::new() };
+        Self {
+            w: vec![0.0; width],
+            g: stats(rule != UpdateRule::Sgd),
+            n: stats(rule == UpdateRule::Normalized),
+        }
+    }
+
+    fn n_values(&self) -> usize {
+        self.w.len() + self.g.len() + self.n.len()
+    }
+}
+
+/// Counters of one connected component of the task graph (the normalizer and SGD clock are kept
+/// per component, so that tasks in different components never interact).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct ComponentStats {
+    /// Examples seen (the SGD clock `t`).
+    n_examples: f64,
+    /// Examples that updated (`n` in the multiplier `μ`).
+    n_updates: f64,
+    /// Σ over updating examples of Σ_j u_j²/N_j².
+    sum_norm_x: f64,
+}
+
+/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MTLinearParams {
+    pub loss: Loss,
+    pub rule: UpdateRule,
+    pub learning_rate: f64,
+    pub fit_intercept: bool,
+    pub hash_bits: Option<u32>,
+}
+
+impl MTLinearParams {
+    pub fn new(
+        loss: Loss,
+        rule: UpdateRule,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> Result<Self> {
+        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+            return Err(invalid(
+                "learning_rate",
+                format!("must be a finite number > 0, got {learning_rate}"),
+            ));
+        }
+        if let Some(b) = hash_bits {
+            if !(1..=MAX_HASH_BITS).contains(&b) {
+                return Err(invalid(
+                    "hash_bits",
+                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+                ));
+            }
+        }
+        Ok(Self {
+            loss,
+            rule,
+            learning_rate,
+            fit_intercept,
+            hash_bits,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MTLinear {
+    n_tasks: usize,
+    n_features: usize,
+    params: MTLinearParams,
+    /// Slots per block: `n_features (+1)`, or at most `2^hash_bits`.
+    width: usize,
+    /// Slot of feature j is `j & mask` (all ones without hashing).
+    mask: usize,
+    /// Per task, the blocks it reads and writes with their factor entries `(r, B[r, i])`, B[r, i] ≠ 0.
+    terms: Vec<Vec<(u32, f64)>>,
+    component: Vec<u32>,
+    stats: Vec<ComponentStats>,
+    /// Allocated on their first update.
+    blocks: Vec<Option<Block>>,
+    n_updates: u64,
+    /// Updates refused because a quantity was not finite (the model was left unchanged).
+    n_skipped: u64,
+    /// Per-coordinate rates of the update in progress (phase one to phase two).
+    #[serde(skip)]
+    rates: Vec<f64>,
+}
+
+/// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
+fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
+    match *tasks {
+        TaskKernel::Disconnected { k, scale } => ((0..k).map(|i| vec![(i as u32, scale.sqrt())]).collect(), k),
+        // k = 1: T is 1 x 1, one block (the shared/per-task split would duplicate every feature).
+        TaskKernel::Complete { k: 1, diag, .. } => (vec![vec![(0, diag.sqrt())]], 1),
+        TaskKernel::Complete { k, diag, off } => {
+            let own = (diag - off).max(0.0).sqrt();
+            let shared = off.max(0.0).sqrt();
+            let terms = (0..k)
+                .map(|i| {
+                    [(i as u32, own), (k as u32, shared)]
+                        .into_iter()
+                        .filter(|&(_, c)| c != 0.0)
+                        .collect()
+                })
+                .collect();
+            (terms, k + 1)
+        }
+        TaskKernel::Dense { k, ref t, .. } => {
+            let mut terms = vec![Vec::new(); k];
+            for members in tasks.component_members() {
+                let m = members.len();
+                let mut sub = vec![0.0; m * m];
+                for (a, &i) in members.iter().enumerate() {
+                    for (b, &j) in members.iter().enumerate() {
+                        sub[a * m + b] = t[i * k + j];
+                    }
+                }
+                let root = sym_sqrt(&SymMatrix { n: m, data: sub });
+                for (b, &i) in members.iter().enumerate() {
+                    terms[i] = members
+                        .iter()
+                        .enumerate()
+                        .map(|(a, &s)| (s as u32, root.get(a, b)))
+                        .filter(|&(_, c)| c != 0.0)
+                        .collect();
+                }
+            }
+            (terms, k)
+        }
+    }
+}
+
+/// Calls `f(slot, value)` for every nonzero entry of `x̃ = (x, 1)` (VW stores no zero features).
+#[inline]
+fn for_each_entry(x: &Row, n_features: usize, fit_intercept: bool, mask: usize, mut f: impl FnMut(usize, f64)) {
+    x.for_each(|j, v| {
+        if v != 0.0 {
+            f(j & mask, v)
+        }
+    });
+    if fit_intercept {
+        f(n_features & mask, 1.0);
+    }
+}
+
+impl MTLinear {
+    pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        let n_tasks = tasks.n_tasks();
+        let dim = n_features + usize::from(params.fit_intercept);
+        let (width, mask) = match params.hash_bits {
+            Some(b) => ((1usize << b).min(dim), (1usize << b) - 1),
+            None => (dim, usize::MAX),
+        };
+        let (terms, n_blocks) = factor_terms(tasks);
+        let component: Vec<u32> = (0..n_tasks).map(|i| tasks.component(i) as u32).collect();
+        Ok(Self {
+            n_tasks,
+            n_features,
+            params,
+            width,
+            mask,
+            terms,
+            stats: vec![ComponentStats::default(); tasks.n_components()],
+            component,
+            blocks: vec![None; n_blocks],
+            n_updates: 0,
+            n_skipped: 0,
+            rates: Vec::new(),
+        })
+    }
+
+    /// Slots per weight block (at most `2^hash_bits`).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn n_blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Bytes held by the allocated blocks (weights and per-coordinate statistics).
+    pub fn memory_bytes(&self) -> usize {
+        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
+    }
+
+    /// `<w_r, x̃>` for one block.
+    fn block_score(&self, w: &[f64], x: &Row) -> f64 {
+        let d = self.n_features;
+        let mut s = if self.mask == usize::MAX || self.width > d {
+            // No collisions among the features: slot j = j.
+            x.dot(&w[..d])
+        } else {
+            let mut acc = 0.0;
+            x.for_each(|j, v| acc += v * w[j & self.mask]);
+            acc
+        };
+        if self.params.fit_intercept {
+            s += w[d & self.mask];
+        }
+        s
+    }
+
+    /// Phase one computes every rate and the step from the current state without writing; phase
+    /// two writes only if all of it is finite, so a refused update leaves the model unchanged.
+    fn try_update(&mut self, x: Row, task: usize, y: f64, score: f64) -> Result<()> {
+        let MTLinearParams {
+            loss,
+            rule,
+            learning_rate,
+            fit_intercept,
+            ..
+        } = self.params;
+        let c = self.component[task] as usize;
+        let stats = self.stats[c];
+        let t = stats.n_examples + 1.0;
+        let g = loss.derivative(y, score);
+        if !(loss.value(y, score) > 0.0) || g == 0.0 {
+            self.stats[c].n_examples = t;
+            return Ok(());
+        }
+        let g2 = g * g;
+        let (d, mask) = (self.n_features, self.mask);
+        self.rates.clear();
+        let (mut h, mut norm_x) = (0.0, 0.0);
+        for &(r, b) in &self.terms[task] {
+            let block = self.blocks[r as usize].as_ref();
+            let rates = &mut self.rates;
+            for_each_entry(&x, d, fit_intercept, mask, |slot, v| {
+                let u = b * v;
+                if u == 0.0 {
+                    return;
+                }
+                let u2 = u * u;
+                let rate = match rule {
+                    UpdateRule::Normalized => {
+                        let (gs, ns) = block.map_or((0.0, 0.0), |bl| (bl.g[slot], bl.n[slot]));
+                        let n_new = ns.max(u.abs());
+                        norm_x += u2 / (n_new * n_new);
+                        1.0 / ((gs + g2 * u2).sqrt() * n_new)
+                    }
+                    UpdateRule::Adagrad => 1.0 / (block.map_or(0.0, |bl| bl.g[slot]) + g2 * u2).sqrt(),
+                    UpdateRule::Sgd => 1.0 / t.sqrt(),
+                };
+                h += u2 * rate;
+                rates.push(rate);
+            });
+        }
+        let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
+        let multiplier = match rule {
+            UpdateRule::Normalized => (n_norm / sum_norm).sqrt(),
+            _ => 1.0,
+        };
+        h *= multiplier;
+        if h == 0.0 {
+            // x̃ = 0: nothing to learn from.
+            self.stats[c].n_examples = t;
+            return Ok(());
+        }
+        let scale = loss.invariant_step(y, score, learning_rate, h) * multiplier;
+        if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {
+            return Err(Error::Numerical(format!(
+                "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
+            )));
+        }
+        let width = self.width;
+        let mut e = 0;
+        for &(r, b) in &self.terms[task] {
+            let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
+            let rates = &self.rates;
+            for_each_entry(&x, d, fit_intercept, mask, |slot, v| {
+                let u = b * v;
+                if u == 0.0 {
+                    return;
+                }
+                let rate = rates[e];
+                e += 1;
+                if rule != UpdateRule::Sgd {
+                    block.g[slot] += g2 * u * u;
+                }
+                if rule == UpdateRule::Normalized {
+                    let a = u.abs();
+                    let n_old = block.n[slot];
+                    if a > n_old {
+                        // As if the new scale had been known from the start.
+                        if n_old > 0.0 {
+                            block.w[slot] *= n_old / a;
+                        }
+                        block.n[slot] = a;
+                    }
+                }
+                block.w[slot] += scale * u * rate;
+            });
+        }
+        self.stats[c] = ComponentStats {
+            n_examples: t,
+            n_updates: n_norm,
+            sum_norm_x: sum_norm,
+        };
+        self.n_updates += 1;
+        Ok(())
+    }
+
+    /// All blocks as a `n_blocks x width` row-major matrix (zeros for blocks never written).
+    pub fn block_weights(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.blocks.len() * self.width];
+        for (r, block) in self.blocks.iter().enumerate() {
+            if let Some(b) = block {
+                out[r * self.width..(r + 1) * self.width].copy_from_slice(&b.w);
+            }
+        }
+        out
+    }
+}
+
+impl PartialEq for MTLinear {
+    /// The model state (the scratch buffer of rates is not part of it).
+    fn eq(&self, other: &Self) -> bool {
+        self.n_tasks == other.n_tasks
+            && self.n_features == other.n_features
+            && self.params == other.params
+            && self.terms == other.terms
+            && self.stats == other.stats
+            && self.blocks == other.blocks
+            && self.n_updates == other.n_updates
+            && self.n_skipped == other.n_skipped
+    }
+}
+
+impl OnlineLearner for MTLinear {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        self.terms[task]
+            .iter()
+            .filter_map(|&(r, b)| {
+                self.blocks[r as usize]
+                    .as_ref()
+                    .map(|bl| b * self.block_score(&bl.w, &x))
+            })
+            .sum()
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+        // The trait cannot report the refusal yet: count it (diagnostics) and keep the model as is.
+        if self.try_update(x, task, y, score).is_err() {
+            self.n_skipped += 1;
+        }
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    /// A linear model: the number of updates it stands for.
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("memory_bytes", self.memory_bytes() as f64),
+            ("n_blocks", self.blocks.len() as f64),
+            (
+                "n_allocated_blocks",
+                self.blocks.iter().filter(|b| b.is_some()).count() as f64,
+            ),
+            ("block_width", self.width as f64),
+            ("n_skipped", self.n_skipped as f64),
+        ]
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        vec![(
+            "block_weights",
+            vec![self.blocks.len(), self.width],
+            self.block_weights(),
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::learn;
+    use crate::rng::SplitMix64;
+
+    fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y = (0..n)
+            .map(|t| {
+                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -0.5 };
+                if x[t * d] + sign * x[t * d + 1] > 0.1 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
+        (x, y, tasks)
+    }
+
+    fn params(loss: &str, rule: &str, hash_bits: Option<u32>) -> MTLinearParams {
+        MTLinearParams::new(
+            Loss::parse(loss).unwrap(),
+            UpdateRule::parse(rule).unwrap(),
+            0.5,
+            true,
+            hash_bits,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn logistic_gain_solves_the_flow() {
+        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
+            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8] {
+                let delta = logistic_margin_gain(m0, a);
+                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
+                if m0.abs() < 100.0 {
+                    // (m0 + δ) + e^{m0+δ} = m0 + e^{m0} + a
+                    let lhs = delta + m0.exp() * delta.exp_m1();
+                    assert!((lhs - a).abs() <= 1e-12 * a.max(1.0), "m0={m0} a={a}: {lhs}");
+                }
+            }
+        }
+        // Small steps: the first-order (plain gradient) step.
+        let d = logistic_margin_gain(0.3, 1e-9);
+        assert!((d / (1e-9 * sigmoid(-0.3)) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hinge_and_squared_steps_do_not_overshoot() {
+        // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
+        let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
+        assert!((-2.0 + 4.0 * s - 1.0).abs() < 1e-12);
+        let s = Loss::Squared.invariant_step(-1.0, 3.0, 1e9, 2.0);
+        assert!((3.0 + 2.0 * s + 1.0).abs() < 1e-12);
+    }
+
+    fn run(model: &mut MTLinear, x: &[f64], y: &[f64], tasks: &[i64], d: usize) -> Vec<f64> {
+        let rows = Rows::Dense {
+            data: x,
+            n_rows: y.len(),
+            n_cols: d,
+        };
+        learn(model, &rows, tasks, y).unwrap()
+    }
+
+    #[test]
+    fn disconnected_equals_independent_learners() {
+        let (n, d, k) = (300, 5, 3);
+        let (x, y, tasks) = stream(n, d, k, 1);
+        let tk = TaskKernel::disconnected(k).unwrap();
+        let mut joint = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
+        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
+        let one = TaskKernel::disconnected(1).unwrap();
+        for task in 0..k {
+            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
+            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
+            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
+            let mut single = MTLinear::new(&one, d, params("logistic", "normalized", None)).unwrap();
+            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
+            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
+            assert_eq!(s, expected);
+        }
+    }
+
+    #[test]
+    fn hashing_with_enough_bits_equals_no_hashing() {
+        let (n, d, k) = (200, 6, 4);
+        let (x, y, tasks) = stream(n, d, k, 2);
+        let tk = TaskKernel::complete(k).unwrap();
+        for rule in ["normalized", "adagrad", "sgd"] {
+            let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
+            let mut hashed = MTLinear::new(&tk, d, params("hinge", rule, Some(3))).unwrap();
+            assert_eq!(hashed.width(), 7);
+            assert_eq!(run(&mut plain, &x, &y, &tasks, d), run(&mut hashed, &x, &y, &tasks, d));
+            let mut small = MTLinear::new(&tk, d, params("hinge", rule, Some(2))).unwrap();
+            run(&mut small, &x, &y, &tasks, d);
+            assert_eq!(small.width(), 4);
+            assert!(small.memory_bytes() <= small.n_blocks() * 4 * 3 * 8);
+        }
+    }
+
+    #[test]
+    fn learns_and_touches_only_its_blocks() {
+        let (n, d, k) = (2000, 4, 4);
+        let (x, y, tasks) = stream(n, d, k, 3);
+        let tk = TaskKernel::complete(k).unwrap();
+        for loss in ["logistic", "hinge", "squared"] {
+            let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();
+            let scores = run(&mut m, &x, &y, &tasks, d);
+            let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
+            assert!(late_errors < n / 10, "{loss}: {late_errors}");
+        }
+        // Only task 2 seen: its block and the shared block exist.
+        let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
+        run(&mut m, &x[..d], &y[..1], &[2], d);
+        assert_eq!(m.diagnostics()[2].1, 2.0);
+        assert!(m.block_weights()[..2 * (d + 1)].iter().all(|&w| w == 0.0));
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 0.0, true, None).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(0)).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(32)).is_err());
+        assert!(Loss::parse("log").is_err());
+        assert!(UpdateRule::parse("adam").is_err());
+        let tk = TaskKernel::complete(2).unwrap();
+        assert!(MTLinear::new(&tk, 0, params("logistic", "sgd", None)).is_err());
+    }
+}
