@@ -104,28 +104,35 @@ pub fn sigmoid(z: f64) -> f64 {
 }
 
 /// The margin gain `δ > 0` of the logistic flow: `m + e^m` grows by `a` along
-/// `dm/dτ = 1/(1 + e^m)`, so `δ + e^{m0} (e^δ - 1) = a`. Newton's method from an upper bound
-/// (the root is below both `a/(1+e^{m0})` and `ln(1 + a e^{-m0})`; the function is convex and
-/// increasing, so the iterates decrease monotonically to it).
+/// `dm/dτ = 1/(1 + e^m)`, so `f(δ) = δ + e^{m0} (e^δ - 1) - a = 0`. Halley's method (cubic
+/// convergence, one `expm1` per step) from an upper bound of the root: `a/(1+e^{m0})` (the plain
+/// gradient step; `f` is convex) or `ln(1 + a e^{-m0})`, whichever is smaller.
 pub fn logistic_margin_gain(m0: f64, a: f64) -> f64 {
     if a <= 0.0 {
         return 0.0;
     }
     let q = m0.exp();
-    let mut delta = (a / (1.0 + q)).min((a / q).ln_1p());
+    let mut delta = a / (1.0 + q);
+    if delta > 1.0 {
+        delta = delta.min((a / q).ln_1p());
+    }
     if delta <= 0.0 || !delta.is_finite() {
         return delta.max(0.0);
     }
-    // Quadratic convergence from above: 100 iterations is far beyond what any input needs.
-    for _ in 0..100 {
-        let f = delta + q * delta.exp_m1() - a;
-        let next = delta - f / (1.0 + q * delta.exp());
-        if !(next < delta) {
+    // Each step cubes the relative error: once a step moves less than 1e-6 δ, the error left is
+    // far below rounding. 30 steps is far beyond what any input needs.
+    for _ in 0..30 {
+        let em1 = delta.exp_m1();
+        let f = delta + q * em1 - a;
+        let f1 = 1.0 + q * (1.0 + em1);
+        let f2 = q * (1.0 + em1);
+        let next = delta - 2.0 * f * f1 / (2.0 * f1 * f1 - f * f2);
+        if !next.is_finite() || next <= 0.0 {
             break;
         }
-        let moved = delta - next;
+        let moved = (delta - next).abs();
         delta = next;
-        if moved <= 1e-16 * delta {
+        if moved <= 1e-6 * delta {
             break;
         }
     }
@@ -156,28 +163,33 @@ impl UpdateRule {
     }
 }
 
-/// One weight block `w_r` and its per-coordinate statistics (empty when the rule has none).
+/// One weight block `w_r` with its per-coordinate statistics, interleaved per slot as
+/// `[w, G, N]` (the fields the rule uses), so that an update touches one cache line per coordinate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Block {
-    w: Vec<f64>,
-    /// Σ g² u² per coordinate (normalized, adagrad).
-    g: Vec<f64>,
-    /// The largest |u| seen per coordinate (normalized).
-    n: Vec<f64>,
+    data: Vec<f64>,
+}
+
+impl UpdateRule {
+    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad), then max |u| (normalized).
+    fn stride(self) -> usize {
+        match self {
+            Self::Normalized => 3,
+            Self::Adagrad => 2,
+            Self::Sgd => 1,
+        }
+    }
 }
 
 impl Block {
     fn new(width: usize, rule: UpdateRule) -> Self {
-        let stats = |on: bool| if on { vec![0.0; width] } else { Vec::new() };
         Self {
-            w: vec![0.0; width],
-            g: stats(rule != UpdateRule::Sgd),
-            n: stats(rule == UpdateRule::Normalized),
+            data: vec![0.0; width * rule.stride()],
         }
     }
 
     fn n_values(&self) -> usize {
-        self.w.len() + self.g.len() + self.n.len()
+        self.data.len()
     }
 }
 
@@ -242,8 +254,9 @@ pub struct MTLinear {
     params: MTLinearParams,
     /// Slots per block: `n_features (+1)`, or at most `2^hash_bits`.
     width: usize,
-    /// Slot of feature j is `j & mask` (all ones without hashing).
-    mask: usize,
+    /// Hashing: the number of slots features are hashed into (see [`slot_of`]); 0 when every
+    /// feature has its own slot (no hashing, or `2^hash_bits` covers all features).
+    n_hashed: usize,
     /// Per task, the blocks it reads and writes with their factor entries `(r, B[r, i])`, B[r, i] ≠ 0.
     terms: Vec<Vec<(u32, f64)>>,
     component: Vec<u32>,
@@ -256,6 +269,9 @@ pub struct MTLinear {
     /// Per-coordinate rates of the update in progress (phase one to phase two).
     #[serde(skip)]
     rates: Vec<f64>,
+    /// The nonzero entries of the example being learnt.
+    #[serde(skip)]
+    entries: Vec<(usize, f64)>,
 }
 
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
@@ -302,17 +318,27 @@ fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
     }
 }
 
-/// Calls `f(slot, value)` for every nonzero entry of `x̃ = (x, 1)` (VW stores no zero features).
+/// The slot of feature `j` in block `r`. Without hashing (`n_hashed = 0`), `j` itself. Under
+/// hashing, features `j < n_features` go to one of the `n_hashed` first slots by a 64-bit mix
+/// (MurmurHash3's finaliser) of `j` seeded by the block, so that two features colliding in one block
+/// (say the shared one) do not also collide in the others, as VW's hash of a crossed feature
+/// differs from the feature's own; the intercept (`j = n_features`) keeps the last slot to itself.
 #[inline]
-fn for_each_entry(x: &Row, n_features: usize, fit_intercept: bool, mask: usize, mut f: impl FnMut(usize, f64)) {
-    x.for_each(|j, v| {
-        if v != 0.0 {
-            f(j & mask, v)
-        }
-    });
-    if fit_intercept {
-        f(n_features & mask, 1.0);
+pub fn slot_of(j: usize, block: u32, n_features: usize, n_hashed: usize) -> usize {
+    if n_hashed == 0 {
+        return j;
     }
+    if j >= n_features {
+        return n_hashed;
+    }
+    let mut k = (j as u64) ^ (u64::from(block)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    k ^= k >> 33;
+    // Lemire's multiply-shift range reduction: uniform over [0, n_hashed) for any n_hashed.
+    ((u128::from(k) * n_hashed as u128) >> 64) as usize
 }
 
 impl MTLinear {
@@ -322,9 +348,10 @@ impl MTLinear {
         }
         let n_tasks = tasks.n_tasks();
         let dim = n_features + usize::from(params.fit_intercept);
-        let (width, mask) = match params.hash_bits {
-            Some(b) => ((1usize << b).min(dim), (1usize << b) - 1),
-            None => (dim, usize::MAX),
+        // Under hashing the intercept keeps one slot of the 2^b to itself.
+        let (width, n_hashed) = match params.hash_bits {
+            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(params.fit_intercept)),
+            _ => (dim, 0),
         };
         let (terms, n_blocks) = factor_terms(tasks);
         let component: Vec<u32> = (0..n_tasks).map(|i| tasks.component(i) as u32).collect();
@@ -333,7 +360,7 @@ impl MTLinear {
             n_features,
             params,
             width,
-            mask,
+            n_hashed,
             terms,
             stats: vec![ComponentStats::default(); tasks.n_components()],
             component,
@@ -341,6 +368,7 @@ impl MTLinear {
             n_updates: 0,
             n_skipped: 0,
             rates: Vec::new(),
+            entries: Vec::new(),
         })
     }
 
@@ -358,21 +386,54 @@ impl MTLinear {
         self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
     }
 
-    /// `<w_r, x̃>` for one block.
-    fn block_score(&self, w: &[f64], x: &Row) -> f64 {
-        let d = self.n_features;
-        let mut s = if self.mask == usize::MAX || self.width > d {
-            // No collisions among the features: slot j = j.
-            x.dot(&w[..d])
-        } else {
-            let mut acc = 0.0;
-            x.for_each(|j, v| acc += v * w[j & self.mask]);
-            acc
+    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics).
+    fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
+        let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
+        let mut s = match *x {
+            Row::Dense(v) if stride == 1 && n_hashed == 0 => crate::data::dot_dense(v, &data[..d]),
+            Row::Dense(v) => v
+                .iter()
+                .enumerate()
+                .map(|(j, &value)| value * data[slot_of(j, block, d, n_hashed) * stride])
+                .sum(),
+            Row::Sparse { indices, values } => indices
+                .iter()
+                .zip(values)
+                .map(|(&j, &value)| value * data[slot_of(j as usize, block, d, n_hashed) * stride])
+                .sum(),
         };
         if self.params.fit_intercept {
-            s += w[d & self.mask];
+            s += data[slot_of(d, block, d, n_hashed) * stride];
         }
         s
+    }
+
+    /// The nonzero entries `(feature, value)` of `x̃ = (x, 1)` into `self.entries` (VW stores no zero
+    /// features). Gathered once per update so that the loops over blocks run without branches.
+    fn gather_entries(&mut self, x: &Row) {
+        self.entries.clear();
+        match *x {
+            Row::Dense(v) => {
+                self.entries.resize(v.len(), (0, 0.0));
+                let mut n = 0;
+                for (j, &value) in v.iter().enumerate() {
+                    // Branch-free compaction: dense rows often hold unpredictable zeros.
+                    self.entries[n] = (j, value);
+                    n += usize::from(value != 0.0);
+                }
+                self.entries.truncate(n);
+            }
+            Row::Sparse { indices, values } => self.entries.extend(
+                indices
+                    .iter()
+                    .zip(values)
+                    .filter(|&(_, &value)| value != 0.0)
+                    .map(|(&j, &value)| (j as usize, value)),
+            ),
+        }
+        if self.params.fit_intercept {
+            self.entries.push((self.n_features, 1.0));
+        }
     }
 
     /// Phase one computes every rate and the step from the current state without writing; phase
@@ -382,43 +443,47 @@ impl MTLinear {
             loss,
             rule,
             learning_rate,
-            fit_intercept,
             ..
         } = self.params;
         let c = self.component[task] as usize;
         let stats = self.stats[c];
         let t = stats.n_examples + 1.0;
+        // Every loss here has ℓ > 0 exactly where ∂ℓ/∂p ≠ 0.
         let g = loss.derivative(y, score);
-        if !(loss.value(y, score) > 0.0) || g == 0.0 {
+        if g == 0.0 {
             self.stats[c].n_examples = t;
             return Ok(());
         }
         let g2 = g * g;
-        let (d, mask) = (self.n_features, self.mask);
+        self.gather_entries(&x);
         self.rates.clear();
         let (mut h, mut norm_x) = (0.0, 0.0);
+        let sgd_rate = 1.0 / t.sqrt();
+        let (d, n_hashed) = (self.n_features, self.n_hashed);
         for &(r, b) in &self.terms[task] {
             let block = self.blocks[r as usize].as_ref();
-            let rates = &mut self.rates;
-            for_each_entry(&x, d, fit_intercept, mask, |slot, v| {
+            for &(j, v) in &self.entries {
+                let slot = slot_of(j, r, d, n_hashed);
                 let u = b * v;
-                if u == 0.0 {
-                    return;
-                }
                 let u2 = u * u;
-                let rate = match rule {
-                    UpdateRule::Normalized => {
-                        let (gs, ns) = block.map_or((0.0, 0.0), |bl| (bl.g[slot], bl.n[slot]));
-                        let n_new = ns.max(u.abs());
+                let rate = match (rule, block) {
+                    (UpdateRule::Normalized, Some(bl)) => {
+                        let cell = &bl.data[slot * 3..slot * 3 + 3];
+                        let n_new = cell[2].max(u.abs());
                         norm_x += u2 / (n_new * n_new);
-                        1.0 / ((gs + g2 * u2).sqrt() * n_new)
+                        1.0 / ((cell[1] + g2 * u2).sqrt() * n_new)
                     }
-                    UpdateRule::Adagrad => 1.0 / (block.map_or(0.0, |bl| bl.g[slot]) + g2 * u2).sqrt(),
-                    UpdateRule::Sgd => 1.0 / t.sqrt(),
+                    (UpdateRule::Normalized, None) => {
+                        norm_x += 1.0;
+                        1.0 / ((g2 * u2).sqrt() * u.abs())
+                    }
+                    (UpdateRule::Adagrad, Some(bl)) => 1.0 / (bl.data[slot * 2 + 1] + g2 * u2).sqrt(),
+                    (UpdateRule::Adagrad, None) => 1.0 / (g2 * u2).sqrt(),
+                    (UpdateRule::Sgd, _) => sgd_rate,
                 };
                 h += u2 * rate;
-                rates.push(rate);
-            });
+                self.rates.push(rate);
+            }
         }
         let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
         let multiplier = match rule {
@@ -437,34 +502,29 @@ impl MTLinear {
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
         }
-        let width = self.width;
-        let mut e = 0;
+        let (width, stride) = (self.width, rule.stride());
+        let mut rates = self.rates.iter();
         for &(r, b) in &self.terms[task] {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
-            let rates = &self.rates;
-            for_each_entry(&x, d, fit_intercept, mask, |slot, v| {
+            for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
+                let slot = slot_of(j, r, d, n_hashed);
                 let u = b * v;
-                if u == 0.0 {
-                    return;
+                let cell = &mut block.data[slot * stride..(slot + 1) * stride];
+                if stride >= 2 {
+                    cell[1] += g2 * u * u;
                 }
-                let rate = rates[e];
-                e += 1;
-                if rule != UpdateRule::Sgd {
-                    block.g[slot] += g2 * u * u;
-                }
-                if rule == UpdateRule::Normalized {
-                    let a = u.abs();
-                    let n_old = block.n[slot];
+                if stride == 3 {
+                    let (a, n_old) = (u.abs(), cell[2]);
                     if a > n_old {
                         // As if the new scale had been known from the start.
                         if n_old > 0.0 {
-                            block.w[slot] *= n_old / a;
+                            cell[0] *= n_old / a;
                         }
-                        block.n[slot] = a;
+                        cell[2] = a;
                     }
                 }
-                block.w[slot] += scale * u * rate;
-            });
+                cell[0] += scale * u * rate;
+            }
         }
         self.stats[c] = ComponentStats {
             n_examples: t,
@@ -480,7 +540,11 @@ impl MTLinear {
         let mut out = vec![0.0; self.blocks.len() * self.width];
         for (r, block) in self.blocks.iter().enumerate() {
             if let Some(b) = block {
-                out[r * self.width..(r + 1) * self.width].copy_from_slice(&b.w);
+                let stride = self.params.rule.stride();
+                let row = &mut out[r * self.width..(r + 1) * self.width];
+                row.iter_mut()
+                    .zip(b.data.iter().step_by(stride))
+                    .for_each(|(o, &w)| *o = w);
             }
         }
         out
@@ -516,7 +580,7 @@ impl OnlineLearner for MTLinear {
             .filter_map(|&(r, b)| {
                 self.blocks[r as usize]
                     .as_ref()
-                    .map(|bl| b * self.block_score(&bl.w, &x))
+                    .map(|bl| b * self.block_score(&bl.data, &x, r))
             })
             .sum()
     }

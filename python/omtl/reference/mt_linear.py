@@ -13,6 +13,25 @@ from .graph import task_kernel
 from .perceptron import dense_row
 
 
+M64 = (1 << 64) - 1
+
+
+def slot_of(j: int, block: int, n_features: int, n_hashed: int) -> int:
+    """Feature j's slot in ``block``: j without hashing (n_hashed = 0); else MurmurHash3's 64-bit
+    finaliser of j seeded by the block, reduced to [0, n_hashed) by multiply-shift; the intercept
+    (j = n_features) has slot n_hashed to itself."""
+    if n_hashed == 0:
+        return j
+    if j >= n_features:
+        return n_hashed
+    k = j ^ ((block * 0x9E3779B97F4A7C15) & M64)
+    for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+        k ^= k >> 33
+        k = (k * mult) & M64
+    k ^= k >> 33
+    return (k * n_hashed) >> 64
+
+
 def factor_terms(graph):
     """Per task, the list of (block, B[block, task]) with B^T B = T; and the number of blocks."""
     k = graph.n_tasks
@@ -90,8 +109,10 @@ class MTLinearCore:
         self.loss, self.rule, self.eta = loss, update, learning_rate
         self.d, self.intercept = n_features, fit_intercept
         dim = n_features + int(fit_intercept)
-        self.width = dim if hash_bits is None else min(dim, 2**hash_bits)
-        self.modulus = None if hash_bits is None else 2**hash_bits
+        # Hashing only when the budget is smaller than the number of features.
+        hashed = hash_bits is not None and 2**hash_bits < dim
+        self.width = 2**hash_bits if hashed else dim
+        self.n_hashed = self.width - int(fit_intercept) if hashed else 0
         self.terms, n_blocks = factor_terms(graph)
         self.comp = components_of(graph, graph.n_tasks)
         n_comp = int(self.comp.max()) + 1
@@ -115,17 +136,15 @@ class MTLinearCore:
     def arrays(self) -> dict:
         return {"block_weights": self.W.copy()}
 
-    def entries(self, x):
-        """(slot, value) of every nonzero entry of (x, 1)."""
+    def entries(self, x, block):
+        """(slot in ``block``, value) of every nonzero entry of (x, 1)."""
         out = [(j, v) for j, v in enumerate(x) if v != 0.0]
         if self.intercept:
             out.append((self.d, 1.0))
-        if self.modulus is not None:
-            out = [(j % self.modulus, v) for j, v in out]
-        return out
+        return [(slot_of(j, block, self.d, self.n_hashed), v) for j, v in out]
 
     def score(self, x, task):
-        return sum(b * sum(v * self.W[r, j] for j, v in self.entries(x)) for r, b in self.terms[task])
+        return sum(b * sum(v * self.W[r, j] for j, v in self.entries(x, r)) for r, b in self.terms[task])
 
     def decision(self, X, tasks):
         return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
@@ -136,7 +155,7 @@ class MTLinearCore:
         g = loss_derivative(self.loss, y, p)
         if loss_value(self.loss, y, p) <= 0 or g == 0:
             return
-        coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x) if b * v != 0.0]
+        coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
         rates, h, norm_x = [], 0.0, 0.0
         for r, j, u in coords:
             G = self.G[r, j] + g * g * u * u
