@@ -26,6 +26,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::OnlineLearner;
+use crate::linalg::simd::dispatch;
 use crate::linalg::{sym_sqrt, SymMatrix};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
@@ -272,6 +273,44 @@ pub struct MTLinear {
     /// The nonzero entries of the example being learnt.
     #[serde(skip)]
     entries: Vec<(usize, f64)>,
+    /// Per coordinate of the update in progress: u and the slot's G and N before it.
+    #[serde(skip)]
+    pad: Scratchpad,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scratchpad {
+    u: Vec<f64>,
+    g: Vec<f64>,
+    n: Vec<f64>,
+}
+
+dispatch! {
+    /// The normalized rule's rates (M.2 step 1) of every coordinate of one example:
+    /// `rates[c] = 1/(√G'_c N'_c)` with `G' = G + g²u²`, `N' = max(N, |u|)`. Returns
+    /// `(Σ u² r, Σ u²/N'²)`, the latter as `Σ u² r² G'` (one division per coordinate).
+    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64)
+        => normalized_rates_kernel, normalized_rates_avx2
+}
+
+/// Four independent lanes, so that the compiler can keep them in one vector register.
+#[inline(always)]
+fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+    let len = u.len();
+    let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
+    let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
+    for (i, &ui) in u.iter().enumerate() {
+        let lane = i % 4;
+        let u2 = ui * ui;
+        let g_new = g[i] + g2 * u2;
+        let a = ui.abs();
+        let n_new = if n[i] > a { n[i] } else { a };
+        let r = 1.0 / (g_new.sqrt() * n_new);
+        rates[i] = r;
+        h[lane] += u2 * r;
+        norm[lane] += u2 * r * r * g_new;
+    }
+    ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
 }
 
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
@@ -369,6 +408,7 @@ impl MTLinear {
             n_skipped: 0,
             rates: Vec::new(),
             entries: Vec::new(),
+            pad: Scratchpad::default(),
         })
     }
 
@@ -456,41 +496,45 @@ impl MTLinear {
         }
         let g2 = g * g;
         self.gather_entries(&x);
-        self.rates.clear();
-        let (mut h, mut norm_x) = (0.0, 0.0);
-        let sgd_rate = 1.0 / t.sqrt();
-        let (d, n_hashed) = (self.n_features, self.n_hashed);
+        // Phase one: gather each coordinate's u and state (zeros for a block not yet allocated),
+        // then compute the rates in one pass over contiguous arrays.
+        let (d, n_hashed, stride) = (self.n_features, self.n_hashed, rule.stride());
+        let Scratchpad { u, g: gs, n: ns } = &mut self.pad;
+        u.clear();
+        gs.clear();
+        ns.clear();
         for &(r, b) in &self.terms[task] {
             let block = self.blocks[r as usize].as_ref();
             for &(j, v) in &self.entries {
-                let slot = slot_of(j, r, d, n_hashed);
-                let u = b * v;
-                let u2 = u * u;
-                let rate = match (rule, block) {
-                    (UpdateRule::Normalized, Some(bl)) => {
-                        let cell = &bl.data[slot * 3..slot * 3 + 3];
-                        let n_new = cell[2].max(u.abs());
-                        norm_x += u2 / (n_new * n_new);
-                        1.0 / ((cell[1] + g2 * u2).sqrt() * n_new)
-                    }
-                    (UpdateRule::Normalized, None) => {
-                        norm_x += 1.0;
-                        1.0 / ((g2 * u2).sqrt() * u.abs())
-                    }
-                    (UpdateRule::Adagrad, Some(bl)) => 1.0 / (bl.data[slot * 2 + 1] + g2 * u2).sqrt(),
-                    (UpdateRule::Adagrad, None) => 1.0 / (g2 * u2).sqrt(),
-                    (UpdateRule::Sgd, _) => sgd_rate,
-                };
-                h += u2 * rate;
-                self.rates.push(rate);
+                u.push(b * v);
+                let cell = block.map(|bl| &bl.data[slot_of(j, r, d, n_hashed) * stride..]);
+                gs.push(if stride >= 2 { cell.map_or(0.0, |c| c[1]) } else { 0.0 });
+                ns.push(if stride == 3 { cell.map_or(0.0, |c| c[2]) } else { 0.0 });
             }
         }
+        self.rates.resize(u.len(), 0.0);
+        let (h, norm_x) = match rule {
+            UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
+            UpdateRule::Adagrad => {
+                let mut h = 0.0;
+                for ((rate, &u), &g_old) in self.rates.iter_mut().zip(u.iter()).zip(gs.iter()) {
+                    *rate = 1.0 / (g_old + g2 * u * u).sqrt();
+                    h += u * u * *rate;
+                }
+                (h, 0.0)
+            }
+            UpdateRule::Sgd => {
+                let rate = 1.0 / t.sqrt();
+                self.rates.fill(rate);
+                (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
+            }
+        };
         let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
         let multiplier = match rule {
             UpdateRule::Normalized => (n_norm / sum_norm).sqrt(),
             _ => 1.0,
         };
-        h *= multiplier;
+        let h = h * multiplier;
         if h == 0.0 {
             // x̃ = 0: nothing to learn from.
             self.stats[c].n_examples = t;
@@ -502,7 +546,7 @@ impl MTLinear {
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
         }
-        let (width, stride) = (self.width, rule.stride());
+        let width = self.width;
         let mut rates = self.rates.iter();
         for &(r, b) in &self.terms[task] {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
