@@ -12,7 +12,6 @@ from ..learners.mt_linear import check_mt_linear_params
 from .graph import task_kernel
 from .perceptron import dense_row
 
-
 M64 = (1 << 64) - 1
 
 
