@@ -184,3 +184,12 @@ def test_bad_parameters_raise_on_the_first_batch_and_leave_no_state(cls, params)
     with pytest.raises(ValueError):
         model.partial_fit(X, y, tasks=tasks)
     assert not model._is_fitted()
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import omtl.learners.mt_linear as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
