@@ -794,6 +794,26 @@ mod tests {
     }
 
     #[test]
+    fn hashed_slots_stay_in_range_and_spare_the_intercept() {
+        let n_hashed = 1000;
+        let mut hits = vec![0usize; n_hashed + 1];
+        for block in 0..3u32 {
+            for j in 0..50_000 {
+                let slot = slot_of(j, block, 50_000, n_hashed);
+                assert!(slot < n_hashed);
+                hits[slot] += 1;
+            }
+            assert_eq!(slot_of(50_000, block, 50_000, n_hashed), n_hashed);
+        }
+        // Roughly uniform: 150 expected per slot.
+        assert!(hits[..n_hashed].iter().all(|&h| (60..300).contains(&h)));
+        // Different blocks, different collisions.
+        let same = (0..1000).filter(|&j| slot_of(j, 0, 50_000, n_hashed) == slot_of(j, 1, 50_000, n_hashed));
+        assert!(same.count() < 20);
+        assert_eq!(slot_of(77, 5, 50_000, 0), 77);
+    }
+
+    #[test]
     fn rejects_bad_parameters() {
         assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 0.0, true, None).is_err());
         assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
