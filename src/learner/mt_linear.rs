@@ -20,6 +20,8 @@
 //! Feature hashing (`hash_bits = b`): feature `j` lives in slot `j mod 2^b` of each block (VW's
 //! rule for numeric feature names), so colliding features share one weight and its statistics.
 
+use std::f64::consts::FRAC_1_SQRT_2;
+
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
@@ -357,20 +359,26 @@ fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
     }
 }
 
-/// The slot of feature `j` in block `r`. Without hashing (`n_hashed = 0`), `j` itself. Under
-/// hashing, features `j < n_features` go to one of the `n_hashed` first slots by a 64-bit mix
-/// (MurmurHash3's finaliser) of `j` seeded by the block, so that two features colliding in one block
-/// (say the shared one) do not also collide in the others, as VW's hash of a crossed feature
-/// differs from the feature's own; the intercept (`j = n_features`) keeps the last slot to itself.
+/// The key of the intercept among the coordinates of an example under hashing.
+const INTERCEPT_KEY: usize = usize::MAX;
+
+/// The slot of coordinate `key` in block `r`. Without hashing (`n_hashed = 0`) the key is the
+/// feature index (the intercept's is `n_features`) and the slot. Under hashing, feature j is stored
+/// in two slots, keys `2j` and `2j + 1`, each with value `x_j/√2` (so ‖x̃‖ is kept): a word that
+/// collides with another in one slot rarely does in both. A key goes to one of the `n_hashed`
+/// first slots by a 64-bit mix (MurmurHash3's finaliser) seeded by the block, so that collisions
+/// in one block (say the shared one) are independent of those in the others, as VW's hash of a
+/// crossed feature differs from the feature's own; the intercept (`INTERCEPT_KEY`) keeps the last
+/// slot to itself.
 #[inline]
-pub fn slot_of(j: usize, block: u32, n_features: usize, n_hashed: usize) -> usize {
+pub fn slot_of(key: usize, block: u32, n_hashed: usize) -> usize {
     if n_hashed == 0 {
-        return j;
+        return key;
     }
-    if j >= n_features {
+    if key == INTERCEPT_KEY {
         return n_hashed;
     }
-    let mut k = (j as u64) ^ (u64::from(block)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut k = (key as u64) ^ (u64::from(block)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     k ^= k >> 33;
     k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
     k ^= k >> 33;
@@ -429,27 +437,33 @@ impl MTLinear {
     /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics).
     fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
         let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
+        let weight = |j: usize| {
+            if n_hashed == 0 {
+                data[j * stride]
+            } else {
+                (data[slot_of(2 * j, block, n_hashed) * stride] + data[slot_of(2 * j + 1, block, n_hashed) * stride])
+                    * FRAC_1_SQRT_2
+            }
+        };
         let mut s = match *x {
             Row::Dense(v) if stride == 1 && n_hashed == 0 => crate::data::dot_dense(v, &data[..d]),
-            Row::Dense(v) => v
-                .iter()
-                .enumerate()
-                .map(|(j, &value)| value * data[slot_of(j, block, d, n_hashed) * stride])
-                .sum(),
+            Row::Dense(v) => v.iter().enumerate().map(|(j, &value)| value * weight(j)).sum(),
             Row::Sparse { indices, values } => indices
                 .iter()
                 .zip(values)
-                .map(|(&j, &value)| value * data[slot_of(j as usize, block, d, n_hashed) * stride])
+                .map(|(&j, &value)| value * weight(j as usize))
                 .sum(),
         };
         if self.params.fit_intercept {
-            s += data[slot_of(d, block, d, n_hashed) * stride];
+            let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
+            s += data[slot_of(key, block, n_hashed) * stride];
         }
         s
     }
 
-    /// The nonzero entries `(feature, value)` of `x̃ = (x, 1)` into `self.entries` (VW stores no zero
-    /// features). Gathered once per update so that the loops over blocks run without branches.
+    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features; keys
+    /// as in [`slot_of`]). Gathered once per update so that the loops over blocks run without
+    /// branches.
     fn gather_entries(&mut self, x: &Row) {
         self.entries.clear();
         match *x {
@@ -471,8 +485,23 @@ impl MTLinear {
                     .map(|(&j, &value)| (j as usize, value)),
             ),
         }
+        if self.n_hashed > 0 {
+            // Two half-weight copies of every feature (see `slot_of`).
+            let n = self.entries.len();
+            self.entries.resize(2 * n, (0, 0.0));
+            for i in (0..n).rev() {
+                let (j, value) = self.entries[i];
+                self.entries[2 * i] = (2 * j, value * FRAC_1_SQRT_2);
+                self.entries[2 * i + 1] = (2 * j + 1, value * FRAC_1_SQRT_2);
+            }
+        }
         if self.params.fit_intercept {
-            self.entries.push((self.n_features, 1.0));
+            let key = if self.n_hashed == 0 {
+                self.n_features
+            } else {
+                INTERCEPT_KEY
+            };
+            self.entries.push((key, 1.0));
         }
     }
 
@@ -498,7 +527,7 @@ impl MTLinear {
         self.gather_entries(&x);
         // Phase one: gather each coordinate's u and state (zeros for a block not yet allocated),
         // then compute the rates in one pass over contiguous arrays.
-        let (d, n_hashed, stride) = (self.n_features, self.n_hashed, rule.stride());
+        let (n_hashed, stride) = (self.n_hashed, rule.stride());
         let Scratchpad { u, g: gs, n: ns } = &mut self.pad;
         u.clear();
         gs.clear();
@@ -507,7 +536,7 @@ impl MTLinear {
             let block = self.blocks[r as usize].as_ref();
             for &(j, v) in &self.entries {
                 u.push(b * v);
-                let cell = block.map(|bl| &bl.data[slot_of(j, r, d, n_hashed) * stride..]);
+                let cell = block.map(|bl| &bl.data[slot_of(j, r, n_hashed) * stride..]);
                 gs.push(if stride >= 2 { cell.map_or(0.0, |c| c[1]) } else { 0.0 });
                 ns.push(if stride == 3 { cell.map_or(0.0, |c| c[2]) } else { 0.0 });
             }
@@ -551,7 +580,7 @@ impl MTLinear {
         for &(r, b) in &self.terms[task] {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
             for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
-                let slot = slot_of(j, r, d, n_hashed);
+                let slot = slot_of(j, r, n_hashed);
                 let u = b * v;
                 let cell = &mut block.data[slot * stride..(slot + 1) * stride];
                 if stride >= 2 {
@@ -798,19 +827,19 @@ mod tests {
         let n_hashed = 1000;
         let mut hits = vec![0usize; n_hashed + 1];
         for block in 0..3u32 {
-            for j in 0..50_000 {
-                let slot = slot_of(j, block, 50_000, n_hashed);
+            for key in 0..50_000 {
+                let slot = slot_of(key, block, n_hashed);
                 assert!(slot < n_hashed);
                 hits[slot] += 1;
             }
-            assert_eq!(slot_of(50_000, block, 50_000, n_hashed), n_hashed);
+            assert_eq!(slot_of(INTERCEPT_KEY, block, n_hashed), n_hashed);
         }
         // Roughly uniform: 150 expected per slot.
         assert!(hits[..n_hashed].iter().all(|&h| (60..300).contains(&h)));
         // Different blocks, different collisions.
-        let same = (0..1000).filter(|&j| slot_of(j, 0, 50_000, n_hashed) == slot_of(j, 1, 50_000, n_hashed));
+        let same = (0..1000).filter(|&key| slot_of(key, 0, n_hashed) == slot_of(key, 1, n_hashed));
         assert!(same.count() < 20);
-        assert_eq!(slot_of(77, 5, 50_000, 0), 77);
+        assert_eq!(slot_of(77, 5, 0), 77);
     }
 
     #[test]

@@ -15,15 +15,18 @@ from .perceptron import dense_row
 M64 = (1 << 64) - 1
 
 
-def slot_of(j: int, block: int, n_features: int, n_hashed: int) -> int:
-    """Feature j's slot in ``block``: j without hashing (n_hashed = 0); else MurmurHash3's 64-bit
-    finaliser of j seeded by the block, reduced to [0, n_hashed) by multiply-shift; the intercept
-    (j = n_features) has slot n_hashed to itself."""
+INTERCEPT = None  # the intercept's key under hashing
+
+
+def slot_of(key, block: int, n_hashed: int) -> int:
+    """The slot of a coordinate: its key (the feature index) without hashing (n_hashed = 0); under
+    hashing, MurmurHash3's 64-bit finaliser of the key seeded by the block, reduced to
+    [0, n_hashed) by multiply-shift, and slot n_hashed for the intercept."""
     if n_hashed == 0:
-        return j
-    if j >= n_features:
+        return key
+    if key is INTERCEPT:
         return n_hashed
-    k = j ^ ((block * 0x9E3779B97F4A7C15) & M64)
+    k = key ^ ((block * 0x9E3779B97F4A7C15) & M64)
     for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
         k ^= k >> 33
         k = (k * mult) & M64
@@ -136,11 +139,15 @@ class MTLinearCore:
         return {"block_weights": self.W.copy()}
 
     def entries(self, x, block):
-        """(slot in ``block``, value) of every nonzero entry of (x, 1)."""
+        """(slot in ``block``, value) of every coordinate of (x, 1): under hashing, feature j is
+        stored twice, keys 2j and 2j + 1, with value x_j/√2 each."""
         out = [(j, v) for j, v in enumerate(x) if v != 0.0]
+        if self.n_hashed:
+            half = math.sqrt(0.5)
+            out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
         if self.intercept:
-            out.append((self.d, 1.0))
-        return [(slot_of(j, block, self.d, self.n_hashed), v) for j, v in out]
+            out.append((INTERCEPT if self.n_hashed else self.d, 1.0))
+        return [(slot_of(key, block, self.n_hashed), v) for key, v in out]
 
     def score(self, x, task):
         return sum(b * sum(v * self.W[r, j] for j, v in self.entries(x, r)) for r, b in self.terms[task])
