@@ -143,7 +143,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="timings are the fastest of this many runs")
     ap.add_argument("--no-vw", action="store_true")
     ap.add_argument("--out", default="docs/results/vw_comparison.md")
+    ap.add_argument("--render", default=None, help="only rewrite the Markdown from this JSON of an earlier run")
     args = ap.parse_args(argv)
+    if args.render:
+        write_markdown(json.loads(Path(args.render).read_text()), args)
+        return 0
     data_dir = os.environ.get("OMTL_DATA")
     names = args.datasets.split(",")
     results: dict[str, dict[str, dict[str, list[float]]]] = {}
@@ -200,6 +204,13 @@ def write_markdown(results, args) -> None:
         f"{args.repeats} runs (one run for the other omtl learners). Machine: "
         f"{platform.machine()}, {os.cpu_count()} logical CPUs shared with other jobs; Python "
         f"{platform.python_version()}.",
+        "",
+        "Caveats. Times on a shared machine vary up to 2× between runs (the minimum over repeats "
+        "damps it). VW's cache-file pass is the difference of a two-pass and a one-pass run over the "
+        "cache (so it excludes VW's set-up), and VW's in-process loop includes parsing the prepared "
+        "text lines. VW runs with its defaults, among them `-b 18`: one table of 2^18 slots for all "
+        "its features, so it hashes with collisions on the text sets; MTLinear hashes only with "
+        "`hash_bits` (one table per block).",
         "",
     ]
     for name, res in results.items():
