@@ -2,7 +2,7 @@
 PYTHON ?= python3
 SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: dev test test-rust test-python lint fmt bench
+.PHONY: dev test test-rust test-python test-simd-levels lint fmt bench
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
@@ -16,6 +16,16 @@ test-python:
 	$(PYTHON) -m pytest -q
 
 test: test-rust test-python
+
+# The native/reference parity and invariant tests again under every SIMD build this CPU runs
+# (OMTL_SIMD; the fused builds change last bits, so a CPU-dependent failure shows on any machine).
+PARITY_TESTS := tests/test_parity.py tests/test_romco.py tests/test_budget.py tests/test_projectron.py \
+	tests/test_omtl_rounds.py tests/test_perceptron_invariants.py tests/test_baselines.py tests/test_pa.py
+test-simd-levels:
+	@for level in $$($(PYTHON) -c "import omtl._simd as s; print(*s.supported_simd_levels())"); do \
+		echo "== OMTL_SIMD=$$level"; \
+		OMTL_SIMD=$$level $(PYTHON) -m pytest -q -p no:cacheprovider $(PARITY_TESTS) || exit 1; \
+	done
 
 lint:
 	cargo fmt --check

@@ -113,7 +113,9 @@ fn bench_learner<L: OnlineLearner + Clone>(
         let mut t = 0;
         let mut scratch = Scratch::default();
         while model.n_active() < budget && t + STEPS < n {
-            model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch);
+            model
+                .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                .unwrap();
             t += 1;
         }
         let (a, b) = (t, t + STEPS);

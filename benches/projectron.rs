@@ -28,7 +28,9 @@ fn filled<L: OnlineLearner>(mut model: L, b: usize) -> L {
     let mut scratch = Scratch::default();
     for t in 0..b {
         // score 0 with label +1 is an update-mistake: every row is offered to the model
-        model.update(Row::Dense(&x[t * D..(t + 1) * D]), t % K, 1.0, 0.0, &mut scratch);
+        model
+            .update(Row::Dense(&x[t * D..(t + 1) * D]), t % K, 1.0, 0.0, &mut scratch)
+            .unwrap();
     }
     assert_eq!(model.n_active(), b, "the fill must insert every point");
     model
@@ -53,7 +55,7 @@ fn budget_step(c: &mut Criterion) {
                         |mut m| {
                             which = (which + 1) % 64;
                             let x = &candidates[which * D..(which + 1) * D];
-                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch);
+                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch).unwrap();
                             m
                         },
                         BatchSize::LargeInput,
@@ -67,7 +69,7 @@ fn budget_step(c: &mut Criterion) {
                         |mut m| {
                             which = (which + 1) % 64;
                             let x = &candidates[which * D..(which + 1) * D];
-                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch);
+                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch).unwrap();
                             m
                         },
                         BatchSize::LargeInput,

@@ -1,29 +1,15 @@
-"""Native learners against their NumPy reference twins on the same seeded streams."""
+"""Native learners against their NumPy reference twins on the same seeded streams (tie-aware:
+see parity.py)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from conftest import random_graph, random_stream
 from learner_table import IDS, LEARNERS
+from parity import assert_same_run
 
 import omtl
 import omtl.reference as ref
-
-
-def assert_same_run(native, reference, X, y, tasks, *, rtol=1e-9, chunk=50):
-    """Feeds both learners the same chunks; predictions identical and scores close at every step."""
-    for a in range(0, len(y), chunk):
-        sl = slice(a, a + chunk)
-        p_nat = native.learn(X[sl], y[sl], tasks=tasks[sl])
-        p_ref = reference.learn(X[sl], y[sl], tasks=tasks[sl])
-        np.testing.assert_array_equal(p_nat, p_ref, err_msg=f"predictions diverge in rows {a}..{a + chunk}")
-    s_nat = native.decision_function(X, tasks=tasks)
-    s_ref = reference.decision_function(X, tasks=tasks)
-    np.testing.assert_allclose(s_nat, s_ref, rtol=rtol, atol=1e-12)
-    assert native.n_active_ == reference.n_active_
-    assert native.n_updates_ == reference.n_updates_
-    assert native.n_mistakes_ == reference.n_mistakes_
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])

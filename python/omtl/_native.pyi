@@ -22,6 +22,8 @@ __all__ = [
     "batch_mtl_solve",
     "omtl_tau",
     "_svt_for_tests",
+    "simd_level",
+    "detected_simd_level",
     "STATE_VERSION",
 ]
 
@@ -167,7 +169,16 @@ class NativeLearner:
         ``loss`` is "logistic", "hinge" or "squared", ``update`` "normalized", "adagrad" or "sgd"."""
     @staticmethod
     def from_bytes(state: bytes) -> NativeLearner:
-        """Restores a learner from ``to_bytes``; raises ValueError on another ``STATE_VERSION``."""
+        """Restores a learner from ``to_bytes``: decoded within the payload's size, then every
+        invariant checked; raises ValueError for anything else (another ``STATE_VERSION``
+        included)."""
+    @property
+    def kind(self) -> str:
+        """The name of the native algorithm (``"mtbprj"``, ``"romco"``, ...)."""
+    def same_settings(self, other: NativeLearner) -> bool:
+        """True when ``other`` is the same algorithm with the same hyper-parameters."""
+    def check_state(self) -> None:
+        """Checks the invariants ``from_bytes`` checks on the current state; raises ValueError."""
     def force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
         learners without one."""
@@ -194,7 +205,7 @@ class NativeLearner:
     def n_features(self) -> int: ...
     def diagnostics(self) -> dict[str, float]: ...
     def to_bytes(self) -> bytes:
-        """The versioned, serialised state (for pickling)."""
+        """The versioned, serialised state (for pickling and ``omtl.save``)."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""
@@ -229,3 +240,10 @@ def _svt_for_tests(m: NDArray[np.float64], theta: float, route: str) -> NDArray[
     """Test hook for the singular value thresholding routes of ALGORITHMS.md §5.5: returns
     ``SVT_theta(M)`` for a ``d x k`` matrix by ``route`` ("gram" = (b), "qr" = (a) as ROMCO runs it,
     "explicit" = the literal (a) with Q formed), or None when route (b) declines."""
+
+def simd_level() -> str:
+    """The SIMD build the native kernels run: the CPU's widest, capped by ``OMTL_SIMD``
+    (``"portable"``, ``"avx2"`` or ``"avx512"``)."""
+
+def detected_simd_level() -> str:
+    """The widest SIMD build this CPU runs, whatever ``OMTL_SIMD`` says."""

@@ -79,6 +79,11 @@ impl BaseKernel {
         Ok(Self { kind, normalize })
     }
 
+    /// A restored kernel: its parameters must pass [`BaseKernel::new`].
+    pub(crate) fn check_state(&self) -> Result<()> {
+        crate::state::param(Self::new(self.kind, self.normalize)).map(|_| ())
+    }
+
     /// Whether the normalised form differs from the raw one.
     #[inline]
     pub fn normalizes(&self) -> bool {

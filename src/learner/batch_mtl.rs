@@ -28,6 +28,7 @@ use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::svt;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Regularizer {
@@ -640,6 +641,93 @@ impl BatchMtl {
     }
 }
 
+/// The largest solver iteration cap a restored model may carry (the default is 1000): a loop
+/// bound read from a file must stay a bound.
+pub const MAX_RESTORED_ITER: usize = 1_000_000;
+
+impl BatchMtl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (
+            self.n_tasks,
+            self.n_features,
+            self.reg,
+            self.rho,
+            self.retrain_every,
+            self.opts,
+        ) == (
+            other.n_tasks,
+            other.n_features,
+            other.reg,
+            other.rho,
+            other.retrain_every,
+            other.opts,
+        )
+    }
+}
+
+impl CheckState for BatchMtl {
+    fn check_state(&self) -> Result<()> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len("MTL weights", self.weights.len(), checked_size("MTL weights", k, d)?)?;
+        check_len("MTL biases", self.bias.len(), k)?;
+        param(Self::new(k, d, self.reg, self.rho, self.retrain_every, false))?;
+        let opts_ok =
+            self.opts.tol.is_finite() && self.opts.tol >= 0.0 && (1..=MAX_RESTORED_ITER).contains(&self.opts.max_iter);
+        ensure(opts_ok, || format!("invalid solver options {:?}", self.opts))?;
+        check_finite("MTL weights", &self.weights)?;
+        check_finite("MTL biases", &self.bias)?;
+        let n = self.labels.len();
+        check_len("stored tasks", self.tasks.len(), n)?;
+        ensure(self.tasks.iter().all(|&t| (t as usize) < k), || {
+            format!("a stored example names a task outside [0, {k})")
+        })?;
+        ensure(self.labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
+            "a stored label is not -1 or +1".into()
+        })?;
+        let finite32 = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        match &self.store {
+            Store::Dense(data) => {
+                check_len("stored dense rows", data.len(), checked_size("stored rows", n, d)?)?;
+                ensure(finite32(data), || "a stored row is not finite".into())?;
+            }
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                check_len("stored row pointers", indptr.len(), n + 1)?;
+                check_len("stored values", values.len(), indices.len())?;
+                let bounds_ok =
+                    indptr[0] == 0 && indptr.windows(2).all(|w| w[0] <= w[1]) && indptr[n] == indices.len() as i64;
+                ensure(bounds_ok, || "stored row pointers are malformed".into())?;
+                for r in 0..n {
+                    let idx = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+                    let sorted = idx.windows(2).all(|w| w[0] < w[1]) && idx.last().is_none_or(|&j| (j as usize) < d);
+                    ensure(sorted, || format!("stored sparse row {r} has bad indices"))?;
+                }
+                ensure(finite32(values), || "a stored value is not finite".into())?;
+            }
+        }
+        check_counts("MTL", &[self.n_retrains, self.total_iter])?;
+        // A retrain runs whenever the number of stored examples reaches a multiple of the period.
+        let retrains = n as u64 / self.retrain_every;
+        let max_iter = self.opts.max_iter as u64;
+        let counters_ok = self.n_retrains == retrains
+            && self.last.n_iter <= self.opts.max_iter
+            && self.total_iter <= retrains.saturating_mul(max_iter)
+            && (self.last.objective.is_finite() || retrains == 0)
+            && self.last.lipschitz.is_finite();
+        ensure(counters_ok, || {
+            format!(
+                "MTL counters are inconsistent: {n} stored, {} retrains (period {}), last report {:?}",
+                self.n_retrains, self.retrain_every, self.last
+            )
+        })
+    }
+}
+
 impl OnlineLearner for BatchMtl {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -654,11 +742,12 @@ impl OnlineLearner for BatchMtl {
         x.dot(&self.weights[task * d..(task + 1) * d]) + self.bias[task]
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.push(&x, task, y);
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
             self.retrain();
         }
+        Ok(())
     }
 
     /// The number of retrains.

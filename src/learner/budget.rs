@@ -29,6 +29,7 @@ use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::rng::SplitMix64;
+use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
 /// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
 const FOLD_BELOW: f64 = 1e-150;
@@ -99,6 +100,43 @@ impl MTRBP {
     }
 }
 
+impl MTRBP {
+    /// Same hyper-parameters as `other` (the seed is not kept: the generator's state moves on).
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+    }
+}
+
+impl CheckState for MTRBP {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        check_counts("MTRBP", &[self.n_updates, self.n_seen, self.n_evictions])?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends one element; every eviction removes one.
+        let consistent = n <= self.budget as u64
+            && self.n_updates <= self.n_seen
+            && self.n_evictions <= self.n_updates
+            && n == self.n_updates - self.n_evictions
+            && last <= self.n_seen
+            && self.last_evicted_time <= self.n_seen;
+        ensure(consistent, || {
+            format!(
+                "MTRBP counters are inconsistent: {n} stored (budget {}), {} updates, {} evictions, {} seen",
+                self.budget, self.n_updates, self.n_evictions, self.n_seen
+            )
+        })
+    }
+}
+
 impl OnlineLearner for MTRBP {
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
@@ -120,10 +158,10 @@ impl OnlineLearner for MTRBP {
         )
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         self.index.ensure(&self.set);
@@ -138,6 +176,7 @@ impl OnlineLearner for MTRBP {
         }
         let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
         self.index.add(&self.set, slot);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -339,6 +378,83 @@ impl MTFORG {
     }
 }
 
+impl MTFORG {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+            && self.radius == other.radius
+    }
+}
+
+impl CheckState for MTFORG {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let radius_ok =
+            self.radius.is_finite() && self.radius > 0.0 && (!Self::bounded_by_one(&self.kernel) || self.radius == 1.0);
+        ensure(radius_ok, || format!("MTFORG radius {} is invalid", self.radius))?;
+        let c_g = self.tasks.c_g(self.radius);
+        let c_g_ok = c_g > 0.0 && c_g.is_finite() && (self.c_g - c_g).abs() <= 1e-12 * c_g;
+        ensure(c_g_ok, || {
+            format!("MTFORG c_G {} differs from the task kernel's {c_g}", self.c_g)
+        })?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        ensure(
+            self.scale.is_finite() && (FOLD_BELOW..=1.0).contains(&self.scale),
+            || format!("MTFORG scale {} is outside [{FOLD_BELOW:e}, 1]", self.scale),
+        )?;
+        // Q <= 15/32 c_G^2 M (the Forgetron's invariant), with room for rounding.
+        let bound = 15.0 / 32.0 * self.c_g * self.c_g * self.m as f64;
+        ensure(self.q.is_finite() && self.q <= bound * (1.0 + 1e-9) + 1e-12, || {
+            format!("MTFORG damage Q = {} exceeds 15/32 c_G^2 M = {bound}", self.q)
+        })?;
+        check_counts(
+            "MTFORG",
+            &[
+                self.m,
+                self.n_updates,
+                self.n_seen,
+                self.n_evictions,
+                self.n_folds,
+                self.n_radius_exceeded,
+            ],
+        )?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends; beyond the budget each also removes the oldest.
+        let consistent = self.m == self.n_updates
+            && self.n_updates <= self.n_seen
+            && n == self.n_updates.min(self.budget as u64)
+            && self.n_evictions == self.n_updates - n
+            && self.n_folds <= self.n_evictions
+            && self.n_radius_exceeded <= self.n_seen
+            && last <= self.n_seen
+            && self.last.is_some() == (self.n_evictions > 0);
+        ensure(consistent, || {
+            format!(
+                "MTFORG counters are inconsistent: {n} stored (budget {}), {} updates, M = {}, {} evictions, {} seen",
+                self.budget, self.n_updates, self.m, self.n_evictions, self.n_seen
+            )
+        })?;
+        if let Some(step) = &self.last {
+            check_finite(
+                "MTFORG's last shrink step",
+                &[step.a, step.b, step.c, step.phi, step.sigma],
+            )?;
+            ensure((0.0..=1.0).contains(&step.chi), || {
+                format!("MTFORG's last shrink coefficient {} is outside [0, 1]", step.chi)
+            })?;
+        }
+        Ok(())
+    }
+}
+
 impl OnlineLearner for MTFORG {
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
@@ -352,13 +468,13 @@ impl OnlineLearner for MTFORG {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
             self.n_radius_exceeded += 1;
         }
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         self.m += 1;
@@ -369,6 +485,7 @@ impl OnlineLearner for MTFORG {
         if self.set.len() > self.budget {
             self.shrink_and_forget(scratch);
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -468,7 +585,7 @@ mod tests {
             let mut evicted = Vec::new();
             for t in 0..n {
                 let row = Row::Dense(&x[t * d..(t + 1) * d]);
-                m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+                m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
                 assert!(m.n_active() <= 10);
                 evicted.push(m.last_evicted_time);
             }
@@ -494,7 +611,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
             assert!(m.n_active() <= 4);
             let (q, mm) = m.damage();
             assert!(q <= 15.0 / 32.0 * m.c_g() * m.c_g() * mm as f64 * (1.0 + 1e-12));

@@ -22,6 +22,7 @@ use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -313,6 +314,51 @@ impl CwCol {
     }
 }
 
+impl CwModel {
+    /// A restored model of `n_features` coordinates: finite means, finite positive variances.
+    fn check_state(&self, n_features: usize) -> Result<()> {
+        check_len("CW means", self.mu.len(), n_features)?;
+        check_len("CW variances", self.sigma.len(), n_features)?;
+        check_finite("CW means", &self.mu)?;
+        check_finite("CW variances", &self.sigma)?;
+        ensure(self.sigma.iter().all(|&s| s > 0.0), || {
+            "a CW variance is not positive".into()
+        })
+    }
+}
+
+impl CwCol {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features) == (other.n_tasks, other.n_features)
+            && (self.confidence, self.a, self.omega) == (other.confidence, other.a, other.omega)
+    }
+}
+
+impl CheckState for CwCol {
+    fn check_state(&self) -> Result<()> {
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
+        self.global.check_state(self.n_features)?;
+        check_len("CW individual models", self.individual.len(), self.n_tasks)?;
+        // The settings must be ones `new` accepts, and the constants those of the confidence.
+        let fresh = param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.confidence,
+            self.a,
+            self.omega,
+        ))?;
+        ensure(fresh.constants == self.constants, || {
+            "the CW constants do not match the confidence".into()
+        })?;
+        for m in self.individual.iter().flatten() {
+            m.check_state(self.n_features)?;
+        }
+        Ok(())
+    }
+}
+
 impl OnlineLearner for CwCol {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -333,11 +379,12 @@ impl OnlineLearner for CwCol {
         s
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.collaborative_update(&x, task, y);
         if self.global.update(&self.constants, &x, y) {
             self.n_global_updates += 1;
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

@@ -52,8 +52,8 @@ pub(crate) fn weighted_score(
 fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
             return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
         }
     }
@@ -405,6 +405,14 @@ impl SparseIndex {
             postings: HashMap::default(),
             built: false,
         }
+    }
+
+    /// The index must agree with the representation of the rows it indexes (a restored one is
+    /// never built: the postings are not serialised; a live one may be).
+    pub(crate) fn check_state(&self, set: &ActiveSet) -> crate::Result<()> {
+        crate::state::ensure(self.enabled == set.rows().is_sparse(), || {
+            "the sparse index does not match the stored rows' representation".into()
+        })
     }
 
     pub fn is_built(&self) -> bool {

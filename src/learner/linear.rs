@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
+use crate::error::Result;
 use crate::kernel::TaskKernel;
+use crate::state::{check_finite, check_len, ensure};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinearWeights {
@@ -37,6 +39,32 @@ impl LinearWeights {
             shared: None,
             members,
         }
+    }
+
+    /// A restored primal model of `n_features` features on `tasks` with kernel normalisation
+    /// `normalize`: one optional finite block of length d per task, a shared block only for the
+    /// complete graph, and the component members of a dense T.
+    pub(crate) fn check_state(&self, tasks: &TaskKernel, n_features: usize, normalize: bool) -> Result<()> {
+        check_len("primal weights' n_features", self.n_features, n_features)?;
+        ensure(self.normalize == normalize, || {
+            "the primal weights' normalisation differs from the kernel's".into()
+        })?;
+        check_len("primal weight blocks", self.blocks.len(), tasks.n_tasks())?;
+        for block in self.blocks.iter().chain(std::iter::once(&self.shared)).flatten() {
+            check_len("a primal weight block", block.len(), n_features)?;
+            check_finite("a primal weight block", block)?;
+        }
+        ensure(
+            self.shared.is_none() || matches!(tasks, TaskKernel::Complete { .. }),
+            || "a shared primal block without the complete graph".into(),
+        )?;
+        let members = match tasks {
+            TaskKernel::Dense { .. } => tasks.component_members(),
+            _ => Vec::new(),
+        };
+        ensure(self.members == members, || {
+            "the primal weights' component members differ from the task kernel's".into()
+        })
     }
 
     fn input_scale(&self, x: &Row) -> f64 {

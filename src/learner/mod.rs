@@ -43,23 +43,38 @@ pub trait OnlineLearner {
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64;
 
     /// Receives the label `y` (±1) of `(x, task)`, whose pre-update score was `score`.
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch);
+    ///
+    /// An error (a non-finite step or result) is returned before anything changes: on `Err`
+    /// the model is exactly as it was before the call.
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()>;
 
     /// One step of the online protocol: predict, then update. Returns the pre-update score.
-    fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> f64 {
+    /// On `Err` the model is unchanged, as for [`OnlineLearner::update`].
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> Result<f64> {
         let f = self.score(x, task, scratch);
-        self.update(x, task, y, f, scratch);
-        f
+        self.update(x, task, y, f, scratch)?;
+        Ok(f)
     }
 
     /// One round of protocol P2 (ALGORITHMS.md §1.2): the rows (of distinct tasks) are all
     /// scored with the same model, then the model makes one joint update; the pre-update scores
     /// go to `scores`. The default flattens the round (§1.3): predict-then-update row by row, in
     /// the given order, which is what every protocol-P1 learner does with a round.
-    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+    ///
+    /// On `Err` the rows before the failing one may have been learned (the batch functions
+    /// below make whole calls atomic).
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         for (r, row) in rows.iter().enumerate() {
-            scores[r] = self.learn_one(*row, tasks[r], y[r], scratch);
+            scores[r] = self.learn_one(*row, tasks[r], y[r], scratch)?;
         }
+        Ok(())
     }
 
     /// Number of model updates so far.
@@ -83,12 +98,12 @@ pub trait OnlineLearner {
 pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    Ok((0..rows.len())
+    (0..rows.len())
         .map(|t| {
             rows.prefetch_row(t + 1);
             model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
         })
-        .collect())
+        .collect()
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
@@ -158,7 +173,7 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
             &y[start..end],
             &mut scores[start..end],
             &mut scratch,
-        );
+        )?;
         start = end;
     }
     Ok(scores)

@@ -30,6 +30,7 @@ use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::OnlineLearner;
 use crate::linalg::simd::dispatch;
 use crate::linalg::{sym_sqrt, SymMatrix};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
 pub const MAX_HASH_BITS: u32 = 31;
@@ -255,6 +256,8 @@ pub struct MTLinear {
     n_tasks: usize,
     n_features: usize,
     params: MTLinearParams,
+    /// The task kernel the factor was computed from (for `same_settings`).
+    tasks: TaskKernel,
     /// Slots per block: `n_features (+1)`, or at most `2^hash_bits`.
     width: usize,
     /// Hashing: the number of slots features are hashed into (see [`slot_of`]); 0 when every
@@ -267,8 +270,6 @@ pub struct MTLinear {
     /// Allocated on their first update.
     blocks: Vec<Option<Block>>,
     n_updates: u64,
-    /// Updates refused because a quantity was not finite (the model was left unchanged).
-    n_skipped: u64,
     /// Per-coordinate rates of the update in progress (phase one to phase two).
     #[serde(skip)]
     rates: Vec<f64>,
@@ -406,6 +407,7 @@ impl MTLinear {
             n_tasks,
             n_features,
             params,
+            tasks: tasks.clone(),
             width,
             n_hashed,
             terms,
@@ -413,7 +415,6 @@ impl MTLinear {
             component,
             blocks: vec![None; n_blocks],
             n_updates: 0,
-            n_skipped: 0,
             rates: Vec::new(),
             entries: Vec::new(),
             pad: Scratchpad::default(),
@@ -624,6 +625,83 @@ impl MTLinear {
     }
 }
 
+impl MTLinear {
+    /// Same hyper-parameters (task kernel, features, loss, rule, rate, intercept, hashing).
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.n_features == other.n_features && self.params == other.params && self.tasks.approx_eq(&other.tasks)
+    }
+}
+
+impl CheckState for MTLinear {
+    /// Everything `score` and `update` index or divide by: the factor's blocks exist, the slots
+    /// fit the blocks, the component counters exist; values finite.
+    fn check_state(&self) -> Result<()> {
+        self.tasks.check_state()?;
+        ensure(self.n_tasks == self.tasks.n_tasks(), || {
+            "n_tasks differs from the task kernel".into()
+        })?;
+        param(MTLinearParams::new(
+            self.params.loss,
+            self.params.rule,
+            self.params.learning_rate,
+            self.params.fit_intercept,
+            self.params.hash_bits,
+        ))?;
+        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
+        check_counts("MTLinear", &[self.n_updates])?;
+        let dim = self
+            .n_features
+            .checked_add(usize::from(self.params.fit_intercept))
+            .ok_or_else(|| Error::State(format!("n_features = {} is out of range", self.n_features)))?;
+        let (width, n_hashed) = match self.params.hash_bits {
+            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(self.params.fit_intercept)),
+            _ => (dim, 0),
+        };
+        ensure((self.width, self.n_hashed) == (width, n_hashed), || {
+            format!(
+                "block width {} does not follow from the parameters ({width})",
+                self.width
+            )
+        })?;
+        check_len("MTLinear factor", self.terms.len(), self.n_tasks)?;
+        check_len("MTLinear components", self.component.len(), self.n_tasks)?;
+        let n_blocks = self.blocks.len();
+        for terms in &self.terms {
+            for &(r, b) in terms {
+                ensure((r as usize) < n_blocks && b.is_finite(), || {
+                    format!("factor entry ({r}, {b}) outside the {n_blocks} blocks or not finite")
+                })?;
+            }
+        }
+        ensure(self.component.iter().all(|&c| (c as usize) < self.stats.len()), || {
+            "a task's component has no counters".into()
+        })?;
+        for st in &self.stats {
+            let counters = [st.n_examples, st.n_updates, st.sum_norm_x];
+            check_finite("MTLinear component counters", &counters)?;
+            // Negative counters would turn the multiplier √(n/S) into NaN.
+            ensure(counters.iter().all(|&v| v >= 0.0), || {
+                format!("negative MTLinear component counters {counters:?}")
+            })?;
+        }
+        let stride = self.params.rule.stride();
+        let len = checked_size("an MTLinear block", width, stride)?;
+        for block in self.blocks.iter().flatten() {
+            check_len("an MTLinear block", block.data.len(), len)?;
+            check_finite("an MTLinear block", &block.data)?;
+            // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
+            ensure(
+                block
+                    .data
+                    .chunks_exact(stride)
+                    .all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
+                || "negative per-coordinate statistics in an MTLinear block".into(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 impl PartialEq for MTLinear {
     /// The model state (the scratch buffer of rates is not part of it).
     fn eq(&self, other: &Self) -> bool {
@@ -634,7 +712,6 @@ impl PartialEq for MTLinear {
             && self.stats == other.stats
             && self.blocks == other.blocks
             && self.n_updates == other.n_updates
-            && self.n_skipped == other.n_skipped
     }
 }
 
@@ -658,11 +735,8 @@ impl OnlineLearner for MTLinear {
             .sum()
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
-        // The trait cannot report the refusal yet: count it (diagnostics) and keep the model as is.
-        if self.try_update(x, task, y, score).is_err() {
-            self.n_skipped += 1;
-        }
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
+        self.try_update(x, task, y, score)
     }
 
     fn n_updates(&self) -> u64 {
@@ -683,7 +757,6 @@ impl OnlineLearner for MTLinear {
                 self.blocks.iter().filter(|b| b.is_some()).count() as f64,
             ),
             ("block_width", self.width as f64),
-            ("n_skipped", self.n_skipped as f64),
         ]
     }
 

@@ -16,6 +16,7 @@ use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GlobalNorm {
@@ -187,6 +188,41 @@ impl Omtl {
     }
 }
 
+impl Omtl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.c, self.norm, self.explicit)
+            == (other.n_tasks, other.n_features, other.c, other.norm, other.explicit)
+    }
+}
+
+impl CheckState for Omtl {
+    fn check_state(&self) -> Result<()> {
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTL weights",
+            self.weights.len(),
+            checked_size("OMTL weights", self.n_tasks, self.n_features)?,
+        )?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.c,
+            self.norm,
+            self.explicit,
+        ))?;
+        check_finite("OMTL weights", &self.weights)?;
+        check_counts("OMTL", &[self.n_updates, self.n_rounds])?;
+        // A round updates each of its (distinct) tasks at most once.
+        ensure(
+            self.n_rounds
+                .checked_mul(self.n_tasks as u64)
+                .is_none_or(|most| self.n_updates <= most),
+            || "OMTL has more updates than its rounds allow".into(),
+        )
+    }
+}
+
 impl OnlineLearner for Omtl {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -201,16 +237,25 @@ impl OnlineLearner for Omtl {
     }
 
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
-    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
         self.update_round(rows, tasks, y, scores);
+        Ok(())
     }
 
     /// A singleton round (§1.3).
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.update_round(&[x], &[task], &[y], &[score]);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

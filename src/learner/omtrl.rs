@@ -22,6 +22,7 @@ use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::{is_update_mistake, OnlineLearner};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RelationUpdate {
@@ -208,6 +209,47 @@ fn symmetrize(m: &mut [f64], n: usize) {
     }
 }
 
+impl Omtrl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.update, self.eta, self.epoch)
+            == (other.n_tasks, other.n_features, other.update, other.eta, other.epoch)
+    }
+}
+
+impl CheckState for Omtrl {
+    fn check_state(&self) -> Result<()> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTRL weights",
+            self.weights.len(),
+            checked_size("OMTRL weights", k, d)?,
+        )?;
+        check_len(
+            "OMTRL coupling",
+            self.coupling.len(),
+            checked_size("OMTRL coupling", k, k)?,
+        )?;
+        param(Self::new(k, d, self.update, self.eta, self.epoch))?;
+        check_len("OMTRL Gram matrix", self.gram.len(), k * k)?;
+        check_finite("OMTRL weights", &self.weights)?;
+        check_counts(
+            "OMTRL",
+            &[self.n_seen, self.n_updates, self.n_refreshes, self.n_refresh_skipped],
+        )?;
+        // The refresh eigendecomposes the coupling: it must be finite and symmetric.
+        check_finite("OMTRL coupling", &self.coupling)?;
+        check_finite("OMTRL Gram matrix", &self.gram)?;
+        let symmetric = (0..k).all(|i| (0..i).all(|j| self.coupling[i * k + j] == self.coupling[j * k + i]));
+        ensure(symmetric, || "the OMTRL coupling is not symmetric".into())?;
+        ensure(
+            self.n_updates <= self.n_seen && self.n_refreshes.saturating_add(self.n_refresh_skipped) <= self.n_seen,
+            || "OMTRL counters are inconsistent".into(),
+        )
+    }
+}
+
 impl OnlineLearner for Omtrl {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -222,7 +264,7 @@ impl OnlineLearner for Omtrl {
         x.dot(&self.weights[task * d..(task + 1) * d])
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         let (k, d) = (self.n_tasks, self.n_features);
         if is_update_mistake(y, score) {
@@ -238,6 +280,7 @@ impl OnlineLearner for Omtrl {
         if self.n_seen >= self.epoch {
             self.refresh_coupling();
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

@@ -14,6 +14,7 @@ use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::simd::{dense_axpy, dense_dot};
+use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
@@ -99,6 +100,35 @@ impl PassiveAggressive {
     }
 }
 
+impl PassiveAggressive {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.global, self.variant, self.c)
+            == (other.n_tasks, other.n_features, other.global, other.variant, other.c)
+    }
+}
+
+impl CheckState for PassiveAggressive {
+    fn check_state(&self) -> Result<()> {
+        check_counts("PA", &[self.n_updates])?;
+        let n_blocks = if self.global { 1 } else { self.n_tasks };
+        // The length first: it bounds n_tasks by the payload before `new` allocates.
+        check_len("PA weight blocks", self.weights.len(), n_blocks)?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.global,
+            self.variant,
+            self.c,
+        ))?;
+        for w in self.weights.iter().flatten() {
+            check_len("a PA weight vector", w.len(), self.n_features)?;
+            check_finite("a PA weight vector", w)?;
+        }
+        Ok(())
+    }
+}
+
 impl OnlineLearner for PassiveAggressive {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -116,10 +146,10 @@ impl OnlineLearner for PassiveAggressive {
         }
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         let loss = 1.0 - y * score;
         if loss <= 0.0 {
-            return;
+            return Ok(());
         }
         let sq_norm = match x {
             Row::Dense(v) => dense_dot(v, v),
@@ -127,7 +157,7 @@ impl OnlineLearner for PassiveAggressive {
         };
         let tau = self.variant.step(loss, sq_norm, self.c);
         if tau <= 0.0 {
-            return;
+            return Ok(());
         }
         let d = self.n_features;
         let b = self.block(task);
@@ -137,6 +167,7 @@ impl OnlineLearner for PassiveAggressive {
             sparse => sparse.add_to(w, tau * y),
         }
         self.n_updates += 1;
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -175,7 +206,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            let f = m.learn_one(row, 0, y[t], &mut scratch);
+            let f = m.learn_one(row, 0, y[t], &mut scratch).unwrap();
             if 1.0 - y[t] * f > 0.0 {
                 let after = y[t] * dot_dense(&m.weights(0), &x[t * d..(t + 1) * d]);
                 assert!((after - 1.0).abs() < 1e-9, "{after}");
@@ -214,7 +245,7 @@ mod tests {
     fn zero_rows_do_not_update() {
         let mut m = PassiveAggressive::new(2, 3, false, PaVariant::Pa2, 1.0).unwrap();
         let zero = [0.0; 3];
-        m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default());
+        m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default()).unwrap();
         assert_eq!(m.n_updates(), 0);
     }
 }

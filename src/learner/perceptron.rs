@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Model {
@@ -79,6 +80,49 @@ impl MTPerceptron {
     }
 }
 
+impl MTPerceptron {
+    /// Same hyper-parameters (kernel, task kernel, features, primal or dual form) as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.is_primal() == other.is_primal()
+    }
+}
+
+impl CheckState for MTPerceptron {
+    fn check_state(&self) -> Result<()> {
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
+        check_counts("MTPerceptron", &[self.n_updates, self.n_seen])?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more updates than examples seen".into()
+        })?;
+        match &self.model {
+            Model::Primal(w) => {
+                ensure(matches!(self.kernel.kind, KernelKind::Linear), || {
+                    "a primal model needs the linear kernel".into()
+                })?;
+                w.check_state(&self.tasks, self.n_features, self.kernel.normalize)
+            }
+            Model::Dual(set, index) => {
+                let last = set.check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+                index.check_state(set)?;
+                // Every update-mistake appends one element.
+                ensure(set.len() as u64 == self.n_updates && last <= self.n_seen, || {
+                    format!(
+                        "{} stored elements for {} updates (times up to {last}, {} seen)",
+                        set.len(),
+                        self.n_updates,
+                        self.n_seen
+                    )
+                })
+            }
+        }
+    }
+}
+
 impl OnlineLearner for MTPerceptron {
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
@@ -98,10 +142,10 @@ impl OnlineLearner for MTPerceptron {
         }
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.n_updates += 1;
         match &mut self.model {
@@ -112,6 +156,7 @@ impl OnlineLearner for MTPerceptron {
                 index.add(set, slot);
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -188,7 +233,7 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let i = tasks[t] as usize;
-            let f = single[i].learn_one(rows.row(t), 0, y[t], &mut scratch);
+            let f = single[i].learn_one(rows.row(t), 0, y[t], &mut scratch).unwrap();
             assert!((f - a[t]).abs() < 1e-12);
         }
     }

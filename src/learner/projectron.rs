@@ -30,6 +30,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::linalg::InverseGram;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// What the projection threshold `η` is compared with (A-C6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +142,38 @@ fn removal_score(magnitude: f64, qjj: f64) -> f64 {
     }
 }
 
+impl Counters {
+    /// Every insertion adds one element and every eviction removes one, so `n` elements remain.
+    fn check_state(&self, n: usize, last_time: u64) -> Result<()> {
+        let c = self;
+        check_counts(
+            "Projectron",
+            &[c.n_updates, c.n_seen, c.n_projections, c.n_insertions, c.n_evictions],
+        )?;
+        let ok = c.n_updates <= c.n_seen
+            && c.n_projections
+                .checked_add(c.n_insertions)
+                .is_some_and(|s| s <= c.n_updates)
+            && c.n_evictions <= c.n_insertions
+            && n as u64 == c.n_insertions - c.n_evictions
+            && last_time <= c.n_seen;
+        ensure(ok, || {
+            format!(
+                "Projectron counters are inconsistent: {n} stored, {} seen, {} updates, {} projections, {} insertions, {} evictions",
+                c.n_seen, c.n_updates, c.n_projections, c.n_insertions, c.n_evictions
+            )
+        })
+    }
+}
+
+/// Restored kernel, task kernel, features and parameters of a Projectron.
+fn check_settings(kernel: &BaseKernel, tasks: &TaskKernel, n_features: usize, params: &ProjectronParams) -> Result<()> {
+    kernel.check_state()?;
+    tasks.check_state()?;
+    param(check_features(n_features))?;
+    param(ProjectronParams::new(params.budget, params.eta, params.threshold)).map(|_| ())
+}
+
 // ---------------------------------------------------------------------------------------------
 // MTBPRJ
 // ---------------------------------------------------------------------------------------------
@@ -212,6 +245,31 @@ impl MTBPRJ {
     }
 }
 
+impl MTBPRJ {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+    }
+}
+
+impl CheckState for MTBPRJ {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        let n = self.set.len();
+        ensure(n <= self.params.budget, || {
+            format!("{n} stored elements exceed the budget {}", self.params.budget)
+        })?;
+        self.gram.check_state(n, self.params.budget.saturating_add(1))?;
+        self.counters.check_state(n, last)
+    }
+}
+
 impl OnlineLearner for MTBPRJ {
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
@@ -226,10 +284,10 @@ impl OnlineLearner for MTBPRJ {
             .score(&self.kernel, &self.tasks, &Query::new(x, &self.kernel), task, scratch)
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
@@ -282,6 +340,7 @@ impl OnlineLearner for MTBPRJ {
                 self.gram.append_and_remove(&kz, kappa, &alpha, d2, r);
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -453,6 +512,82 @@ impl MTBPRJ2 {
     }
 }
 
+impl MTBPRJ2 {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+            && self.literal_line14 == other.literal_line14
+    }
+}
+
+impl CheckState for MTBPRJ2 {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let k = self.tasks.n_tasks();
+        let last = self.dict.check_state(&self.kernel, k, self.n_features)?;
+        let n = self.dict.len();
+        let budget = self.params.budget;
+        ensure(n <= budget, || {
+            format!("{n} dictionary elements exceed the budget {budget}")
+        })?;
+        self.gram.check_state(n, budget.saturating_add(1))?;
+        self.counters.check_state(n, last)?;
+        // The component layout is the task kernel's (lengths first: they bound k and the
+        // number of components by the payload before anything is allocated from them).
+        check_len("MTBPRJ-2 local task rows", self.local.len(), k)?;
+        check_len("MTBPRJ-2 components", self.members.len(), self.tasks.n_components())?;
+        let members: Vec<Vec<u32>> = self
+            .tasks
+            .component_members()
+            .iter()
+            .map(|m| m.iter().map(|&i| i as u32).collect())
+            .collect();
+        ensure(self.members == members, || {
+            "MTBPRJ-2's component members differ from the task kernel's".into()
+        })?;
+        for m in &members {
+            for (p, &i) in m.iter().enumerate() {
+                ensure(self.local[i as usize] as usize == p, || {
+                    format!("MTBPRJ-2 local row of task {i} is wrong")
+                })?;
+            }
+        }
+        check_len("MTBPRJ-2 blocks", self.blocks.len(), members.len())?;
+        ensure(n <= self.cap && self.cap <= budget.saturating_add(1), || {
+            format!("MTBPRJ-2 column stride {} is not within [{n}, budget + 1]", self.cap)
+        })?;
+        // `allocated` lists exactly the components with a block, each once.
+        let mut listed = vec![false; members.len()];
+        for &c in &self.allocated {
+            let c = c as usize;
+            ensure(c < members.len() && !listed[c], || {
+                "MTBPRJ-2's allocated blocks are not distinct components".into()
+            })?;
+            listed[c] = true;
+        }
+        for (c, block) in self.blocks.iter().enumerate() {
+            ensure(block.is_some() == listed[c], || {
+                format!("MTBPRJ-2 block {c} and the allocation list disagree")
+            })?;
+            if let Some(b) = block {
+                ensure(b.members == members[c], || {
+                    format!("MTBPRJ-2 block {c} has the wrong tasks")
+                })?;
+                check_len(
+                    "MTBPRJ-2 block weights",
+                    b.w.len(),
+                    checked_size("block", b.members.len(), self.cap)?,
+                )?;
+                check_finite("MTBPRJ-2 block weights", &b.w)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl OnlineLearner for MTBPRJ2 {
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
@@ -476,10 +611,10 @@ impl OnlineLearner for MTBPRJ2 {
         f
     }
 
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
-            return;
+            return Ok(());
         }
         self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
@@ -495,7 +630,7 @@ impl OnlineLearner for MTBPRJ2 {
         let comp = self.tasks.component(task);
         let time = self.counters.n_seen;
         if matches!(step, Step::Skip) {
-            return;
+            return Ok(());
         }
         if !matches!(step, Step::Project) {
             self.grow_to(n + 1);
@@ -589,6 +724,7 @@ impl OnlineLearner for MTBPRJ2 {
                 }
             }
         }
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {
@@ -679,8 +815,8 @@ mod tests {
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
-            a.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
-            b.learn_one(row, tasks[t] as usize, y[t], &mut scratch);
+            a.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            b.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
             for set in [&a.set, &b.dict] {
                 assert!(set.len() <= 12);
                 let times: Vec<u64> = elements(set).iter().map(|e| e.2).collect();
@@ -709,7 +845,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let i = tasks[t] as usize;
             let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch);
+            m.learn_one(row, i, y[t], &mut scratch).unwrap();
             if m.n_evictions() == before.n_evictions() {
                 continue;
             }
@@ -765,7 +901,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let i = tasks[t] as usize;
             let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch);
+            m.learn_one(row, i, y[t], &mut scratch).unwrap();
             if m.counters.n_evictions == before.counters.n_evictions {
                 continue;
             }
@@ -821,8 +957,8 @@ mod tests {
         let mut scratch = Scratch::default();
         let labels = [1.0, -1.0, 1.0];
         for (p, &yl) in pts.iter().zip(&labels) {
-            m.update(Row::Dense(p), 0, yl, 0.0, &mut scratch);
-            m2.update(Row::Dense(p), 0, yl, 0.0, &mut scratch);
+            m.update(Row::Dense(p), 0, yl, 0.0, &mut scratch).unwrap();
+            m2.update(Row::Dense(p), 0, yl, 0.0, &mut scratch).unwrap();
         }
         assert_eq!(m.n_active(), 3);
         let probes: Vec<[f64; 3]> = (0..20).map(|a| [a as f64 / 20.0, 0.5, 1.0 - a as f64 / 25.0]).collect();
@@ -837,7 +973,7 @@ mod tests {
                 })
                 .collect();
             // Force an update-mistake on the duplicate of element 1 (task 0) with label -1.
-            model.update(Row::Dense(&pts[1]), 0, -1.0, 0.0, &mut scratch);
+            model.update(Row::Dense(&pts[1]), 0, -1.0, 0.0, &mut scratch).unwrap();
             assert_eq!(model.n_active(), 3, "a duplicate must not be inserted");
             for (p, (f0, f1)) in probes.iter().zip(before) {
                 let kv = kernel.eval(&Row::Dense(p), &Row::Dense(&pts[1]));
@@ -860,7 +996,11 @@ mod tests {
         };
         let mut scratch = Scratch::default();
         (0..y.len())
-            .map(|t| model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch))
+            .map(|t| {
+                model
+                    .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                    .unwrap()
+            })
             .collect()
     }
 
@@ -961,7 +1101,7 @@ mod tests {
             let p = base[rng.below(6) as usize];
             let i = rng.below(k as u64) as usize;
             let y = if (step / 7) % 2 == 0 { 1.0 } else { -1.0 };
-            m.update(Row::Dense(&p), i, y, 0.0, &mut scratch);
+            m.update(Row::Dense(&p), i, y, 0.0, &mut scratch).unwrap();
             assert!(m.n_active() <= 30);
         }
         assert!(m.gram.residual() < 1e-6, "residual {:e}", m.gram.residual());
@@ -1056,9 +1196,13 @@ mod tests {
         let mut b = MTBPRJ2::new(tk, kernel, 2, false, params(4, 0.01), false).unwrap();
         let mut scratch = Scratch::default();
         for model in [&mut a as &mut dyn OnlineLearner, &mut b] {
-            model.update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch);
+            model
+                .update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch)
+                .unwrap();
             assert_eq!(model.n_active(), 1);
-            model.update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch);
+            model
+                .update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch)
+                .unwrap();
             assert_eq!(model.n_active(), 1);
             let f = model.score(Row::Dense(&[1e-100, 0.0]), 0, &mut scratch);
             assert!(f.is_finite());

@@ -33,6 +33,7 @@ use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
@@ -796,6 +797,100 @@ impl Romco {
     }
 }
 
+impl Romco {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.trigger, self.route)
+            == (other.n_tasks, other.n_features, other.trigger, other.route)
+            && (self.eta1, self.eta2, self.lambda1, self.lambda2)
+                == (other.eta1, other.eta2, other.lambda1, other.lambda2)
+    }
+}
+
+impl CheckState for Romco {
+    fn check_state(&self) -> Result<()> {
+        let (d, k) = (self.n_features, self.n_tasks);
+        // Lengths first: they bound d and k by the payload before `new` allocates.
+        let size = checked_size("ROMCO factors", d, k)?;
+        check_len("V", self.v.len(), size)?;
+        for (what, len) in [
+            ("V scales", self.v_scale.len()),
+            ("V column norms", self.v_sq_norm.len()),
+            ("live columns of U", self.u_live.len()),
+        ] {
+            check_len(what, len, k)?;
+        }
+        check_len("C = UᵀU", self.gram.len(), checked_size("C", k, k)?)?;
+        match &self.brand {
+            None => check_len("U", self.u.len(), size)?,
+            Some(f) => {
+                check_len("U (held factored)", self.u.len(), 0)?;
+                f.check_state(d, k)?;
+            }
+        }
+        param(Self::new(
+            k,
+            d,
+            self.eta1,
+            self.eta2,
+            self.lambda1,
+            self.lambda2,
+            self.trigger,
+        ))?;
+        for (what, values) in [
+            ("U", &self.u),
+            ("V", &self.v),
+            ("V scales", &self.v_scale),
+            ("V column norms", &self.v_sq_norm),
+            ("C = UᵀU", &self.gram),
+            ("SVT vectors", &self.svt_vectors),
+            ("SVT eigenvalues", &self.svt_mu),
+        ] {
+            check_finite(what, values)?;
+        }
+        let nonnegative = |v: &[f64]| v.iter().all(|&x| x >= 0.0);
+        ensure(
+            nonnegative(&self.v_scale) && nonnegative(&self.v_sq_norm) && nonnegative(&self.svt_mu),
+            || "a V scale, V column norm or SVT eigenvalue is negative".into(),
+        )?;
+        // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
+        let q = self.svt_mu.len();
+        ensure(q <= k && q.checked_mul(q) == Some(self.svt_vectors.len()), || {
+            format!("{q} SVT eigenvalues with {} vector entries", self.svt_vectors.len())
+        })?;
+        ensure(
+            !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
+            || "C is marked stale without factors of the live columns".into(),
+        )?;
+        ensure(self.rank.is_none_or(|r| r <= k), || {
+            format!("rank {:?} exceeds k = {k}", self.rank)
+        })?;
+        // A column never updated is exactly zero (the SVT runs on the live columns only).
+        if self.brand.is_none() {
+            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && self.u[i * d..(i + 1) * d].iter().any(|&x| x != 0.0));
+            ensure(!dead_nonzero, || {
+                "a column of U outside the live set is not zero".into()
+            })?;
+        }
+        check_counts(
+            "ROMCO",
+            &[
+                self.n_updates,
+                self.n_seen,
+                self.n_gram_svt,
+                self.n_qr_svt,
+                self.n_drift_resyncs,
+                self.n_numerical_failures,
+                self.n_brand_svt,
+                self.n_eigen_updates,
+            ],
+        )?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more ROMCO updates than examples".into()
+        })
+    }
+}
+
 impl OnlineLearner for Romco {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -814,7 +909,7 @@ impl OnlineLearner for Romco {
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) {
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         let item = Item {
             x,
             task,
@@ -823,10 +918,11 @@ impl OnlineLearner for Romco {
             vx: None,
         };
         self.joint_update(&[item], None);
+        Ok(())
     }
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
-    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> f64 {
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
         let u = match (&self.brand, &bx) {
             (Some(f), Some(bx)) => f.score_projected(bx, task),
@@ -842,10 +938,17 @@ impl OnlineLearner for Romco {
             vx: Some(vx),
         };
         self.joint_update(&[item], bx.as_deref());
-        score
+        Ok(score)
     }
 
-    fn learn_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &mut [f64], scratch: &mut Scratch) {
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
@@ -859,6 +962,7 @@ impl OnlineLearner for Romco {
             })
             .collect();
         self.joint_update(&items, None);
+        Ok(())
     }
 
     fn n_updates(&self) -> u64 {

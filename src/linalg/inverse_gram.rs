@@ -73,6 +73,37 @@ impl InverseGram {
         }
     }
 
+    /// A restored engine for `n` elements of an owner whose storage hint is `max_size`:
+    /// `n <= cap <= max_size`, `cap x cap` buffers, finite leading blocks of `H` and of the lower
+    /// triangle of `Q`, a finite jitter `>= 0`, consistent counters.
+    pub(crate) fn check_state(&self, n: usize, max_size: usize) -> crate::Result<()> {
+        use crate::state::{check_counts, check_len, checked_size, ensure};
+        check_counts("inverse Gram", &[self.n_rebuilds, self.n_failed_rebuilds, self.n_ops])?;
+        check_len("inverse Gram size", self.n, n)?;
+        check_len("inverse Gram storage hint", self.max_size, max_size.max(1))?;
+        ensure(self.n <= self.cap && self.cap <= self.max_size, || {
+            format!(
+                "inverse Gram stride {} is not within [{}, {}]",
+                self.cap, self.n, self.max_size
+            )
+        })?;
+        let size = checked_size("inverse Gram", self.cap, self.cap)?;
+        check_len("inverse Gram H", self.h.len(), size)?;
+        check_len("inverse Gram Q", self.q.len(), size)?;
+        let cap = self.cap;
+        let finite = (0..n).all(|i| {
+            self.h[i * cap..i * cap + n].iter().all(|v| v.is_finite())
+                && self.q[i * cap..i * cap + i + 1].iter().all(|v| v.is_finite())
+        });
+        ensure(finite, || "the inverse Gram matrix holds non-finite values".into())?;
+        ensure(self.jitter.is_finite() && self.jitter >= 0.0, || {
+            format!("inverse Gram jitter {} is not finite and >= 0", self.jitter)
+        })?;
+        ensure(self.n_failed_rebuilds <= self.n_rebuilds, || {
+            "more failed rebuilds than rebuilds".into()
+        })
+    }
+
     pub fn len(&self) -> usize {
         self.n
     }

@@ -1,17 +1,80 @@
 //! Run-time selection of wider builds for the few hot loops (the default x86-64 target only
-//! assumes SSE2). Two mechanisms:
+//! assumes SSE2). Every choice goes through one [`level`]: the widest build the CPU runs, capped
+//! by the environment variable `OMTL_SIMD` (`portable`, `avx2` or `avx512`; never above what the
+//! CPU has), read once. Two mechanisms use it:
 //! - `dispatch!`: the same plain-Rust kernel compiled with and without AVX2; the arithmetic is
 //!   identical in both builds, only the vector width differs;
 //! - `Lanes`: kernels written over SIMD registers with fused multiply-adds (AVX-512 or
-//!   AVX2 + FMA, picked at run time, and a portable array build): `columns_dot`, `matmul` and
+//!   AVX2 + FMA, and a portable array build): `columns_dot`, `matmul`, the dense kernel sums and
 //!   ROMCO's right multiplication (`svt::right_multiply_in_place`). Their last bits depend on
-//!   the build.
+//!   the build, so `OMTL_SIMD` lets a test run show every build's results on one machine.
 
-/// True when the CPU runs the AVX2 builds of the kernels below. The arithmetic is the same in
-/// both builds (Rust never fuses a multiply and an add on its own), only wider.
+use std::sync::OnceLock;
+
+/// A SIMD build, ordered from narrowest to widest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SimdLevel {
+    /// Plain Rust, no fused multiply-add: what any x86-64 (or other) CPU runs.
+    Portable,
+    /// AVX2 with FMA.
+    Avx2,
+    /// AVX-512F with FMA.
+    Avx512,
+}
+
+impl SimdLevel {
+    /// The name `OMTL_SIMD` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            SimdLevel::Portable => "portable",
+            SimdLevel::Avx2 => "avx2",
+            SimdLevel::Avx512 => "avx512",
+        }
+    }
+
+    /// Parses an `OMTL_SIMD` value (case-insensitive, surrounding blanks ignored).
+    pub fn parse(name: &str) -> Option<SimdLevel> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "portable" => Some(SimdLevel::Portable),
+            "avx2" => Some(SimdLevel::Avx2),
+            "avx512" => Some(SimdLevel::Avx512),
+            _ => None,
+        }
+    }
+}
+
+/// The widest build this CPU runs.
+pub fn detected_level() -> SimdLevel {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::is_x86_feature_detected as has;
+        if has!("avx512f") && has!("avx2") && has!("fma") {
+            return SimdLevel::Avx512;
+        }
+        if has!("avx2") && has!("fma") {
+            return SimdLevel::Avx2;
+        }
+    }
+    SimdLevel::Portable
+}
+
+/// The build every dispatching kernel uses: [`detected_level`] capped by `OMTL_SIMD`. Read once
+/// per process; an unknown value is ignored (the Python package warns about it at import).
+pub fn level() -> SimdLevel {
+    static LEVEL: OnceLock<SimdLevel> = OnceLock::new();
+    *LEVEL.get_or_init(|| {
+        let cap = std::env::var("OMTL_SIMD").ok().and_then(|v| SimdLevel::parse(&v));
+        let detected = detected_level();
+        cap.map_or(detected, |c| c.min(detected))
+    })
+}
+
+/// True when the kernels below run their AVX2 builds. The arithmetic is the same in both
+/// builds (Rust never fuses a multiply and an add on its own), only wider.
 #[cfg(target_arch = "x86_64")]
+#[inline]
 pub(crate) fn has_avx2() -> bool {
-    std::arch::is_x86_feature_detected!("avx2")
+    level() >= SimdLevel::Avx2
 }
 
 /// Defines `$name` (dispatching) over `$kernel`, compiled twice: with AVX2 and without.
@@ -111,13 +174,12 @@ pub fn columns_dot(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
     );
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("fma") {
-            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F and FMA (a level never exceeds the CPU's).
             return unsafe { columns_dot_avx512(b, d, m, x, out) };
         }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+        if level() == SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
             return unsafe { columns_dot_avx2(b, d, m, x, out) };
         }
     }
@@ -279,13 +341,12 @@ pub(crate) fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usiz
     );
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("fma") {
-            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F and FMA (a level never exceeds the CPU's).
             return unsafe { matmul_avx512(a, b, rows, inner, cols, out) };
         }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+        if level() == SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
             return unsafe { matmul_avx2(a, b, rows, inner, cols, out) };
         }
     }
@@ -469,6 +530,20 @@ impl Lanes for std::arch::x86_64::__m512d {
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+
+    #[test]
+    fn levels_parse_order_and_never_exceed_the_cpu() {
+        for level in [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512] {
+            assert_eq!(SimdLevel::parse(level.name()), Some(level));
+            assert_eq!(
+                SimdLevel::parse(&format!(" {} ", level.name().to_uppercase())),
+                Some(level)
+            );
+        }
+        assert_eq!(SimdLevel::parse("sse9"), None);
+        assert!(SimdLevel::Portable < SimdLevel::Avx2 && SimdLevel::Avx2 < SimdLevel::Avx512);
+        assert!(level() <= detected_level());
+    }
 
     fn random(n: usize, seed: u64) -> Vec<f64> {
         let mut rng = SplitMix64::new(seed);

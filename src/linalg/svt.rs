@@ -96,13 +96,13 @@ pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
     );
     #[cfg(target_arch = "x86_64")]
     {
-        use std::arch::is_x86_feature_detected as has;
-        if has!("avx512f") && has!("fma") {
-            // SAFETY: the CPU supports AVX-512F and FMA, checked just above.
+        use crate::linalg::simd::{level, SimdLevel};
+        if level() == SimdLevel::Avx512 {
+            // SAFETY: the CPU supports AVX-512F and FMA (the level never exceeds the CPU's).
             return unsafe { right_multiply_avx512(m, d, k, p) };
         }
-        if has!("avx2") && has!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+        if level() == SimdLevel::Avx2 {
+            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
             return unsafe { right_multiply_avx2(m, d, k, p) };
         }
     }

@@ -16,6 +16,21 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(learners::batch_mtl_solve, m)?)?;
     m.add_function(wrap_pyfunction!(learners::omtl_tau, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_svt_for_tests, m)?)?;
+    m.add_function(wrap_pyfunction!(simd_level, m)?)?;
+    m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", learners::STATE_VERSION)?;
     Ok(())
+}
+
+/// The SIMD build the native kernels run: the CPU's widest, capped by `OMTL_SIMD`
+/// (`"portable"`, `"avx2"` or `"avx512"`).
+#[pyfunction]
+fn simd_level() -> &'static str {
+    crate::linalg::simd::level().name()
+}
+
+/// The widest SIMD build this CPU runs, whatever `OMTL_SIMD` says.
+#[pyfunction]
+fn detected_simd_level() -> &'static str {
+    crate::linalg::simd::detected_level().name()
 }

@@ -55,9 +55,15 @@ class RomcoCore(RoundCore):
         # (SVT([A, 0]) = [SVT(A), 0]), so only the others go through the SVD.
         live = np.flatnonzero(np.any(U_hat != 0.0, axis=0))
         P, sigma, Qt = np.linalg.svd(U_hat[:, live], full_matrices=False)
-        kept = np.maximum(sigma - self.eta1 * self.lambda1, 0.0)
-        self.U = np.zeros_like(U_hat)
-        self.U[:, live] = (P * kept) @ Qt
+        theta = self.eta1 * self.lambda1
+        kept = np.maximum(sigma - theta, 0.0)
+        if theta == 0.0:
+            # SVT_0 is the identity: keep U exactly (recomposing P diag(σ) Qᵀ would put rounding
+            # noise where U has exact zeros, and a score that is exactly 0 would not come out so).
+            self.U = U_hat.copy()
+        else:
+            self.U = np.zeros_like(U_hat)
+            self.U[:, live] = (P * kept) @ Qt
         smax = sigma.max() if sigma.size else 0.0
         self.rank = int(np.count_nonzero(kept > 1e-12 * smax)) if smax > 0 else 0
         # Column group shrinkage of every column of V.
