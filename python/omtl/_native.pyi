@@ -155,6 +155,19 @@ class NativeLearner:
     def passive_aggressive(n_tasks: int, n_features: int, *, shared: bool, c: float, variant: str) -> NativeLearner:
         """PA-Global (``shared=True``) or PA-Unique (§6.1); ``variant`` is "pa", "pa1" or "pa2"."""
     @staticmethod
+    def mt_linear(
+        task_kernel: NativeTaskKernel,
+        n_features: int,
+        *,
+        loss: str,
+        update: str,
+        learning_rate: float,
+        fit_intercept: bool,
+        hash_bits: int | None = None,
+    ) -> NativeLearner:
+        """MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
+        ``loss`` is "logistic", "hinge" or "squared", ``update`` "normalized", "adagrad" or "sgd"."""
+    @staticmethod
     def from_bytes(state: bytes) -> NativeLearner:
         """Restores a learner from ``to_bytes``: decoded within the payload's size, then every
         invariant checked; raises ValueError for anything else (another ``STATE_VERSION``

@@ -13,6 +13,7 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
 
     rbf = {"kernel": "rbf"}
     return [
+        ("MTLinear (logistic, normalized)", omtl.MTLinear(n_tasks=n_tasks)),
         ("KernelPerceptron (linear)", omtl.KernelPerceptron(n_tasks=n_tasks)),
         ("KernelPerceptron (rbf)", omtl.KernelPerceptron(n_tasks=n_tasks, **rbf)),
         ("MTPerceptron G=C (linear)", omtl.MTPerceptron(n_tasks=n_tasks)),

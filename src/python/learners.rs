@@ -13,9 +13,9 @@ use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use crate::error::Error;
 use crate::learner::{
-    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG,
-    MTRBP,
+    self, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl, OnlineLearner,
+    PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute,
+    Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::state::{self, CheckState};
 
@@ -36,6 +36,7 @@ enum AnyLearner {
     PassiveAggressive(PassiveAggressive),
     MTRBP(MTRBP),
     MTFORG(MTFORG),
+    MTLinear(MTLinear),
 }
 
 impl CheckState for AnyLearner {
@@ -52,6 +53,7 @@ impl CheckState for AnyLearner {
             AnyLearner::PassiveAggressive(m) => m.check_state(),
             AnyLearner::MTRBP(m) => m.check_state(),
             AnyLearner::MTFORG(m) => m.check_state(),
+            AnyLearner::MTLinear(m) => m.check_state(),
         }
     }
 }
@@ -100,6 +102,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 
@@ -116,6 +119,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 }
@@ -337,6 +341,33 @@ impl NativeLearner {
         Ok(wrap(AnyLearner::PassiveAggressive(m)))
     }
 
+    /// MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
+    /// `loss` is "logistic", "hinge" or "squared", `update` "normalized", "adagrad" or "sgd".
+    #[staticmethod]
+    #[pyo3(signature = (task_kernel, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mt_linear(
+        task_kernel: &NativeTaskKernel,
+        n_features: usize,
+        loss: &str,
+        update: &str,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            let params = MTLinearParams::new(
+                Loss::parse(loss)?,
+                UpdateRule::parse(update)?,
+                learning_rate,
+                fit_intercept,
+                hash_bits,
+            )?;
+            MTLinear::new(&task_kernel.inner, n_features, params)
+        })?;
+        Ok(wrap(AnyLearner::MTLinear(m)))
+    }
+
     /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
     /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
     fn learn_rounds<'py>(
@@ -460,6 +491,7 @@ impl NativeLearner {
             AnyLearner::PassiveAggressive(_) => "passive_aggressive",
             AnyLearner::MTRBP(_) => "mt_rbp",
             AnyLearner::MTFORG(_) => "mt_forg",
+            AnyLearner::MTLinear(_) => "mt_linear",
         }
     }
 
@@ -479,6 +511,7 @@ impl NativeLearner {
             (A::PassiveAggressive(a), A::PassiveAggressive(b)) => a.same_settings(b),
             (A::MTRBP(a), A::MTRBP(b)) => a.same_settings(b),
             (A::MTFORG(a), A::MTFORG(b)) => a.same_settings(b),
+            (A::MTLinear(a), A::MTLinear(b)) => a.same_settings(b),
             _ => false,
         }
     }

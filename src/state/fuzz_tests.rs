@@ -11,9 +11,9 @@ use super::{decode, encode, CheckState};
 use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
 use crate::learner::{
-    decision, learn, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant,
-    PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ,
-    MTBPRJ2, MTFORG, MTRBP,
+    decision, learn, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl,
+    OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger,
+    SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::rng::SplitMix64;
 
@@ -251,6 +251,28 @@ fn projectrons() {
                 sparse,
                 TRIALS / 2,
             );
+        }
+    }
+}
+
+#[test]
+fn mt_linear() {
+    for sparse in [false, true] {
+        for tasks in graphs() {
+            for (rule, hash_bits) in [
+                (UpdateRule::Normalized, None),
+                (UpdateRule::Normalized, Some(2)),
+                (UpdateRule::Adagrad, None),
+                (UpdateRule::Sgd, Some(2)),
+            ] {
+                let params = MTLinearParams::new(Loss::Logistic, rule, 0.5, true, hash_bits).unwrap();
+                fuzz(
+                    "mt_linear",
+                    MTLinear::new(&tasks, D, params).unwrap(),
+                    sparse,
+                    TRIALS / 4,
+                );
+            }
         }
     }
 }
