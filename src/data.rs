@@ -2,6 +2,7 @@
 //! dense row-major or CSR, plus the validation every batch call runs before touching a model.
 
 use crate::error::{Error, Result};
+use crate::kernel::BaseKernel;
 use crate::linalg::simd::first_non_finite;
 
 /// One instance: a dense slice or a sparse vector with strictly increasing indices.
@@ -57,6 +58,22 @@ impl Row<'_> {
                     w[j as usize] += scale * v;
                 }
             }
+        }
+    }
+
+    /// Whether `w + scale * self` is finite in every entry `self` touches (`w` finite): the check
+    /// an update runs before it writes, so that an overflow is refused rather than absorbed.
+    pub fn axpy_stays_finite(&self, w: &[f64], scale: f64) -> bool {
+        if !scale.is_finite() {
+            return false;
+        }
+        match *self {
+            // `0 * t` is 0 for a finite t and NaN otherwise: one branch-free pass.
+            Row::Dense(v) => w.iter().zip(v).map(|(&wi, &vi)| 0.0 * (wi + scale * vi)).sum::<f64>() == 0.0,
+            Row::Sparse { indices, values } => indices
+                .iter()
+                .zip(values)
+                .all(|(&j, &v)| (w[j as usize] + scale * v).is_finite()),
         }
     }
 
@@ -251,6 +268,36 @@ impl<'a> Rows<'a> {
         }
         Ok(())
     }
+}
+
+/// The per-row checks every update relies on, in one place: the squared norm `‖x‖²` is finite
+/// and, for a kernel learner, so is the self-kernel `K'(x, x)`. By Cauchy–Schwarz,
+/// `|K'(x, x')| ≤ sqrt(K'(x, x) K'(x', x'))`, so every kernel value between checked rows is
+/// finite too. (Entries are already known finite; a row of entries near 1e155 or a polynomial
+/// kernel with large gamma/coef0 fails here rather than feeding inf into a model.)
+pub fn validate_row_scale(rows: &Rows, kernel: Option<&BaseKernel>) -> Result<()> {
+    for r in 0..rows.len() {
+        let sq = rows.row(r).sq_norm();
+        if !sq.is_finite() {
+            return Err(Error::RowOverflow {
+                row: r,
+                reason: format!("its squared norm ‖x‖² is {sq} (too large for double precision); rescale the data"),
+            });
+        }
+        if let Some(k) = kernel {
+            let kxx = k.raw_self(sq);
+            if !kxx.is_finite() {
+                return Err(Error::RowOverflow {
+                    row: r,
+                    reason: format!(
+                        "the kernel self-value K(x, x) is {kxx} (‖x‖² = {sq:e}, kernel {:?}); lower gamma, coef0 or degree, or rescale the data",
+                        k.kind
+                    ),
+                });
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.

@@ -27,6 +27,9 @@ pub enum Error {
     #[error("X contains NaN or infinity: value {value} at row {row}")]
     NonFinite { row: usize, value: f64 },
 
+    #[error("row {row} overflows: {reason}")]
+    RowOverflow { row: usize, reason: String },
+
     #[error("sparse row {row} is malformed: {reason}")]
     MalformedSparse { row: usize, reason: String },
 
@@ -35,6 +38,15 @@ pub enum Error {
 
     #[error("numerical failure: {0}")]
     Numerical(String),
+
+    #[error("{name}={value} needs {bytes} for {what}: {reason}")]
+    Memory {
+        name: &'static str,
+        value: u128,
+        bytes: String,
+        what: String,
+        reason: String,
+    },
 
     #[error("cannot restore model state: {0}")]
     State(String),

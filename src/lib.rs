@@ -7,7 +7,8 @@
 //!   task graph (T = (I + L)^{-1}), and the multitask kernel T_ij K'(x, x');
 //! - [`learner`]: the online learners, all behind the [`learner::OnlineLearner`] trait, and the
 //!   batch protocol ([`learner::learn`], [`learner::decision`]);
-//! - [`linalg`]: small dense linear algebra; [`rng`]: the pinned SplitMix64 generator.
+//! - [`linalg`]: small dense linear algebra; [`rng`]: the pinned SplitMix64 generator;
+//! - [`state`]: saving and restoring a model's state, checked (a state file is untrusted input).
 //!
 //! The specification every formula follows is `ALGORITHMS.md` (its section numbers are cited
 //! in the module headers).
@@ -26,12 +27,14 @@
 //! # Ok::<(), omtl::Error>(())
 //! ```
 
+pub mod alloc;
 pub mod data;
 pub mod error;
 pub mod kernel;
 pub mod learner;
 pub mod linalg;
 pub mod rng;
+pub mod state;
 
 #[cfg(feature = "python")]
 mod python;

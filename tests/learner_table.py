@@ -47,6 +47,14 @@ LEARNERS = [
     ("forg-rbf-C-B20", omtl.MTFORG, ref.MTFORG, {"budget": 20, "kernel": "rbf", "gamma": 0.7}),
     ("forg-linear-D-B7", omtl.MTFORG, ref.MTFORG, {"budget": 7, "graph": "disconnected", "kernel": "linear", "radius": 3.0}),
     ("forg-poly-C-B1", omtl.MTFORG, ref.MTFORG, {"budget": 1, "kernel": "poly", "degree": 2, "normalize": True}),
+    # MTLinear: every loss and update rule, the three factor shapes, hashing with collisions.
+    ("mtlinear-default", omtl.MTLinear, ref.MTLinear, {}),
+    ("mtlinear-hinge-D", omtl.MTLinear, ref.MTLinear, {"loss": "hinge", "graph": "disconnected"}),
+    ("mtlinear-squared-adagrad", omtl.MTLinear, ref.MTLinear, {"loss": "squared", "update": "adagrad", "learning_rate": 0.2}),
+    ("mtlinear-sgd-nobias", omtl.MTLinear, ref.MTLinear, {"update": "sgd", "fit_intercept": False, "learning_rate": 1.0}),
+    ("mtlinear-hash2", omtl.MTLinear, ref.MTLinear, {"hash_bits": 2}),
+    ("mtlinear-graph", omtl.MTLinear, ref.MTLinear,
+     {"graph": omtl.TaskGraph.from_edges(4, [(0, 1), (1, 2)], [1.0, 0.5]), "loss": "hinge"}),
 ]
 
 IDS = [entry[0] for entry in LEARNERS]

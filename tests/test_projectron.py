@@ -351,11 +351,11 @@ def test_attributes_before_fit():
 
 
 @pytest.mark.parametrize("cls", [omtl.MTBPRJ, omtl.MTBPRJ2, ref.MTBPRJ, ref.MTBPRJ2], ids=["nat1", "nat2", "ref1", "ref2"])
-def test_overflowing_kernel_values_are_skipped(cls):
-    """A candidate whose kernel values overflow changes nothing (no inf/NaN enters the model)."""
+def test_overflowing_kernel_values_are_refused(cls):
+    """A candidate whose kernel values overflow raises ValueError and changes nothing."""
     model = cls(n_tasks=2, budget=4, kernel="poly", degree=3, gamma=1e200)
     model.partial_fit(np.array([[1e-100, 0.0]]), [1], tasks=[0])
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="not finite|overflow"):
         model.partial_fit(np.array([[1e10, 1e10]]), [-1], tasks=[1])
-    assert model.n_active_ == 1 and model.n_updates_ == 2
+    assert model.n_active_ == 1 and model.n_updates_ == 1 and model.n_seen_ == 1
     assert np.isfinite(model.decision_function(np.array([[1e-100, 0.0]]), tasks=[0])).all()

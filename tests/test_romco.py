@@ -523,14 +523,18 @@ def test_unknown_svt_route_is_rejected():
         m.learn(np.ones((2, 3)), [1, -1], tasks=[0, 1])
 
 
-def test_route_c_overflow_is_counted_like_the_other_routes():
-    """An overflowing step (η1 |x| = inf) is not thresholded away silently: route (c) hands the
-    non-finite Û back to the dense path, which counts a numerical failure."""
-    m = omtl.ROMCO(n_tasks=2, eta1=1e300, lambda1=1e-4)
-    with np.errstate(all="ignore"):
-        m.learn(np.full((5, 3), 1e10), [1, -1, 1, -1, 1], tasks=[0, 1, 0, 1, 0])
-    diag = m._diagnostics()
-    assert diag["n_numerical_failures"] > 0 and diag["n_brand_svt"] == 0, diag
+@pytest.mark.parametrize("route", ["auto", "brand"])
+def test_an_overflowing_step_is_refused_on_every_route(route):
+    """An overflowing step (η1 |x| = inf) is neither thresholded away silently nor absorbed: the
+    update raises ValueError before anything changes (issue 11), on route (c) as elsewhere."""
+    m = omtl.ROMCO(n_tasks=2, eta1=1e150, lambda1=1e-4)
+    m._svt_route = route
+    X, y, tasks = np.ones((3, 3)), [1, -1, 1], [0, 1, 0]
+    m.learn(X, y, tasks=tasks)
+    before = pickle.dumps(m)
+    with np.errstate(all="ignore"), pytest.raises(ValueError, match="ROMCO gradient step overflows"):
+        m.learn(np.full((5, 3), 1e10), [-1, 1, -1, 1, -1], tasks=[0, 1, 0, 1, 0])
+    assert pickle.dumps(m) == before
 
 
 @pytest.mark.parametrize("route", ["auto", "qr", "brand"])

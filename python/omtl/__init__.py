@@ -2,7 +2,8 @@
 
 Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks)``,
 ``learn(X, y, *, tasks)`` (the predictions made before each update), ``decision_function``,
-``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`.
+``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`. ``save``/``load`` write and
+read model files (:mod:`omtl.persistence`).
 """
 
 from . import datasets, kernels, learners
@@ -10,6 +11,7 @@ from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
 from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
+from .persistence import load, save
 
 __version__ = "0.1.0"
 
@@ -20,6 +22,8 @@ __all__ = [
     "detected_simd_level",
     "evaluate",
     "kernels",
+    "load",
+    "save",
     "simd_level",
     *learners.__all__,
 ]

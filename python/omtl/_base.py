@@ -258,3 +258,6 @@ class OnlineClassifier:
         if version != STATE_VERSION:
             raise ValueError(f"cannot load a {type(self).__name__} saved with state version {version}; this omtl reads {STATE_VERSION}")
         self.__dict__.update(state)
+        from .persistence import check_restored  # (a cycle at import time)
+
+        check_restored(self, settings=False)

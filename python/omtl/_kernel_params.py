@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 KERNELS = ("linear", "poly", "rbf")
+# Polynomial degrees above this are refused: (gamma <x,x'> + coef0)^degree overflows double
+# precision for any row with gamma ||x||^2 + coef0 above 10^(308/degree) (docs/reliability.md).
+MAX_DEGREE = 32
 
 
 @dataclass(frozen=True)
@@ -26,10 +30,17 @@ class KernelSpec:
             gamma = 1.0 / n_features if kernel == "rbf" else 1.0
         if isinstance(gamma, str) or not float(gamma) > 0 or gamma != gamma or float(gamma) == float("inf"):
             raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-        if isinstance(degree, bool) or int(degree) != degree or degree < 1:
-            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
-        if not float(coef0) >= 0:
-            raise ValueError(f"coef0 must be >= 0 (a negative coef0 can make the kernel indefinite), got {coef0!r}")
+        if (
+            isinstance(degree, (bool, str))
+            or not math.isfinite(float(degree))
+            or int(degree) != degree
+            or not 1 <= degree <= MAX_DEGREE
+        ):
+            raise ValueError(f"degree must be an integer in [1, {MAX_DEGREE}], got {degree!r}")
+        if isinstance(coef0, str) or not (float(coef0) >= 0 and math.isfinite(float(coef0))):
+            raise ValueError(
+                f"coef0 must be a finite number >= 0 (a negative coef0 can make the kernel indefinite), got {coef0!r}"
+            )
         return cls(kernel, float(gamma), int(degree), float(coef0), bool(normalize))
 
     def native(self):

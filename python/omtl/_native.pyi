@@ -155,8 +155,30 @@ class NativeLearner:
     def passive_aggressive(n_tasks: int, n_features: int, *, shared: bool, c: float, variant: str) -> NativeLearner:
         """PA-Global (``shared=True``) or PA-Unique (§6.1); ``variant`` is "pa", "pa1" or "pa2"."""
     @staticmethod
+    def mt_linear(
+        task_kernel: NativeTaskKernel,
+        n_features: int,
+        *,
+        loss: str,
+        update: str,
+        learning_rate: float,
+        fit_intercept: bool,
+        hash_bits: int | None = None,
+    ) -> NativeLearner:
+        """MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
+        ``loss`` is "logistic", "hinge" or "squared", ``update`` "normalized", "adagrad" or "sgd"."""
+    @staticmethod
     def from_bytes(state: bytes) -> NativeLearner:
-        """Restores a learner from ``to_bytes``; raises ValueError on another ``STATE_VERSION``."""
+        """Restores a learner from ``to_bytes``: decoded within the payload's size, then every
+        invariant checked; raises ValueError for anything else (another ``STATE_VERSION``
+        included)."""
+    @property
+    def kind(self) -> str:
+        """The name of the native algorithm (``"mtbprj"``, ``"romco"``, ...)."""
+    def same_settings(self, other: NativeLearner) -> bool:
+        """True when ``other`` is the same algorithm with the same hyper-parameters."""
+    def check_state(self) -> None:
+        """Checks the invariants ``from_bytes`` checks on the current state; raises ValueError."""
     def force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
         learners without one."""
@@ -183,7 +205,7 @@ class NativeLearner:
     def n_features(self) -> int: ...
     def diagnostics(self) -> dict[str, float]: ...
     def to_bytes(self) -> bytes:
-        """The versioned, serialised state (for pickling)."""
+        """The versioned, serialised state (for pickling and ``omtl.save``)."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""

@@ -13,6 +13,7 @@ def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
 
     rbf = {"kernel": "rbf"}
     return [
+        ("MTLinear (logistic, normalized)", omtl.MTLinear(n_tasks=n_tasks)),
         ("KernelPerceptron (linear)", omtl.KernelPerceptron(n_tasks=n_tasks)),
         ("KernelPerceptron (rbf)", omtl.KernelPerceptron(n_tasks=n_tasks, **rbf)),
         ("MTPerceptron G=C (linear)", omtl.MTPerceptron(n_tasks=n_tasks)),
@@ -49,9 +50,17 @@ def run_demo(args) -> int:
     print(f"stream: {stream}")
     rows = []
     learners = demo_learners(stream.n_tasks)
+    save_dir = None
+    if args.save:
+        from pathlib import Path
+
+        save_dir = Path(args.save)
+        save_dir.mkdir(parents=True, exist_ok=True)
     for label, model in tqdm(learners, desc="learners", unit="learner"):
         report = omtl.evaluate(model, stream, progress=True)
         rows.append({**report.summary(), "learner": label})
+        if save_dir is not None:
+            omtl.save(model, save_dir / f"{model_file_name(label)}.omtl")
     columns = [
         ("learner", "learner", "s"),
         ("error_rate", "error rate", ".4f"),
@@ -61,7 +70,14 @@ def run_demo(args) -> int:
         ("examples_per_second", "examples/s", ",.0f"),
     ]
     print(format_table(rows, columns))
+    if save_dir is not None:
+        print(f"trained models written to {save_dir}/ (read one with omtl.load)")
     return 0
+
+
+def model_file_name(label: str) -> str:
+    """A file name from a demo label: "MTRBP G=C (rbf, B=200)" -> "MTRBP_G=C_rbf_B=200"."""
+    return "_".join("".join(c if c.isalnum() or c in "=-" else " " for c in label).split())
 
 
 def run_reproduce(args) -> int:
@@ -96,6 +112,8 @@ def main(argv=None) -> int:
     demo.add_argument("--n-samples", type=int, default=6000)
     demo.add_argument("--sparse", action="store_true", help="use the sparse (text-like) variant of the stream")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--save", metavar="DIR", default=None,
+                      help="write every trained model to DIR/<learner>.omtl (omtl.save; read back with omtl.load)")
     demo.set_defaults(func=run_demo)
     rep = sub.add_parser("reproduce", help="run the papers' experiments (Table 1: Cavallanti & Cesa-Bianchi; "
                          "Table 2/3: ROMCO) and write tables, CSVs, settings and figures")

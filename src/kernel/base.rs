@@ -8,6 +8,11 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{invalid, Result};
 
+/// The largest polynomial degree accepted: `(γ<x,x'> + c0)^degree` overflows double precision
+/// for any row with `γ‖x‖² + c0 > 10^(308/degree)`, so high degrees only produce overflows (the
+/// row check then refuses the row). Larger values are almost certainly a mistake.
+pub const MAX_DEGREE: u32 = 32;
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum KernelKind {
     Linear,
@@ -50,8 +55,11 @@ impl BaseKernel {
         match kind {
             KernelKind::Linear => {}
             KernelKind::Poly { degree, gamma, coef0 } => {
-                if degree < 1 {
-                    return Err(invalid("degree", format!("must be >= 1, got {degree}")));
+                if !(1..=MAX_DEGREE).contains(&degree) {
+                    return Err(invalid(
+                        "degree",
+                        format!("must be an integer in [1, {MAX_DEGREE}], got {degree}"),
+                    ));
                 }
                 if !(gamma > 0.0 && gamma.is_finite()) {
                     return Err(invalid(
@@ -77,6 +85,11 @@ impl BaseKernel {
             }
         }
         Ok(Self { kind, normalize })
+    }
+
+    /// A restored kernel: its parameters must pass [`BaseKernel::new`].
+    pub(crate) fn check_state(&self) -> Result<()> {
+        crate::state::param(Self::new(self.kind, self.normalize)).map(|_| ())
     }
 
     /// Whether the normalised form differs from the raw one.
@@ -169,6 +182,9 @@ mod tests {
     #[test]
     fn rejects_bad_parameters() {
         assert!(BaseKernel::poly(0, 1.0, 1.0).is_err());
+        assert!(BaseKernel::poly(MAX_DEGREE + 1, 1.0, 1.0).is_err());
+        assert!(BaseKernel::poly(MAX_DEGREE, 1.0, 1.0).is_ok());
+        assert!(BaseKernel::poly(2, 1.0, f64::INFINITY).is_err());
         assert!(BaseKernel::poly(2, 1.0, -1.0).is_err());
         assert!(BaseKernel::rbf(0.0).is_err());
         assert!(BaseKernel::rbf(f64::NAN).is_err());

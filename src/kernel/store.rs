@@ -8,7 +8,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::{dot_dense, gather_dot, Row};
+use crate::error::Result;
 use crate::kernel::BaseKernel;
+use crate::state::{check_finite, check_len, checked_size, ensure};
 
 /// Per-call scratch space: a dense buffer into which a sparse query is scattered once, so that
 /// every sparse stored row is dotted with it by a gather instead of a merge-join.
@@ -96,6 +98,54 @@ impl RowStore {
             Storage::Dense(data) => Some(data),
             Storage::Sparse(_) => None,
         }
+    }
+
+    /// Whether rows are stored sparse.
+    pub fn is_sparse(&self) -> bool {
+        matches!(self.storage, Storage::Sparse(_))
+    }
+
+    /// A restored store: `n_features` as its owner's, every row finite with sorted in-range
+    /// indices, and the cached squared norms and self-kernels those of the rows.
+    pub(crate) fn check_state(&self, kernel: &BaseKernel, n_features: usize) -> Result<()> {
+        let (d, n) = (self.n_features, self.len());
+        check_len("stored rows' n_features", d, n_features)?;
+        check_len("stored self-kernels", self.self_raw.len(), n)?;
+        match &self.storage {
+            Storage::Dense(data) => {
+                check_len("stored dense rows", data.len(), checked_size("stored rows", n, d)?)?;
+                check_finite("stored dense rows", data)?;
+            }
+            Storage::Sparse(rows) => {
+                check_len("stored sparse rows", rows.len(), n)?;
+                for (slot, (idx, val)) in rows.iter().enumerate() {
+                    check_len("a stored sparse row's values", val.len(), idx.len())?;
+                    check_finite("a stored sparse row", val)?;
+                    ensure(idx.windows(2).all(|w| w[0] < w[1]), || {
+                        format!("stored sparse row {slot} has unsorted or repeated indices")
+                    })?;
+                    ensure(idx.last().is_none_or(|&j| (j as usize) < d), || {
+                        format!("stored sparse row {slot} has an index >= n_features = {d}")
+                    })?;
+                }
+            }
+        }
+        // The caches must be what `push` computed (up to the last bits of a different SIMD build).
+        let close = |a: f64, b: f64| a == b || (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300);
+        for slot in 0..n {
+            let sq = self.row(slot).sq_norm();
+            ensure(close(self.sq_norms[slot], sq), || {
+                format!(
+                    "stored squared norm {slot} is {}, the row's is {sq}",
+                    self.sq_norms[slot]
+                )
+            })?;
+            let raw = kernel.raw_self(self.sq_norms[slot]);
+            ensure(close(self.self_raw[slot], raw), || {
+                format!("stored self-kernel {slot} is {}, expected {raw}", self.self_raw[slot])
+            })?;
+        }
+        Ok(())
     }
 
     /// Appends a row at slot `len()` and returns that slot.

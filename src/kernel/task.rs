@@ -129,6 +129,89 @@ impl TaskKernel {
         Self::Dense { k, t: data, components }
     }
 
+    /// A restored task kernel: k >= 1, finite, symmetric PSD, and (dense) components numbered
+    /// by their smallest task with exact zeros across them.
+    pub(crate) fn check_state(&self) -> Result<()> {
+        let state = |m: String| Error::State(format!("task kernel: {m}"));
+        match self {
+            Self::Disconnected { k, scale } => {
+                check_k(*k).map_err(|e| state(e.to_string()))?;
+                if !(scale.is_finite() && *scale > 0.0) {
+                    return Err(state(format!("scale {scale} must be finite and > 0")));
+                }
+            }
+            Self::Complete { k, diag, off } => {
+                check_k(*k).map_err(|e| state(e.to_string()))?;
+                // Eigenvalues diag - off (k - 1 times) and diag + (k - 1) off.
+                let top = diag + (*k as f64 - 1.0) * off;
+                let tol = 1e-12 * diag.abs().max(off.abs());
+                let psd = (*k == 1 || diag - off >= -tol) && top >= -tol;
+                if !(diag.is_finite() && off.is_finite() && *diag > 0.0 && psd) {
+                    return Err(state(format!(
+                        "diag {diag}, off {off} do not give a PSD task kernel with a positive diagonal"
+                    )));
+                }
+            }
+            Self::Dense { k, t, components } => {
+                check_k(*k).map_err(|e| state(e.to_string()))?;
+                let size = k.checked_mul(*k).ok_or_else(|| state(format!("{k} x {k} overflows")))?;
+                if t.len() != size || components.len() != *k {
+                    return Err(state(format!(
+                        "{} entries and {} components for {k} tasks",
+                        t.len(),
+                        components.len()
+                    )));
+                }
+                let mut next = 0u32;
+                for &c in components {
+                    if c > next {
+                        return Err(state("components are not numbered by their smallest task".into()));
+                    }
+                    if c == next {
+                        next += 1;
+                    }
+                }
+                for i in 0..*k {
+                    for j in 0..*k {
+                        if components[i] != components[j] && t[i * k + j] != 0.0 {
+                            return Err(state(format!("T[{i}, {j}] is nonzero across components")));
+                        }
+                    }
+                }
+                let m = SymMatrix { n: *k, data: t.clone() };
+                check_symmetric(&m, "task kernel").map_err(|e| state(e.to_string()))?;
+                check_psd(&m, "task kernel").map_err(|e| state(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The same relation up to the last bits of the arithmetic that built it (a restored model
+    /// against one built from its hyper-parameters, possibly by another SIMD build).
+    pub fn approx_eq(&self, other: &Self) -> bool {
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0);
+        match (self, other) {
+            (Self::Disconnected { k, scale }, Self::Disconnected { k: k2, scale: s2 }) => k == k2 && close(*scale, *s2),
+            (
+                Self::Complete { k, diag, off },
+                Self::Complete {
+                    k: k2,
+                    diag: d2,
+                    off: o2,
+                },
+            ) => k == k2 && close(*diag, *d2) && close(*off, *o2),
+            (
+                Self::Dense { k, t, components },
+                Self::Dense {
+                    k: k2,
+                    t: t2,
+                    components: c2,
+                },
+            ) => k == k2 && components == c2 && t.len() == t2.len() && t.iter().zip(t2).all(|(a, b)| close(*a, *b)),
+            _ => false,
+        }
+    }
+
     pub fn n_tasks(&self) -> usize {
         match *self {
             Self::Disconnected { k, .. } | Self::Complete { k, .. } | Self::Dense { k, .. } => k,

@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
+use crate::error::Result;
 use crate::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
+use crate::state::{check_finite, check_len, ensure};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActiveSet {
@@ -28,6 +30,46 @@ impl ActiveSet {
             beta: Vec::new(),
             order: Vec::new(),
         }
+    }
+
+    /// A restored active set of a learner over `n_tasks` tasks and `n_features` features: the
+    /// rows (see [`RowStore`]), one task id in range, label ±1, finite coefficient and insertion
+    /// time per slot, and `order` a permutation of the slots with increasing insertion times.
+    /// Returns the largest insertion time (0 when empty), for the owner's counter checks.
+    pub(crate) fn check_state(&self, kernel: &BaseKernel, n_tasks: usize, n_features: usize) -> Result<u64> {
+        self.rows.check_state(kernel, n_features)?;
+        let n = self.rows.len();
+        for (what, len) in [
+            ("active-set tasks", self.tasks.len()),
+            ("active-set labels", self.labels.len()),
+            ("active-set times", self.times.len()),
+            ("active-set coefficients", self.beta.len()),
+            ("active-set order", self.order.len()),
+        ] {
+            check_len(what, len, n)?;
+        }
+        ensure(self.tasks.iter().all(|&t| (t as usize) < n_tasks), || {
+            format!("an active-set element names a task outside [0, {n_tasks})")
+        })?;
+        ensure(self.labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
+            "an active-set label is not -1 or +1".into()
+        })?;
+        check_finite("active-set coefficients", &self.beta)?;
+        let mut seen = vec![false; n];
+        let mut last_time = 0u64;
+        for &slot in &self.order {
+            let slot = slot as usize;
+            ensure(slot < n && !seen[slot], || {
+                "the active set's insertion order is not a permutation of its slots".into()
+            })?;
+            seen[slot] = true;
+            let t = self.times[slot];
+            ensure(t > last_time, || {
+                "the active set's insertion times do not increase along its order".into()
+            })?;
+            last_time = t;
+        }
+        Ok(last_time)
     }
 
     pub fn len(&self) -> usize {

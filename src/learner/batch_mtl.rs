@@ -23,11 +23,13 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{Row, Rows};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::svt;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Regularizer {
@@ -306,7 +308,15 @@ pub fn penalty(reg: Regularizer, w: &[f64], d: usize, k: usize) -> f64 {
             if !w.iter().all(|v| v.is_finite()) {
                 return f64::NAN;
             }
-            DMatrix::from_column_slice(d, k, w).singular_values().iter().sum()
+            // Capped iterations (no cap by default): a non-convergence reads as NaN.
+            nalgebra::SVD::try_new(
+                DMatrix::from_column_slice(d, k, w),
+                false,
+                false,
+                f64::EPSILON,
+                svt::MAX_ITER,
+            )
+            .map_or(f64::NAN, |svd| svd.singular_values.iter().sum())
         }
     }
 }
@@ -347,8 +357,15 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
     shrink.sigma.iter().map(|s| (s - theta).max(0.0)).sum()
 }
 
+/// Cap on the doublings of `L` in one line search: from `L = 1`, 2000 doublings pass `f64::MAX`
+/// (after which the step `g / L` is 0 and the search stalls), so the cap is only reached when the
+/// test itself is not finite, which the search also checks directly.
+pub const MAX_LINE_SEARCH: usize = 2000;
+
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
-/// `(w, c)` and overwriting them with the solution.
+/// `(w, c)` and overwriting them with the solution. On a numerical failure (a non-finite loss,
+/// gradient or step, e.g. from NaN in the stored examples) `(w, c)` are left unchanged and the
+/// report's objective is NaN; [`try_solve`] says why.
 #[allow(clippy::too_many_arguments)]
 pub fn solve<R: RowSource>(
     rows: &R,
@@ -361,6 +378,27 @@ pub fn solve<R: RowSource>(
     c: &mut [f64],
     opts: SolverOptions,
 ) -> SolveReport {
+    try_solve(rows, tasks, y, k, reg, rho, w, c, opts).unwrap_or(SolveReport {
+        objective: f64::NAN,
+        n_iter: 0,
+        lipschitz: f64::NAN,
+    })
+}
+
+/// [`solve`], returning an error (and leaving `(w, c)` unchanged) when the line search meets a
+/// non-finite value or exceeds [`MAX_LINE_SEARCH`] doublings.
+#[allow(clippy::too_many_arguments)]
+pub fn try_solve<R: RowSource>(
+    rows: &R,
+    tasks: &[u32],
+    y: &[f64],
+    k: usize,
+    reg: Regularizer,
+    rho: f64,
+    w: &mut [f64],
+    c: &mut [f64],
+    opts: SolverOptions,
+) -> Result<SolveReport> {
     let problem = Problem::new(rows, tasks, y, k);
     let d = problem.d;
     let n = y.len();
@@ -392,6 +430,7 @@ pub fn solve<R: RowSource>(
         let mut stalled = false;
         let mut fp;
         let mut omega;
+        let mut doublings = 0usize;
         loop {
             wp.iter_mut()
                 .zip(ws.iter().zip(&gw))
@@ -417,12 +456,25 @@ pub fn solve<R: RowSource>(
                 r_sum += delta * delta;
                 lin += delta * g;
             }
+            // A NaN makes every comparison below false: without this exit the search never ends.
+            if !(fp.is_finite() && fs.is_finite() && lin.is_finite() && r_sum.is_finite() && omega.is_finite()) {
+                return Err(Error::Numerical(format!(
+                    "the retraining line search met a non-finite value (loss {fp}, step norm² {r_sum}, L = {lip:e}); \
+                     the stored examples or the model hold NaN or infinity"
+                )));
+            }
             if r_sum <= 1e-20 {
                 stalled = true;
                 break;
             }
             if fp <= fs + lin + lip / 2.0 * r_sum {
                 break;
+            }
+            doublings += 1;
+            if doublings > MAX_LINE_SEARCH {
+                return Err(Error::Numerical(format!(
+                    "the retraining line search did not converge in {MAX_LINE_SEARCH} doublings of L"
+                )));
             }
             lip *= 2.0;
         }
@@ -457,11 +509,11 @@ pub fn solve<R: RowSource>(
     }
     w.copy_from_slice(&wz);
     c.copy_from_slice(&cz);
-    SolveReport {
+    Ok(SolveReport {
         objective,
         n_iter,
         lipschitz: lip,
-    }
+    })
 }
 
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
@@ -523,6 +575,16 @@ impl BatchMtl {
         if retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }
+        if reg == Regularizer::Trace {
+            // The trace-norm prox (route (a) of §5.5) works on k x k matrices (R, its singular
+            // vectors, Π): about 4 k² floats at peak, whatever d is.
+            Need::new(
+                "n_tasks",
+                n_tasks,
+                "TRML's singular value thresholding (~4 n_tasks² floats)",
+            )
+            .count::<f64>(&[4, n_tasks, n_tasks])?;
+        }
         let store = if sparse {
             Store::Sparse {
                 indptr: vec![0],
@@ -539,8 +601,9 @@ impl BatchMtl {
             rho,
             retrain_every,
             opts: SolverOptions::default(),
-            weights: vec![0.0; n_tasks * n_features],
-            bias: vec![0.0; n_tasks],
+            weights: Need::new("n_tasks", n_tasks, "the weight matrix W (n_tasks x n_features floats)")
+                .filled(&[n_tasks, n_features], 0.0)?,
+            bias: Need::new("n_tasks", n_tasks, "the task biases").filled(&[n_tasks], 0.0)?,
             store,
             tasks: Vec::new(),
             labels: Vec::new(),
@@ -555,9 +618,14 @@ impl BatchMtl {
         self
     }
 
-    fn push(&mut self, x: &Row, task: usize, y: f64) {
+    /// Stores one example (fallibly: the store's growth is checked before anything is written).
+    fn push(&mut self, x: &Row, task: usize, y: f64) -> Result<()> {
+        let need = Need::new("n_features", self.n_features, "the stored examples");
         match &mut self.store {
             Store::Dense(data) => {
+                need.reserve(data, self.n_features)?;
+                need.reserve(&mut self.tasks, 1)?;
+                need.reserve(&mut self.labels, 1)?;
                 let start = data.len();
                 data.resize(start + self.n_features, 0.0);
                 let row = &mut data[start..];
@@ -568,6 +636,11 @@ impl BatchMtl {
                 indices,
                 values,
             } => {
+                need.reserve(indices, x.nnz())?;
+                need.reserve(values, x.nnz())?;
+                need.reserve(indptr, 1)?;
+                need.reserve(&mut self.tasks, 1)?;
+                need.reserve(&mut self.labels, 1)?;
                 x.for_each(|j, v| {
                     let v = to_f32(v);
                     if v != 0.0 {
@@ -580,10 +653,31 @@ impl BatchMtl {
         }
         self.tasks.push(task as u32);
         self.labels.push(y);
+        Ok(())
     }
 
-    /// Retrains on every stored example, warm-started from the current model.
-    pub fn retrain(&mut self) {
+    /// Removes the last stored example (undoes [`BatchMtl::push`]).
+    fn pop(&mut self) {
+        match &mut self.store {
+            Store::Dense(data) => data.truncate(data.len() - self.n_features),
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                indptr.pop();
+                let end = *indptr.last().unwrap_or(&0) as usize;
+                indices.truncate(end);
+                values.truncate(end);
+            }
+        }
+        self.tasks.pop();
+        self.labels.pop();
+    }
+
+    /// Retrains on every stored example, warm-started from the current model. On `Err` (a
+    /// non-finite line search) the model is unchanged.
+    pub fn retrain(&mut self) -> Result<()> {
         let rows = match &self.store {
             Store::Dense(data) => F32Rows::Dense {
                 data,
@@ -600,7 +694,7 @@ impl BatchMtl {
                 n_cols: self.n_features,
             },
         };
-        let report = solve(
+        let report = try_solve(
             &rows,
             &self.tasks,
             &self.labels,
@@ -610,10 +704,11 @@ impl BatchMtl {
             &mut self.weights,
             &mut self.bias,
             self.opts,
-        );
+        )?;
         self.last = report;
         self.total_iter += report.n_iter as u64;
         self.n_retrains += 1;
+        Ok(())
     }
 
     /// Bytes held by the stored examples.
@@ -634,9 +729,105 @@ impl BatchMtl {
         if !self.weights.iter().all(|v| v.is_finite()) {
             return f64::NAN;
         }
-        let s = DMatrix::from_column_slice(d, k, &self.weights).singular_values();
+        let Some(svd) = nalgebra::SVD::try_new(
+            DMatrix::from_column_slice(d, k, &self.weights),
+            false,
+            false,
+            f64::EPSILON,
+            svt::MAX_ITER,
+        ) else {
+            return f64::NAN;
+        };
+        let s = svd.singular_values;
         let max = s.iter().copied().fold(0.0f64, f64::max);
         s.iter().filter(|&&v| v > 1e-12 * max && max > 0.0).count() as f64
+    }
+}
+
+/// The largest solver iteration cap a restored model may carry (the default is 1000): a loop
+/// bound read from a file must stay a bound.
+pub const MAX_RESTORED_ITER: usize = 1_000_000;
+
+impl BatchMtl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (
+            self.n_tasks,
+            self.n_features,
+            self.reg,
+            self.rho,
+            self.retrain_every,
+            self.opts,
+        ) == (
+            other.n_tasks,
+            other.n_features,
+            other.reg,
+            other.rho,
+            other.retrain_every,
+            other.opts,
+        )
+    }
+}
+
+impl CheckState for BatchMtl {
+    fn check_state(&self) -> Result<()> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len("MTL weights", self.weights.len(), checked_size("MTL weights", k, d)?)?;
+        check_len("MTL biases", self.bias.len(), k)?;
+        param(Self::new(k, d, self.reg, self.rho, self.retrain_every, false))?;
+        let opts_ok =
+            self.opts.tol.is_finite() && self.opts.tol >= 0.0 && (1..=MAX_RESTORED_ITER).contains(&self.opts.max_iter);
+        ensure(opts_ok, || format!("invalid solver options {:?}", self.opts))?;
+        check_finite("MTL weights", &self.weights)?;
+        check_finite("MTL biases", &self.bias)?;
+        let n = self.labels.len();
+        check_len("stored tasks", self.tasks.len(), n)?;
+        ensure(self.tasks.iter().all(|&t| (t as usize) < k), || {
+            format!("a stored example names a task outside [0, {k})")
+        })?;
+        ensure(self.labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
+            "a stored label is not -1 or +1".into()
+        })?;
+        let finite32 = |v: &[f32]| v.iter().all(|x| x.is_finite());
+        match &self.store {
+            Store::Dense(data) => {
+                check_len("stored dense rows", data.len(), checked_size("stored rows", n, d)?)?;
+                ensure(finite32(data), || "a stored row is not finite".into())?;
+            }
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                check_len("stored row pointers", indptr.len(), n + 1)?;
+                check_len("stored values", values.len(), indices.len())?;
+                let bounds_ok =
+                    indptr[0] == 0 && indptr.windows(2).all(|w| w[0] <= w[1]) && indptr[n] == indices.len() as i64;
+                ensure(bounds_ok, || "stored row pointers are malformed".into())?;
+                for r in 0..n {
+                    let idx = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+                    let sorted = idx.windows(2).all(|w| w[0] < w[1]) && idx.last().is_none_or(|&j| (j as usize) < d);
+                    ensure(sorted, || format!("stored sparse row {r} has bad indices"))?;
+                }
+                ensure(finite32(values), || "a stored value is not finite".into())?;
+            }
+        }
+        check_counts("MTL", &[self.n_retrains, self.total_iter])?;
+        // A retrain runs whenever the number of stored examples reaches a multiple of the period.
+        let retrains = n as u64 / self.retrain_every;
+        let max_iter = self.opts.max_iter as u64;
+        let counters_ok = self.n_retrains == retrains
+            && self.last.n_iter <= self.opts.max_iter
+            && self.total_iter <= retrains.saturating_mul(max_iter)
+            && (self.last.objective.is_finite() || retrains == 0)
+            && self.last.lipschitz.is_finite();
+        ensure(counters_ok, || {
+            format!(
+                "MTL counters are inconsistent: {n} stored, {} retrains (period {}), last report {:?}",
+                self.n_retrains, self.retrain_every, self.last
+            )
+        })
     }
 }
 
@@ -655,9 +846,12 @@ impl OnlineLearner for BatchMtl {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.push(&x, task, y);
+        self.push(&x, task, y)?;
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
-            self.retrain();
+            if let Err(e) = self.retrain() {
+                self.pop();
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -717,6 +911,67 @@ mod tests {
             })
             .collect();
         (x, tasks, y)
+    }
+
+    /// Issue 11: NaN in the stored examples (a tampered state, or X written by another thread)
+    /// made the line search `loop { .. L *= 2 }` spin forever. Now the retrain that meets it
+    /// fails, the example that triggered it is not kept, and the model is unchanged.
+    #[test]
+    fn nan_in_stored_examples_ends_the_line_search_with_an_error() {
+        let (d, k) = (3, 2);
+        let (x, tasks, y) = problem(20, d, k, 7);
+        for reg in [Regularizer::L21, Regularizer::Trace] {
+            let mut m = BatchMtl::new(k, d, reg, 0.01, 10, false).unwrap();
+            let mut scratch = Scratch::default();
+            for t in 0..9 {
+                m.update(
+                    Row::Dense(&x[t * d..(t + 1) * d]),
+                    tasks[t] as usize,
+                    y[t],
+                    0.0,
+                    &mut scratch,
+                )
+                .unwrap();
+            }
+            if let Store::Dense(data) = &mut m.store {
+                data[4] = f32::NAN;
+            }
+            let before = m.clone();
+            let err = m
+                .update(
+                    Row::Dense(&x[9 * d..10 * d]),
+                    tasks[9] as usize,
+                    y[9],
+                    0.0,
+                    &mut scratch,
+                )
+                .unwrap_err();
+            assert!(err.to_string().contains("line search"), "{err}");
+            // (the stored NaN makes `==` false; the debug forms compare every bit that matters)
+            assert_eq!(format!("{m:?}"), format!("{before:?}"));
+        }
+        // The public solver reports the failure and leaves (w, c) as they were.
+        let (mut w, mut c) = (vec![0.5; d * k], vec![0.25; k]);
+        let mut bad = x.clone();
+        bad[0] = f64::NAN;
+        let rows = Rows::Dense {
+            data: &bad,
+            n_rows: 20,
+            n_cols: d,
+        };
+        let report = solve(
+            &rows,
+            &tasks,
+            &y,
+            k,
+            Regularizer::L21,
+            0.01,
+            &mut w,
+            &mut c,
+            SolverOptions::default(),
+        );
+        assert!(report.objective.is_nan());
+        assert_eq!((w, c), (vec![0.5; d * k], vec![0.25; k]));
     }
 
     #[test]

@@ -29,6 +29,7 @@ use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::rng::SplitMix64;
+use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
 /// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
 const FOLD_BELOW: f64 = 1e-150;
@@ -99,7 +100,48 @@ impl MTRBP {
     }
 }
 
+impl MTRBP {
+    /// Same hyper-parameters as `other` (the seed is not kept: the generator's state moves on).
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+    }
+}
+
+impl CheckState for MTRBP {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        check_counts("MTRBP", &[self.n_updates, self.n_seen, self.n_evictions])?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends one element; every eviction removes one.
+        let consistent = n <= self.budget as u64
+            && self.n_updates <= self.n_seen
+            && self.n_evictions <= self.n_updates
+            && n == self.n_updates - self.n_evictions
+            && last <= self.n_seen
+            && self.last_evicted_time <= self.n_seen;
+        ensure(consistent, || {
+            format!(
+                "MTRBP counters are inconsistent: {n} stored (budget {}), {} updates, {} evictions, {} seen",
+                self.budget, self.n_updates, self.n_evictions, self.n_seen
+            )
+        })
+    }
+}
+
 impl OnlineLearner for MTRBP {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -229,6 +271,9 @@ pub struct MTFORG {
     last: Option<ShrinkStep>,
 }
 
+/// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
+pub const MAX_C_G: f64 = 1e100;
+
 impl MTFORG {
     pub fn new(
         tasks: TaskKernel,
@@ -247,6 +292,13 @@ impl MTFORG {
         }
         let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
         let c_g = tasks.c_g(radius);
+        // The damage bound 15/32 c_G² M must stay finite for any mistake count M < 2⁶⁴.
+        if c_g > MAX_C_G {
+            return Err(invalid(
+                "radius",
+                format!("gives c_G = R sqrt(max_i T_ii) = {c_g:e}; it must be at most {MAX_C_G:e} (rescale the data)"),
+            ));
+        }
         if !(c_g > 0.0 && c_g.is_finite()) {
             return Err(Error::InvalidTaskRelation(format!(
                 "MTFORG needs c_G = R sqrt(max_i T_ii) > 0, got {c_g} (max_i T_ii = {})",
@@ -314,7 +366,8 @@ impl MTFORG {
     }
 
     /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
-    fn shrink_and_forget(&mut self, scratch: &mut Scratch) {
+    /// On `Err` (a non-finite shrink step) nothing has been changed by this function.
+    fn shrink_and_forget(&mut self, scratch: &mut Scratch) -> Result<()> {
         let slot_r = self.set.slot_at(0); // the oldest element: insertion order
         let task_r = self.set.task(slot_r);
         let y_r = self.set.label(slot_r);
@@ -325,8 +378,15 @@ impl MTFORG {
             self.raw_score(&q, task_r, scratch)
         };
         let step = ShrinkStep::solve(self.c_g, sigma, y_r, phi, self.q, self.m);
-        self.scale *= step.chi;
-        self.q += (step.a * step.chi + step.b) * step.chi;
+        let (scale, q) = (self.scale * step.chi, self.q + (step.a * step.chi + step.b) * step.chi);
+        if !(scale.is_finite() && q.is_finite() && step.chi.is_finite()) {
+            return Err(Error::Numerical(format!(
+                "MTFORG shrink step is not finite (chi {}, damage Q {q}, score of the oldest element {phi})",
+                step.chi
+            )));
+        }
+        self.scale = scale;
+        self.q = q;
         self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
@@ -337,10 +397,92 @@ impl MTFORG {
             self.scale = 1.0;
             self.n_folds += 1;
         }
+        Ok(())
+    }
+}
+
+impl MTFORG {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.budget == other.budget
+            && self.radius == other.radius
+    }
+}
+
+impl CheckState for MTFORG {
+    fn check_state(&self) -> Result<()> {
+        param(check_common(self.n_features, self.budget))?;
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        let radius_ok =
+            self.radius.is_finite() && self.radius > 0.0 && (!Self::bounded_by_one(&self.kernel) || self.radius == 1.0);
+        ensure(radius_ok, || format!("MTFORG radius {} is invalid", self.radius))?;
+        let c_g = self.tasks.c_g(self.radius);
+        let c_g_ok = c_g > 0.0 && c_g.is_finite() && (self.c_g - c_g).abs() <= 1e-12 * c_g;
+        ensure(c_g_ok, || {
+            format!("MTFORG c_G {} differs from the task kernel's {c_g}", self.c_g)
+        })?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        self.index.check_state(&self.set)?;
+        ensure(
+            self.scale.is_finite() && (FOLD_BELOW..=1.0).contains(&self.scale),
+            || format!("MTFORG scale {} is outside [{FOLD_BELOW:e}, 1]", self.scale),
+        )?;
+        // Q <= 15/32 c_G^2 M (the Forgetron's invariant), with room for rounding.
+        let bound = 15.0 / 32.0 * self.c_g * self.c_g * self.m as f64;
+        ensure(self.q.is_finite() && self.q <= bound * (1.0 + 1e-9) + 1e-12, || {
+            format!("MTFORG damage Q = {} exceeds 15/32 c_G^2 M = {bound}", self.q)
+        })?;
+        check_counts(
+            "MTFORG",
+            &[
+                self.m,
+                self.n_updates,
+                self.n_seen,
+                self.n_evictions,
+                self.n_folds,
+                self.n_radius_exceeded,
+            ],
+        )?;
+        let n = self.set.len() as u64;
+        // Every update-mistake appends; beyond the budget each also removes the oldest.
+        let consistent = self.m == self.n_updates
+            && self.n_updates <= self.n_seen
+            && n == self.n_updates.min(self.budget as u64)
+            && self.n_evictions == self.n_updates - n
+            && self.n_folds <= self.n_evictions
+            && self.n_radius_exceeded <= self.n_seen
+            && last <= self.n_seen
+            && self.last.is_some() == (self.n_evictions > 0);
+        ensure(consistent, || {
+            format!(
+                "MTFORG counters are inconsistent: {n} stored (budget {}), {} updates, M = {}, {} evictions, {} seen",
+                self.budget, self.n_updates, self.m, self.n_evictions, self.n_seen
+            )
+        })?;
+        if let Some(step) = &self.last {
+            check_finite(
+                "MTFORG's last shrink step",
+                &[step.a, step.b, step.c, step.phi, step.sigma],
+            )?;
+            ensure((0.0..=1.0).contains(&step.chi), || {
+                format!("MTFORG's last shrink coefficient {} is outside [0, 1]", step.chi)
+            })?;
+        }
+        Ok(())
     }
 }
 
 impl OnlineLearner for MTFORG {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -353,22 +495,30 @@ impl OnlineLearner for MTFORG {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
     }
 
+    /// The shrink step is computed after the new element is appended; if it is not finite the
+    /// append is undone (the newest element is removed exactly) and nothing else has changed.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
+        let exceeded = self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12);
+        if is_update_mistake(y, score) {
+            // beta_t = y, stored as b_t = y / s.
+            self.index.ensure(&self.set);
+            let slot = self.set.push(x, task, y, self.n_seen + 1, y / self.scale, &self.kernel);
+            self.index.add(&self.set, slot);
+            self.m += 1;
+            if self.set.len() > self.budget {
+                if let Err(e) = self.shrink_and_forget(scratch) {
+                    self.m -= 1;
+                    let newest = self.set.slot_at(self.set.len() - 1);
+                    self.index.remove(&self.set, newest);
+                    self.set.remove_at(self.set.len() - 1);
+                    return Err(e);
+                }
+            }
+            self.n_updates += 1;
+        }
         self.n_seen += 1;
-        if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
+        if exceeded {
             self.n_radius_exceeded += 1;
-        }
-        if !is_update_mistake(y, score) {
-            return Ok(());
-        }
-        self.n_updates += 1;
-        self.m += 1;
-        // beta_t = y, stored as b_t = y / s.
-        self.index.ensure(&self.set);
-        let slot = self.set.push(x, task, y, self.n_seen, y / self.scale, &self.kernel);
-        self.index.add(&self.set, slot);
-        if self.set.len() > self.budget {
-            self.shrink_and_forget(scratch);
         }
         Ok(())
     }
@@ -426,6 +576,29 @@ mod tests {
             })
             .collect();
         (x, tasks, y)
+    }
+
+    /// A shrink step that is not finite (here c_G forced past its cap) is refused after the
+    /// append, which is then undone exactly: the model equals its state before the call.
+    #[test]
+    fn a_non_finite_shrink_undoes_the_append() {
+        let (x, tasks, y) = random_stream(40, 3, 2, 11);
+        let kernel = BaseKernel::linear();
+        let mut m = MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1.0).unwrap();
+        let mut scratch = Scratch::default();
+        let mut t = 0;
+        while m.set.len() < 2 {
+            let row = Row::Dense(&x[t * 3..(t + 1) * 3]);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            t += 1;
+        }
+        m.c_g = 1e300;
+        let before = m.clone();
+        let row = Row::Dense(&x[t * 3..(t + 1) * 3]);
+        let err = m.update(row, tasks[t] as usize, -y[t], 0.0, &mut scratch).unwrap_err();
+        assert!(err.to_string().contains("MTFORG shrink step is not finite"), "{err}");
+        assert_eq!(m, before);
+        assert!(MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1e101).is_err());
     }
 
     fn rows(x: &[f64], d: usize) -> Rows<'_> {

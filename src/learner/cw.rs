@@ -18,10 +18,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -173,6 +175,17 @@ pub struct CwModel {
     pub sigma: Vec<f64>,
 }
 
+/// Variances never fall below `VARIANCE_FLOOR * a` (`a` the initial variance). In exact
+/// arithmetic a CW step keeps every variance positive (`1 - beta sigma_j x_j^2 >= 1 - beta v > 0`),
+/// but on a long stream `1 - beta v` cancels to 0 or below in floating point, and on noisy data
+/// the precision grows geometrically (each mistake with a large margin multiplies it), so without
+/// a floor the variances reach 0 and then negative values and infinite precisions (NaN scores
+/// after ~30k noisy rows at d = 20). See docs/baselines.md.
+pub const VARIANCE_FLOOR: f64 = 1e-12;
+
+/// One coordinate's new mean and variance, computed before anything is written.
+type Change = (usize, f64, f64);
+
 impl CwModel {
     pub fn new(n_features: usize, a: f64) -> Self {
         Self {
@@ -181,12 +194,23 @@ impl CwModel {
         }
     }
 
+    /// [`CwModel::new`] with its allocation checked.
+    pub fn try_new(n_features: usize, a: f64) -> Result<Self> {
+        let need = Need::new("n_features", n_features, "a CW model (2 x n_features floats)");
+        need.count::<f64>(&[2, n_features])?;
+        Ok(Self {
+            mu: need.filled(&[n_features], 0.0)?,
+            sigma: need.filled(&[n_features], a)?,
+        })
+    }
+
     pub fn score(&self, x: &Row) -> f64 {
         x.dot(&self.mu)
     }
 
-    /// One plain CW step; returns whether the model changed.
-    pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64) -> bool {
+    /// The coordinates one plain CW step would change (empty when the constraint holds).
+    fn step_changes(&self, c: &CwConstants, x: &Row, y: f64, floor: f64, out: &mut Vec<Change>) -> Result<()> {
+        out.clear();
         let (mut v, mut s) = (0.0, 0.0);
         x.for_each(|j, xj| {
             if xj != 0.0 {
@@ -195,17 +219,43 @@ impl CwModel {
             }
         });
         let Some((alpha, beta)) = c.step(v, y * s) else {
-            return false;
+            return Ok(());
         };
         x.for_each(|j, xj| {
             if xj != 0.0 {
                 let sj = self.sigma[j];
-                self.mu[j] += alpha * y * sj * xj;
-                self.sigma[j] = sj - beta * sj * sj * xj * xj;
+                out.push((j, self.mu[j] + alpha * y * sj * xj, sj - beta * sj * sj * xj * xj));
             }
         });
-        true
+        finish_changes(out, floor, "global", alpha, beta, v)
     }
+
+    fn apply(&mut self, changes: &[Change]) {
+        for &(j, mu, sigma) in changes {
+            self.mu[j] = mu;
+            self.sigma[j] = sigma;
+        }
+    }
+
+    /// One plain CW step with variances floored at `floor`; returns whether the model changed.
+    /// On `Err` (a non-finite step) the model is unchanged.
+    pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64, floor: f64) -> Result<bool> {
+        let mut changes = Vec::new();
+        self.step_changes(c, x, y, floor, &mut changes)?;
+        self.apply(&changes);
+        Ok(!changes.is_empty())
+    }
+}
+
+/// Checks the new values are finite, then floors the variances.
+fn finish_changes(changes: &mut [Change], floor: f64, which: &str, alpha: f64, beta: f64, v: f64) -> Result<()> {
+    if let Some(&(j, mu, sigma)) = changes.iter().find(|(_, m, s)| !(m.is_finite() && s.is_finite())) {
+        return Err(crate::Error::Numerical(format!(
+            "CW-COL {which} step is not finite at feature {j} (mean {mu}, variance {sigma}; alpha {alpha:e}, beta {beta:e}, x'Σx {v:e})"
+        )));
+    }
+    changes.iter_mut().for_each(|c| c.2 = c.2.max(floor));
+    Ok(())
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,8 +298,8 @@ impl CwCol {
             confidence,
             a,
             omega,
-            global: CwModel::new(n_features, a),
-            individual: vec![None; n_tasks],
+            global: CwModel::try_new(n_features, a)?,
+            individual: Need::new("n_tasks", n_tasks, "the per-task model slots").filled(&[n_tasks], None)?,
             n_updates: 0,
             n_global_updates: 0,
         })
@@ -277,7 +327,9 @@ impl CwCol {
         ((pi_i * mu_i + pi_g * mu_g) / pi_p, 1.0 / pi_p)
     }
 
-    fn collaborative_update(&mut self, x: &Row, task: usize, y: f64) {
+    /// The coordinates the collaborative step of `task` would write into its individual model.
+    fn collaborative_changes(&self, x: &Row, task: usize, y: f64, out: &mut Vec<Change>) -> Result<()> {
+        out.clear();
         let (mut v, mut s) = (0.0, 0.0);
         let own = self.individual[task].as_ref();
         x.for_each(|j, xj| {
@@ -288,19 +340,19 @@ impl CwCol {
             }
         });
         let Some((alpha, beta)) = self.constants.step(v, y * s) else {
-            return;
+            return Ok(());
         };
-        self.n_updates += 1;
-        let (d, a) = (self.n_features, self.a);
-        let mut model = self.individual[task].take().unwrap_or_else(|| CwModel::new(d, a));
         x.for_each(|j, xj| {
             if xj != 0.0 {
-                let (mu, sig) = self.prior(Some(&model), j);
-                model.mu[j] = mu + alpha * y * sig * xj;
-                model.sigma[j] = sig - beta * sig * sig * xj * xj;
+                let (mu, sig) = self.prior(own, j);
+                out.push((j, mu + alpha * y * sig * xj, sig - beta * sig * sig * xj * xj));
             }
         });
-        self.individual[task] = Some(model);
+        finish_changes(out, self.floor(), "task", alpha, beta, v)
+    }
+
+    fn floor(&self) -> f64 {
+        VARIANCE_FLOOR * self.a
     }
 
     /// Smallest variance over the global and the allocated individual models.
@@ -310,6 +362,51 @@ impl CwCol {
             m = model.sigma.iter().copied().fold(m, f64::min);
         }
         m
+    }
+}
+
+impl CwModel {
+    /// A restored model of `n_features` coordinates: finite means, finite positive variances.
+    fn check_state(&self, n_features: usize) -> Result<()> {
+        check_len("CW means", self.mu.len(), n_features)?;
+        check_len("CW variances", self.sigma.len(), n_features)?;
+        check_finite("CW means", &self.mu)?;
+        check_finite("CW variances", &self.sigma)?;
+        ensure(self.sigma.iter().all(|&s| s > 0.0), || {
+            "a CW variance is not positive".into()
+        })
+    }
+}
+
+impl CwCol {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features) == (other.n_tasks, other.n_features)
+            && (self.confidence, self.a, self.omega) == (other.confidence, other.a, other.omega)
+    }
+}
+
+impl CheckState for CwCol {
+    fn check_state(&self) -> Result<()> {
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
+        self.global.check_state(self.n_features)?;
+        check_len("CW individual models", self.individual.len(), self.n_tasks)?;
+        // The settings must be ones `new` accepts, and the constants those of the confidence.
+        let fresh = param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.confidence,
+            self.a,
+            self.omega,
+        ))?;
+        ensure(fresh.constants == self.constants, || {
+            "the CW constants do not match the confidence".into()
+        })?;
+        for m in self.individual.iter().flatten() {
+            m.check_state(self.n_features)?;
+        }
+        Ok(())
     }
 }
 
@@ -333,9 +430,22 @@ impl OnlineLearner for CwCol {
         s
     }
 
+    /// Both steps (task and global, each from the model before this example) are computed and
+    /// checked first, then written: on `Err` nothing has changed.
     fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.collaborative_update(&x, task, y);
-        if self.global.update(&self.constants, &x, y) {
+        let (mut own, mut global) = (Vec::new(), Vec::new());
+        self.collaborative_changes(&x, task, y, &mut own)?;
+        self.global
+            .step_changes(&self.constants, &x, y, self.floor(), &mut global)?;
+        if !own.is_empty() {
+            if self.individual[task].is_none() {
+                self.individual[task] = Some(CwModel::try_new(self.n_features, self.a)?);
+            }
+            self.individual[task].as_mut().expect("allocated above").apply(&own);
+            self.n_updates += 1;
+        }
+        if !global.is_empty() {
+            self.global.apply(&global);
             self.n_global_updates += 1;
         }
         Ok(())
@@ -403,7 +513,7 @@ mod tests {
         let c = CwConstants::new(0.9).unwrap();
         let mut m = CwModel::new(3, 1.0);
         let x = [0.0, 2.0, 0.0];
-        assert!(m.update(&c, &Row::Dense(&x), 1.0));
+        assert!(m.update(&c, &Row::Dense(&x), 1.0, 0.0).unwrap());
         let margin = m.score(&Row::Dense(&x));
         let v = m.sigma[1] * 4.0;
         assert!(
@@ -411,7 +521,7 @@ mod tests {
             "{margin} vs {}",
             c.phi * v.sqrt()
         );
-        assert!(!m.update(&c, &Row::Dense(&x), 1.0));
+        assert!(!m.update(&c, &Row::Dense(&x), 1.0, 0.0).unwrap());
     }
 
     #[test]
@@ -437,7 +547,7 @@ mod tests {
         for t in 0..n {
             let m = &mut single[tasks[t] as usize];
             assert!((m.score(&rows.row(t)) - a[t]).abs() <= 1e-12 * a[t].abs().max(1.0));
-            m.update(&c, &rows.row(t), y[t]);
+            m.update(&c, &rows.row(t), y[t], 0.0).unwrap();
         }
         assert!(col.min_variance() > 0.0);
         assert!(CwCol::new(k, d, 0.4, 1.0, 0.0).is_err());

@@ -593,6 +593,14 @@ impl SparseIndex {
         }
     }
 
+    /// The index must agree with the representation of the rows it indexes (a restored one is
+    /// never built: the postings are not serialised; a live one may be).
+    pub(crate) fn check_state(&self, set: &ActiveSet) -> crate::Result<()> {
+        crate::state::ensure(self.enabled == set.rows().is_sparse(), || {
+            "the sparse index does not match the stored rows' representation".into()
+        })
+    }
+
     pub fn is_built(&self) -> bool {
         self.built
     }

@@ -7,8 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
+use crate::error::{Error, Result};
 use crate::kernel::TaskKernel;
+use crate::state::{check_finite, check_len, ensure};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinearWeights {
@@ -25,18 +28,58 @@ pub struct LinearWeights {
 }
 
 impl LinearWeights {
-    pub fn new(n_features: usize, normalize: bool, tasks: &TaskKernel) -> Self {
+    pub fn new(n_features: usize, normalize: bool, tasks: &TaskKernel) -> Result<Self> {
         let members = match tasks {
             TaskKernel::Dense { .. } => tasks.component_members(),
             _ => Vec::new(),
         };
-        Self {
+        let k = tasks.n_tasks();
+        Ok(Self {
             n_features,
             normalize,
-            blocks: vec![None; tasks.n_tasks()],
+            blocks: Need::new("n_tasks", k, "the per-task weight slots").filled(&[k], None)?,
             shared: None,
             members,
+        })
+    }
+
+    /// The blocks an update of `task` writes with their scale factors (`None`: the shared block).
+    fn targets(&self, tasks: &TaskKernel, task: usize) -> Vec<(Option<usize>, f64)> {
+        match tasks {
+            TaskKernel::Disconnected { .. } => vec![(Some(task), 1.0)],
+            TaskKernel::Complete { .. } => vec![(Some(task), 1.0), (None, 1.0)],
+            TaskKernel::Dense { .. } => self.members[tasks.component(task)]
+                .iter()
+                .map(|&s| (Some(s), tasks.get(s, task)))
+                .filter(|&(_, t)| t != 0.0)
+                .collect(),
         }
+    }
+
+    /// A restored primal model of `n_features` features on `tasks` with kernel normalisation
+    /// `normalize`: one optional finite block of length d per task, a shared block only for the
+    /// complete graph, and the component members of a dense T.
+    pub(crate) fn check_state(&self, tasks: &TaskKernel, n_features: usize, normalize: bool) -> Result<()> {
+        check_len("primal weights' n_features", self.n_features, n_features)?;
+        ensure(self.normalize == normalize, || {
+            "the primal weights' normalisation differs from the kernel's".into()
+        })?;
+        check_len("primal weight blocks", self.blocks.len(), tasks.n_tasks())?;
+        for block in self.blocks.iter().chain(std::iter::once(&self.shared)).flatten() {
+            check_len("a primal weight block", block.len(), n_features)?;
+            check_finite("a primal weight block", block)?;
+        }
+        ensure(
+            self.shared.is_none() || matches!(tasks, TaskKernel::Complete { .. }),
+            || "a shared primal block without the complete graph".into(),
+        )?;
+        let members = match tasks {
+            TaskKernel::Dense { .. } => tasks.component_members(),
+            _ => Vec::new(),
+        };
+        ensure(self.members == members, || {
+            "the primal weights' component members differ from the task kernel's".into()
+        })
     }
 
     fn input_scale(&self, x: &Row) -> f64 {
@@ -67,26 +110,53 @@ impl LinearWeights {
         raw * self.input_scale(&x)
     }
 
-    /// Adds `y * K([x, task], ·)` to the model.
-    pub fn add(&mut self, tasks: &TaskKernel, x: Row, task: usize, y: f64) {
+    /// Adds `y * K([x, task], ·)` to the model. Every target block is checked (the sum stays
+    /// finite) and allocated before the first write, so on `Err` nothing has changed.
+    pub fn add(&mut self, tasks: &TaskKernel, x: Row, task: usize, y: f64) -> Result<()> {
         let step = y * self.input_scale(&x);
         let d = self.n_features;
-        match tasks {
-            TaskKernel::Disconnected { .. } | TaskKernel::Complete { .. } => {
-                x.add_to(self.blocks[task].get_or_insert_with(|| vec![0.0; d]), step);
-                if matches!(tasks, TaskKernel::Complete { .. }) {
-                    x.add_to(self.shared.get_or_insert_with(|| vec![0.0; d]), step);
-                }
-            }
-            TaskKernel::Dense { .. } => {
-                for &s in &self.members[tasks.component(task)] {
-                    let t = tasks.get(s, task);
-                    if t != 0.0 {
-                        x.add_to(self.blocks[s].get_or_insert_with(|| vec![0.0; d]), step * t);
-                    }
-                }
+        let targets = self.targets(tasks, task);
+        for &(block, t) in &targets {
+            let w = match block {
+                Some(s) => self.blocks[s].as_deref(),
+                None => self.shared.as_deref(),
+            };
+            let finite = match w {
+                Some(w) => x.axpy_stays_finite(w, step * t),
+                None => (step * t).is_finite(), // a fresh zero block receives step t x
+            };
+            if !finite {
+                return Err(Error::Numerical(format!(
+                    "Perceptron update overflows the weights (step {:e})",
+                    step * t
+                )));
             }
         }
+        let need = Need::new("n_features", d, "a task's weight vector");
+        let mut fresh = Vec::new();
+        for &(block, _) in &targets {
+            let missing = match block {
+                Some(s) => self.blocks[s].is_none(),
+                None => self.shared.is_none(),
+            };
+            if missing {
+                fresh.push((block, need.filled(&[d], 0.0)?));
+            }
+        }
+        for (block, w) in fresh {
+            match block {
+                Some(s) => self.blocks[s] = Some(w),
+                None => self.shared = Some(w),
+            }
+        }
+        for (block, t) in targets {
+            let w = match block {
+                Some(s) => self.blocks[s].as_mut(),
+                None => self.shared.as_mut(),
+            };
+            x.add_to(w.expect("allocated above"), step * t);
+        }
+        Ok(())
     }
 
     /// Number of allocated weight blocks (the memory in use, in units of d floats).

@@ -10,6 +10,7 @@ mod budget;
 mod cw;
 mod kernel_sum;
 mod linear;
+mod mt_linear;
 mod omtl;
 mod omtrl;
 mod pa;
@@ -22,6 +23,7 @@ pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
 pub use budget::{ShrinkStep, MTFORG, MTRBP};
 pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
 pub use linear::LinearWeights;
+pub use mt_linear::{logistic_margin_gain, sigmoid, Loss, MTLinear, MTLinearParams, UpdateRule, MAX_HASH_BITS};
 pub use omtl::{omtl_tau, GlobalNorm, Omtl};
 pub use omtrl::{Omtrl, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressive};
@@ -29,9 +31,9 @@ pub use perceptron::MTPerceptron;
 pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 pub use romco::{Romco, RomcoTrigger, SvtRoute};
 
-use crate::data::{validate_batch, Row, Rows};
+use crate::data::{validate_batch, validate_row_scale, Row, Rows};
 use crate::error::{Error, Result};
-use crate::kernel::Scratch;
+use crate::kernel::{BaseKernel, Scratch};
 
 pub trait OnlineLearner {
     fn n_tasks(&self) -> usize;
@@ -75,6 +77,12 @@ pub trait OnlineLearner {
         Ok(())
     }
 
+    /// The base kernel of a kernel learner (`None` for linear models): the batch functions check
+    /// every row's `K'(x, x)` against it ([`validate_row_scale`]).
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        None
+    }
+
     /// Number of model updates so far.
     fn n_updates(&self) -> u64;
 
@@ -95,6 +103,7 @@ pub trait OnlineLearner {
 /// Runs the online protocol over a batch and returns the pre-update scores.
 pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
+    validate_row_scale(rows, model.base_kernel())?;
     let mut scratch = Scratch::default();
     (0..rows.len())
         .map(|t| {
@@ -146,6 +155,7 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
     rounds: &[i64],
 ) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
+    validate_row_scale(rows, model.base_kernel())?;
     validate_rounds(tasks, rounds, model.n_tasks())?;
     let mut scratch = Scratch::default();
     let mut scores = vec![0.0; rows.len()];

@@ -12,10 +12,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GlobalNorm {
@@ -70,29 +72,12 @@ pub fn omtl_tau(losses: &[f64], sq_norms: &[f64], c: f64, norm: GlobalNorm, expl
     match norm {
         GlobalNorm::L1 => active.iter().for_each(|&i| tau[i] = (losses[i] / sq_norms[i]).min(c)),
         GlobalNorm::LInf => {
+            // Free steps l_i/n_i when they fit (an overflow to inf does not fit).
             let free: f64 = active.iter().map(|&i| losses[i] / sq_norms[i]).sum();
             if free <= c {
                 active.iter().for_each(|&i| tau[i] = losses[i] / sq_norms[i]);
             } else {
-                // g(theta) = sum_{l_i > theta} (l_i - theta)/n_i is decreasing and piecewise linear;
-                // scan the breakpoints (losses in decreasing order) for the piece where g = C.
-                let mut order = active.clone();
-                order.sort_by(|&a, &b| losses[b].total_cmp(&losses[a]).then(a.cmp(&b)));
-                let (mut s_ln, mut s_inv) = (0.0, 0.0);
-                let mut theta = 0.0;
-                for (r, &i) in order.iter().enumerate() {
-                    s_ln += losses[i] / sq_norms[i];
-                    s_inv += 1.0 / sq_norms[i];
-                    theta = (s_ln - c) / s_inv;
-                    let next = order.get(r + 1).map_or(0.0, |&j| losses[j]);
-                    if theta >= next {
-                        break;
-                    }
-                }
-                let theta = theta.max(0.0);
-                active
-                    .iter()
-                    .for_each(|&i| tau[i] = ((losses[i] - theta) / sq_norms[i]).max(0.0));
+                linf_water_filling(losses, sq_norms, c, &active, &mut tau);
             }
         }
         GlobalNorm::L2 => {
@@ -130,6 +115,46 @@ pub fn omtl_tau(losses: &[f64], sq_norms: &[f64], c: f64, norm: GlobalNorm, expl
     tau
 }
 
+/// The capped `linf` step: `tau_i = max(0, l_i - theta)/n_i` with `sum tau_i = C`, i.e. the
+/// threshold `theta` where `g(theta) = sum_i (l_i - theta)_+ / n_i` crosses C.
+///
+/// Written to stay finite when some `n_i` is tiny (`1/n_i` overflows, e.g. a row of norm 1e-160):
+/// the piece is found by comparing `g` at the breakpoints (`g(l_next) >= C`, an overflow to inf
+/// reading correctly as "larger"), and the steps are formed relative to the member `r` of the
+/// piece with the smallest norm, `tau_r = (C - sum_j (l_j - l_r)/n_j) / sum_j (n_r/n_j)`, where
+/// `n_r/n_j <= 1`; no `1/n` and no `l - theta` cancellation appear. A singleton round gives
+/// `tau = C` exactly (PA-I, INV-O2).
+fn linf_water_filling(losses: &[f64], sq_norms: &[f64], c: f64, active: &[usize], tau: &mut [f64]) {
+    let mut order = active.to_vec();
+    order.sort_by(|&a, &b| losses[b].total_cmp(&losses[a]).then(a.cmp(&b)));
+    let mut len = order.len();
+    for r in 0..order.len() {
+        let next = order.get(r + 1).map_or(0.0, |&j| losses[j]);
+        let g_next: f64 = order[..=r].iter().map(|&i| (losses[i] - next) / sq_norms[i]).sum();
+        if g_next >= c {
+            len = r + 1;
+            break;
+        }
+    }
+    let piece = &order[..len];
+    let r = *piece
+        .iter()
+        .min_by(|&&a, &&b| sq_norms[a].total_cmp(&sq_norms[b]).then(a.cmp(&b)))
+        .expect("the piece is never empty");
+    let (lr, nr) = (losses[r], sq_norms[r]);
+    let spread: f64 = piece.iter().map(|&j| (losses[j] - lr) / sq_norms[j]).sum();
+    let weight: f64 = piece.iter().map(|&j| nr / sq_norms[j]).sum();
+    let tau_r = (c - spread) / weight;
+    for &j in piece {
+        tau[j] = if j == r {
+            tau_r
+        } else {
+            tau_r * (nr / sq_norms[j]) + (losses[j] - lr) / sq_norms[j]
+        }
+        .max(0.0);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Omtl {
     n_features: usize,
@@ -160,7 +185,12 @@ impl Omtl {
             c,
             norm,
             explicit,
-            weights: vec![0.0; n_tasks * n_features],
+            weights: Need::new(
+                "n_tasks",
+                n_tasks,
+                "the task weight vectors (n_tasks x n_features floats)",
+            )
+            .filled(&[n_tasks, n_features], 0.0)?,
             n_updates: 0,
             n_rounds: 0,
         })
@@ -172,18 +202,64 @@ impl Omtl {
 
     /// The joint update of one round whose rows (of distinct tasks) were scored `scores` by the
     /// current model (§1.2 step 3).
-    pub fn update_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &[f64]) {
-        self.n_rounds += 1;
+    pub fn update_round(&mut self, rows: &[Row], tasks: &[usize], y: &[f64], scores: &[f64]) -> Result<()> {
         let losses: Vec<f64> = scores.iter().zip(y).map(|(s, y)| (1.0 - y * s).max(0.0)).collect();
         let norms: Vec<f64> = rows.iter().map(|r| r.sq_norm()).collect();
         let tau = omtl_tau(&losses, &norms, self.c, self.norm, self.explicit);
         let d = self.n_features;
+        // Everything is checked before anything is written.
+        for (r, row) in rows.iter().enumerate() {
+            let w = &self.weights[tasks[r] * d..(tasks[r] + 1) * d];
+            if !tau[r].is_finite() || (tau[r] > 0.0 && !row.axpy_stays_finite(w, tau[r] * y[r])) {
+                return Err(Error::Numerical(format!(
+                    "OMTL step is not finite or overflows the weights (tau = {:e}, loss {}, squared row norm {:e}, C = {})",
+                    tau[r], losses[r], norms[r], self.c
+                )));
+            }
+        }
+        self.n_rounds += 1;
         for (r, row) in rows.iter().enumerate() {
             if tau[r] > 0.0 {
                 self.n_updates += 1;
                 row.add_to(&mut self.weights[tasks[r] * d..(tasks[r] + 1) * d], tau[r] * y[r]);
             }
         }
+        Ok(())
+    }
+}
+
+impl Omtl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.c, self.norm, self.explicit)
+            == (other.n_tasks, other.n_features, other.c, other.norm, other.explicit)
+    }
+}
+
+impl CheckState for Omtl {
+    fn check_state(&self) -> Result<()> {
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTL weights",
+            self.weights.len(),
+            checked_size("OMTL weights", self.n_tasks, self.n_features)?,
+        )?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.c,
+            self.norm,
+            self.explicit,
+        ))?;
+        check_finite("OMTL weights", &self.weights)?;
+        check_counts("OMTL", &[self.n_updates, self.n_rounds])?;
+        // A round updates each of its (distinct) tasks at most once.
+        ensure(
+            self.n_rounds
+                .checked_mul(self.n_tasks as u64)
+                .is_none_or(|most| self.n_updates <= most),
+            || "OMTL has more updates than its rounds allow".into(),
+        )
     }
 }
 
@@ -212,14 +288,12 @@ impl OnlineLearner for Omtl {
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }
-        self.update_round(rows, tasks, y, scores);
-        Ok(())
+        self.update_round(rows, tasks, y, scores)
     }
 
     /// A singleton round (§1.3).
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.update_round(&[x], &[task], &[y], &[score]);
-        Ok(())
+        self.update_round(&[x], &[task], &[y], &[score])
     }
 
     fn n_updates(&self) -> u64 {
@@ -242,6 +316,31 @@ impl OnlineLearner for Omtl {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 11: on a row of norm 1e-160 (‖x‖² subnormal) the old water-filling formed inf/inf
+    /// and wrote -inf weights. Every implicit variant now takes exactly tau = C there (INV-O2).
+    #[test]
+    fn tiny_norm_singletons_take_exactly_c() {
+        for norm in [GlobalNorm::L1, GlobalNorm::L2, GlobalNorm::LInf] {
+            for sq in [1e-320, 5e-324, 1e-300] {
+                let tau = omtl_tau(&[1.0], &[sq], 0.7, norm, false);
+                assert!(tau[0].is_finite(), "{norm:?} {sq}");
+                if norm != GlobalNorm::L2 {
+                    assert_eq!(tau[0], 0.7, "{norm:?} {sq}");
+                } else {
+                    assert!((tau[0] - 0.7).abs() <= 1e-12, "{norm:?} {sq}: {}", tau[0]);
+                }
+            }
+        }
+        // A round mixing a tiny row with ordinary ones: finite, sum tau = C, non-negative.
+        let tau = omtl_tau(&[1.0, 2.0, 0.5], &[1e-320, 1.0, 4.0], 1.0, GlobalNorm::LInf, false);
+        assert!(tau.iter().all(|t| t.is_finite() && *t >= 0.0), "{tau:?}");
+        assert!((tau.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{tau:?}");
+        let mut m = Omtl::new(1, 2, 1.0, GlobalNorm::LInf, false).unwrap();
+        let x = [1e-160, 0.0];
+        m.update(Row::Dense(&x), 0, -1.0, 0.0, &mut Scratch::default()).unwrap();
+        assert_eq!(m.weights, vec![-1e-160, 0.0]);
+    }
 
     #[test]
     fn linf_water_filling_satisfies_kkt() {

@@ -19,11 +19,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{is_update_mistake, OnlineLearner};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RelationUpdate {
@@ -83,7 +85,13 @@ impl Omtrl {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
         let k = n_tasks;
-        let mut coupling = vec![1.0 / (k as f64 + 1.0); k * k];
+        let square = Need::new(
+            "n_tasks",
+            k,
+            "OMTRL's k x k coupling and Gram matrices (2 n_tasks² floats)",
+        );
+        square.count::<f64>(&[2, k, k])?;
+        let mut coupling = square.filled(&[k, k], 1.0 / (k as f64 + 1.0))?;
         (0..k).for_each(|i| coupling[i * k + i] = 2.0 / (k as f64 + 1.0));
         Ok(Self {
             n_features,
@@ -91,9 +99,10 @@ impl Omtrl {
             update,
             eta,
             epoch,
-            weights: vec![0.0; k * n_features],
+            weights: Need::new("n_tasks", k, "the weight matrix (n_tasks x n_features floats)")
+                .filled(&[k, n_features], 0.0)?,
             coupling,
-            gram: vec![0.0; k * k],
+            gram: square.filled(&[k, k], 0.0)?,
             gram_dirty: false,
             batch_fresh: false,
             n_seen: 0,
@@ -295,6 +304,47 @@ fn symmetrize(m: &mut [f64], n: usize) {
     }
 }
 
+impl Omtrl {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.update, self.eta, self.epoch)
+            == (other.n_tasks, other.n_features, other.update, other.eta, other.epoch)
+    }
+}
+
+impl CheckState for Omtrl {
+    fn check_state(&self) -> Result<()> {
+        let (k, d) = (self.n_tasks, self.n_features);
+        // Lengths first: they bound the sizes by the payload before `new` allocates.
+        check_len(
+            "OMTRL weights",
+            self.weights.len(),
+            checked_size("OMTRL weights", k, d)?,
+        )?;
+        check_len(
+            "OMTRL coupling",
+            self.coupling.len(),
+            checked_size("OMTRL coupling", k, k)?,
+        )?;
+        param(Self::new(k, d, self.update, self.eta, self.epoch))?;
+        check_len("OMTRL Gram matrix", self.gram.len(), k * k)?;
+        check_finite("OMTRL weights", &self.weights)?;
+        check_counts(
+            "OMTRL",
+            &[self.n_seen, self.n_updates, self.n_refreshes, self.n_refresh_skipped],
+        )?;
+        // The refresh eigendecomposes the coupling: it must be finite and symmetric.
+        check_finite("OMTRL coupling", &self.coupling)?;
+        check_finite("OMTRL Gram matrix", &self.gram)?;
+        let symmetric = (0..k).all(|i| (0..i).all(|j| self.coupling[i * k + j] == self.coupling[j * k + i]));
+        ensure(symmetric, || "the OMTRL coupling is not symmetric".into())?;
+        ensure(
+            self.n_updates <= self.n_seen && self.n_refreshes.saturating_add(self.n_refresh_skipped) <= self.n_seen,
+            || "OMTRL counters are inconsistent".into(),
+        )
+    }
+}
+
 impl OnlineLearner for Omtrl {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -310,8 +360,18 @@ impl OnlineLearner for Omtrl {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.n_seen += 1;
         let (k, d) = (self.n_tasks, self.n_features);
+        if is_update_mistake(y, score) {
+            for s in 0..k {
+                let c = self.coupling[s * k + task];
+                if c != 0.0 && !x.axpy_stays_finite(&self.weights[s * d..(s + 1) * d], y * c) {
+                    return Err(Error::Numerical(format!(
+                        "OMTRL update overflows the weights of task {s} (coupling {c:e})"
+                    )));
+                }
+            }
+        }
+        self.n_seen += 1;
         if is_update_mistake(y, score) {
             self.n_updates += 1;
             for s in 0..k {

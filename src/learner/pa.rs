@@ -9,11 +9,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::simd::{dense_axpy, dense_dot};
+use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
@@ -78,7 +80,7 @@ impl PassiveAggressive {
             global,
             variant,
             c,
-            weights: vec![None; n_blocks],
+            weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
         })
     }
@@ -96,6 +98,35 @@ impl PassiveAggressive {
         self.weights[self.block(task)]
             .clone()
             .unwrap_or_else(|| vec![0.0; self.n_features])
+    }
+}
+
+impl PassiveAggressive {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.global, self.variant, self.c)
+            == (other.n_tasks, other.n_features, other.global, other.variant, other.c)
+    }
+}
+
+impl CheckState for PassiveAggressive {
+    fn check_state(&self) -> Result<()> {
+        check_counts("PA", &[self.n_updates])?;
+        let n_blocks = if self.global { 1 } else { self.n_tasks };
+        // The length first: it bounds n_tasks by the payload before `new` allocates.
+        check_len("PA weight blocks", self.weights.len(), n_blocks)?;
+        param(Self::new(
+            self.n_tasks,
+            self.n_features,
+            self.global,
+            self.variant,
+            self.c,
+        ))?;
+        for w in self.weights.iter().flatten() {
+            check_len("a PA weight vector", w.len(), self.n_features)?;
+            check_finite("a PA weight vector", w)?;
+        }
+        Ok(())
     }
 }
 
@@ -126,12 +157,30 @@ impl OnlineLearner for PassiveAggressive {
             sparse => sparse.sq_norm(),
         };
         let tau = self.variant.step(loss, sq_norm, self.c);
+        if !tau.is_finite() {
+            return Err(Error::Numerical(format!(
+                "PA step tau is not finite (tau = {tau}, loss {loss}, squared row norm {sq_norm:e}, C = {})",
+                self.c
+            )));
+        }
         if tau <= 0.0 {
             return Ok(());
         }
         let d = self.n_features;
         let b = self.block(task);
-        let w = self.weights[b].get_or_insert_with(|| vec![0.0; d]);
+        if let Some(w) = &self.weights[b] {
+            if !x.axpy_stays_finite(w, tau * y) {
+                return Err(Error::Numerical(format!(
+                    "PA update overflows: w + tau y x is not finite (tau = {tau:e})"
+                )));
+            }
+        }
+        if self.weights[b].is_none() {
+            let block = Need::new("n_features", d, "a task's weight vector").filled(&[d], 0.0)?;
+            // A fresh block is zero, so it holds tau y x, finite since tau and x are.
+            self.weights[b] = Some(block);
+        }
+        let w = self.weights[b].as_mut().expect("allocated above");
         match x {
             Row::Dense(v) => dense_axpy(tau * y, v, w),
             sparse => sparse.add_to(w, tau * y),

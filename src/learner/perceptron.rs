@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 enum Model {
@@ -56,7 +57,7 @@ impl MTPerceptron {
             });
         }
         let model = if primal {
-            Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks))
+            Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks)?)
         } else {
             Model::Dual(ActiveSet::new(n_features, sparse), SparseIndex::new(sparse))
         };
@@ -79,7 +80,54 @@ impl MTPerceptron {
     }
 }
 
+impl MTPerceptron {
+    /// Same hyper-parameters (kernel, task kernel, features, primal or dual form) as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.is_primal() == other.is_primal()
+    }
+}
+
+impl CheckState for MTPerceptron {
+    fn check_state(&self) -> Result<()> {
+        self.kernel.check_state()?;
+        self.tasks.check_state()?;
+        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
+        check_counts("MTPerceptron", &[self.n_updates, self.n_seen])?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more updates than examples seen".into()
+        })?;
+        match &self.model {
+            Model::Primal(w) => {
+                ensure(matches!(self.kernel.kind, KernelKind::Linear), || {
+                    "a primal model needs the linear kernel".into()
+                })?;
+                w.check_state(&self.tasks, self.n_features, self.kernel.normalize)
+            }
+            Model::Dual(set, index) => {
+                let last = set.check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+                index.check_state(set)?;
+                // Every update-mistake appends one element.
+                ensure(set.len() as u64 == self.n_updates && last <= self.n_seen, || {
+                    format!(
+                        "{} stored elements for {} updates (times up to {last}, {} seen)",
+                        set.len(),
+                        self.n_updates,
+                        self.n_seen
+                    )
+                })
+            }
+        }
+    }
+}
+
 impl OnlineLearner for MTPerceptron {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -99,19 +147,19 @@ impl OnlineLearner for MTPerceptron {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.n_seen += 1;
-        if !is_update_mistake(y, score) {
-            return Ok(());
-        }
-        self.n_updates += 1;
-        match &mut self.model {
-            Model::Primal(w) => w.add(&self.tasks, x, task, y),
-            Model::Dual(set, index) => {
-                index.ensure(set);
-                let slot = set.push(x, task, y, self.n_seen, y, &self.kernel);
-                index.add(set, slot);
+        if is_update_mistake(y, score) {
+            match &mut self.model {
+                // Checks and allocates before it writes (on `Err` nothing has changed).
+                Model::Primal(w) => w.add(&self.tasks, x, task, y)?,
+                Model::Dual(set, index) => {
+                    index.ensure(set);
+                    let slot = set.push(x, task, y, self.n_seen + 1, y, &self.kernel);
+                    index.add(set, slot);
+                }
             }
+            self.n_updates += 1;
         }
+        self.n_seen += 1;
         Ok(())
     }
 

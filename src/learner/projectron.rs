@@ -25,12 +25,14 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
 use crate::linalg::InverseGram;
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// A never-built sparse index: sparse Projectron sets take the row-store loop.
 static NO_INDEX: SparseIndex = SparseIndex::disabled();
@@ -63,7 +65,21 @@ impl Threshold {
             Self::Squared => eta,
         }
     }
+
+    /// The projection threshold in squared units for a candidate of squared norm `kappa`:
+    /// `min(η², ρ² κ)` (`min(η, ρ² κ)` for `"squared"`). Since `δ² ≤ κ`, an absolute threshold
+    /// `η² ≥ κ` would make every candidate projectable and nothing would ever be inserted (the
+    /// complete graph's T_ii = 2/(k+1) < η² for k ≥ 2/η²); the cap keeps the test meaningful:
+    /// a residual larger than ρ = 1/2 of the candidate's own norm (an angle over 30° to the span)
+    /// always qualifies for insertion.
+    /// When `ρ √κ ≥ η` (every Table 1 setting) it is the plain η test. docs/projectron.md.
+    pub fn squared_for(self, eta: f64, kappa: f64) -> f64 {
+        self.squared(eta).min(PROJECTION_CAP_REL * PROJECTION_CAP_REL * kappa)
+    }
 }
+
+/// ρ of [`Threshold::squared_for`]: the projection threshold never exceeds ρ √κ.
+pub const PROJECTION_CAP_REL: f64 = 0.5;
 
 /// The settings both Projectrons share.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -97,8 +113,6 @@ struct Counters {
 
 /// What an update-mistake does, decided from `δ²`.
 enum Step {
-    /// A non-finite candidate (an overflowing kernel): the model is left unchanged.
-    Skip,
     Project,
     Insert,
     Replace,
@@ -143,6 +157,38 @@ fn removal_score(magnitude: f64, qjj: f64) -> f64 {
     } else {
         f64::INFINITY
     }
+}
+
+impl Counters {
+    /// Every insertion adds one element and every eviction removes one, so `n` elements remain.
+    fn check_state(&self, n: usize, last_time: u64) -> Result<()> {
+        let c = self;
+        check_counts(
+            "Projectron",
+            &[c.n_updates, c.n_seen, c.n_projections, c.n_insertions, c.n_evictions],
+        )?;
+        let ok = c.n_updates <= c.n_seen
+            && c.n_projections
+                .checked_add(c.n_insertions)
+                .is_some_and(|s| s <= c.n_updates)
+            && c.n_evictions <= c.n_insertions
+            && n as u64 == c.n_insertions - c.n_evictions
+            && last_time <= c.n_seen;
+        ensure(ok, || {
+            format!(
+                "Projectron counters are inconsistent: {n} stored, {} seen, {} updates, {} projections, {} insertions, {} evictions",
+                c.n_seen, c.n_updates, c.n_projections, c.n_insertions, c.n_evictions
+            )
+        })
+    }
+}
+
+/// Restored kernel, task kernel, features and parameters of a Projectron.
+fn check_settings(kernel: &BaseKernel, tasks: &TaskKernel, n_features: usize, params: &ProjectronParams) -> Result<()> {
+    kernel.check_state()?;
+    tasks.check_state()?;
+    param(check_features(n_features))?;
+    param(ProjectronParams::new(params.budget, params.eta, params.threshold)).map(|_| ())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -216,7 +262,36 @@ impl MTBPRJ {
     }
 }
 
+impl MTBPRJ {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+    }
+}
+
+impl CheckState for MTBPRJ {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let last = self
+            .set
+            .check_state(&self.kernel, self.tasks.n_tasks(), self.n_features)?;
+        let n = self.set.len();
+        ensure(n <= self.params.budget, || {
+            format!("{n} stored elements exceed the budget {}", self.params.budget)
+        })?;
+        self.gram.check_state(n, self.params.budget.saturating_add(1))?;
+        self.counters.check_state(n, last)
+    }
+}
+
 impl OnlineLearner for MTBPRJ {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -232,12 +307,12 @@ impl OnlineLearner for MTBPRJ {
         weighted_score(&self.set, &NO_INDEX, &self.kernel, &self.tasks, &q, task, scratch)
     }
 
+    /// Everything is computed and checked (finiteness, memory) before the first write.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
-        self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
+            self.counters.n_seen += 1;
             return Ok(());
         }
-        self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
         let kz = self
             .set
@@ -245,26 +320,22 @@ impl OnlineLearner for MTBPRJ {
         let kappa = self.tasks.get(task, task) * self.kernel.self_value(q.sq_norm);
         let mut alpha = Vec::with_capacity(kz.len());
         let d2 = self.gram.project(&kz, kappa, &mut alpha);
-        let step = decide(&self.gram, &self.params, kappa, d2, &alpha, self.set.len());
-        let time = self.counters.n_seen;
+        let step = decide(&self.gram, &self.params, kappa, d2, &alpha, self.set.len())?;
+        let time = self.counters.n_seen + 1;
         match step {
-            Step::Skip => {}
             Step::Project => {
+                let beta = self.set.beta_mut();
+                check_step_finite(beta.iter().zip(&alpha).map(|(b, a)| b + y * a), "projection")?;
+                beta.iter_mut().zip(&alpha).for_each(|(b, a)| *b += y * a);
                 self.counters.n_projections += 1;
-                self.set
-                    .beta_mut()
-                    .iter_mut()
-                    .zip(&alpha)
-                    .for_each(|(b, a)| *b += y * a);
             }
             Step::Insert => {
+                self.gram.reserve(self.set.len() + 1, self.params.budget)?;
                 self.counters.n_insertions += 1;
                 self.set.push(x, task, y, time, y, &self.kernel);
                 self.gram.append(&kz, kappa, &alpha, d2);
             }
             Step::Replace => {
-                self.counters.n_insertions += 1;
-                self.counters.n_evictions += 1;
                 let n = self.set.len();
                 // Leave-one-out scores of the enlarged set, old elements only (A-C3, A-C4).
                 let r = argmin_oldest(&self.set, |j| {
@@ -274,13 +345,21 @@ impl OnlineLearner for MTBPRJ {
                 self.gram.tentative_column(&alpha, d2, r, &mut col);
                 let beta_r = self.set.beta(r);
                 let qrr = col[r];
-                let beta = self.set.beta_mut();
-                for (l, b) in beta.iter_mut().enumerate() {
-                    if l != r {
-                        *b += beta_r * (-col[l] / qrr);
-                    }
-                }
+                let folded: Vec<f64> = (0..n)
+                    .map(|l| {
+                        let b = self.set.beta(l);
+                        if l != r {
+                            b + beta_r * (-col[l] / qrr)
+                        } else {
+                            b
+                        }
+                    })
+                    .collect();
                 let beta_z = y + beta_r * (-col[n] / qrr);
+                check_step_finite(folded.iter().copied().chain([beta_z]), "fold of the removed element")?;
+                self.counters.n_insertions += 1;
+                self.counters.n_evictions += 1;
+                self.set.beta_mut().copy_from_slice(&folded);
                 // Push first, then swap-remove r: the new element lands in slot r, as in the engine.
                 self.set.push(x, task, y, time, beta_z, &self.kernel);
                 let pos = position_of(&self.set, r);
@@ -288,6 +367,8 @@ impl OnlineLearner for MTBPRJ {
                 self.gram.append_and_remove(&kz, kappa, &alpha, d2, r);
             }
         }
+        self.counters.n_seen += 1;
+        self.counters.n_updates += 1;
         Ok(())
     }
 
@@ -304,18 +385,33 @@ impl OnlineLearner for MTBPRJ {
     }
 }
 
-fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, alpha: &[f64], n: usize) -> Step {
-    // N1: insert only if δ² > max(thr², ε_ins κ). A non-finite candidate (an overflowing
-    // kernel) changes nothing.
+fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, alpha: &[f64], n: usize) -> Result<Step> {
+    // A non-finite candidate (an overflowing kernel) is refused before anything changes.
     let finite = d2.is_finite() && kappa.is_finite() && alpha.iter().all(|a| a.is_finite());
     if !finite {
-        Step::Skip
-    } else if d2 <= gram.min_schur(kappa, params.threshold.squared(params.eta)) {
+        return Err(Error::Numerical(format!(
+            "projectron candidate is not finite (κ = {kappa:e}, δ² = {d2:e}); the kernel overflows on this row"
+        )));
+    }
+    // N1: insert only if δ² > max(thr², ε_ins κ).
+    let thr2 = params.threshold.squared_for(params.eta, kappa);
+    Ok(if d2 <= gram.min_schur(kappa, thr2) {
         Step::Project
     } else if n < params.budget {
         Step::Insert
     } else {
         Step::Replace
+    })
+}
+
+/// Refuses a step whose new coefficients would not be finite.
+fn check_step_finite(values: impl IntoIterator<Item = f64>, what: &str) -> Result<()> {
+    if values.into_iter().all(f64::is_finite) {
+        Ok(())
+    } else {
+        Err(Error::Numerical(format!(
+            "projectron {what} would not be finite (overflow)"
+        )))
     }
 }
 
@@ -375,8 +471,17 @@ impl MTBPRJ2 {
         literal_line14: bool,
     ) -> Result<Self> {
         check_features(n_features)?;
+        // Per task: its member entry (usize), its local index (u32) and its share of the block
+        // slots; checked before the tables are built.
+        let k = tasks.n_tasks();
+        Need::new(
+            "n_tasks",
+            k,
+            "MTBPRJ2's per-task tables (members, local indices, block slots)",
+        )
+        .count::<u64>(&[k, 4])?;
         let members = tasks.component_members();
-        let mut local = vec![0u32; tasks.n_tasks()];
+        let mut local = Need::new("n_tasks", k, "MTBPRJ2's local task indices").filled(&[k], 0u32)?;
         for m in &members {
             for (p, &i) in m.iter().enumerate() {
                 local[i] = p as u32;
@@ -429,39 +534,223 @@ impl MTBPRJ2 {
         }
     }
 
-    /// Makes room for `size` dictionary columns in every block.
-    fn grow_to(&mut self, size: usize) {
+    fn block_need(&self) -> Need<'static> {
+        Need::new(
+            "budget",
+            self.params.budget,
+            "MTBPRJ2's task weights (|component| x budget floats)",
+        )
+    }
+
+    /// Makes room for `size` dictionary columns in every block (all blocks are allocated first,
+    /// so a failure leaves the model unchanged).
+    fn grow_to(&mut self, size: usize) -> Result<()> {
         if size <= self.cap {
-            return;
+            return Ok(());
         }
         let cap = (self.cap * 2)
             .max(16)
             .min(self.params.budget.saturating_add(1))
             .max(size);
         let (old, n) = (self.cap, self.dict.len());
-        for b in self.blocks.iter_mut().flatten() {
+        let need = self.block_need();
+        let total: usize = self.blocks.iter().flatten().map(|b| b.members.len()).sum();
+        need.count::<f64>(&[total, cap])?;
+        let mut fresh = Vec::with_capacity(self.allocated.len());
+        for b in self.blocks.iter().flatten() {
+            fresh.push(need.filled(&[b.members.len(), cap], 0.0)?);
+        }
+        for (b, mut w) in self.blocks.iter_mut().flatten().zip(fresh) {
             // (grows once per doubling: O(k) over the options is fine here)
             let rows = b.members.len();
-            let mut w = vec![0.0; rows * cap];
             for l in 0..rows {
                 w[l * cap..l * cap + n].copy_from_slice(&b.w[l * old..l * old + n]);
             }
             b.w = w;
         }
         self.cap = cap;
+        Ok(())
     }
 
-    fn ensure_block(&mut self, component: usize) {
+    fn ensure_block(&mut self, component: usize) -> Result<()> {
         if self.blocks[component].is_none() {
             let members = self.members[component].clone();
-            let w = vec![0.0; members.len() * self.cap];
+            let w = self.block_need().filled(&[members.len(), self.cap], 0.0)?;
             self.blocks[component] = Some(Block { members, w });
             self.allocated.push(component as u32);
         }
+        Ok(())
+    }
+
+    /// The element a budget step removes (`r`, slot order) and the fold coefficients
+    /// `gamma_j = -Q'_jr / Q'_rr` of the enlarged set (`gamma_r = 0`; the new element last).
+    fn plan_replace(&self, alpha: &[f64], d2: f64) -> (usize, Vec<f64>) {
+        let (cap, n) = (self.cap, self.dict.len());
+        // ‖d_j‖ = ‖W_{:,j}‖₂ / sqrt(Q'_jj) over the old elements (rows streamed).
+        let mut norm2 = vec![0.0; n];
+        for &c in &self.allocated {
+            if let Some(b) = &self.blocks[c as usize] {
+                for l in 0..b.members.len() {
+                    let row = &b.w[l * cap..l * cap + n];
+                    norm2.iter_mut().zip(row).for_each(|(s, w)| *s += w * w);
+                }
+            }
+        }
+        let gram = &self.gram;
+        let r = argmin_oldest(&self.dict, |j| {
+            removal_score(norm2[j].sqrt(), gram.tentative_diag(alpha, d2, j))
+        });
+        let mut col = Vec::with_capacity(n + 1);
+        self.gram.tentative_column(alpha, d2, r, &mut col);
+        let qrr = col[r];
+        let gamma = col
+            .iter()
+            .enumerate()
+            .map(|(j, &c)| if j == r { 0.0 } else { -c / qrr })
+            .collect();
+        (r, gamma)
+    }
+
+    /// Whether the weights a step writes stay finite (checked before the first write).
+    fn check_step(
+        &self,
+        step: &Step,
+        comp: usize,
+        task: usize,
+        y: f64,
+        alpha: &[f64],
+        plan: Option<&(usize, Vec<f64>)>,
+    ) -> Result<()> {
+        let (cap, n) = (self.cap, self.dict.len());
+        match step {
+            Step::Project => {
+                if let Some(b) = &self.blocks[comp] {
+                    for (l, &m) in b.members.iter().enumerate() {
+                        let c = y * self.tasks.get(m as usize, task);
+                        let row = &b.w[l * cap..l * cap + n];
+                        check_step_finite(row.iter().zip(alpha).map(|(w, a)| w + c * a), "projection")?;
+                    }
+                }
+            }
+            Step::Insert => {}
+            Step::Replace => {
+                let Some((r, gamma)) = plan else {
+                    return Ok(());
+                };
+                let r = *r;
+                let elem_task: Vec<usize> = (0..n).map(|j| self.dict.task(j)).chain([task]).collect();
+                for &c in &self.allocated {
+                    let Some(b) = &self.blocks[c as usize] else { continue };
+                    for (l, &m) in b.members.iter().enumerate() {
+                        let row = &b.w[l * cap..l * cap + n];
+                        let wr = row[r];
+                        let t = |j: usize| {
+                            if self.literal_line14 {
+                                self.tasks.get(m as usize, elem_task[j])
+                            } else {
+                                1.0
+                            }
+                        };
+                        check_step_finite(
+                            row.iter().enumerate().map(|(j, w)| w + gamma[j] * wr * t(j)),
+                            "fold of the removed element",
+                        )?;
+                        // The new column, y T[l, i] (or 0), folded the same way.
+                        let wn = if c as usize == comp {
+                            y * self.tasks.get(m as usize, task)
+                        } else {
+                            0.0
+                        };
+                        check_step_finite([wn + gamma[n] * wr * t(n)], "fold of the removed element")?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MTBPRJ2 {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.kernel == other.kernel
+            && self.tasks.approx_eq(&other.tasks)
+            && self.n_features == other.n_features
+            && self.params == other.params
+            && self.literal_line14 == other.literal_line14
+    }
+}
+
+impl CheckState for MTBPRJ2 {
+    fn check_state(&self) -> Result<()> {
+        check_settings(&self.kernel, &self.tasks, self.n_features, &self.params)?;
+        let k = self.tasks.n_tasks();
+        let last = self.dict.check_state(&self.kernel, k, self.n_features)?;
+        let n = self.dict.len();
+        let budget = self.params.budget;
+        ensure(n <= budget, || {
+            format!("{n} dictionary elements exceed the budget {budget}")
+        })?;
+        self.gram.check_state(n, budget.saturating_add(1))?;
+        self.counters.check_state(n, last)?;
+        // The component layout is the task kernel's (lengths first: they bound k and the
+        // number of components by the payload before anything is allocated from them).
+        check_len("MTBPRJ-2 local task rows", self.local.len(), k)?;
+        check_len("MTBPRJ-2 components", self.members.len(), self.tasks.n_components())?;
+        let members: Vec<Vec<u32>> = self
+            .tasks
+            .component_members()
+            .iter()
+            .map(|m| m.iter().map(|&i| i as u32).collect())
+            .collect();
+        ensure(self.members == members, || {
+            "MTBPRJ-2's component members differ from the task kernel's".into()
+        })?;
+        for m in &members {
+            for (p, &i) in m.iter().enumerate() {
+                ensure(self.local[i as usize] as usize == p, || {
+                    format!("MTBPRJ-2 local row of task {i} is wrong")
+                })?;
+            }
+        }
+        check_len("MTBPRJ-2 blocks", self.blocks.len(), members.len())?;
+        ensure(n <= self.cap && self.cap <= budget.saturating_add(1), || {
+            format!("MTBPRJ-2 column stride {} is not within [{n}, budget + 1]", self.cap)
+        })?;
+        // `allocated` lists exactly the components with a block, each once.
+        let mut listed = vec![false; members.len()];
+        for &c in &self.allocated {
+            let c = c as usize;
+            ensure(c < members.len() && !listed[c], || {
+                "MTBPRJ-2's allocated blocks are not distinct components".into()
+            })?;
+            listed[c] = true;
+        }
+        for (c, block) in self.blocks.iter().enumerate() {
+            ensure(block.is_some() == listed[c], || {
+                format!("MTBPRJ-2 block {c} and the allocation list disagree")
+            })?;
+            if let Some(b) = block {
+                ensure(b.members == members[c], || {
+                    format!("MTBPRJ-2 block {c} has the wrong tasks")
+                })?;
+                check_len(
+                    "MTBPRJ-2 block weights",
+                    b.w.len(),
+                    checked_size("block", b.members.len(), self.cap)?,
+                )?;
+                check_finite("MTBPRJ-2 block weights", &b.w)?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl OnlineLearner for MTBPRJ2 {
+    fn base_kernel(&self) -> Option<&BaseKernel> {
+        Some(&self.kernel)
+    }
+
     fn n_tasks(&self) -> usize {
         self.tasks.n_tasks()
     }
@@ -487,12 +776,12 @@ impl OnlineLearner for MTBPRJ2 {
         f
     }
 
+    /// Everything is computed and checked (finiteness, memory) before the first write.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
-        self.counters.n_seen += 1;
         if !is_update_mistake(y, score) {
+            self.counters.n_seen += 1;
             return Ok(());
         }
-        self.counters.n_updates += 1;
         let q = Query::new(x, &self.kernel);
         let n = self.dict.len();
         let mut kz = vec![0.0; n];
@@ -504,20 +793,21 @@ impl OnlineLearner for MTBPRJ2 {
         let kappa = self.kernel.self_value(q.sq_norm);
         let mut alpha = Vec::with_capacity(n);
         let d2 = self.gram.project(&kz, kappa, &mut alpha);
-        let step = decide(&self.gram, &self.params, kappa, d2, &alpha, n);
+        let step = decide(&self.gram, &self.params, kappa, d2, &alpha, n)?;
         let comp = self.tasks.component(task);
-        let time = self.counters.n_seen;
-        if matches!(step, Step::Skip) {
-            return Ok(());
-        }
+        let time = self.counters.n_seen + 1;
+        let mut plan = matches!(step, Step::Replace).then(|| self.plan_replace(&alpha, d2));
+        self.check_step(&step, comp, task, y, &alpha, plan.as_ref())?;
         if !matches!(step, Step::Project) {
-            self.grow_to(n + 1);
+            self.gram.reserve(n + 1, self.params.budget)?;
+            self.grow_to(n + 1)?;
         }
-        self.ensure_block(comp);
+        self.ensure_block(comp)?;
+        self.counters.n_seen += 1;
+        self.counters.n_updates += 1;
         let cap = self.cap;
         let tasks = &self.tasks;
         match step {
-            Step::Skip => {}
             Step::Project => {
                 self.counters.n_projections += 1;
                 if let Some(b) = self.blocks[comp].as_mut() {
@@ -549,28 +839,7 @@ impl OnlineLearner for MTBPRJ2 {
                     self.gram.append(&kz, kappa, &alpha, d2);
                 } else {
                     self.counters.n_evictions += 1;
-                    // ‖d_j‖ = ‖W_{:,j}‖₂ / sqrt(Q'_jj) over the old elements (rows streamed).
-                    let mut norm2 = vec![0.0; n];
-                    for &c in &self.allocated {
-                        if let Some(b) = &self.blocks[c as usize] {
-                            for l in 0..b.members.len() {
-                                let row = &b.w[l * cap..l * cap + n];
-                                norm2.iter_mut().zip(row).for_each(|(s, w)| *s += w * w);
-                            }
-                        }
-                    }
-                    let gram = &self.gram;
-                    let r = argmin_oldest(&self.dict, |j| {
-                        removal_score(norm2[j].sqrt(), gram.tentative_diag(&alpha, d2, j))
-                    });
-                    let mut col = Vec::with_capacity(n + 1);
-                    self.gram.tentative_column(&alpha, d2, r, &mut col);
-                    let qrr = col[r];
-                    let gamma: Vec<f64> = col
-                        .iter()
-                        .enumerate()
-                        .map(|(j, &c)| if j == r { 0.0 } else { -c / qrr })
-                        .collect();
+                    let (r, gamma) = plan.take().expect("planned for a budget step");
                     // Tasks of the dictionary elements 0..n (slot order) and of the new one.
                     let elem_task: Vec<usize> =
                         (0..n).map(|j| self.dict.task(j)).chain(std::iter::once(task)).collect();
@@ -1067,7 +1336,7 @@ mod tests {
 
     #[test]
     fn overflowing_kernel_values_leave_the_model_unchanged() {
-        // (1e200 <x,x'> + 1)^3 overflows: the candidate is skipped, nothing becomes non-finite.
+        // (1e200 <x,x'> + 1)^3 overflows: the update is refused and the model is unchanged.
         let kernel = BaseKernel::poly(3, 1e200, 1.0).unwrap();
         let tk = TaskKernel::complete(2).unwrap();
         let mut a = MTBPRJ::new(tk.clone(), kernel, 2, false, params(4, 0.01)).unwrap();
@@ -1078,10 +1347,13 @@ mod tests {
                 .update(Row::Dense(&[1e-100, 0.0]), 0, 1.0, 0.0, &mut scratch)
                 .unwrap();
             assert_eq!(model.n_active(), 1);
-            model
+            let before = (model.n_updates(), model.diagnostics());
+            let err = model
                 .update(Row::Dense(&[1e10, 1e10]), 1, -1.0, 0.0, &mut scratch)
-                .unwrap();
+                .unwrap_err();
+            assert!(err.to_string().contains("not finite"), "{err}");
             assert_eq!(model.n_active(), 1);
+            assert_eq!((model.n_updates(), model.diagnostics()), before);
             let f = model.score(Row::Dense(&[1e-100, 0.0]), 0, &mut scratch);
             assert!(f.is_finite());
         }

@@ -25,14 +25,16 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::OnlineLearner;
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
@@ -241,9 +243,20 @@ impl Romco {
                 "eta1 + eta2 must be > 0 (otherwise the model never changes)",
             ));
         }
-        let size = n_features
-            .checked_mul(n_tasks)
-            .ok_or_else(|| invalid("n_features", "n_features * n_tasks overflows"))?;
+        let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
+        let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
+        let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
+        // The k x k Gram matrix of U (route (b) of §5.5): k² floats whatever d is, plus the
+        // thresholding's transient k x k buffers (R or Ĉ, its singular/eigen vectors, Π, the
+        // new Gram): about 5 k² floats at peak, checked here so that a size beyond the machine
+        // fails now rather than at the first thresholding.
+        let square = Need::new(
+            "n_tasks",
+            n_tasks,
+            "ROMCO's k x k matrices (the Gram of U and the thresholding's buffers, ~5 n_tasks² floats)",
+        );
+        square.count::<f64>(&[5, n_tasks, n_tasks])?;
+        let gram = square.filled(&[n_tasks, n_tasks], 0.0)?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -253,14 +266,14 @@ impl Romco {
             lambda2,
             trigger,
             route: SvtRoute::Auto,
-            u: vec![0.0; size],
+            u: factors.filled(&[size], 0.0)?,
             brand: None,
-            v: vec![0.0; size],
-            v_scale: vec![0.0; n_tasks],
-            v_sq_norm: vec![0.0; n_tasks],
-            gram: vec![0.0; n_tasks * n_tasks],
+            v: factors.filled(&[size], 0.0)?,
+            v_scale: per_task.filled(&[n_tasks], 0.0)?,
+            v_sq_norm: per_task.filled(&[n_tasks], 0.0)?,
+            gram,
             gram_stale: false,
-            u_live: vec![false; n_tasks],
+            u_live: per_task.filled(&[n_tasks], false)?,
             svt_vectors: Vec::new(),
             svt_mu: Vec::new(),
             qr_pending: false,
@@ -397,11 +410,17 @@ impl Romco {
 
     /// The joint update of one round (§5.3), given each present task's pre-update score (and,
     /// for a singleton round under route (c), `Bᵀx` if already computed).
-    fn joint_update(&mut self, items: &[Item], bx: Option<&[f64]>) {
-        self.n_seen += items.len() as u64;
+    ///
+    /// The gradient steps are checked before anything is written: the thresholding and the
+    /// group shrinkage that follow only shrink (they are proximal maps, non-expansive), so a
+    /// finite Û, V̂ with finite squared norms keeps every later quantity finite.
+    fn joint_update(&mut self, items: &[Item], bx: Option<&[f64]>) -> Result<()> {
         if !self.triggered(items) {
-            return; // INV-R5: nothing changes, not even by shrinkage
+            self.n_seen += items.len() as u64;
+            return Ok(()); // INV-R5: nothing changes, not even by shrinkage
         }
+        self.check_steps(items)?;
+        self.n_seen += items.len() as u64;
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
@@ -520,6 +539,32 @@ impl Romco {
         if self.n_updates.is_multiple_of(RESYNC_EVERY) {
             self.resync();
         }
+        Ok(())
+    }
+
+    /// Refuses a round whose gradient steps `η1 y x`, `η2 y x` (or their effect on a column of
+    /// U or V, or on the squared norms the Gram route and the group shrinkage keep) overflow.
+    fn check_steps(&self, items: &[Item]) -> Result<()> {
+        let d = self.n_features;
+        for it in items.iter().filter(|it| it.y * it.score < 1.0) {
+            let t = it.task;
+            let xx = it.x.sq_norm();
+            let (s1, s2) = (self.eta1 * it.y, self.eta2 * it.y);
+            let sq_ok = (self.eta1 * self.eta1 * xx).is_finite() && (self.eta2 * self.eta2 * xx).is_finite();
+            let u_ok = self.brand.is_some() || it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1);
+            let v_ok = self.v_scale[t] == 0.0
+                || it
+                    .x
+                    .axpy_stays_finite(&self.v[t * d..(t + 1) * d], s2 / self.v_scale[t]);
+            let v_norm_ok = (self.v_sq_norm[t].sqrt() + self.eta2 * xx.sqrt()).powi(2).is_finite();
+            if !(it.score.is_finite() && sq_ok && u_ok && v_ok && v_norm_ok) {
+                return Err(Error::Numerical(format!(
+                    "ROMCO gradient step overflows (eta1 = {:e}, eta2 = {:e}, squared row norm {xx:e}, score {})",
+                    self.eta1, self.eta2, it.score
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
@@ -796,6 +841,100 @@ impl Romco {
     }
 }
 
+impl Romco {
+    /// Same hyper-parameters as `other`.
+    pub fn same_settings(&self, other: &Self) -> bool {
+        (self.n_tasks, self.n_features, self.trigger, self.route)
+            == (other.n_tasks, other.n_features, other.trigger, other.route)
+            && (self.eta1, self.eta2, self.lambda1, self.lambda2)
+                == (other.eta1, other.eta2, other.lambda1, other.lambda2)
+    }
+}
+
+impl CheckState for Romco {
+    fn check_state(&self) -> Result<()> {
+        let (d, k) = (self.n_features, self.n_tasks);
+        // Lengths first: they bound d and k by the payload before `new` allocates.
+        let size = checked_size("ROMCO factors", d, k)?;
+        check_len("V", self.v.len(), size)?;
+        for (what, len) in [
+            ("V scales", self.v_scale.len()),
+            ("V column norms", self.v_sq_norm.len()),
+            ("live columns of U", self.u_live.len()),
+        ] {
+            check_len(what, len, k)?;
+        }
+        check_len("C = UᵀU", self.gram.len(), checked_size("C", k, k)?)?;
+        match &self.brand {
+            None => check_len("U", self.u.len(), size)?,
+            Some(f) => {
+                check_len("U (held factored)", self.u.len(), 0)?;
+                f.check_state(d, k)?;
+            }
+        }
+        param(Self::new(
+            k,
+            d,
+            self.eta1,
+            self.eta2,
+            self.lambda1,
+            self.lambda2,
+            self.trigger,
+        ))?;
+        for (what, values) in [
+            ("U", &self.u),
+            ("V", &self.v),
+            ("V scales", &self.v_scale),
+            ("V column norms", &self.v_sq_norm),
+            ("C = UᵀU", &self.gram),
+            ("SVT vectors", &self.svt_vectors),
+            ("SVT eigenvalues", &self.svt_mu),
+        ] {
+            check_finite(what, values)?;
+        }
+        let nonnegative = |v: &[f64]| v.iter().all(|&x| x >= 0.0);
+        ensure(
+            nonnegative(&self.v_scale) && nonnegative(&self.v_sq_norm) && nonnegative(&self.svt_mu),
+            || "a V scale, V column norm or SVT eigenvalue is negative".into(),
+        )?;
+        // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
+        let q = self.svt_mu.len();
+        ensure(q <= k && q.checked_mul(q) == Some(self.svt_vectors.len()), || {
+            format!("{q} SVT eigenvalues with {} vector entries", self.svt_vectors.len())
+        })?;
+        ensure(
+            !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
+            || "C is marked stale without factors of the live columns".into(),
+        )?;
+        ensure(self.rank.is_none_or(|r| r <= k), || {
+            format!("rank {:?} exceeds k = {k}", self.rank)
+        })?;
+        // A column never updated is exactly zero (the SVT runs on the live columns only).
+        if self.brand.is_none() {
+            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && self.u[i * d..(i + 1) * d].iter().any(|&x| x != 0.0));
+            ensure(!dead_nonzero, || {
+                "a column of U outside the live set is not zero".into()
+            })?;
+        }
+        check_counts(
+            "ROMCO",
+            &[
+                self.n_updates,
+                self.n_seen,
+                self.n_gram_svt,
+                self.n_qr_svt,
+                self.n_drift_resyncs,
+                self.n_numerical_failures,
+                self.n_brand_svt,
+                self.n_eigen_updates,
+            ],
+        )?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more ROMCO updates than examples".into()
+        })
+    }
+}
+
 impl OnlineLearner for Romco {
     fn n_tasks(&self) -> usize {
         self.n_tasks
@@ -822,8 +961,7 @@ impl OnlineLearner for Romco {
             score,
             vx: None,
         };
-        self.joint_update(&[item], None);
-        Ok(())
+        self.joint_update(&[item], None)
     }
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
@@ -842,7 +980,7 @@ impl OnlineLearner for Romco {
             score,
             vx: Some(vx),
         };
-        self.joint_update(&[item], bx.as_deref());
+        self.joint_update(&[item], bx.as_deref())?;
         Ok(score)
     }
 
@@ -866,8 +1004,7 @@ impl OnlineLearner for Romco {
                 vx: None,
             })
             .collect();
-        self.joint_update(&items, None);
-        Ok(())
+        self.joint_update(&items, None)
     }
 
     fn n_updates(&self) -> u64 {

@@ -212,6 +212,29 @@ impl ThinSvd {
         Some(out)
     }
 
+    /// A restored factorisation of a `d x k` matrix: `B` `d x m` with `m <= max_cols`
+    /// (`max_cols` as [`ThinSvd::zero`] sets it), `P` `m x r`, `Q` `k x r`, all finite, `s >= 0`.
+    pub(crate) fn check_state(&self, d: usize, k: usize) -> crate::Result<()> {
+        use crate::state::{check_counts, check_finite, check_len, checked_size, ensure};
+        check_counts("factored U", &[self.since_orth])?;
+        check_len("factored U's rows", self.d, d)?;
+        check_len("factored U's columns", self.k, k)?;
+        check_len("factored U's basis limit", self.max_cols, (2 * k).max(k + 1))?;
+        let (m, r) = (self.m, self.s.len());
+        ensure(m <= self.max_cols, || {
+            format!("factored U has {m} basis columns, more than {}", self.max_cols)
+        })?;
+        check_len("factored U's basis", self.b.len(), checked_size("basis", d, m)?)?;
+        check_len("factored U's P", self.p.len(), checked_size("P", m, r)?)?;
+        check_len("factored U's Q", self.q.len(), checked_size("Q", k, r)?)?;
+        for (what, v) in [("B", &self.b), ("P", &self.p), ("s", &self.s), ("Q", &self.q)] {
+            check_finite(what, v)?;
+        }
+        ensure(self.s.iter().all(|&v| v >= 0.0), || {
+            "a singular value is negative".into()
+        })
+    }
+
     /// Rank of the factorisation (the number of stored singular values).
     pub fn r(&self) -> usize {
         self.s.len()

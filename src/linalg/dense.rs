@@ -76,10 +76,25 @@ pub fn cholesky_inverse(m: &SymMatrix) -> Option<SymMatrix> {
     Some(out)
 }
 
+/// Iteration cap of the symmetric eigensolver (as `linalg::svt`).
+pub const EIGEN_MAX_ITER: usize = 100_000;
+
 /// Eigenvalues (ascending) and eigenvectors (columns, row-major `n x n`) of a symmetric matrix.
+///
+/// nalgebra's QR iteration is capped at [`EIGEN_MAX_ITER`] sweeps (its default has no cap and
+/// need not end on NaN input); a matrix that does not converge gives NaN values and vectors,
+/// which every caller treats as a failed (skipped or rejected) computation.
 pub fn sym_eigen(m: &SymMatrix) -> (Vec<f64>, SymMatrix) {
-    let eig = m.to_nalgebra().symmetric_eigen();
     let n = m.n;
+    let Some(eig) = nalgebra::SymmetricEigen::try_new(m.to_nalgebra(), f64::EPSILON, EIGEN_MAX_ITER) else {
+        return (
+            vec![f64::NAN; n],
+            SymMatrix {
+                n,
+                data: vec![f64::NAN; n * n],
+            },
+        );
+    };
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| eig.eigenvalues[a].total_cmp(&eig.eigenvalues[b]));
     let values = order.iter().map(|&a| eig.eigenvalues[a]).collect();

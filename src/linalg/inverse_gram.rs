@@ -24,6 +24,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
+use crate::error::Result;
 use crate::linalg::simd::{lower_rank2_update, sym_lower_matvec};
 use crate::rng::SplitMix64;
 
@@ -82,6 +84,40 @@ impl InverseGram {
             check_col: 0,
             n_probes: 0,
         }
+    }
+
+    /// A restored engine for `n` elements of an owner whose storage hint is `max_size`:
+    /// `n <= cap <= max_size`, `cap x cap` buffers, finite leading blocks of `H` and of the lower
+    /// triangle of `Q`, a finite jitter `>= 0`, consistent counters.
+    pub(crate) fn check_state(&self, n: usize, max_size: usize) -> crate::Result<()> {
+        use crate::state::{check_counts, check_len, checked_size, ensure};
+        check_counts(
+            "inverse Gram",
+            &[self.n_rebuilds, self.n_failed_rebuilds, self.n_ops, self.n_probes],
+        )?;
+        check_len("inverse Gram size", self.n, n)?;
+        check_len("inverse Gram storage hint", self.max_size, max_size.max(1))?;
+        ensure(self.n <= self.cap && self.cap <= self.max_size, || {
+            format!(
+                "inverse Gram stride {} is not within [{}, {}]",
+                self.cap, self.n, self.max_size
+            )
+        })?;
+        let size = checked_size("inverse Gram", self.cap, self.cap)?;
+        check_len("inverse Gram H", self.h.len(), size)?;
+        check_len("inverse Gram Q", self.q.len(), size)?;
+        let cap = self.cap;
+        let finite = (0..n).all(|i| {
+            self.h[i * cap..i * cap + n].iter().all(|v| v.is_finite())
+                && self.q[i * cap..i * cap + i + 1].iter().all(|v| v.is_finite())
+        });
+        ensure(finite, || "the inverse Gram matrix holds non-finite values".into())?;
+        ensure(self.jitter.is_finite() && self.jitter >= 0.0, || {
+            format!("inverse Gram jitter {} is not finite and >= 0", self.jitter)
+        })?;
+        ensure(self.n_failed_rebuilds <= self.n_rebuilds, || {
+            "more failed rebuilds than rebuilds".into()
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -181,15 +217,43 @@ impl InverseGram {
         out.push(-ar);
     }
 
+    /// Makes room for `size` elements now, fallibly (H and Q are `cap²` floats each, `cap` up to
+    /// `budget + 1`): an insertion calls this before it changes anything, so a failed allocation
+    /// is an error naming the budget and the model is unchanged.
+    pub fn reserve(&mut self, size: usize, budget: usize) -> Result<()> {
+        if size <= self.cap {
+            return Ok(());
+        }
+        let cap = self.next_cap(size);
+        let need = Need::new(
+            "budget",
+            budget,
+            "the projectron's Gram matrix and its inverse (2 (budget+1)² floats)",
+        );
+        need.count::<f64>(&[2, cap, cap])?;
+        let h = need.filled(&[cap, cap], 0.0)?;
+        let q = need.filled(&[cap, cap], 0.0)?;
+        self.move_into(h, q, cap);
+        Ok(())
+    }
+
+    fn next_cap(&self, size: usize) -> usize {
+        (self.cap * 2).max(16).min(self.max_size.max(size)).max(size)
+    }
+
     fn grow_to(&mut self, size: usize) {
         if size <= self.cap {
             return;
         }
-        let mut cap = (self.cap * 2).max(16).min(self.max_size.max(size));
-        cap = cap.max(size);
+        let cap = self.next_cap(size);
+        let h = vec![0.0; cap * cap];
+        let q = vec![0.0; cap * cap];
+        self.move_into(h, q, cap);
+    }
+
+    /// Copies the current `n x n` blocks into fresh zeroed `cap x cap` buffers.
+    fn move_into(&mut self, mut h: Vec<f64>, mut q: Vec<f64>, cap: usize) {
         let (old_cap, n) = (self.cap, self.n);
-        let mut h = vec![0.0; cap * cap];
-        let mut q = vec![0.0; cap * cap];
         for i in 0..n {
             h[i * cap..i * cap + n].copy_from_slice(&self.h[i * old_cap..i * old_cap + n]);
             q[i * cap..i * cap + n].copy_from_slice(&self.q[i * old_cap..i * old_cap + n]);

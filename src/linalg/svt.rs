@@ -45,7 +45,7 @@ pub const GRAM_MIN_THETA: f64 = 1e-6;
 pub const GRAM_MIN_CONDITION: f64 = 1e3;
 
 /// Upper bound on the iterations of the small eigen/SVD solvers (they converge in far fewer).
-const MAX_ITER: usize = 100_000;
+pub const MAX_ITER: usize = 100_000;
 
 /// Convergence tolerance of nalgebra's SVD: its default (5 ε). With ε itself it was seen to stop
 /// early on rank-deficient matrices (a singular value off by 1%).

@@ -11,11 +11,13 @@ use serde::{Deserialize, Serialize};
 
 use super::convert::{guarded, slice1, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
+use crate::error::Error;
 use crate::learner::{
-    self, BatchMtl, CwCol, GlobalNorm, MTPerceptron, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive,
-    ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, MTBPRJ, MTBPRJ2, MTFORG,
-    MTRBP,
+    self, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl, OnlineLearner,
+    PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute,
+    Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
+use crate::state::{self, CheckState};
 
 /// Bumped whenever the serialised layout of a learner changes.
 pub const STATE_VERSION: u32 = 2;
@@ -34,6 +36,56 @@ enum AnyLearner {
     PassiveAggressive(PassiveAggressive),
     MTRBP(MTRBP),
     MTFORG(MTFORG),
+    MTLinear(MTLinear),
+}
+
+impl CheckState for AnyLearner {
+    fn check_state(&self) -> crate::Result<()> {
+        match self {
+            AnyLearner::MTPerceptron(m) => m.check_state(),
+            AnyLearner::Mtbprj(m) => m.check_state(),
+            AnyLearner::Mtbprj2(m) => m.check_state(),
+            AnyLearner::CwCol(m) => m.check_state(),
+            AnyLearner::Omtrl(m) => m.check_state(),
+            AnyLearner::Omtl(m) => m.check_state(),
+            AnyLearner::BatchMtl(m) => m.check_state(),
+            AnyLearner::Romco(m) => m.check_state(),
+            AnyLearner::PassiveAggressive(m) => m.check_state(),
+            AnyLearner::MTRBP(m) => m.check_state(),
+            AnyLearner::MTFORG(m) => m.check_state(),
+            AnyLearner::MTLinear(m) => m.check_state(),
+        }
+    }
+}
+
+/// The serialised state: the layout version, then the learner (the `(u32, AnyLearner)` tuple
+/// earlier versions wrote, byte for byte).
+#[derive(Serialize, Deserialize)]
+struct VersionedState<L> {
+    version: u32,
+    learner: L,
+}
+
+impl CheckState for VersionedState<AnyLearner> {
+    fn check_state(&self) -> crate::Result<()> {
+        self.learner.check_state()
+    }
+}
+
+/// Decodes and checks a state; the version is read first so that an old state gets a clear
+/// message rather than a layout error.
+fn decode_state(state: &[u8]) -> crate::Result<AnyLearner> {
+    let head: [u8; 4] = state
+        .get(..4)
+        .and_then(|h| h.try_into().ok())
+        .ok_or_else(|| Error::State(format!("a state needs at least 4 bytes, got {}", state.len())))?;
+    let version = u32::from_le_bytes(head);
+    if version != STATE_VERSION {
+        return Err(Error::State(format!(
+            "the model state has layout version {version}, this omtl reads version {STATE_VERSION}"
+        )));
+    }
+    Ok(state::decode::<VersionedState<AnyLearner>>(state)?.learner)
 }
 
 impl AnyLearner {
@@ -50,6 +102,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 
@@ -66,6 +119,7 @@ impl AnyLearner {
             AnyLearner::PassiveAggressive(m) => m,
             AnyLearner::MTRBP(m) => m,
             AnyLearner::MTFORG(m) => m,
+            AnyLearner::MTLinear(m) => m,
         }
     }
 }
@@ -287,6 +341,33 @@ impl NativeLearner {
         Ok(wrap(AnyLearner::PassiveAggressive(m)))
     }
 
+    /// MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
+    /// `loss` is "logistic", "hinge" or "squared", `update` "normalized", "adagrad" or "sgd".
+    #[staticmethod]
+    #[pyo3(signature = (task_kernel, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn mt_linear(
+        task_kernel: &NativeTaskKernel,
+        n_features: usize,
+        loss: &str,
+        update: &str,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> PyResult<Self> {
+        let m = guarded(|| {
+            let params = MTLinearParams::new(
+                Loss::parse(loss)?,
+                UpdateRule::parse(update)?,
+                learning_rate,
+                fit_intercept,
+                hash_bits,
+            )?;
+            MTLinear::new(&task_kernel.inner, n_features, params)
+        })?;
+        Ok(wrap(AnyLearner::MTLinear(m)))
+    }
+
     /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
     /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
     fn learn_rounds<'py>(
@@ -376,23 +457,68 @@ impl NativeLearner {
         Ok(d)
     }
 
-    /// The versioned, serialised state (for pickling).
+    /// The versioned, serialised state (for pickling and `omtl.save`).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = bincode::serialize(&(STATE_VERSION, &self.inner))
-            .map_err(|e| PyValueError::new_err(format!("cannot serialise the model: {e}")))?;
+        let bytes = guarded(|| {
+            state::encode(&VersionedState {
+                version: STATE_VERSION,
+                learner: &self.inner,
+            })
+        })?;
         Ok(PyBytes::new(py, &bytes))
     }
 
+    /// A learner from untrusted bytes: decoded within the payload's size, then every invariant
+    /// checked ([`CheckState`]); anything else raises ValueError. Runs without the GIL.
     #[staticmethod]
-    fn from_bytes(state: &[u8]) -> PyResult<Self> {
-        let (version, inner): (u32, AnyLearner) = bincode::deserialize(state)
-            .map_err(|e| PyValueError::new_err(format!("cannot restore the model state: {e}")))?;
-        if version != STATE_VERSION {
-            return Err(PyValueError::new_err(format!(
-                "model state has version {version}, this omtl reads version {STATE_VERSION}"
-            )));
-        }
+    fn from_bytes(py: Python<'_>, state: &[u8]) -> PyResult<Self> {
+        let inner = py.detach(|| guarded(|| decode_state(state)))?;
         Ok(wrap(inner))
+    }
+
+    /// The name of the native algorithm (one per constructor).
+    #[getter]
+    fn kind(&self) -> &'static str {
+        match &self.inner {
+            AnyLearner::MTPerceptron(_) => "mt_perceptron",
+            AnyLearner::Mtbprj(_) => "mtbprj",
+            AnyLearner::Mtbprj2(_) => "mtbprj2",
+            AnyLearner::CwCol(_) => "cw_col",
+            AnyLearner::Omtrl(_) => "omtrl",
+            AnyLearner::Omtl(_) => "omtl",
+            AnyLearner::BatchMtl(_) => "batch_mtl",
+            AnyLearner::Romco(_) => "romco",
+            AnyLearner::PassiveAggressive(_) => "passive_aggressive",
+            AnyLearner::MTRBP(_) => "mt_rbp",
+            AnyLearner::MTFORG(_) => "mt_forg",
+            AnyLearner::MTLinear(_) => "mt_linear",
+        }
+    }
+
+    /// True when `other` is the same algorithm with the same hyper-parameters (not the same
+    /// fitted state): how a restored learner is matched with the estimator that holds it.
+    fn same_settings(&self, other: &NativeLearner) -> bool {
+        use AnyLearner as A;
+        match (&self.inner, &other.inner) {
+            (A::MTPerceptron(a), A::MTPerceptron(b)) => a.same_settings(b),
+            (A::Mtbprj(a), A::Mtbprj(b)) => a.same_settings(b),
+            (A::Mtbprj2(a), A::Mtbprj2(b)) => a.same_settings(b),
+            (A::CwCol(a), A::CwCol(b)) => a.same_settings(b),
+            (A::Omtrl(a), A::Omtrl(b)) => a.same_settings(b),
+            (A::Omtl(a), A::Omtl(b)) => a.same_settings(b),
+            (A::BatchMtl(a), A::BatchMtl(b)) => a.same_settings(b),
+            (A::Romco(a), A::Romco(b)) => a.same_settings(b),
+            (A::PassiveAggressive(a), A::PassiveAggressive(b)) => a.same_settings(b),
+            (A::MTRBP(a), A::MTRBP(b)) => a.same_settings(b),
+            (A::MTFORG(a), A::MTFORG(b)) => a.same_settings(b),
+            (A::MTLinear(a), A::MTLinear(b)) => a.same_settings(b),
+            _ => false,
+        }
+    }
+
+    /// Checks the invariants of the current state (what `from_bytes` checks); raises ValueError.
+    fn check_state(&self) -> PyResult<()> {
+        guarded(|| self.inner.check_state())
     }
 }
 

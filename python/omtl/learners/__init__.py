@@ -2,6 +2,7 @@
 
 from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
 from .budget import MTFORG, MTRBP
+from .mt_linear import MTLinear
 from .pa import PAGlobal, PAUnique
 from .perceptron import KernelPerceptron, MTPerceptron
 from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
@@ -13,6 +14,7 @@ __all__ = [
     "MTBPRJ2",
     "MTFL",
     "MTFORG",
+    "MTLinear",
     "MTPRJ",
     "MTPRJ2",
     "MTRBP",

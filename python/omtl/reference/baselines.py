@@ -35,6 +35,17 @@ def cw_step(phi, psi, zeta, v, m):
     return alpha, beta
 
 
+# Variances never fall below VARIANCE_FLOOR * a (as the native learner; docs/baselines.md).
+VARIANCE_FLOOR = 1e-12
+
+
+def _cw_checked(mu, sigma, floor):
+    """The new (mean, variance) of a CW step: refused if not finite, variances floored."""
+    if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(sigma))):
+        raise ValueError("numerical failure: CW-COL step is not finite")
+    return mu, np.maximum(sigma, floor)
+
+
 class CWColCore:
     def __init__(self, n_tasks, n_features, confidence, a, omega):
         self.phi, self.psi, self.zeta = cw_constants(confidence)
@@ -66,19 +77,25 @@ class CWColCore:
     def update(self, x, i, y):
         s = np.flatnonzero(x)
         xs = x[s]
+        floor = VARIANCE_FLOOR * self.a
+        # Both steps are computed (each from the model before this example) and checked first.
         mu_p, sig_p = self.prior(i, s)
+        own = None
         step = cw_step(self.phi, self.psi, self.zeta, float(sig_p @ xs**2), y * float(mu_p @ xs))
         if step is not None:
             alpha, beta = step
-            self.mu[i, s] = mu_p + alpha * y * sig_p * xs
-            self.sigma[i, s] = sig_p - beta * sig_p**2 * xs**2
-            self.n_updates += 1
-        step = cw_step(self.phi, self.psi, self.zeta, float(self.sigma_g[s] @ xs**2), y * float(self.mu_g[s] @ xs))
+            own = _cw_checked(mu_p + alpha * y * sig_p * xs, sig_p - beta * sig_p**2 * xs**2, floor)
+        glob = None
+        sg = self.sigma_g[s].copy()
+        step = cw_step(self.phi, self.psi, self.zeta, float(sg @ xs**2), y * float(self.mu_g[s] @ xs))
         if step is not None:
             alpha, beta = step
-            sg = self.sigma_g[s].copy()
-            self.mu_g[s] += alpha * y * sg * xs
-            self.sigma_g[s] = sg - beta * sg**2 * xs**2
+            glob = _cw_checked(self.mu_g[s] + alpha * y * sg * xs, sg - beta * sg**2 * xs**2, floor)
+        if own is not None:
+            self.mu[i, s], self.sigma[i, s] = own
+            self.n_updates += 1
+        if glob is not None:
+            self.mu_g[s], self.sigma_g[s] = glob
             self.n_global_updates += 1
 
     def decision(self, X, tasks):
@@ -174,8 +191,47 @@ class OMTRLCore:
 # OMTL (§6.2)
 
 
+def _linf_water_filling(ls, n, C, ids):
+    """tau_i = max(0, l_i - theta)/n_i with sum tau = C, finite when some n_i is tiny (§6.2).
+
+    The piece is the shortest prefix (losses decreasing) with g(l_next) >= C; the steps are formed
+    relative to its member r of smallest norm (ratios n_r/n_j <= 1, no 1/n, no l - theta), as in
+    the native learner, so a singleton round gives tau = C exactly (INV-O2).
+    """
+    ls, n = [float(v) for v in ls], [float(v) for v in n]
+    order = sorted(range(len(ls)), key=lambda r: (-ls[r], ids[r]))
+    length = len(order)
+    with np.errstate(over="ignore"):
+        for m in range(1, len(order) + 1):
+            nxt = ls[order[m]] if m < len(order) else 0.0
+            g_next = 0.0
+            for i in order[:m]:
+                g_next += (ls[i] - nxt) / n[i]
+            if g_next >= C:
+                length = m
+                break
+    piece = order[:length]
+    r = min(piece, key=lambda j: (n[j], ids[j]))
+    spread, weight = 0.0, 0.0
+    for j in piece:
+        spread += (ls[j] - ls[r]) / n[j]
+    for j in piece:
+        weight += n[r] / n[j]
+    tau_r = (C - spread) / weight
+    tau = np.zeros(len(ls))
+    for j in piece:
+        tau[j] = max(tau_r if j == r else tau_r * (n[r] / n[j]) + (ls[j] - ls[r]) / n[j], 0.0)
+    return tau
+
+
 def omtl_tau(losses, sq_norms, C, norm, explicit=False):
     """Step sizes of one OMTL round: argmax_{tau >= 0, |tau|_* <= C} sum tau l - 1/2 sum tau^2 n."""
+    # l/n overflows to inf on a tiny-norm row; every branch reads that correctly (it does not fit).
+    with np.errstate(over="ignore"):
+        return _omtl_tau(losses, sq_norms, C, norm, explicit)
+
+
+def _omtl_tau(losses, sq_norms, C, norm, explicit):
     losses, sq_norms = np.asarray(losses, dtype=float), np.asarray(sq_norms, dtype=float)
     tau = np.zeros(len(losses))
     act = np.flatnonzero((losses > 0) & (sq_norms > 0))
@@ -193,18 +249,12 @@ def omtl_tau(losses, sq_norms, C, norm, explicit=False):
     if norm == "l1":
         tau[act] = np.minimum(C, ls / n)
     elif norm == "linf":
-        if sum(ls / n) <= C:
+        with np.errstate(over="ignore"):  # l/n overflows on a tiny-norm row: it then does not fit
+            free = sum(ls / n)
+        if free <= C:
             tau[act] = ls / n
         else:
-            # sum_i max(0, (l_i - theta)/n_i) = C: try the pieces with the m largest losses active.
-            order = sorted(range(len(ls)), key=lambda r: (-ls[r], act[r]))
-            for m in range(1, len(order) + 1):
-                top = order[:m]
-                theta = (sum(ls[r] / n[r] for r in top) - C) / sum(1.0 / n[r] for r in top)
-                nxt = ls[order[m]] if m < len(order) else 0.0
-                if theta >= nxt:
-                    break
-            tau[act] = np.maximum(0.0, (ls - max(theta, 0.0)) / n)
+            tau[act] = _linf_water_filling(ls, n, C, act)
     else:
 
         def norm_at(theta):
@@ -245,6 +295,13 @@ class OMTLCore(RoundCore):
         scores = np.array([x @ self.W[i] for x, i in zip(xs, tasks)])
         losses = np.maximum(0.0, 1.0 - np.asarray(ys) * scores)
         tau = omtl_tau(losses, [x @ x for x in xs], self.C, self.norm, self.explicit)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bad = [
+                not math.isfinite(t) or (t > 0 and not np.all(np.isfinite(self.W[i] + t * y_ * x)))
+                for x, i, y_, t in zip(xs, tasks, ys, tau)
+            ]
+        if any(bad):
+            raise ValueError("numerical failure: OMTL step is not finite or overflows the weights")
         for x, i, y_, t in zip(xs, tasks, ys, tau):
             if t > 0:
                 self.W[i] += t * y_ * x

@@ -43,9 +43,14 @@ class PACore:
             scores[t] = self.W[b] @ x
             loss = 1.0 - y[t] * scores[t]
             if loss > 0:
-                tau = self.tau(loss, x @ x)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    tau = self.tau(loss, x @ x)
+                    new = self.W[b] + tau * y[t] * x
+                # As the native learner: a step or result that is not finite is refused.
+                if not (np.isfinite(tau) and np.all(np.isfinite(new))):
+                    raise ValueError(f"numerical failure: PA step tau is not finite (tau = {tau})")
                 if tau > 0:
-                    self.W[b] += tau * y[t] * x
+                    self.W[b] = new
                     self.n_updates += 1
         return scores
 

@@ -24,9 +24,15 @@ def self_kernel(kernel, x: np.ndarray) -> float:
     return float(kernel_matrix(kernel, x[None, :], x[None, :])[0, 0])
 
 
+# The projection threshold never exceeds rho sqrt(kappa) (docs/projectron.md, "Small T_ii").
+PROJECTION_CAP_REL = 0.5
+
+
 def insertion_floor(eta: float, threshold_on: str, kappa: float) -> float:
-    """Insert only if delta^2 exceeds max(threshold^2, eps_ins * kappa) (A-C6 and N1)."""
+    """Insert only if delta^2 exceeds max(threshold^2, eps_ins * kappa) (A-C6 and N1), where the
+    threshold is capped at rho sqrt(kappa) so that insertions stay possible when T_ii is small."""
     thr2 = eta * eta if threshold_on == "norm" else eta
+    thr2 = min(thr2, PROJECTION_CAP_REL * PROJECTION_CAP_REL * kappa)
     return max(thr2, EPS_INS * kappa)
 
 
@@ -70,8 +76,8 @@ class MTBPRJCore:
             x, i = dense_row(X, t), int(tasks[t])
             scores[t] = self.support.score(self.kernel, self.T, x, i)
             if y[t] * scores[t] <= 0:
-                self.n_updates += 1
                 self.mistake(x, i, float(y[t]))
+                self.n_updates += 1
         return scores
 
     def mistake(self, x, i, y):
@@ -80,7 +86,8 @@ class MTBPRJCore:
         kappa = self.T[i, i] * self_kernel(self.kernel, x)
         alpha, d2 = project(self.gram(), kz, kappa)
         if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
-            return  # an overflowing kernel value: the model is left unchanged
+            # An overflowing kernel value: refused, the model is left unchanged.
+            raise ValueError("numerical failure: projectron candidate is not finite")
         if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
             S.beta = S.beta + y * alpha  # projection step: the set does not change
             self.counts["n_projections"] += 1
@@ -135,8 +142,8 @@ class MTBPRJ2Core:
             x, i = dense_row(X, t), int(tasks[t])
             scores[t] = self.score(x, i)
             if y[t] * scores[t] <= 0:
-                self.n_updates += 1
                 self.mistake(x, i, float(y[t]))
+                self.n_updates += 1
         return scores
 
     def mistake(self, x, i, y):
@@ -145,7 +152,8 @@ class MTBPRJ2Core:
         kappa = self_kernel(self.kernel, x)
         alpha, d2 = project(K, kz, kappa)
         if not (np.isfinite(kappa) and np.isfinite(d2) and np.isfinite(alpha).all()):
-            return  # an overflowing kernel value: the model is left unchanged
+            # An overflowing kernel value: refused, the model is left unchanged.
+            raise ValueError("numerical failure: projectron candidate is not finite")
         coupling = y * self.T[:, i]  # y T[l, i] for every task l (0 outside i's component)
         if d2 <= insertion_floor(self.eta, self.threshold_on, kappa):
             self.W = self.W + np.outer(coupling, alpha)

@@ -1,0 +1,328 @@
+"""Model files: ``save(model, path)`` and ``load(path)``, a versioned format that runs no code.
+
+A file is, in order::
+
+    MAGIC            8 bytes  b"\\x89OMTL\\r\\n\\x1a\\n"
+    FORMAT_VERSION   4 bytes  little-endian
+    header length    8 bytes  little-endian, then the header: UTF-8 JSON
+    state length     8 bytes  little-endian, then the native state (``NativeLearner.to_bytes``)
+    checksum        32 bytes  SHA-256 of everything before it
+
+The header names the class (from a fixed registry of omtl's native learners), holds the
+hyper-parameters as JSON values (a ``TaskGraph`` as its kind and arrays) and the Python-side
+bookkeeping of a fitted model. ``load`` trusts none of it: the checksum and every length are
+checked, the class must be in the registry, the hyper-parameters are validated by constructing
+the class and building a fresh engine from them, the native state is decoded within its own size
+and checked invariant by invariant (``NativeLearner.from_bytes``), and it must be the same
+algorithm with the same hyper-parameters and agree with the bookkeeping. Anything else raises
+``ValueError``. Reference twins (``omtl.reference``) are not supported: ``save`` raises
+``TypeError`` for them (pickle them instead: they hold plain NumPy arrays).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import numbers
+import os
+import struct
+import warnings
+
+import numpy as np
+
+from . import learners as _learners
+from ._base import STATE_VERSION, NativeCore
+from ._validation import BOOL, PM1, ZERO_ONE
+from .graph import TaskGraph
+
+MAGIC = b"\x89OMTL\r\n\x1a\n"
+FORMAT_VERSION = 1
+_CHECKSUM = 32
+# Largest header accepted (the header holds parameters and per-task counts, never model data).
+_MAX_HEADER = 1 << 26
+
+# The classes a file may name: omtl's native learners, by class name (aliases share a class).
+REGISTRY = {cls.__name__: cls for cls in (getattr(_learners, name) for name in _learners.__all__)}
+
+_GRAPH_KEY = "__omtl_task_graph__"
+_LABEL_FORMS = (PM1, ZERO_ONE, BOOL)
+
+
+# ---- writing ------------------------------------------------------------------------------------
+def _param_to_json(name, value):
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"cannot save parameter {name}={value!r}: not a finite number")
+        return v
+    if isinstance(value, TaskGraph):
+        def arr(a, dtype):
+            return None if a is None else np.asarray(a, dtype=dtype).tolist()
+
+        return {_GRAPH_KEY: {"kind": value.kind, "n_tasks": int(value.n_tasks), "edges": arr(value.edges, np.int64),
+                             "weights": arr(value.weights, np.float64), "matrix": arr(value.matrix, np.float64)}}
+    raise TypeError(f"cannot save parameter {name}={value!r}: a file holds numbers, strings, None and TaskGraphs")
+
+
+def _fitted_header(model) -> dict | None:
+    if not model._is_fitted():
+        return None
+    header = {
+        "n_features_in": int(model.n_features_in_),
+        "n_seen": int(model.n_seen_),
+        "n_mistakes": int(model.n_mistakes_),
+        "seen_per_task": [int(c) for c in model._seen_per_task],
+        "label_form": model._label_form,
+    }
+    if getattr(model, "_radius_warned", False):
+        header["radius_warned"] = True
+    return header
+
+
+def save(model, path) -> None:
+    """Writes ``model`` (a native omtl learner, fitted or not) to ``path`` in the omtl model format.
+
+    Raises ``TypeError`` for anything but a native omtl learner and ``ValueError`` if the model
+    cannot be restored (e.g. its numbers overflowed). The file is written to a temporary name
+    and renamed, so an existing file at ``path`` is replaced whole or not at all. (``dumps``
+    gives the same bytes without a file.)
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, omtl
+    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]])
+    >>> model = omtl.MTPerceptron(n_tasks=2).partial_fit(X, [1, -1, 1], tasks=[0, 1, 1])
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.omtl")
+    >>> omtl.save(model, path)
+    >>> omtl.load(path).predict(X, tasks=[0, 1, 1]).tolist() == model.predict(X, tasks=[0, 1, 1]).tolist()
+    True
+    """
+    data = dumps(model)
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def dumps(model) -> bytes:
+    """The contents of the model file :func:`save` writes."""
+    cls = type(model)
+    if REGISTRY.get(cls.__name__) is not cls:
+        raise TypeError(
+            f"omtl.save supports omtl's native learners ({', '.join(sorted(REGISTRY))}), got {cls.__module__}.{cls.__name__}; "
+            "pickle a reference learner instead"
+        )
+    params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
+    fitted = _fitted_header(model)
+    state = b""
+    if fitted is not None:
+        if not isinstance(model._core, NativeCore):
+            raise TypeError("omtl.save supports models fitted with the native engine")
+        try:  # a file we write is a file load() accepts
+            model._core._learner.check_state()
+            check_restored(model)
+        except ValueError as exc:
+            raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
+        state = bytes(model._core._learner.to_bytes())
+    header = {"class": cls.__name__, "state_version": STATE_VERSION, "params": params, "fitted": fitted}
+    head = json.dumps(header, allow_nan=False, sort_keys=True).encode("utf-8")
+    body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
+                     struct.pack("<Q", len(state)), state])
+    return body + hashlib.sha256(body).digest()
+
+
+# ---- reading ------------------------------------------------------------------------------------
+def _fail(msg: str):
+    raise ValueError(f"not a valid omtl model file: {msg}")
+
+
+def _split(data: bytes) -> tuple[dict, bytes]:
+    """Checks the framing and checksum; returns the parsed header and the state bytes."""
+    fixed = len(MAGIC) + 4 + 8
+    if len(data) < fixed + 8 + _CHECKSUM or data[: len(MAGIC)] != MAGIC:
+        _fail("wrong magic number or too short")
+    (version,) = struct.unpack_from("<I", data, len(MAGIC))
+    if version != FORMAT_VERSION:
+        _fail(f"format version {version}, this omtl reads version {FORMAT_VERSION}")
+    body, checksum = data[:-_CHECKSUM], data[-_CHECKSUM:]
+    if hashlib.sha256(body).digest() != checksum:
+        _fail("checksum mismatch (the file is corrupted or truncated)")
+    (head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+    if head_len > min(_MAX_HEADER, len(body) - fixed - 8):
+        _fail(f"header length {head_len} does not fit the file")
+    state_at = fixed + head_len
+    (state_len,) = struct.unpack_from("<Q", body, state_at)
+    if state_len != len(body) - state_at - 8:
+        _fail(f"state length {state_len} does not match the file")
+    try:
+        header = json.loads(body[fixed:state_at].decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        _fail(f"unreadable header ({exc})")
+    if not isinstance(header, dict):
+        _fail("the header is not a JSON object")
+    return header, body[state_at + 8 :]
+
+
+def _reject_constant(name):
+    _fail(f"the header holds {name}")
+
+
+def _int(value, what: str, low: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        _fail(f"{what} must be an integer >= {low}, got {value!r}")
+    return value
+
+
+def _graph_from_json(spec) -> TaskGraph:
+    if not isinstance(spec, dict) or set(spec) != {"kind", "n_tasks", "edges", "weights", "matrix"}:
+        _fail("malformed task graph")
+    kind, k = spec["kind"], _int(spec["n_tasks"], "the task graph's n_tasks", 1)
+    matrix_kinds = ("interaction", "psd_plus_identity", "task_kernel")
+    if kind not in ("complete", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
+        _fail(f"unknown task graph kind {kind!r}")
+    try:
+        if kind == "complete":
+            return TaskGraph.complete(k)
+        if kind == "disconnected":
+            return TaskGraph.disconnected(k)
+        if kind in ("edges", "laplacian_pinv"):
+            edges = [tuple(e) for e in spec["edges"]]
+            if kind == "edges":
+                return TaskGraph.from_edges(k, edges, spec["weights"])
+            with warnings.catch_warnings():  # the user saw the warning when building it
+                warnings.simplefilter("ignore", UserWarning)
+                return TaskGraph.laplacian_pinv(k, edges, spec["weights"])
+        build = {"interaction": TaskGraph.from_interaction, "psd_plus_identity": TaskGraph.from_psd_plus_identity,
+                 "task_kernel": TaskGraph.from_task_kernel}[kind]
+        graph = build(spec["matrix"])
+    except (TypeError, ValueError, OverflowError) as exc:
+        _fail(f"invalid task graph ({exc})")
+    if graph.n_tasks != k:
+        _fail("the task graph's matrix does not match its n_tasks")
+    return graph
+
+
+def _param_from_json(value):
+    if isinstance(value, dict):
+        if set(value) != {_GRAPH_KEY}:
+            _fail("a parameter is an unknown object")
+        return _graph_from_json(value[_GRAPH_KEY])
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        _fail(f"a parameter has the JSON type {type(value).__name__}")
+    return value
+
+
+def _build(header: dict):
+    """The estimator the header describes (unfitted), its parameters validated."""
+    name = header.get("class")
+    cls = REGISTRY.get(name) if isinstance(name, str) else None
+    if cls is None:
+        _fail(f"class {name!r} is not an omtl learner")
+    if header.get("state_version") != STATE_VERSION:
+        _fail(f"native state version {header.get('state_version')!r}, this omtl reads {STATE_VERSION}")
+    params = header.get("params")
+    if not isinstance(params, dict) or set(params) != set(cls._param_names()):
+        _fail(f"the parameters do not match those of {name}")
+    try:
+        return cls(**{k: _param_from_json(v) for k, v in params.items()})
+    except (TypeError, ValueError, OverflowError) as exc:
+        _fail(f"invalid parameters for {name} ({exc})")
+
+
+def check_restored(model, *, settings: bool = True) -> None:
+    """Checks that a fitted native ``model`` is consistent: its engine's sizes and the
+    bookkeeping agree and (``settings``) the engine is the algorithm its hyper-parameters build,
+    with the same settings. Raises ``ValueError``. ``load`` and ``save`` check everything;
+    unpickling leaves out the settings (``set_params`` after fitting is allowed, and a pickle
+    that lies about its class can run code anyway)."""
+    if not model._is_fitted():
+        return
+    core = model._core
+    if not isinstance(core, NativeCore):
+        return  # a reference twin: plain NumPy state
+    learner = core._learner
+    n_tasks, d = model._check_n_tasks(), model.n_features_in_
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
+        _fail(f"n_features_in_ must be an integer >= 1, got {d!r}")
+    if (learner.n_tasks, learner.n_features) != (n_tasks, int(d)):
+        _fail(f"the engine has {learner.n_tasks} tasks and {learner.n_features} features, "
+              f"the estimator {n_tasks} and {d}")
+    if settings:
+        # Built only now that the sizes are known to be the engine's (bounded by its state).
+        try:
+            fresh = model._make_core(int(d), False)
+        except (TypeError, ValueError, OverflowError) as exc:
+            _fail(f"invalid parameters ({exc})")
+        if not learner.same_settings(fresh._learner):
+            _fail(f"the engine ({learner.kind}) is not the one the parameters of {type(model).__name__} build")
+    seen = model._seen_per_task
+    if not isinstance(seen, np.ndarray) or seen.shape != (n_tasks,) or seen.dtype.kind not in "iu" or (seen < 0).any():
+        _fail("the per-task counts are not n_tasks non-negative integers")
+    n_seen, n_mistakes = model.n_seen_, model.n_mistakes_
+    if int(seen.sum()) != n_seen or not 0 <= n_mistakes <= n_seen:
+        _fail(f"the counts disagree: {n_seen} seen, {n_mistakes} mistakes, per task {int(seen.sum())}")
+    if learner.n_updates > n_seen or learner.n_active > n_seen:
+        _fail(f"the engine made {learner.n_updates} updates and holds {learner.n_active} elements after {n_seen} examples")
+    if model._label_form not in _LABEL_FORMS:
+        _fail(f"unknown label form {model._label_form!r}")
+
+
+def load(path):
+    """Reads a model written by :func:`save`. It continues exactly as if never interrupted.
+
+    Raises ``ValueError`` for anything that is not a valid omtl model file (wrong magic number,
+    format version, checksum or lengths; a class that is not an omtl learner; invalid parameters;
+    a native state that is malformed, breaks an invariant of its learner or disagrees with the
+    parameters or counts). Nothing in the file is executed.
+    """
+    with open(os.fspath(path), "rb") as f:
+        return loads(f.read())
+
+
+def loads(data: bytes):
+    """A model from the contents of a model file (see :func:`load`)."""
+    header, state = _split(bytes(data))
+    model = _build(header)
+    fitted = header.get("fitted")
+    if fitted is None:
+        if state:
+            _fail("an unfitted model with a native state")
+        return model
+    keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned"}:
+        _fail("malformed fitted bookkeeping")
+    d = _int(fitted["n_features_in"], "n_features_in", 1)
+    counts = fitted["seen_per_task"]
+    if not isinstance(counts, list) or len(counts) != model._check_n_tasks():
+        _fail("seen_per_task must hold one count per task")
+    counts = np.array([_int(c, "a per-task count") for c in counts], dtype=np.int64)
+    from ._native import NativeLearner
+
+    try:
+        learner = NativeLearner.from_bytes(state)
+    except ValueError as exc:
+        _fail(str(exc))
+    model._core = NativeCore(learner)
+    model.n_features_in_ = d
+    model.n_seen_ = _int(fitted["n_seen"], "n_seen")
+    model.n_mistakes_ = _int(fitted["n_mistakes"], "n_mistakes")
+    model._seen_per_task = counts
+    model._label_form = fitted["label_form"]
+    if fitted.get("radius_warned", False) is not False:
+        if fitted["radius_warned"] is not True:
+            _fail("radius_warned must be true or absent")
+        model._radius_warned = True
+    check_restored(model)
+    return model

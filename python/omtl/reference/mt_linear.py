@@ -1,0 +1,212 @@
+"""Reference MTLinear (docs/mt_linear.md): the feature map and the update, coordinate by coordinate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+from .. import learners
+from ..learners.mt_linear import check_mt_linear_params
+from .graph import task_kernel
+from .perceptron import dense_row
+
+M64 = (1 << 64) - 1
+
+
+INTERCEPT = None  # the intercept's key under hashing
+
+
+def slot_of(key, block: int, n_hashed: int) -> int:
+    """The slot of a coordinate: its key (the feature index) without hashing (n_hashed = 0); under
+    hashing, MurmurHash3's 64-bit finaliser of the key seeded by the block, reduced to
+    [0, n_hashed) by multiply-shift, and slot n_hashed for the intercept."""
+    if n_hashed == 0:
+        return key
+    if key is INTERCEPT:
+        return n_hashed
+    k = key ^ ((block * 0x9E3779B97F4A7C15) & M64)
+    for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
+        k ^= k >> 33
+        k = (k * mult) & M64
+    k ^= k >> 33
+    return (k * n_hashed) >> 64
+
+
+def factor_terms(graph):
+    """Per task, the list of (block, B[block, task]) with B^T B = T; and the number of blocks."""
+    k = graph.n_tasks
+    T = task_kernel(graph)
+    if graph.kind == "disconnected" or (graph.kind == "complete" and k == 1):
+        return [[(i, math.sqrt(T[i, i]))] for i in range(k)], k
+    if graph.kind == "complete":
+        own, shared = math.sqrt(T[0, 0] - T[0, 1]), math.sqrt(T[0, 1])
+        return [[(i, own), (k, shared)] for i in range(k)], k + 1
+    scale = np.abs(T).max()
+    n_comp, comp = connected_components(np.abs(T) > 1e-12 * scale, directed=False)
+    terms = [[] for _ in range(k)]
+    for c in range(n_comp):
+        members = np.flatnonzero(comp == c)
+        values, vectors = np.linalg.eigh(T[np.ix_(members, members)])
+        root = (vectors * np.sqrt(np.maximum(values, 0.0))) @ vectors.T  # symmetric square root
+        for b, i in enumerate(members):
+            terms[i] = [(int(s), float(root[a, b])) for a, s in enumerate(members) if root[a, b] != 0.0]
+    return terms, k
+
+
+def components_of(graph, k):
+    if graph.kind == "complete":
+        return np.zeros(k, dtype=np.int64)
+    if graph.kind == "disconnected":
+        return np.arange(k)
+    T = task_kernel(graph)
+    return connected_components(np.abs(T) > 1e-12 * np.abs(T).max(), directed=False)[1]
+
+
+def loss_value(loss, y, p):
+    m = y * p
+    if loss == "logistic":
+        return max(-m, 0.0) + math.log1p(math.exp(-abs(m)))
+    if loss == "hinge":
+        return max(0.0, 1.0 - m)
+    return 0.5 * (y - p) ** 2
+
+
+def loss_derivative(loss, y, p):
+    m = y * p
+    if loss == "logistic":
+        return -y / (1.0 + math.exp(m)) if m < 700 else 0.0
+    if loss == "hinge":
+        return -y if m < 1.0 else 0.0
+    return p - y
+
+
+def logistic_gain(m0, a):
+    """delta with delta + e^m0 (e^delta - 1) = a (the logistic flow), by bisection."""
+    q = math.exp(min(m0, 700.0))
+    lo, hi = 0.0, min(a / (1.0 + q), math.log1p(a / q))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if mid + q * math.expm1(mid) - a > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def invariant_step(loss, y, p, eta, h):
+    """s such that the prediction moves to p + h s along the gradient flow for time eta."""
+    if loss == "logistic":
+        return y * logistic_gain(y * p, eta * h) / h
+    if loss == "hinge":
+        return y * min(eta, (1.0 - y * p) / h)
+    return (y - p) * (1.0 - math.exp(-eta * h)) / h
+
+
+class MTLinearCore:
+    def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
+        self.loss, self.rule, self.eta = loss, update, learning_rate
+        self.d, self.intercept = n_features, fit_intercept
+        dim = n_features + int(fit_intercept)
+        # Hashing only when the budget is smaller than the number of features.
+        hashed = hash_bits is not None and 2**hash_bits < dim
+        self.width = 2**hash_bits if hashed else dim
+        self.n_hashed = self.width - int(fit_intercept) if hashed else 0
+        self.terms, n_blocks = factor_terms(graph)
+        self.comp = components_of(graph, graph.n_tasks)
+        n_comp = int(self.comp.max()) + 1
+        self.t = np.zeros(n_comp)  # examples per component (the SGD clock)
+        self.n_norm = np.zeros(n_comp)  # updating examples per component
+        self.sum_norm_x = np.zeros(n_comp)
+        self.W = np.zeros((n_blocks, self.width))
+        self.G = np.zeros((n_blocks, self.width))
+        self.N = np.zeros((n_blocks, self.width))
+        self.allocated = np.zeros(n_blocks, dtype=bool)
+        self.n_updates = 0
+
+    @property
+    def n_active(self) -> int:
+        return self.n_updates
+
+    def diagnostics(self) -> dict:
+        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1}[self.rule]
+        return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 8)}
+
+    def arrays(self) -> dict:
+        return {"block_weights": self.W.copy()}
+
+    def entries(self, x, block):
+        """(slot in ``block``, value) of every coordinate of (x, 1): under hashing, feature j is
+        stored twice, keys 2j and 2j + 1, with value x_j/√2 each."""
+        out = [(j, v) for j, v in enumerate(x) if v != 0.0]
+        if self.n_hashed:
+            half = math.sqrt(0.5)
+            out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
+        if self.intercept:
+            out.append((INTERCEPT if self.n_hashed else self.d, 1.0))
+        return [(slot_of(key, block, self.n_hashed), v) for key, v in out]
+
+    def score(self, x, task):
+        return sum(b * sum(v * self.W[r, j] for j, v in self.entries(x, r)) for r, b in self.terms[task])
+
+    def decision(self, X, tasks):
+        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
+
+    def update(self, x, task, y, p):
+        c = self.comp[task]
+        self.t[c] += 1
+        g = loss_derivative(self.loss, y, p)
+        if loss_value(self.loss, y, p) <= 0 or g == 0:
+            return
+        coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
+        rates, h, norm_x = [], 0.0, 0.0
+        for r, j, u in coords:
+            G = self.G[r, j] + g * g * u * u
+            if self.rule == "normalized":
+                N = max(self.N[r, j], abs(u))
+                norm_x += u * u / (N * N)
+                rate = 1.0 / (math.sqrt(G) * N)
+            elif self.rule == "adagrad":
+                rate = 1.0 / math.sqrt(G)
+            else:
+                rate = 1.0 / math.sqrt(self.t[c])
+            rates.append(rate)
+            h += u * u * rate
+        mult = 1.0
+        if self.rule == "normalized":
+            mult = math.sqrt((self.n_norm[c] + 1) / (self.sum_norm_x[c] + norm_x))
+        h *= mult
+        if h == 0:
+            return
+        s = invariant_step(self.loss, y, p, self.eta, h) * mult
+        for (r, j, u), rate in zip(coords, rates):
+            self.allocated[r] = True
+            self.G[r, j] += g * g * u * u
+            if self.rule == "normalized" and abs(u) > self.N[r, j]:
+                if self.N[r, j] > 0:
+                    self.W[r, j] *= self.N[r, j] / abs(u)
+                self.N[r, j] = abs(u)
+            self.W[r, j] += s * u * rate
+        for r, _ in self.terms[task]:
+            self.allocated[r] = True
+        self.n_norm[c] += 1
+        self.sum_norm_x[c] += norm_x
+        self.n_updates += 1
+
+    def learn(self, X, tasks, y):
+        scores = np.zeros(len(tasks))
+        for t in range(len(tasks)):
+            x, task = dense_row(X, t), int(tasks[t])
+            scores[t] = self.score(x, task)
+            self.update(x, task, y[t], scores[t])
+        return scores
+
+
+class MTLinear(learners.MTLinear):
+    __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
+
+    def _make_core(self, n_features, sparse):
+        return MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))

@@ -1,0 +1,929 @@
+//! MTLinear: online linear learning on the task-graph feature map with normalized adaptive,
+//! importance-invariant updates (docs/mt_linear.md; ALGORITHMS.md-style formulas there).
+//!
+//! The multitask kernel with a linear base kernel is the feature map `φ(x, i) = b_i ⊗ x̃`, where
+//! `BᵀB = T` (the task kernel) and `x̃ = (x, 1)` carries an intercept. So task `i` scores
+//! `f_i(x) = Σ_r B[r, i] <w_r, x̃>` over weight blocks `w_r`. The factor is a closed form for the
+//! disconnected graph (one block per task) and the complete graph (a shared block and one block per
+//! task: VW's `-q st`), and the per-component symmetric square root `T_c^{1/2}` for a general `T`.
+//! An example touches only the blocks of its task's component.
+//!
+//! Update rule (Ross, Mineiro & Langford, "Normalized online learning", UAI 2013; Karampatziakis &
+//! Langford, "Online importance weight aware updates", UAI 2011), per coordinate `j` of `φ` with
+//! value `u_j`, on an example with loss > 0 and derivative `g = ∂ℓ/∂p`:
+//! `G_j += g² u_j²`, `N_j = max(N_j, |u_j|)` (rescaling `w_j` by `N_old/N_new` when it grows),
+//! rate `r_j = 1/(√G_j N_j)`, multiplier `μ = √(n / Σ_t Σ_j u_j²/N_j²)` (per component),
+//! sensitivity `h = μ Σ_j u_j² r_j`; the step `s` makes the prediction follow the gradient flow of
+//! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
+//! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`.
+//!
+//! Feature hashing (`hash_bits = b`): feature `j` lives in slot `j mod 2^b` of each block (VW's
+//! rule for numeric feature names), so colliding features share one weight and its statistics.
+
+use std::f64::consts::FRAC_1_SQRT_2;
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::Row;
+use crate::error::{invalid, Error, Result};
+use crate::kernel::{Scratch, TaskKernel};
+use crate::learner::OnlineLearner;
+use crate::linalg::simd::dispatch;
+use crate::linalg::{sym_sqrt, SymMatrix};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
+
+/// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
+pub const MAX_HASH_BITS: u32 = 31;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Loss {
+    /// `log(1 + exp(-y p))`.
+    Logistic,
+    /// `max(0, 1 - y p)`.
+    Hinge,
+    /// `(y - p)² / 2`.
+    Squared,
+}
+
+impl Loss {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "logistic" => Ok(Self::Logistic),
+            "hinge" => Ok(Self::Hinge),
+            "squared" => Ok(Self::Squared),
+            other => Err(invalid(
+                "loss",
+                format!("expected 'logistic', 'hinge' or 'squared', got {other:?}"),
+            )),
+        }
+    }
+
+    pub fn value(self, y: f64, p: f64) -> f64 {
+        let m = y * p;
+        match self {
+            // log(1 + e^{-m}) without overflow for very negative margins.
+            Self::Logistic => (-m).max(0.0) + (-m.abs()).exp().ln_1p(),
+            Self::Hinge => (1.0 - m).max(0.0),
+            Self::Squared => 0.5 * (y - p) * (y - p),
+        }
+    }
+
+    /// `∂ℓ/∂p`.
+    pub fn derivative(self, y: f64, p: f64) -> f64 {
+        let m = y * p;
+        match self {
+            Self::Logistic => -y * sigmoid(-m),
+            Self::Hinge => {
+                if m < 1.0 {
+                    -y
+                } else {
+                    0.0
+                }
+            }
+            Self::Squared => p - y,
+        }
+    }
+
+    /// The importance-invariant step `s` (Karampatziakis & Langford 2011): the prediction moves to
+    /// `p + h s`, where `p(τ)` follows `dp/dτ = -h ℓ'(p)` from `p(0) = p` up to `τ = eta`.
+    pub fn invariant_step(self, y: f64, p: f64, eta: f64, h: f64) -> f64 {
+        match self {
+            Self::Logistic => y * logistic_margin_gain(y * p, eta * h) / h,
+            // The flow stops at the hinge (margin 1).
+            Self::Hinge => y * eta.min((1.0 - y * p) / h),
+            // Exponential approach to the label.
+            Self::Squared => (y - p) * -(-eta * h).exp_m1() / h,
+        }
+    }
+}
+
+/// `1 / (1 + e^{-z})` without overflow.
+pub fn sigmoid(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// The margin gain `δ > 0` of the logistic flow: `m + e^m` grows by `a` along
+/// `dm/dτ = 1/(1 + e^m)`, so `f(δ) = δ + e^{m0} (e^δ - 1) - a = 0`. Halley's method (cubic
+/// convergence, one `expm1` per step) from an upper bound of the root: `a/(1+e^{m0})` (the plain
+/// gradient step; `f` is convex) or `ln(1 + a e^{-m0})`, whichever is smaller.
+pub fn logistic_margin_gain(m0: f64, a: f64) -> f64 {
+    if a <= 0.0 {
+        return 0.0;
+    }
+    let q = m0.exp();
+    let mut delta = a / (1.0 + q);
+    if delta > 1.0 {
+        delta = delta.min((a / q).ln_1p());
+    }
+    if delta <= 0.0 || !delta.is_finite() {
+        return delta.max(0.0);
+    }
+    // Each step cubes the relative error: once a step moves less than 1e-6 δ, the error left is
+    // far below rounding. 30 steps is far beyond what any input needs.
+    for _ in 0..30 {
+        let em1 = delta.exp_m1();
+        let f = delta + q * em1 - a;
+        let f1 = 1.0 + q * (1.0 + em1);
+        let f2 = q * (1.0 + em1);
+        let next = delta - 2.0 * f * f1 / (2.0 * f1 * f1 - f * f2);
+        if !next.is_finite() || next <= 0.0 {
+            break;
+        }
+        let moved = (delta - next).abs();
+        delta = next;
+        if moved <= 1e-6 * delta {
+            break;
+        }
+    }
+    delta
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum UpdateRule {
+    /// AdaGrad per coordinate, normalised by each coordinate's largest seen |value| (VW's default).
+    Normalized,
+    /// Plain AdaGrad per coordinate.
+    Adagrad,
+    /// One rate `η/√t` (t = examples of the component so far).
+    Sgd,
+}
+
+impl UpdateRule {
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "normalized" => Ok(Self::Normalized),
+            "adagrad" => Ok(Self::Adagrad),
+            "sgd" => Ok(Self::Sgd),
+            other => Err(invalid(
+                "update",
+                format!("expected 'normalized', 'adagrad' or 'sgd', got {other:?}"),
+            )),
+        }
+    }
+}
+
+/// One weight block `w_r` with its per-coordinate statistics, interleaved per slot as
+/// `[w, G, N]` (the fields the rule uses), so that an update touches one cache line per coordinate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Block {
+    data: Vec<f64>,
+}
+
+impl UpdateRule {
+    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad), then max |u| (normalized).
+    fn stride(self) -> usize {
+        match self {
+            Self::Normalized => 3,
+            Self::Adagrad => 2,
+            Self::Sgd => 1,
+        }
+    }
+}
+
+impl Block {
+    fn new(width: usize, rule: UpdateRule) -> Self {
+        Self {
+            data: vec![0.0; width * rule.stride()],
+        }
+    }
+
+    fn n_values(&self) -> usize {
+        self.data.len()
+    }
+}
+
+/// Counters of one connected component of the task graph (the normalizer and SGD clock are kept
+/// per component, so that tasks in different components never interact).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct ComponentStats {
+    /// Examples seen (the SGD clock `t`).
+    n_examples: f64,
+    /// Examples that updated (`n` in the multiplier `μ`).
+    n_updates: f64,
+    /// Σ over updating examples of Σ_j u_j²/N_j².
+    sum_norm_x: f64,
+}
+
+/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::new`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MTLinearParams {
+    pub loss: Loss,
+    pub rule: UpdateRule,
+    pub learning_rate: f64,
+    pub fit_intercept: bool,
+    pub hash_bits: Option<u32>,
+}
+
+impl MTLinearParams {
+    pub fn new(
+        loss: Loss,
+        rule: UpdateRule,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> Result<Self> {
+        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+            return Err(invalid(
+                "learning_rate",
+                format!("must be a finite number > 0, got {learning_rate}"),
+            ));
+        }
+        if let Some(b) = hash_bits {
+            if !(1..=MAX_HASH_BITS).contains(&b) {
+                return Err(invalid(
+                    "hash_bits",
+                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+                ));
+            }
+        }
+        Ok(Self {
+            loss,
+            rule,
+            learning_rate,
+            fit_intercept,
+            hash_bits,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MTLinear {
+    n_tasks: usize,
+    n_features: usize,
+    params: MTLinearParams,
+    /// The task kernel the factor was computed from (for `same_settings`).
+    tasks: TaskKernel,
+    /// Slots per block: `n_features (+1)`, or at most `2^hash_bits`.
+    width: usize,
+    /// Hashing: the number of slots features are hashed into (see [`slot_of`]); 0 when every
+    /// feature has its own slot (no hashing, or `2^hash_bits` covers all features).
+    n_hashed: usize,
+    /// Per task, the blocks it reads and writes with their factor entries `(r, B[r, i])`, B[r, i] ≠ 0.
+    terms: Vec<Vec<(u32, f64)>>,
+    component: Vec<u32>,
+    stats: Vec<ComponentStats>,
+    /// Allocated on their first update.
+    blocks: Vec<Option<Block>>,
+    n_updates: u64,
+    /// Per-coordinate rates of the update in progress (phase one to phase two).
+    #[serde(skip)]
+    rates: Vec<f64>,
+    /// The nonzero entries of the example being learnt.
+    #[serde(skip)]
+    entries: Vec<(usize, f64)>,
+    /// Per coordinate of the update in progress: u and the slot's G and N before it.
+    #[serde(skip)]
+    pad: Scratchpad,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Scratchpad {
+    u: Vec<f64>,
+    g: Vec<f64>,
+    n: Vec<f64>,
+}
+
+dispatch! {
+    /// The normalized rule's rates (M.2 step 1) of every coordinate of one example:
+    /// `rates[c] = 1/(√G'_c N'_c)` with `G' = G + g²u²`, `N' = max(N, |u|)`. Returns
+    /// `(Σ u² r, Σ u²/N'²)`, the latter as `Σ u² r² G'` (one division per coordinate).
+    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64)
+        => normalized_rates_kernel, normalized_rates_avx2
+}
+
+/// Four independent lanes, so that the compiler can keep them in one vector register.
+#[inline(always)]
+fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+    let len = u.len();
+    let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
+    let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
+    for (i, &ui) in u.iter().enumerate() {
+        let lane = i % 4;
+        let u2 = ui * ui;
+        let g_new = g[i] + g2 * u2;
+        let a = ui.abs();
+        let n_new = if n[i] > a { n[i] } else { a };
+        let r = 1.0 / (g_new.sqrt() * n_new);
+        rates[i] = r;
+        h[lane] += u2 * r;
+        norm[lane] += u2 * r * r * g_new;
+    }
+    ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
+}
+
+/// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
+fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
+    match *tasks {
+        TaskKernel::Disconnected { k, scale } => ((0..k).map(|i| vec![(i as u32, scale.sqrt())]).collect(), k),
+        // k = 1: T is 1 x 1, one block (the shared/per-task split would duplicate every feature).
+        TaskKernel::Complete { k: 1, diag, .. } => (vec![vec![(0, diag.sqrt())]], 1),
+        TaskKernel::Complete { k, diag, off } => {
+            let own = (diag - off).max(0.0).sqrt();
+            let shared = off.max(0.0).sqrt();
+            let terms = (0..k)
+                .map(|i| {
+                    [(i as u32, own), (k as u32, shared)]
+                        .into_iter()
+                        .filter(|&(_, c)| c != 0.0)
+                        .collect()
+                })
+                .collect();
+            (terms, k + 1)
+        }
+        TaskKernel::Dense { k, ref t, .. } => {
+            let mut terms = vec![Vec::new(); k];
+            for members in tasks.component_members() {
+                let m = members.len();
+                let mut sub = vec![0.0; m * m];
+                for (a, &i) in members.iter().enumerate() {
+                    for (b, &j) in members.iter().enumerate() {
+                        sub[a * m + b] = t[i * k + j];
+                    }
+                }
+                let root = sym_sqrt(&SymMatrix { n: m, data: sub });
+                for (b, &i) in members.iter().enumerate() {
+                    terms[i] = members
+                        .iter()
+                        .enumerate()
+                        .map(|(a, &s)| (s as u32, root.get(a, b)))
+                        .filter(|&(_, c)| c != 0.0)
+                        .collect();
+                }
+            }
+            (terms, k)
+        }
+    }
+}
+
+/// The key of the intercept among the coordinates of an example under hashing.
+const INTERCEPT_KEY: usize = usize::MAX;
+
+/// The slot of coordinate `key` in block `r`. Without hashing (`n_hashed = 0`) the key is the
+/// feature index (the intercept's is `n_features`) and the slot. Under hashing, feature j is stored
+/// in two slots, keys `2j` and `2j + 1`, each with value `x_j/√2` (so ‖x̃‖ is kept): a word that
+/// collides with another in one slot rarely does in both. A key goes to one of the `n_hashed`
+/// first slots by a 64-bit mix (MurmurHash3's finaliser) seeded by the block, so that collisions
+/// in one block (say the shared one) are independent of those in the others, as VW's hash of a
+/// crossed feature differs from the feature's own; the intercept (`INTERCEPT_KEY`) keeps the last
+/// slot to itself.
+#[inline]
+pub fn slot_of(key: usize, block: u32, n_hashed: usize) -> usize {
+    if n_hashed == 0 {
+        return key;
+    }
+    if key == INTERCEPT_KEY {
+        return n_hashed;
+    }
+    let mut k = (key as u64) ^ (u64::from(block)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
+    k ^= k >> 33;
+    k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
+    k ^= k >> 33;
+    // Lemire's multiply-shift range reduction: uniform over [0, n_hashed) for any n_hashed.
+    ((u128::from(k) * n_hashed as u128) >> 64) as usize
+}
+
+impl MTLinear {
+    pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
+        if n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        let n_tasks = tasks.n_tasks();
+        let dim = n_features + usize::from(params.fit_intercept);
+        // Under hashing the intercept keeps one slot of the 2^b to itself.
+        let (width, n_hashed) = match params.hash_bits {
+            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(params.fit_intercept)),
+            _ => (dim, 0),
+        };
+        let (terms, n_blocks) = factor_terms(tasks);
+        let component: Vec<u32> = (0..n_tasks).map(|i| tasks.component(i) as u32).collect();
+        Ok(Self {
+            n_tasks,
+            n_features,
+            params,
+            tasks: tasks.clone(),
+            width,
+            n_hashed,
+            terms,
+            stats: vec![ComponentStats::default(); tasks.n_components()],
+            component,
+            blocks: vec![None; n_blocks],
+            n_updates: 0,
+            rates: Vec::new(),
+            entries: Vec::new(),
+            pad: Scratchpad::default(),
+        })
+    }
+
+    /// Slots per weight block (at most `2^hash_bits`).
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    pub fn n_blocks(&self) -> usize {
+        self.blocks.len()
+    }
+
+    /// Bytes held by the allocated blocks (weights and per-coordinate statistics).
+    pub fn memory_bytes(&self) -> usize {
+        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
+    }
+
+    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics).
+    fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
+        let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
+        let weight = |j: usize| {
+            if n_hashed == 0 {
+                data[j * stride]
+            } else {
+                (data[slot_of(2 * j, block, n_hashed) * stride] + data[slot_of(2 * j + 1, block, n_hashed) * stride])
+                    * FRAC_1_SQRT_2
+            }
+        };
+        let mut s = match *x {
+            Row::Dense(v) if stride == 1 && n_hashed == 0 => crate::data::dot_dense(v, &data[..d]),
+            Row::Dense(v) => v.iter().enumerate().map(|(j, &value)| value * weight(j)).sum(),
+            Row::Sparse { indices, values } => indices
+                .iter()
+                .zip(values)
+                .map(|(&j, &value)| value * weight(j as usize))
+                .sum(),
+        };
+        if self.params.fit_intercept {
+            let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
+            s += data[slot_of(key, block, n_hashed) * stride];
+        }
+        s
+    }
+
+    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features; keys
+    /// as in [`slot_of`]). Gathered once per update so that the loops over blocks run without
+    /// branches.
+    fn gather_entries(&mut self, x: &Row) {
+        self.entries.clear();
+        match *x {
+            Row::Dense(v) => {
+                self.entries.resize(v.len(), (0, 0.0));
+                let mut n = 0;
+                for (j, &value) in v.iter().enumerate() {
+                    // Branch-free compaction: dense rows often hold unpredictable zeros.
+                    self.entries[n] = (j, value);
+                    n += usize::from(value != 0.0);
+                }
+                self.entries.truncate(n);
+            }
+            Row::Sparse { indices, values } => self.entries.extend(
+                indices
+                    .iter()
+                    .zip(values)
+                    .filter(|&(_, &value)| value != 0.0)
+                    .map(|(&j, &value)| (j as usize, value)),
+            ),
+        }
+        if self.n_hashed > 0 {
+            // Two half-weight copies of every feature (see `slot_of`).
+            let n = self.entries.len();
+            self.entries.resize(2 * n, (0, 0.0));
+            for i in (0..n).rev() {
+                let (j, value) = self.entries[i];
+                self.entries[2 * i] = (2 * j, value * FRAC_1_SQRT_2);
+                self.entries[2 * i + 1] = (2 * j + 1, value * FRAC_1_SQRT_2);
+            }
+        }
+        if self.params.fit_intercept {
+            let key = if self.n_hashed == 0 {
+                self.n_features
+            } else {
+                INTERCEPT_KEY
+            };
+            self.entries.push((key, 1.0));
+        }
+    }
+
+    /// Phase one computes every rate and the step from the current state without writing; phase
+    /// two writes only if all of it is finite, so a refused update leaves the model unchanged.
+    fn try_update(&mut self, x: Row, task: usize, y: f64, score: f64) -> Result<()> {
+        let MTLinearParams {
+            loss,
+            rule,
+            learning_rate,
+            ..
+        } = self.params;
+        let c = self.component[task] as usize;
+        let stats = self.stats[c];
+        let t = stats.n_examples + 1.0;
+        // Every loss here has ℓ > 0 exactly where ∂ℓ/∂p ≠ 0.
+        let g = loss.derivative(y, score);
+        if g == 0.0 {
+            self.stats[c].n_examples = t;
+            return Ok(());
+        }
+        let g2 = g * g;
+        self.gather_entries(&x);
+        // Phase one: gather each coordinate's u and state (zeros for a block not yet allocated),
+        // then compute the rates in one pass over contiguous arrays.
+        let (n_hashed, stride) = (self.n_hashed, rule.stride());
+        let Scratchpad { u, g: gs, n: ns } = &mut self.pad;
+        u.clear();
+        gs.clear();
+        ns.clear();
+        for &(r, b) in &self.terms[task] {
+            let block = self.blocks[r as usize].as_ref();
+            for &(j, v) in &self.entries {
+                u.push(b * v);
+                let cell = block.map(|bl| &bl.data[slot_of(j, r, n_hashed) * stride..]);
+                gs.push(if stride >= 2 { cell.map_or(0.0, |c| c[1]) } else { 0.0 });
+                ns.push(if stride == 3 { cell.map_or(0.0, |c| c[2]) } else { 0.0 });
+            }
+        }
+        self.rates.resize(u.len(), 0.0);
+        let (h, norm_x) = match rule {
+            UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
+            UpdateRule::Adagrad => {
+                let mut h = 0.0;
+                for ((rate, &u), &g_old) in self.rates.iter_mut().zip(u.iter()).zip(gs.iter()) {
+                    *rate = 1.0 / (g_old + g2 * u * u).sqrt();
+                    h += u * u * *rate;
+                }
+                (h, 0.0)
+            }
+            UpdateRule::Sgd => {
+                let rate = 1.0 / t.sqrt();
+                self.rates.fill(rate);
+                (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
+            }
+        };
+        let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
+        let multiplier = match rule {
+            UpdateRule::Normalized => (n_norm / sum_norm).sqrt(),
+            _ => 1.0,
+        };
+        let h = h * multiplier;
+        if h == 0.0 {
+            // x̃ = 0: nothing to learn from.
+            self.stats[c].n_examples = t;
+            return Ok(());
+        }
+        let scale = loss.invariant_step(y, score, learning_rate, h) * multiplier;
+        if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {
+            return Err(Error::Numerical(format!(
+                "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
+            )));
+        }
+        let width = self.width;
+        let mut rates = self.rates.iter();
+        for &(r, b) in &self.terms[task] {
+            let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
+            for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
+                let slot = slot_of(j, r, n_hashed);
+                let u = b * v;
+                let cell = &mut block.data[slot * stride..(slot + 1) * stride];
+                if stride >= 2 {
+                    cell[1] += g2 * u * u;
+                }
+                if stride == 3 {
+                    let (a, n_old) = (u.abs(), cell[2]);
+                    if a > n_old {
+                        // As if the new scale had been known from the start.
+                        if n_old > 0.0 {
+                            cell[0] *= n_old / a;
+                        }
+                        cell[2] = a;
+                    }
+                }
+                cell[0] += scale * u * rate;
+            }
+        }
+        self.stats[c] = ComponentStats {
+            n_examples: t,
+            n_updates: n_norm,
+            sum_norm_x: sum_norm,
+        };
+        self.n_updates += 1;
+        Ok(())
+    }
+
+    /// All blocks as a `n_blocks x width` row-major matrix (zeros for blocks never written).
+    pub fn block_weights(&self) -> Vec<f64> {
+        let mut out = vec![0.0; self.blocks.len() * self.width];
+        for (r, block) in self.blocks.iter().enumerate() {
+            if let Some(b) = block {
+                let stride = self.params.rule.stride();
+                let row = &mut out[r * self.width..(r + 1) * self.width];
+                row.iter_mut()
+                    .zip(b.data.iter().step_by(stride))
+                    .for_each(|(o, &w)| *o = w);
+            }
+        }
+        out
+    }
+}
+
+impl MTLinear {
+    /// Same hyper-parameters (task kernel, features, loss, rule, rate, intercept, hashing).
+    pub fn same_settings(&self, other: &Self) -> bool {
+        self.n_features == other.n_features && self.params == other.params && self.tasks.approx_eq(&other.tasks)
+    }
+}
+
+impl CheckState for MTLinear {
+    /// Everything `score` and `update` index or divide by: the factor's blocks exist, the slots
+    /// fit the blocks, the component counters exist; values finite.
+    fn check_state(&self) -> Result<()> {
+        self.tasks.check_state()?;
+        ensure(self.n_tasks == self.tasks.n_tasks(), || {
+            "n_tasks differs from the task kernel".into()
+        })?;
+        param(MTLinearParams::new(
+            self.params.loss,
+            self.params.rule,
+            self.params.learning_rate,
+            self.params.fit_intercept,
+            self.params.hash_bits,
+        ))?;
+        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
+        check_counts("MTLinear", &[self.n_updates])?;
+        let dim = self
+            .n_features
+            .checked_add(usize::from(self.params.fit_intercept))
+            .ok_or_else(|| Error::State(format!("n_features = {} is out of range", self.n_features)))?;
+        let (width, n_hashed) = match self.params.hash_bits {
+            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(self.params.fit_intercept)),
+            _ => (dim, 0),
+        };
+        ensure((self.width, self.n_hashed) == (width, n_hashed), || {
+            format!(
+                "block width {} does not follow from the parameters ({width})",
+                self.width
+            )
+        })?;
+        check_len("MTLinear factor", self.terms.len(), self.n_tasks)?;
+        check_len("MTLinear components", self.component.len(), self.n_tasks)?;
+        let n_blocks = self.blocks.len();
+        for terms in &self.terms {
+            for &(r, b) in terms {
+                ensure((r as usize) < n_blocks && b.is_finite(), || {
+                    format!("factor entry ({r}, {b}) outside the {n_blocks} blocks or not finite")
+                })?;
+            }
+        }
+        ensure(self.component.iter().all(|&c| (c as usize) < self.stats.len()), || {
+            "a task's component has no counters".into()
+        })?;
+        for st in &self.stats {
+            let counters = [st.n_examples, st.n_updates, st.sum_norm_x];
+            check_finite("MTLinear component counters", &counters)?;
+            // Negative counters would turn the multiplier √(n/S) into NaN.
+            ensure(counters.iter().all(|&v| v >= 0.0), || {
+                format!("negative MTLinear component counters {counters:?}")
+            })?;
+        }
+        let stride = self.params.rule.stride();
+        let len = checked_size("an MTLinear block", width, stride)?;
+        for block in self.blocks.iter().flatten() {
+            check_len("an MTLinear block", block.data.len(), len)?;
+            check_finite("an MTLinear block", &block.data)?;
+            // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
+            ensure(
+                block
+                    .data
+                    .chunks_exact(stride)
+                    .all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
+                || "negative per-coordinate statistics in an MTLinear block".into(),
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for MTLinear {
+    /// The model state (the scratch buffer of rates is not part of it).
+    fn eq(&self, other: &Self) -> bool {
+        self.n_tasks == other.n_tasks
+            && self.n_features == other.n_features
+            && self.params == other.params
+            && self.terms == other.terms
+            && self.stats == other.stats
+            && self.blocks == other.blocks
+            && self.n_updates == other.n_updates
+    }
+}
+
+impl OnlineLearner for MTLinear {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+
+    fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
+        self.terms[task]
+            .iter()
+            .filter_map(|&(r, b)| {
+                self.blocks[r as usize]
+                    .as_ref()
+                    .map(|bl| b * self.block_score(&bl.data, &x, r))
+            })
+            .sum()
+    }
+
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
+        self.try_update(x, task, y, score)
+    }
+
+    fn n_updates(&self) -> u64 {
+        self.n_updates
+    }
+
+    /// A linear model: the number of updates it stands for.
+    fn n_active(&self) -> usize {
+        self.n_updates as usize
+    }
+
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("memory_bytes", self.memory_bytes() as f64),
+            ("n_blocks", self.blocks.len() as f64),
+            (
+                "n_allocated_blocks",
+                self.blocks.iter().filter(|b| b.is_some()).count() as f64,
+            ),
+            ("block_width", self.width as f64),
+        ]
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        vec![(
+            "block_weights",
+            vec![self.blocks.len(), self.width],
+            self.block_weights(),
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Rows;
+    use crate::learner::learn;
+    use crate::rng::SplitMix64;
+
+    fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+        let mut rng = SplitMix64::new(seed);
+        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
+        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
+        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
+        let y = (0..n)
+            .map(|t| {
+                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -0.5 };
+                if x[t * d] + sign * x[t * d + 1] > 0.1 {
+                    1.0
+                } else {
+                    -1.0
+                }
+            })
+            .collect();
+        (x, y, tasks)
+    }
+
+    fn params(loss: &str, rule: &str, hash_bits: Option<u32>) -> MTLinearParams {
+        MTLinearParams::new(
+            Loss::parse(loss).unwrap(),
+            UpdateRule::parse(rule).unwrap(),
+            0.5,
+            true,
+            hash_bits,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn logistic_gain_solves_the_flow() {
+        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
+            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8] {
+                let delta = logistic_margin_gain(m0, a);
+                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
+                if m0.abs() < 100.0 {
+                    // (m0 + δ) + e^{m0+δ} = m0 + e^{m0} + a
+                    let lhs = delta + m0.exp() * delta.exp_m1();
+                    assert!((lhs - a).abs() <= 1e-12 * a.max(1.0), "m0={m0} a={a}: {lhs}");
+                }
+            }
+        }
+        // Small steps: the first-order (plain gradient) step.
+        let d = logistic_margin_gain(0.3, 1e-9);
+        assert!((d / (1e-9 * sigmoid(-0.3)) - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hinge_and_squared_steps_do_not_overshoot() {
+        // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
+        let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
+        assert!((-2.0 + 4.0 * s - 1.0).abs() < 1e-12);
+        let s = Loss::Squared.invariant_step(-1.0, 3.0, 1e9, 2.0);
+        assert!((3.0 + 2.0 * s + 1.0).abs() < 1e-12);
+    }
+
+    fn run(model: &mut MTLinear, x: &[f64], y: &[f64], tasks: &[i64], d: usize) -> Vec<f64> {
+        let rows = Rows::Dense {
+            data: x,
+            n_rows: y.len(),
+            n_cols: d,
+        };
+        learn(model, &rows, tasks, y).unwrap()
+    }
+
+    #[test]
+    fn disconnected_equals_independent_learners() {
+        let (n, d, k) = (300, 5, 3);
+        let (x, y, tasks) = stream(n, d, k, 1);
+        let tk = TaskKernel::disconnected(k).unwrap();
+        let mut joint = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
+        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
+        let one = TaskKernel::disconnected(1).unwrap();
+        for task in 0..k {
+            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
+            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
+            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
+            let mut single = MTLinear::new(&one, d, params("logistic", "normalized", None)).unwrap();
+            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
+            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
+            assert_eq!(s, expected);
+        }
+    }
+
+    #[test]
+    fn hashing_with_enough_bits_equals_no_hashing() {
+        let (n, d, k) = (200, 6, 4);
+        let (x, y, tasks) = stream(n, d, k, 2);
+        let tk = TaskKernel::complete(k).unwrap();
+        for rule in ["normalized", "adagrad", "sgd"] {
+            let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
+            let mut hashed = MTLinear::new(&tk, d, params("hinge", rule, Some(3))).unwrap();
+            assert_eq!(hashed.width(), 7);
+            assert_eq!(run(&mut plain, &x, &y, &tasks, d), run(&mut hashed, &x, &y, &tasks, d));
+            let mut small = MTLinear::new(&tk, d, params("hinge", rule, Some(2))).unwrap();
+            run(&mut small, &x, &y, &tasks, d);
+            assert_eq!(small.width(), 4);
+            assert!(small.memory_bytes() <= small.n_blocks() * 4 * 3 * 8);
+        }
+    }
+
+    #[test]
+    fn learns_and_touches_only_its_blocks() {
+        let (n, d, k) = (2000, 4, 4);
+        let (x, y, tasks) = stream(n, d, k, 3);
+        let tk = TaskKernel::complete(k).unwrap();
+        for loss in ["logistic", "hinge", "squared"] {
+            let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();
+            let scores = run(&mut m, &x, &y, &tasks, d);
+            let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
+            assert!(late_errors < n / 10, "{loss}: {late_errors}");
+        }
+        // Only task 2 seen: its block and the shared block exist.
+        let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
+        run(&mut m, &x[..d], &y[..1], &[2], d);
+        assert_eq!(m.diagnostics()[2].1, 2.0);
+        assert!(m.block_weights()[..2 * (d + 1)].iter().all(|&w| w == 0.0));
+    }
+
+    #[test]
+    fn hashed_slots_stay_in_range_and_spare_the_intercept() {
+        let n_hashed = 1000;
+        let mut hits = vec![0usize; n_hashed + 1];
+        for block in 0..3u32 {
+            for key in 0..50_000 {
+                let slot = slot_of(key, block, n_hashed);
+                assert!(slot < n_hashed);
+                hits[slot] += 1;
+            }
+            assert_eq!(slot_of(INTERCEPT_KEY, block, n_hashed), n_hashed);
+        }
+        // Roughly uniform: 150 expected per slot.
+        assert!(hits[..n_hashed].iter().all(|&h| (60..300).contains(&h)));
+        // Different blocks, different collisions.
+        let same = (0..1000).filter(|&key| slot_of(key, 0, n_hashed) == slot_of(key, 1, n_hashed));
+        assert!(same.count() < 20);
+        assert_eq!(slot_of(77, 5, 0), 77);
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 0.0, true, None).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(0)).is_err());
+        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(32)).is_err());
+        assert!(Loss::parse("log").is_err());
+        assert!(UpdateRule::parse("adam").is_err());
+        let tk = TaskKernel::complete(2).unwrap();
+        assert!(MTLinear::new(&tk, 0, params("logistic", "sgd", None)).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! Saving and restoring a model's state safely: a serialised state is untrusted input.
+//!
+//! [`encode`] writes the bincode layout the crate has always used (fixed-width little-endian
+//! integers, a `u64` length before every sequence). [`decode`] reads it back with a byte limit
+//! equal to the payload's length, so no sequence can claim more memory than the payload holds,
+//! and then runs the type's [`CheckState::check_state`], which checks every invariant the
+//! learner's code relies on (lengths consistent with the sizes, indices in range, budgets
+//! respected, finite floats, counters consistent, parameters valid). A decoded state that fails
+//! the check is dropped: it can never be used. Failures are [`Error::State`].
+
+use bincode::Options;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+
+/// A restored state checks its own invariants.
+pub trait CheckState {
+    /// `Ok` iff the state is one the code can run on (sizes, indices, finiteness, counters).
+    fn check_state(&self) -> Result<()>;
+}
+
+fn options(limit: u64) -> impl Options {
+    // Fixed-width integers: the layout `bincode::serialize` wrote before this module existed.
+    bincode::DefaultOptions::new().with_fixint_encoding().with_limit(limit)
+}
+
+/// The serialised state.
+pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>> {
+    options(u64::MAX)
+        .serialize(value)
+        .map_err(|e| Error::State(format!("cannot serialise the model: {e}")))
+}
+
+/// A state from `bytes`, checked. Trailing bytes are an error.
+pub fn decode<T: DeserializeOwned + CheckState>(bytes: &[u8]) -> Result<T> {
+    let value: T = options(bytes.len() as u64)
+        .deserialize(bytes)
+        .map_err(|e| Error::State(format!("malformed state ({e})")))?;
+    value.check_state()?;
+    Ok(value)
+}
+
+/// `Err(Error::State(..))` unless `ok`.
+#[inline]
+pub(crate) fn ensure(ok: bool, what: impl FnOnce() -> String) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::State(what()))
+    }
+}
+
+/// `len == expected`.
+pub(crate) fn check_len(what: &str, len: usize, expected: usize) -> Result<()> {
+    ensure(len == expected, || {
+        format!("{what} has length {len}, expected {expected}")
+    })
+}
+
+/// Every value finite.
+pub(crate) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        None => Ok(()),
+        Some(i) => Err(Error::State(format!("{what}[{i}] = {} is not finite", values[i]))),
+    }
+}
+
+/// The largest counter a restored state may hold: far beyond any stream, with room for the
+/// code's increments never to overflow.
+pub const MAX_COUNT: u64 = 1 << 62;
+
+/// Every counter at most [`MAX_COUNT`].
+pub(crate) fn check_counts(what: &str, counts: &[u64]) -> Result<()> {
+    match counts.iter().position(|&c| c > MAX_COUNT) {
+        None => Ok(()),
+        Some(i) => Err(Error::State(format!(
+            "{what}: counter {i} = {} is out of range",
+            counts[i]
+        ))),
+    }
+}
+
+/// `a * b` without overflow (a size computed from restored fields).
+pub(crate) fn checked_size(what: &str, a: usize, b: usize) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| Error::State(format!("{what}: {a} x {b} overflows")))
+}
+
+/// Maps a constructor's parameter error to a state error.
+pub(crate) fn param<T>(result: Result<T>) -> Result<T> {
+    result.map_err(|e| Error::State(format!("invalid parameter in the state: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Serialize, serde::Deserialize, PartialEq)]
+    struct Sized2 {
+        values: Vec<f64>,
+        n: usize,
+    }
+
+    impl CheckState for Sized2 {
+        fn check_state(&self) -> Result<()> {
+            check_len("values", self.values.len(), self.n)?;
+            check_finite("values", &self.values)
+        }
+    }
+
+    #[test]
+    fn round_trip_and_layout_of_bincode_serialize() {
+        let v = Sized2 {
+            values: vec![1.0, 2.0],
+            n: 2,
+        };
+        let bytes = encode(&v).unwrap();
+        assert_eq!(bytes, bincode::serialize(&v).unwrap());
+        assert_eq!(decode::<Sized2>(&bytes).unwrap(), v);
+    }
+
+    #[test]
+    fn rejects_lies_truncation_trailing_bytes_and_invalid_values() {
+        let v = Sized2 {
+            values: vec![1.0, 2.0],
+            n: 2,
+        };
+        let bytes = encode(&v).unwrap();
+        // A length field claiming 2^60 elements: the limit stops it before any allocation.
+        let mut huge = bytes.clone();
+        huge[..8].copy_from_slice(&(1u64 << 60).to_le_bytes());
+        assert!(matches!(decode::<Sized2>(&huge), Err(Error::State(_))));
+        assert!(decode::<Sized2>(&bytes[..bytes.len() - 1]).is_err());
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode::<Sized2>(&longer).is_err());
+        let bad_n = encode(&Sized2 {
+            values: vec![1.0],
+            n: 2,
+        })
+        .unwrap();
+        assert!(decode::<Sized2>(&bad_n).is_err());
+        let nan = encode(&Sized2 {
+            values: vec![f64::NAN],
+            n: 1,
+        })
+        .unwrap();
+        assert!(decode::<Sized2>(&nan).is_err());
+    }
+}
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -1,0 +1,195 @@
+"""MTLinear: the twin on hand-worked steps, then the invariants of docs/mt_linear.md on both builds.
+
+Native-vs-reference agreement on random streams (every loss, rule, graph shape and hashing) runs in
+test_parity.py and test_api.py through tests/learner_table.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import random_graph, random_stream
+
+import omtl
+import omtl.reference as ref
+from omtl.reference.mt_linear import invariant_step, logistic_gain
+
+BOTH = [pytest.param(omtl.MTLinear, id="native"), pytest.param(ref.MTLinear, id="reference")]
+
+
+def solve_bisection(f, lo, hi):
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if f(mid) > 0 else (mid, hi)
+    return 0.5 * (lo + hi)
+
+
+def test_logistic_gain_solves_the_flow():
+    for m0 in (-30.0, -1.0, 0.0, 2.0, 20.0):
+        for a in (1e-6, 0.3, 5.0, 300.0):
+            delta = logistic_gain(m0, a)
+            assert delta + math.exp(m0) * math.expm1(delta) == pytest.approx(a, rel=1e-12, abs=1e-15)
+
+
+def test_invariant_steps_by_hand():
+    # Hinge: the flow stops at margin 1; squared: p moves to y - (y - p) e^{-eta h}.
+    assert invariant_step("hinge", 1.0, -1.0, 10.0, 4.0) == pytest.approx(0.5)
+    assert invariant_step("hinge", -1.0, 0.0, 0.1, 2.0) == pytest.approx(-0.1)
+    p, h, eta = 0.5, 2.0, 0.3
+    s = invariant_step("squared", -1.0, p, eta, h)
+    assert p + h * s == pytest.approx(-1.0 + 1.5 * math.exp(-eta * h))
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_first_step_by_hand(cls):
+    """One logistic example x = (2, 0), y = +1 on one task: G = (1, 1/4), N = (2, 1), rates (1/2, 2),
+    Σ u²/N² = 2 so μ = 1/√2, h = μ (4·½ + 1·2) = 2√2; the new margin δ solves δ + e^δ - 1 = η h."""
+    model = cls(n_tasks=1, graph="disconnected")
+    X = np.array([[2.0, 0.0]])
+    model.partial_fit(X, [1], tasks=[0])
+    delta = solve_bisection(lambda d: d + math.expm1(d) - 0.5 * 2 * math.sqrt(2), 0.0, 2.0)
+    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(delta, rel=1e-12)
+    # The intercept carries half of the margin (its rate-weighted share u² r μ s: 2 of 4).
+    np.testing.assert_allclose(model.block_weights_[0], [delta / 4, 0.0, delta / 2], rtol=1e-12)
+    assert model.n_updates_ == 1
+
+
+def per_task_runs(cls, X, y, tasks, k, **params):
+    """Scores of k single-task models, each fed its task's rows, placed back in stream order."""
+    scores = np.zeros(len(y))
+    for i in range(k):
+        rows = np.flatnonzero(tasks == i)
+        scores[rows] = _scores(cls(n_tasks=1, **params), X[rows], y[rows], np.zeros(len(rows), dtype=np.int64))
+    return scores
+
+
+def _scores(model, X, y, tasks):
+    """The pre-update scores of a pass, row by row (decision_function, then partial_fit)."""
+    out = np.zeros(len(y))
+    for t in range(len(y)):
+        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
+        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
+    return out
+
+
+@pytest.mark.parametrize("update", ["normalized", "adagrad", "sgd"])
+@pytest.mark.parametrize("cls", BOTH)
+def test_disconnected_graph_equals_independent_learners(cls, update):
+    k = 3
+    X, y, tasks = random_stream(n=90, d=5, k=k, seed=4)
+    joint = _scores(cls(n_tasks=k, graph="disconnected", update=update), X, y, tasks)
+    np.testing.assert_array_equal(joint, per_task_runs(cls, X, y, tasks, k, graph="disconnected", update=update))
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_complete_graph_with_one_task_is_the_single_task_rule(cls):
+    X, y, _ = random_stream(n=80, d=4, k=1, seed=6)
+    tasks = np.zeros(len(y), dtype=np.int64)
+    a = _scores(cls(n_tasks=1, graph="complete"), X, y, tasks)
+    b = _scores(cls(n_tasks=1, graph="disconnected"), X, y, tasks)
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
+    """T = I given as a general task kernel: its per-component square root is the identity."""
+    k = 4
+    X, y, tasks = random_stream(n=120, d=5, k=k, seed=8)
+    general = cls(n_tasks=k, graph=omtl.TaskGraph.from_task_kernel(np.eye(k)))
+    closed = cls(n_tasks=k, graph="disconnected")
+    np.testing.assert_allclose(_scores(general, X, y, tasks), _scores(closed, X, y, tasks), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+@pytest.mark.parametrize("cls", BOTH)
+def test_hashing_with_enough_bits_equals_no_hashing(cls, sparse):
+    X, y, tasks = random_stream(n=150, d=7, k=4, seed=9, sparse=sparse)
+    plain = cls(n_tasks=4).learn(X, y, tasks=tasks)
+    hashed_model = cls(n_tasks=4, hash_bits=3)  # 8 slots >= 7 features + intercept
+    np.testing.assert_array_equal(hashed_model.learn(X, y, tasks=tasks), plain)
+
+
+def test_hashing_bounds_the_memory_whatever_the_number_of_features():
+    rng = np.random.default_rng(0)
+    n, d, k, bits = 400, 1_000_000, 3, 6
+    nnz = 20
+    cols = np.sort(rng.choice(d, size=(n, nnz)), axis=1)  # may repeat within a row: summed below
+    X = sp.csr_matrix((rng.uniform(0.5, 2.0, n * nnz), cols.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, d))
+    X.sum_duplicates()
+    y = np.where(rng.random(n) < 0.5, 1, -1)
+    tasks = rng.integers(0, k, n)
+    model = omtl.MTLinear(n_tasks=k, hash_bits=bits)
+    model.partial_fit(X, y, tasks=tasks)
+    n_blocks, width = model.block_weights_.shape
+    assert (n_blocks, width) == (k + 1, 2**bits)
+    assert model.memory_bytes_ == n_blocks * 2**bits * 3 * 8  # weight, Σg²u², max|u| per slot
+    # The twin hashes the same way (a dense copy of a few rows of a narrower problem).
+    Xs = np.where(rng.random((40, 300)) < 0.1, rng.uniform(-1.0, 2.0, (40, 300)), 0.0)
+    ys, ts = y[:40], tasks[:40]
+    nat = _scores(omtl.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts)
+    np.testing.assert_allclose(nat, _scores(ref.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_random_graphs_match_the_twin(weighted):
+    k = 6
+    graph = random_graph(k, seed=2, weighted=weighted)
+    X, y, tasks = random_stream(n=200, d=5, k=k, seed=12)
+    nat = _scores(omtl.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
+    twin = _scores(ref.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
+    np.testing.assert_allclose(nat, twin, rtol=1e-9, atol=1e-12)
+
+
+def test_learns_a_shared_concept():
+    X, y, tasks = random_stream(n=3000, d=6, k=4, seed=3)
+    pred = omtl.MTLinear(n_tasks=4).learn(X, y, tasks=tasks)
+    late = slice(2000, None)
+    assert np.mean(pred[late] != y[late]) < np.mean(y[late] != np.sign(y[late].sum() + 0.5))
+
+
+def test_predict_proba():
+    X, y, tasks = random_stream(n=100, d=4, k=2, seed=1)
+    model = omtl.MTLinear(n_tasks=2).partial_fit(X, y, tasks=tasks)
+    proba = model.predict_proba(X, tasks=tasks)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    scores = model.decision_function(X, tasks=tasks)
+    np.testing.assert_allclose(proba[:, 1], 1.0 / (1.0 + np.exp(-scores)), rtol=1e-12)
+    np.testing.assert_array_equal(proba[:, 1] >= 0.5, model.predict(X, tasks=tasks) == 1)
+    with pytest.raises(AttributeError):
+        omtl.MTLinear(n_tasks=2, loss="hinge").partial_fit(X, y, tasks=tasks).predict_proba(X, tasks=tasks)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"loss": "log"},
+        {"update": "adam"},
+        {"learning_rate": 0.0},
+        {"learning_rate": float("nan")},
+        {"learning_rate": True},
+        {"hash_bits": 0},
+        {"hash_bits": 32},
+        {"hash_bits": 2.5},
+        {"fit_intercept": "yes"},
+        {"graph": "ring"},
+    ],
+)
+@pytest.mark.parametrize("cls", BOTH)
+def test_bad_parameters_raise_on_the_first_batch_and_leave_no_state(cls, params):
+    X, y, tasks = random_stream(n=10, d=3, k=2, seed=0)
+    model = cls(n_tasks=2, **params)
+    with pytest.raises(ValueError):
+        model.partial_fit(X, y, tasks=tasks)
+    assert not model._is_fitted()
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    import omtl.learners.mt_linear as module
+
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 5 and result.failed == 0
