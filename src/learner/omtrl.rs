@@ -64,7 +64,6 @@ pub struct Omtrl {
     gram_dirty: bool,
     /// Whether `coupling` is the `batch` coupling of the current `W` (it depends on `W` alone,
     /// so a refresh with `W` unchanged would recompute the same matrix: it is skipped).
-    #[serde(default)]
     batch_fresh: bool,
     n_seen: u64,
     n_updates: u64,

@@ -64,7 +64,6 @@ pub struct InverseGram {
     /// Next column for the round-robin residual check (N4).
     check_col: usize,
     /// Drift probes run so far (N5).
-    #[serde(default)]
     n_probes: u64,
 }
 
