@@ -28,6 +28,7 @@
 
 pub mod data;
 pub mod error;
+pub mod interrupt;
 pub mod kernel;
 pub mod learner;
 pub mod linalg;

@@ -15,7 +15,10 @@ PM1, ZERO_ONE, BOOL = "pm1", "01", "bool"
 
 
 def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
-    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix.
+    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix that
+    is private to the call: no memory shared with the caller's input, so another thread writing
+    into the input during the call cannot change what is validated and learned (the array is
+    copied when the conversion did not already make a new one).
 
     ``check_finite=False`` leaves out the scan for NaN and infinity, a full pass over the values:
     only for ``X`` bound for the native engine, whose batch validation scans it (and raises
@@ -38,7 +41,12 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
             raise ValueError(
                 f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
             )
-        X = np.ascontiguousarray(arr, dtype=np.float64)
+        converted = np.ascontiguousarray(arr, dtype=np.float64)
+        # Private: an array numpy built from Python lists, or one the dtype/layout conversion
+        # made. Anything else may be the caller's memory (the input itself, a view of it, the
+        # buffer an __array__ method hands out) and is copied.
+        private = isinstance(X, (list, tuple)) or (converted is not arr and converted.flags.owndata)
+        X = converted if private else converted.copy()
     if check_finite:
         check_finite_X(X)
     if n_features is not None and X.shape[1] != n_features:

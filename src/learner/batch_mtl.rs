@@ -349,6 +349,9 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
 
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
 /// `(w, c)` and overwriting them with the solution.
+///
+/// Checks for an interrupt ([`crate::interrupt`]) at every iteration; an interrupted solve
+/// returns [`crate::Error::Interrupted`] with `(w, c)` untouched.
 #[allow(clippy::too_many_arguments)]
 pub fn solve<R: RowSource>(
     rows: &R,
@@ -360,7 +363,7 @@ pub fn solve<R: RowSource>(
     w: &mut [f64],
     c: &mut [f64],
     opts: SolverOptions,
-) -> SolveReport {
+) -> Result<SolveReport> {
     let problem = Problem::new(rows, tasks, y, k);
     let d = problem.d;
     let n = y.len();
@@ -385,6 +388,7 @@ pub fn solve<R: RowSource>(
     let mut objective = problem.loss_at(&mz) + rho * penalty(reg, w, d, k);
     let mut n_iter = 0;
     while n_iter < opts.max_iter {
+        crate::interrupt::check_now()?;
         n_iter += 1;
         let fs = problem.loss_at(&ms);
         let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
@@ -457,11 +461,11 @@ pub fn solve<R: RowSource>(
     }
     w.copy_from_slice(&wz);
     c.copy_from_slice(&cz);
-    SolveReport {
+    Ok(SolveReport {
         objective,
         n_iter,
         lipschitz: lip,
-    }
+    })
 }
 
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
@@ -582,8 +586,29 @@ impl BatchMtl {
         self.labels.push(y);
     }
 
-    /// Retrains on every stored example, warm-started from the current model.
-    pub fn retrain(&mut self) {
+    /// Undoes the last [`BatchMtl::push`].
+    fn pop(&mut self) {
+        let n = self.labels.len().saturating_sub(1);
+        self.labels.truncate(n);
+        self.tasks.truncate(n);
+        match &mut self.store {
+            Store::Dense(data) => data.truncate(n * self.n_features),
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                indptr.truncate(n + 1);
+                let nnz = indptr.last().map_or(0, |&e| e as usize);
+                indices.truncate(nnz);
+                values.truncate(nnz);
+            }
+        }
+    }
+
+    /// Retrains on every stored example, warm-started from the current model. On `Err` (an
+    /// interrupt) the model is unchanged.
+    pub fn retrain(&mut self) -> Result<()> {
         let rows = match &self.store {
             Store::Dense(data) => F32Rows::Dense {
                 data,
@@ -610,10 +635,11 @@ impl BatchMtl {
             &mut self.weights,
             &mut self.bias,
             self.opts,
-        );
+        )?;
         self.last = report;
         self.total_iter += report.n_iter as u64;
         self.n_retrains += 1;
+        Ok(())
     }
 
     /// Bytes held by the stored examples.
@@ -657,7 +683,11 @@ impl OnlineLearner for BatchMtl {
     fn update(&mut self, x: Row, task: usize, y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.push(&x, task, y);
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
-            self.retrain();
+            if let Err(e) = self.retrain() {
+                // An abandoned retrain takes its example with it: the model is as before the call.
+                self.pop();
+                return Err(e);
+            }
         }
         Ok(())
     }
@@ -758,7 +788,8 @@ mod tests {
                 &mut w,
                 &mut c,
                 SolverOptions::default(),
-            );
+            )
+            .unwrap();
             assert!(rep.objective < start && rep.n_iter >= 2);
             // Warm start from the solution: stops within a few iterations.
             let again = solve(
@@ -771,7 +802,8 @@ mod tests {
                 &mut w,
                 &mut c,
                 SolverOptions::default(),
-            );
+            )
+            .unwrap();
             assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
         }
         let mut w = vec![1.0, 0.1, 2.0, 0.1];

@@ -287,6 +287,12 @@ impl MTFORG {
         self.radius
     }
 
+    /// Whether `K'(x, x) > R²` (beyond rounding): the instance breaks the damage bound's
+    /// assumption (counted in `n_radius_exceeded`; the Python front end warns before learning it).
+    pub fn exceeds_radius(&self, x: &Row) -> bool {
+        self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12)
+    }
+
     /// The accumulated damage Q and the update-mistake counter M.
     pub fn damage(&self) -> (f64, u64) {
         (self.q, self.m)
@@ -355,7 +361,7 @@ impl OnlineLearner for MTFORG {
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
         self.n_seen += 1;
-        if self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12) {
+        if self.exceeds_radius(&x) {
             self.n_radius_exceeded += 1;
         }
         if !is_update_mistake(y, score) {

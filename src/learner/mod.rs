@@ -1,8 +1,11 @@
 //! Online learners and the protocol that drives them.
 //!
 //! Every learner implements [`OnlineLearner`]: a score for `(x, task)` and a mistake-driven
-//! update that may reuse that score (ALGORITHMS.md §1.1 step 4). [`learn`] and [`decision`] run
-//! whole batches after validating all of it, so a bad batch never leaves a model half-updated.
+//! update that may reuse that score (ALGORITHMS.md §1.1 step 4). [`learn`], [`learn_rounds`]
+//! and [`decision`] run whole batches after validating all of it, and [`learn`] and
+//! [`learn_rounds`] are atomic: a call that fails leaves the model exactly as it was, also when
+//! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
+//! ([`crate::interrupt`]), which keeps the rows completed before it.
 
 mod active_set;
 pub mod batch_mtl;
@@ -60,7 +63,8 @@ pub trait OnlineLearner {
     /// the given order, which is what every protocol-P1 learner does with a round.
     ///
     /// On `Err` the rows before the failing one may have been learned (the batch functions
-    /// below make whole calls atomic).
+    /// below make whole calls atomic). A learner that overrides this with a joint update must
+    /// also return `true` from [`OnlineLearner::joint_rounds`].
     fn learn_round(
         &mut self,
         rows: &[Row],
@@ -73,6 +77,12 @@ pub trait OnlineLearner {
             scores[r] = self.learn_one(*row, tasks[r], y[r], scratch)?;
         }
         Ok(())
+    }
+
+    /// Whether [`OnlineLearner::learn_round`] makes one joint update per round (and so must be
+    /// given whole rounds); `false` for learners that flatten rounds row by row.
+    fn joint_rounds(&self) -> bool {
+        false
     }
 
     /// Number of model updates so far.
@@ -92,16 +102,60 @@ pub trait OnlineLearner {
     }
 }
 
-/// Runs the online protocol over a batch and returns the pre-update scores.
-pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
-    validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
+/// Runs `body` on the model so that the call is atomic. `body` pushes the pre-update score of
+/// every row it completes. A multi-row batch runs on a clone that replaces the model on success,
+/// so an error at any row leaves the model as before; a one-row batch runs in place, the
+/// learner's own check-before-write ([`OnlineLearner::update`]) being enough there. An
+/// interrupt commits the rows completed before it and returns their scores.
+fn run_atomic<L: OnlineLearner + Clone>(
+    model: &mut L,
+    n_rows: usize,
+    body: impl FnOnce(&mut L, &mut Vec<f64>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let mut scores = Vec::with_capacity(n_rows);
+    let outcome = if n_rows <= 1 {
+        body(model, &mut scores)
+    } else {
+        let mut work = model.clone();
+        let outcome = body(&mut work, &mut scores);
+        if matches!(outcome, Ok(()) | Err(Error::Interrupted { .. })) {
+            *model = work;
+        }
+        outcome
+    };
+    match outcome {
+        Ok(()) => Ok(scores),
+        Err(Error::Interrupted { .. }) => Err(Error::Interrupted { scores }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Predict-then-update over the rows, in order, checking for an interrupt before each row.
+fn learn_rows<L: OnlineLearner + ?Sized>(
+    model: &mut L,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    scores: &mut Vec<f64>,
+) -> Result<()> {
     let mut scratch = Scratch::default();
-    (0..rows.len())
-        .map(|t| {
-            rows.prefetch_row(t + 1);
-            model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-        })
-        .collect()
+    for t in 0..rows.len() {
+        crate::interrupt::check()?;
+        rows.prefetch_row(t + 1);
+        scores.push(model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)?);
+    }
+    Ok(())
+}
+
+/// Runs the online protocol over a batch and returns the pre-update scores.
+///
+/// Atomic: on `Err` the model is exactly as before the call, whichever row failed (a multi-row
+/// batch is learned on a clone of the model, which costs one copy of the model per call), except
+/// for [`Error::Interrupted`], after which the model has learned the rows whose scores the error
+/// carries.
+pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
+    validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
+    run_atomic(model, rows.len(), |m, scores| learn_rows(m, rows, tasks, y, scores))
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
@@ -138,7 +192,11 @@ pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<
 
 /// Runs protocol P2 over a batch: consecutive rows with the same round id form one round
 /// ([`OnlineLearner::learn_round`]). Returns the pre-update scores. Validates everything first.
-pub fn learn_rounds<L: OnlineLearner + ?Sized>(
+///
+/// Atomic as [`learn`]. An interrupt is taken between rounds for a learner with joint rounds,
+/// between rows for one that flattens them (§1.3), so the rows it reports are exactly the rows
+/// learned.
+pub fn learn_rounds<L: OnlineLearner + Clone>(
     model: &mut L,
     rows: &Rows,
     tasks: &[i64],
@@ -147,11 +205,28 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
 ) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     validate_rounds(tasks, rounds, model.n_tasks())?;
+    if !model.joint_rounds() {
+        // Flattening a round is learning its rows one by one (§1.3).
+        return run_atomic(model, rows.len(), |m, scores| learn_rows(m, rows, tasks, y, scores));
+    }
+    run_atomic(model, rows.len(), |m, scores| {
+        learn_joint_rounds(m, rows, tasks, y, rounds, scores)
+    })
+}
+
+fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
+    model: &mut L,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    rounds: &[i64],
+    scores: &mut Vec<f64>,
+) -> Result<()> {
     let mut scratch = Scratch::default();
-    let mut scores = vec![0.0; rows.len()];
-    let (mut round_rows, mut round_tasks) = (Vec::new(), Vec::new());
+    let (mut round_rows, mut round_tasks, mut round_scores) = (Vec::new(), Vec::new(), Vec::new());
     let mut start = 0;
     while start < rows.len() {
+        crate::interrupt::check()?;
         let mut end = start + 1;
         while end < rows.len() && rounds[end] == rounds[start] {
             end += 1;
@@ -165,28 +240,32 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
         (end..end + next_len).for_each(|t| rows.prefetch_row(t));
         round_rows.extend((start..end).map(|t| rows.row(t)));
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
+        round_scores.clear();
+        round_scores.resize(end - start, 0.0);
         model.learn_round(
             &round_rows,
             &round_tasks,
             &y[start..end],
-            &mut scores[start..end],
+            &mut round_scores,
             &mut scratch,
         )?;
+        scores.extend_from_slice(&round_scores);
         start = end;
     }
-    Ok(scores)
+    Ok(())
 }
 
-/// Scores a batch without changing the model.
+/// Scores a batch without changing the model. An interrupt ([`crate::interrupt`]) abandons it.
 pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    Ok((0..rows.len())
+    (0..rows.len())
         .map(|t| {
+            crate::interrupt::check()?;
             rows.prefetch_row(t + 1);
-            model.score(rows.row(t), tasks[t] as usize, &mut scratch)
+            Ok(model.score(rows.row(t), tasks[t] as usize, &mut scratch))
         })
-        .collect())
+        .collect()
 }
 
 /// The sign convention S0: a score of exactly 0 predicts +1.
