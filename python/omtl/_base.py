@@ -226,7 +226,7 @@ class OnlineClassifier:
         if X.shape[0] == 0:
             return np.zeros(0), form
         core, new = self._core_for(X)
-        counts = np.bincount(task_ids, minlength=self._check_n_tasks())
+        counts = self._task_counts(task_ids)
         self._before_learn(core, X)
         try:
             if round_ids is not None and hasattr(core, "learn_rounds"):
@@ -244,6 +244,14 @@ class OnlineClassifier:
         scores = np.asarray(scores, dtype=np.float64)
         self._record(core, new, X.shape[1], scores, y_pm1, counts, form)
         return scores, form
+
+    def _task_counts(self, task_ids) -> np.ndarray:
+        """Examples per task in a batch, as a length-n_tasks array (``n_seen_per_task_``)."""
+        k = self._check_n_tasks()
+        try:
+            return np.bincount(task_ids, minlength=k)
+        except (MemoryError, ValueError):  # numpy refuses or cannot allocate k counters
+            raise ValueError(f"n_tasks={k} is too large: the per-task example counts alone need {8 * k:,} bytes") from None
 
     def _record(self, core, new, n_features, scores, y_pm1, counts, form):
         """The Python-side bookkeeping of learned rows (nothing here can fail)."""

@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
 KERNELS = ("linear", "poly", "rbf")
+
+# The native kernel stores the degree as a 32-bit integer.
+MAX_DEGREE = 2**31 - 1
+
+
+def _is_integer(value) -> bool:
+    """An int, a NumPy integer, or a float with an integral finite value (not a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()
 
 
 @dataclass(frozen=True)
@@ -26,8 +42,8 @@ class KernelSpec:
             gamma = 1.0 / n_features if kernel == "rbf" else 1.0
         if isinstance(gamma, str) or not float(gamma) > 0 or gamma != gamma or float(gamma) == float("inf"):
             raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-        if isinstance(degree, bool) or int(degree) != degree or degree < 1:
-            raise ValueError(f"degree must be an integer >= 1, got {degree!r}")
+        if not _is_integer(degree) or not 1 <= degree <= MAX_DEGREE:
+            raise ValueError(f"degree must be an integer in [1, {MAX_DEGREE}], got {degree!r}")
         if not float(coef0) >= 0:
             raise ValueError(f"coef0 must be >= 0 (a negative coef0 can make the kernel indefinite), got {coef0!r}")
         return cls(kernel, float(gamma), int(degree), float(coef0), bool(normalize))
