@@ -812,4 +812,35 @@ mod tests {
         assert_eq!(w[3], 0.0);
         assert!(w[0] > 0.0 && w[2] > 0.0);
     }
+
+    #[test]
+    fn an_interrupted_retrain_is_abandoned_with_its_example() {
+        use crate::learner::OnlineLearner;
+        let (n, d, k) = (400, 5, 2);
+        let (x, tasks, y) = problem(n, d, k, 3);
+        // No tolerance: the solver would run its 10^6 iterations, far past the poll interval.
+        let opts = SolverOptions {
+            tol: 0.0,
+            max_iter: 1_000_000,
+        };
+        for sparse in [false, true] {
+            let mut model = BatchMtl::new(k, d, Regularizer::Trace, 0.01, n as u64, sparse)
+                .unwrap()
+                .with_options(opts);
+            let mut scratch = Scratch::default();
+            for t in 0..n - 1 {
+                let row = Row::Dense(&x[t * d..(t + 1) * d]);
+                model.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            }
+            let before = model.clone();
+            let last = Row::Dense(&x[(n - 1) * d..]);
+            let start = std::time::Instant::now();
+            let outcome = crate::interrupt::with_hook(Box::new(|| true), || {
+                model.learn_one(last, tasks[n - 1] as usize, y[n - 1], &mut scratch)
+            });
+            assert!(matches!(outcome, Err(crate::Error::Interrupted { .. })), "{outcome:?}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(2));
+            assert_eq!(model, before, "the abandoned retrain left a trace");
+        }
+    }
 }

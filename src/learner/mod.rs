@@ -283,3 +283,124 @@ pub fn predict_sign(score: f64) -> f64 {
 pub fn is_update_mistake(y: f64, score: f64) -> bool {
     y * score <= 0.0
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A learner that counts the rows it learned and refuses (before changing anything) a row
+    /// whose first value is `poison`; each update takes `delay`.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Counter {
+        learned: Vec<f64>,
+        poison: f64,
+        joint: bool,
+        delay: Duration,
+    }
+
+    impl Counter {
+        fn new(joint: bool) -> Self {
+            Counter {
+                learned: Vec::new(),
+                poison: 99.0,
+                joint,
+                delay: Duration::ZERO,
+            }
+        }
+    }
+
+    impl OnlineLearner for Counter {
+        fn n_tasks(&self) -> usize {
+            2
+        }
+        fn n_features(&self) -> usize {
+            1
+        }
+        fn score(&self, _x: Row, _task: usize, _scratch: &mut Scratch) -> f64 {
+            self.learned.len() as f64
+        }
+        fn update(&mut self, x: Row, _task: usize, _y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
+            std::thread::sleep(self.delay);
+            let mut first = 0.0;
+            x.for_each(|j, v| first = if j == 0 { v } else { first });
+            if first == self.poison {
+                return Err(Error::Numerical(format!("refused row {first}")));
+            }
+            self.learned.push(first);
+            Ok(())
+        }
+        fn joint_rounds(&self) -> bool {
+            self.joint
+        }
+        fn n_updates(&self) -> u64 {
+            self.learned.len() as u64
+        }
+        fn n_active(&self) -> usize {
+            self.learned.len()
+        }
+    }
+
+    fn dense(x: &[f64]) -> Rows<'_> {
+        Rows::Dense {
+            data: x,
+            n_rows: x.len(),
+            n_cols: 1,
+        }
+    }
+
+    #[test]
+    fn a_failure_at_a_later_row_leaves_the_model_as_before() {
+        for joint in [false, true] {
+            let mut model = Counter::new(joint);
+            learn(&mut model, &dense(&[1.0, 2.0]), &[0, 1], &[1.0, 1.0]).unwrap();
+            let before = model.clone();
+            let x = [3.0, 4.0, 99.0, 5.0];
+            let (tasks, y) = ([0, 1, 0, 1], [1.0; 4]);
+            assert!(matches!(
+                learn(&mut model, &dense(&x), &tasks, &y),
+                Err(Error::Numerical(_))
+            ));
+            assert_eq!(model, before);
+            let rounds = [0, 0, 1, 1];
+            assert!(learn_rounds(&mut model, &dense(&x), &tasks, &y, &rounds).is_err());
+            assert_eq!(model, before);
+            // A one-row call relies on the learner's own check-before-write.
+            assert!(learn(&mut model, &dense(&[99.0]), &[0], &[1.0]).is_err());
+            assert_eq!(model, before);
+            // And a clean batch is learned whole.
+            let scores = learn_rounds(&mut model, &dense(&[3.0, 4.0, 5.0]), &[0, 1, 0], &[1.0; 3], &[0, 0, 1]).unwrap();
+            assert_eq!(model.learned, [1.0, 2.0, 3.0, 4.0, 5.0]);
+            assert_eq!(scores.len(), 3);
+        }
+    }
+
+    #[test]
+    fn an_interrupt_keeps_the_rows_completed_and_reports_them() {
+        for (joint, rounds) in [(false, false), (false, true), (true, true)] {
+            let mut model = Counter::new(joint);
+            model.delay = Duration::from_millis(10);
+            let x: Vec<f64> = (0..200).map(f64::from).collect();
+            let tasks: Vec<i64> = (0..200).map(|t| t % 2).collect();
+            let round_ids: Vec<i64> = (0..200).map(|t| t / 2).collect();
+            let y = vec![1.0; 200];
+            let start = Instant::now();
+            let outcome = crate::interrupt::with_hook(Box::new(|| true), || {
+                if rounds {
+                    learn_rounds(&mut model, &dense(&x), &tasks, &y, &round_ids)
+                } else {
+                    learn(&mut model, &dense(&x), &tasks, &y)
+                }
+            });
+            let Err(Error::Interrupted { scores }) = outcome else {
+                panic!("not interrupted: {outcome:?}");
+            };
+            assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+            assert!(!scores.is_empty() && scores.len() < 200);
+            // The model holds exactly the rows reported, in order (whole rounds for joint ones).
+            assert_eq!(model.learned, x[..scores.len()]);
+            assert!(!joint || scores.len() % 2 == 0);
+            assert_eq!(scores, (0..scores.len()).map(|r| r as f64).collect::<Vec<_>>());
+        }
+    }
+}
