@@ -397,6 +397,8 @@ pub fn solve<R: RowSource>(
         let mut fp;
         let mut omega;
         loop {
+            // Each trial is a pass over the data; NaN in the data can keep the search going.
+            crate::interrupt::check_now()?;
             wp.iter_mut()
                 .zip(ws.iter().zip(&gw))
                 .for_each(|(p, (s, g))| *p = s - g / lip);
