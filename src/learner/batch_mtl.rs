@@ -820,7 +820,7 @@ mod tests {
         use crate::learner::OnlineLearner;
         let (n, d, k) = (400, 5, 2);
         let (x, tasks, y) = problem(n, d, k, 3);
-        // No tolerance: the solver would run its 10^6 iterations, far past the poll interval.
+        // No tolerance: the solver would run many iterations.
         let opts = SolverOptions {
             tol: 0.0,
             max_iter: 1_000_000,
@@ -837,7 +837,8 @@ mod tests {
             let before = model.clone();
             let last = Row::Dense(&x[(n - 1) * d..]);
             let start = std::time::Instant::now();
-            let outcome = crate::interrupt::with_hook(Box::new(|| true), || {
+            let zero = std::time::Duration::ZERO; // poll at the first check: no race with the solver
+            let outcome = crate::interrupt::with_hook_every(zero, Box::new(|| true), || {
                 model.learn_one(last, tasks[n - 1] as usize, y[n - 1], &mut scratch)
             });
             assert!(matches!(outcome, Err(crate::Error::Interrupted { .. })), "{outcome:?}");
