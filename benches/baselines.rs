@@ -65,7 +65,8 @@ fn retrain_cost(c: &mut Criterion) {
                 &mut w0,
                 &mut c0,
                 SolverOptions::default(),
-            );
+            )
+            .expect("no interrupt hook is installed");
             let rows = Rows::Dense {
                 data: &x[..n * d],
                 n_rows: n,
@@ -86,6 +87,7 @@ fn retrain_cost(c: &mut Criterion) {
                         &mut c,
                         SolverOptions::default(),
                     )
+                    .expect("no interrupt hook is installed")
                 })
             });
         }

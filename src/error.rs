@@ -50,6 +50,12 @@ pub enum Error {
 
     #[error("cannot restore model state: {0}")]
     State(String),
+
+    /// A call stopped by the caller's interrupt hook ([`crate::interrupt`]). A batch call keeps
+    /// the rows it completed: `scores` holds their pre-update scores (its length is the number of
+    /// rows learned).
+    #[error("interrupted after {} rows", scores.len())]
+    Interrupted { scores: Vec<f64> },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -104,6 +104,11 @@ class _RawCore:
     def __reduce__(self):
         return (_native_core, (self.state,))
 
+    def __deepcopy__(self, memo):
+        # Pickling a model snapshots its core (a deep copy for a non-native one): the bytes are
+        # immutable, so the stand-in itself serves, and the decoding happens only on unpickling.
+        return self
+
 
 def exercise(model, X, y, tasks):
     model.decision_function(X, tasks=tasks)

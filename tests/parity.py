@@ -41,7 +41,7 @@ def pre_update_scores(model, X, y, tasks, rounds=None) -> np.ndarray:
     if rounds is None:
         scores, _ = model._run_learn(X, y, tasks)
     else:
-        scores, _ = model._run_rounds(X, y, tasks, rounds)
+        scores, _ = model._run_learn(X, y, tasks, rounds)
     return np.asarray(scores, dtype=np.float64)
 
 

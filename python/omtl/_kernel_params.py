@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+
+import numpy as np
 
 KERNELS = ("linear", "poly", "rbf")
 # Polynomial degrees above this are refused: (gamma <x,x'> + coef0)^degree overflows double
 # precision for any row with gamma ||x||^2 + coef0 above 10^(308/degree) (docs/reliability.md).
 MAX_DEGREE = 32
+
+
+def _is_integer(value) -> bool:
+    """An int, a NumPy integer, or a float with an integral finite value (not a bool)."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, numbers.Integral):
+        return True
+    return isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()
 
 
 @dataclass(frozen=True)
@@ -30,12 +42,7 @@ class KernelSpec:
             gamma = 1.0 / n_features if kernel == "rbf" else 1.0
         if isinstance(gamma, str) or not float(gamma) > 0 or gamma != gamma or float(gamma) == float("inf"):
             raise ValueError(f"gamma must be a positive number or None, got {gamma!r}")
-        if (
-            isinstance(degree, (bool, str))
-            or not math.isfinite(float(degree))
-            or int(degree) != degree
-            or not 1 <= degree <= MAX_DEGREE
-        ):
+        if not _is_integer(degree) or not 1 <= degree <= MAX_DEGREE:
             raise ValueError(f"degree must be an integer in [1, {MAX_DEGREE}], got {degree!r}")
         if isinstance(coef0, str) or not (float(coef0) >= 0 and math.isfinite(float(coef0))):
             raise ValueError(

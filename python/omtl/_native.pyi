@@ -78,7 +78,13 @@ class NativeTaskKernel:
 
 @final
 class NativeLearner:
-    """Every native learner; built only by the static constructors (one per algorithm)."""
+    """Every native learner; built only by the static constructors (one per algorithm).
+
+    Every method holds the model's lock (waited for with the GIL released), so concurrent calls
+    run one after the other; a panic in the core raises RuntimeError. ``learn``, ``learn_rounds``
+    and ``decision`` release the GIL and poll for signals about every 50 ms: an exception raised
+    by a signal handler (KeyboardInterrupt) stops them, carrying in ``omtl_partial_scores`` the
+    pre-update scores of the rows learned before it (which the model keeps)."""
 
     @staticmethod
     def mt_perceptron(
@@ -179,9 +185,14 @@ class NativeLearner:
         """True when ``other`` is the same algorithm with the same hyper-parameters."""
     def check_state(self) -> None:
         """Checks the invariants ``from_bytes`` checks on the current state; raises ValueError."""
+    @staticmethod
+    def _panic_for_tests() -> None:
+        """Panics inside the guard (test hook): raises RuntimeError."""
     def force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
         learners without one."""
+    def radius_exceeded(self, x: _RowsArg) -> bool:
+        """Whether some row has ``K'(x, x) > R^2`` (MTFORG only; ValueError for other learners)."""
     def arrays(self) -> dict[str, NDArray[np.float64]]:
         """Learner-specific fitted arrays by name (copies)."""
     def learn_rounds(

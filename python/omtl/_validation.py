@@ -15,7 +15,10 @@ PM1, ZERO_ONE, BOOL = "pm1", "01", "bool"
 
 
 def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
-    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix.
+    """Returns ``X`` as a C-contiguous float64 2-D array or a canonical float64 CSR matrix that
+    is private to the call: no memory shared with the caller's input, so another thread writing
+    into the input during the call cannot change what is validated and learned (the array is
+    copied when the conversion did not already make a new one).
 
     ``check_finite=False`` leaves out the scan for NaN and infinity, a full pass over the values:
     only for ``X`` bound for the native engine, whose batch validation scans it (and raises
@@ -38,7 +41,12 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
             raise ValueError(
                 f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
             )
-        X = np.ascontiguousarray(arr, dtype=np.float64)
+        converted = np.ascontiguousarray(arr, dtype=np.float64)
+        # Private: an array numpy built from Python lists, or one the dtype/layout conversion
+        # made. Anything else may be the caller's memory (the input itself, a view of it, the
+        # buffer an __array__ method hands out) and is copied.
+        private = isinstance(X, (list, tuple)) or (converted is not arr and converted.flags.owndata)
+        X = converted if private else converted.copy()
     if check_finite:
         check_finite_X(X)
     if n_features is not None and X.shape[1] != n_features:
@@ -56,6 +64,21 @@ def check_finite_X(X) -> None:
         raise ValueError("X contains NaN or infinity")
 
 
+def _integer_array(values, what: str) -> np.ndarray:
+    """``values`` as a 1-D-or-more array of integers in their own dtype (int, uint, integral
+    floats, or Python ints of any size as objects), for range checks before any cast to int64."""
+    arr = np.asarray(values)
+    if arr.dtype.kind == "O" and arr.size and all(
+        isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in arr.flat
+    ):
+        return arr  # Python ints, some beyond int64: compared as Python ints
+    if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        return arr
+    if arr.size and arr.dtype.kind not in "iu":
+        raise TypeError(f"{what} must be integers, got dtype {arr.dtype}")
+    return arr
+
+
 def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
     """Returns task ids as int64 of length ``n_rows``; one int applies to every row."""
     if tasks is None:
@@ -63,25 +86,22 @@ def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
     if isinstance(tasks, (bool, np.bool_)):
         raise TypeError("tasks must be integers, got a bool")
     if isinstance(tasks, numbers.Integral):
-        arr = np.full(n_rows, int(tasks), dtype=np.int64)
-    else:
-        arr = np.asarray(tasks)
-        if arr.ndim == 0:
-            arr = arr.reshape(1)
-        if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            arr = arr.astype(np.int64)
-        if arr.size and arr.dtype.kind not in "iu":
-            raise TypeError(f"tasks must be integers, got dtype {arr.dtype}")
-        if arr.ndim != 1:
-            raise ValueError(f"tasks must be 1-D, got shape {arr.shape}")
-        if arr.shape[0] != n_rows:
-            raise ValueError(f"X has {n_rows} rows but tasks has {arr.shape[0]}")
-        arr = arr.astype(np.int64)
+        if n_rows and not 0 <= tasks < n_tasks:
+            raise ValueError(f"unknown task id {tasks} at row 0: task ids must lie in [0, {n_tasks})")
+        return np.full(n_rows, int(tasks), dtype=np.int64)
+    arr = _integer_array(tasks, "tasks")
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"tasks must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but tasks has {arr.shape[0]}")
     if arr.size:
-        bad = np.flatnonzero((arr < 0) | (arr >= n_tasks))
+        # In the ids' own dtype, so that an id beyond int64 is reported as it was given.
+        bad = np.flatnonzero(np.asarray((arr < 0) | (arr >= n_tasks), dtype=bool))
         if bad.size:
             raise ValueError(f"unknown task id {arr[bad[0]]} at row {bad[0]}: task ids must lie in [0, {n_tasks})")
-    return arr
+    return arr.astype(np.int64)
 
 
 def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
@@ -94,15 +114,15 @@ def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
         raise TypeError("rounds is required: pass one round id per row (non-decreasing)")
     if isinstance(rounds, (bool, np.bool_)) or isinstance(rounds, numbers.Number):
         raise TypeError("rounds must be an array with one round id per row")
-    arr = np.asarray(rounds)
+    arr = _integer_array(rounds, "rounds")
     if arr.ndim != 1:
         raise ValueError(f"rounds must be 1-D, got shape {arr.shape}")
-    if arr.dtype.kind == "f" and arr.size and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-        arr = arr.astype(np.int64)
-    if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"rounds must be integers, got dtype {arr.dtype}")
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but rounds has {arr.shape[0]}")
+    if arr.size:
+        out = np.flatnonzero(np.asarray((arr < -(2**63)) | (arr >= 2**63), dtype=bool))
+        if out.size:
+            raise ValueError(f"round id {arr[out[0]]} at row {out[0]} is out of range: round ids must lie in [-2**63, 2**63)")
     arr = arr.astype(np.int64)
     if n_rows > 1:
         down = np.flatnonzero(arr[1:] < arr[:-1])

@@ -363,32 +363,14 @@ pub fn svt(w: &mut [f64], d: usize, k: usize, theta: f64) -> f64 {
 pub const MAX_LINE_SEARCH: usize = 2000;
 
 /// Accelerated proximal gradient on all of `rows` (validated by the caller), warm-started from
-/// `(w, c)` and overwriting them with the solution. On a numerical failure (a non-finite loss,
-/// gradient or step, e.g. from NaN in the stored examples) `(w, c)` are left unchanged and the
-/// report's objective is NaN; [`try_solve`] says why.
+/// `(w, c)` and overwriting them with the solution.
+///
+/// Errors, with `(w, c)` untouched: a numerical failure (a non-finite loss, gradient or step, e.g.
+/// from NaN in the stored examples, or more than [`MAX_LINE_SEARCH`] doublings in one line
+/// search), or an interrupt ([`crate::interrupt`], checked at every iteration and line-search
+/// trial, which returns [`crate::Error::Interrupted`]).
 #[allow(clippy::too_many_arguments)]
 pub fn solve<R: RowSource>(
-    rows: &R,
-    tasks: &[u32],
-    y: &[f64],
-    k: usize,
-    reg: Regularizer,
-    rho: f64,
-    w: &mut [f64],
-    c: &mut [f64],
-    opts: SolverOptions,
-) -> SolveReport {
-    try_solve(rows, tasks, y, k, reg, rho, w, c, opts).unwrap_or(SolveReport {
-        objective: f64::NAN,
-        n_iter: 0,
-        lipschitz: f64::NAN,
-    })
-}
-
-/// [`solve`], returning an error (and leaving `(w, c)` unchanged) when the line search meets a
-/// non-finite value or exceeds [`MAX_LINE_SEARCH`] doublings.
-#[allow(clippy::too_many_arguments)]
-pub fn try_solve<R: RowSource>(
     rows: &R,
     tasks: &[u32],
     y: &[f64],
@@ -423,6 +405,7 @@ pub fn try_solve<R: RowSource>(
     let mut objective = problem.loss_at(&mz) + rho * penalty(reg, w, d, k);
     let mut n_iter = 0;
     while n_iter < opts.max_iter {
+        crate::interrupt::check_now()?;
         n_iter += 1;
         let fs = problem.loss_at(&ms);
         let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
@@ -432,6 +415,8 @@ pub fn try_solve<R: RowSource>(
         let mut omega;
         let mut doublings = 0usize;
         loop {
+            // Each trial is a pass over the data; NaN in the data can keep the search going.
+            crate::interrupt::check_now()?;
             wp.iter_mut()
                 .zip(ws.iter().zip(&gw))
                 .for_each(|(p, (s, g))| *p = s - g / lip);
@@ -656,27 +641,28 @@ impl BatchMtl {
         Ok(())
     }
 
-    /// Removes the last stored example (undoes [`BatchMtl::push`]).
+    /// Undoes the last [`BatchMtl::push`].
     fn pop(&mut self) {
+        let n = self.labels.len().saturating_sub(1);
+        self.labels.truncate(n);
+        self.tasks.truncate(n);
         match &mut self.store {
-            Store::Dense(data) => data.truncate(data.len() - self.n_features),
+            Store::Dense(data) => data.truncate(n * self.n_features),
             Store::Sparse {
                 indptr,
                 indices,
                 values,
             } => {
-                indptr.pop();
-                let end = *indptr.last().unwrap_or(&0) as usize;
-                indices.truncate(end);
-                values.truncate(end);
+                indptr.truncate(n + 1);
+                let nnz = indptr.last().map_or(0, |&e| e as usize);
+                indices.truncate(nnz);
+                values.truncate(nnz);
             }
         }
-        self.tasks.pop();
-        self.labels.pop();
     }
 
     /// Retrains on every stored example, warm-started from the current model. On `Err` (a
-    /// non-finite line search) the model is unchanged.
+    /// non-finite line search, or an interrupt) the model is unchanged.
     pub fn retrain(&mut self) -> Result<()> {
         let rows = match &self.store {
             Store::Dense(data) => F32Rows::Dense {
@@ -694,7 +680,7 @@ impl BatchMtl {
                 n_cols: self.n_features,
             },
         };
-        let report = try_solve(
+        let report = solve(
             &rows,
             &self.tasks,
             &self.labels,
@@ -849,6 +835,7 @@ impl OnlineLearner for BatchMtl {
         self.push(&x, task, y)?;
         if (self.labels.len() as u64).is_multiple_of(self.retrain_every) {
             if let Err(e) = self.retrain() {
+                // An abandoned retrain takes its example with it: the model is as before the call.
                 self.pop();
                 return Err(e);
             }
@@ -970,7 +957,7 @@ mod tests {
             &mut c,
             SolverOptions::default(),
         );
-        assert!(report.objective.is_nan());
+        assert!(report.is_err());
         assert_eq!((w, c), (vec![0.5; d * k], vec![0.25; k]));
     }
 
@@ -1013,7 +1000,8 @@ mod tests {
                 &mut w,
                 &mut c,
                 SolverOptions::default(),
-            );
+            )
+            .unwrap();
             assert!(rep.objective < start && rep.n_iter >= 2);
             // Warm start from the solution: stops within a few iterations.
             let again = solve(
@@ -1026,7 +1014,8 @@ mod tests {
                 &mut w,
                 &mut c,
                 SolverOptions::default(),
-            );
+            )
+            .unwrap();
             assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
         }
         let mut w = vec![1.0, 0.1, 2.0, 0.1];
@@ -1034,5 +1023,37 @@ mod tests {
         assert_eq!(w[1], 0.0);
         assert_eq!(w[3], 0.0);
         assert!(w[0] > 0.0 && w[2] > 0.0);
+    }
+
+    #[test]
+    fn an_interrupted_retrain_is_abandoned_with_its_example() {
+        use crate::learner::OnlineLearner;
+        let (n, d, k) = (400, 5, 2);
+        let (x, tasks, y) = problem(n, d, k, 3);
+        // No tolerance: the solver would run many iterations.
+        let opts = SolverOptions {
+            tol: 0.0,
+            max_iter: 1_000_000,
+        };
+        for sparse in [false, true] {
+            let mut model = BatchMtl::new(k, d, Regularizer::Trace, 0.01, n as u64, sparse)
+                .unwrap()
+                .with_options(opts);
+            let mut scratch = Scratch::default();
+            for t in 0..n - 1 {
+                let row = Row::Dense(&x[t * d..(t + 1) * d]);
+                model.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            }
+            let before = model.clone();
+            let last = Row::Dense(&x[(n - 1) * d..]);
+            let start = std::time::Instant::now();
+            let zero = std::time::Duration::ZERO; // poll at the first check: no race with the solver
+            let outcome = crate::interrupt::with_hook_every(zero, Box::new(|| true), || {
+                model.learn_one(last, tasks[n - 1] as usize, y[n - 1], &mut scratch)
+            });
+            assert!(matches!(outcome, Err(crate::Error::Interrupted { .. })), "{outcome:?}");
+            assert!(start.elapsed() < std::time::Duration::from_secs(2));
+            assert_eq!(model, before, "the abandoned retrain left a trace");
+        }
     }
 }

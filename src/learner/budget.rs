@@ -339,6 +339,12 @@ impl MTFORG {
         self.radius
     }
 
+    /// Whether `K'(x, x) > R²` (beyond rounding): the instance breaks the damage bound's
+    /// assumption (counted in `n_radius_exceeded`; the Python front end warns before learning it).
+    pub fn exceeds_radius(&self, x: &Row) -> bool {
+        self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12)
+    }
+
     /// The accumulated damage Q and the update-mistake counter M.
     pub fn damage(&self) -> (f64, u64) {
         (self.q, self.m)
@@ -498,7 +504,7 @@ impl OnlineLearner for MTFORG {
     /// The shrink step is computed after the new element is appended; if it is not finite the
     /// append is undone (the newest element is removed exactly) and nothing else has changed.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
-        let exceeded = self.kernel.self_value(x.sq_norm()) > self.radius * self.radius * (1.0 + 1e-12);
+        let exceeded = self.exceeds_radius(&x);
         if is_update_mistake(y, score) {
             // beta_t = y, stored as b_t = y / s.
             self.index.ensure(&self.set);

@@ -1,8 +1,11 @@
 //! Online learners and the protocol that drives them.
 //!
 //! Every learner implements [`OnlineLearner`]: a score for `(x, task)` and a mistake-driven
-//! update that may reuse that score (ALGORITHMS.md §1.1 step 4). [`learn`] and [`decision`] run
-//! whole batches after validating all of it, so a bad batch never leaves a model half-updated.
+//! update that may reuse that score (ALGORITHMS.md §1.1 step 4). [`learn`], [`learn_rounds`]
+//! and [`decision`] run whole batches after validating all of it, and [`learn`] and
+//! [`learn_rounds`] are atomic: a call that fails leaves the model exactly as it was, also when
+//! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
+//! ([`crate::interrupt`]), which keeps the rows completed before it.
 
 mod active_set;
 pub mod batch_mtl;
@@ -62,7 +65,8 @@ pub trait OnlineLearner {
     /// the given order, which is what every protocol-P1 learner does with a round.
     ///
     /// On `Err` the rows before the failing one may have been learned (the batch functions
-    /// below make whole calls atomic).
+    /// below make whole calls atomic). A learner that overrides this with a joint update must
+    /// also return `true` from [`OnlineLearner::joint_rounds`].
     fn learn_round(
         &mut self,
         rows: &[Row],
@@ -83,6 +87,12 @@ pub trait OnlineLearner {
         None
     }
 
+    /// Whether [`OnlineLearner::learn_round`] makes one joint update per round (and so must be
+    /// given whole rounds); `false` for learners that flatten rounds row by row.
+    fn joint_rounds(&self) -> bool {
+        false
+    }
+
     /// Number of model updates so far.
     fn n_updates(&self) -> u64;
 
@@ -100,17 +110,61 @@ pub trait OnlineLearner {
     }
 }
 
+/// Runs `body` on the model so that the call is atomic. `body` pushes the pre-update score of
+/// every row it completes. A multi-row batch runs on a clone that replaces the model on success,
+/// so an error at any row leaves the model as before; a one-row batch runs in place, the
+/// learner's own check-before-write ([`OnlineLearner::update`]) being enough there. An
+/// interrupt commits the rows completed before it and returns their scores.
+fn run_atomic<L: OnlineLearner + Clone>(
+    model: &mut L,
+    n_rows: usize,
+    body: impl FnOnce(&mut L, &mut Vec<f64>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let mut scores = Vec::with_capacity(n_rows);
+    let outcome = if n_rows <= 1 {
+        body(model, &mut scores)
+    } else {
+        let mut work = model.clone();
+        let outcome = body(&mut work, &mut scores);
+        if matches!(outcome, Ok(()) | Err(Error::Interrupted { .. })) {
+            *model = work;
+        }
+        outcome
+    };
+    match outcome {
+        Ok(()) => Ok(scores),
+        Err(Error::Interrupted { .. }) => Err(Error::Interrupted { scores }),
+        Err(e) => Err(e),
+    }
+}
+
+/// Predict-then-update over the rows, in order, checking for an interrupt before each row.
+fn learn_rows<L: OnlineLearner + ?Sized>(
+    model: &mut L,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    scores: &mut Vec<f64>,
+) -> Result<()> {
+    let mut scratch = Scratch::default();
+    for t in 0..rows.len() {
+        crate::interrupt::check()?;
+        rows.prefetch_row(t + 1);
+        scores.push(model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)?);
+    }
+    Ok(())
+}
+
 /// Runs the online protocol over a batch and returns the pre-update scores.
-pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
+///
+/// Atomic: on `Err` the model is exactly as before the call, whichever row failed (a multi-row
+/// batch is learned on a clone of the model, which costs one copy of the model per call), except
+/// for [`Error::Interrupted`], after which the model has learned the rows whose scores the error
+/// carries.
+pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     validate_row_scale(rows, model.base_kernel())?;
-    let mut scratch = Scratch::default();
-    (0..rows.len())
-        .map(|t| {
-            rows.prefetch_row(t + 1);
-            model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-        })
-        .collect()
+    run_atomic(model, rows.len(), |m, scores| learn_rows(m, rows, tasks, y, scores))
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
@@ -147,7 +201,11 @@ pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<
 
 /// Runs protocol P2 over a batch: consecutive rows with the same round id form one round
 /// ([`OnlineLearner::learn_round`]). Returns the pre-update scores. Validates everything first.
-pub fn learn_rounds<L: OnlineLearner + ?Sized>(
+///
+/// Atomic as [`learn`]. An interrupt is taken between rounds for a learner with joint rounds,
+/// between rows for one that flattens them (§1.3), so the rows it reports are exactly the rows
+/// learned.
+pub fn learn_rounds<L: OnlineLearner + Clone>(
     model: &mut L,
     rows: &Rows,
     tasks: &[i64],
@@ -157,11 +215,28 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
     validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
     validate_row_scale(rows, model.base_kernel())?;
     validate_rounds(tasks, rounds, model.n_tasks())?;
+    if !model.joint_rounds() {
+        // Flattening a round is learning its rows one by one (§1.3).
+        return run_atomic(model, rows.len(), |m, scores| learn_rows(m, rows, tasks, y, scores));
+    }
+    run_atomic(model, rows.len(), |m, scores| {
+        learn_joint_rounds(m, rows, tasks, y, rounds, scores)
+    })
+}
+
+fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
+    model: &mut L,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    rounds: &[i64],
+    scores: &mut Vec<f64>,
+) -> Result<()> {
     let mut scratch = Scratch::default();
-    let mut scores = vec![0.0; rows.len()];
-    let (mut round_rows, mut round_tasks) = (Vec::new(), Vec::new());
+    let (mut round_rows, mut round_tasks, mut round_scores) = (Vec::new(), Vec::new(), Vec::new());
     let mut start = 0;
     while start < rows.len() {
+        crate::interrupt::check()?;
         let mut end = start + 1;
         while end < rows.len() && rounds[end] == rounds[start] {
             end += 1;
@@ -175,28 +250,32 @@ pub fn learn_rounds<L: OnlineLearner + ?Sized>(
         (end..end + next_len).for_each(|t| rows.prefetch_row(t));
         round_rows.extend((start..end).map(|t| rows.row(t)));
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
+        round_scores.clear();
+        round_scores.resize(end - start, 0.0);
         model.learn_round(
             &round_rows,
             &round_tasks,
             &y[start..end],
-            &mut scores[start..end],
+            &mut round_scores,
             &mut scratch,
         )?;
+        scores.extend_from_slice(&round_scores);
         start = end;
     }
-    Ok(scores)
+    Ok(())
 }
 
-/// Scores a batch without changing the model.
+/// Scores a batch without changing the model. An interrupt ([`crate::interrupt`]) abandons it.
 pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    Ok((0..rows.len())
+    (0..rows.len())
         .map(|t| {
+            crate::interrupt::check()?;
             rows.prefetch_row(t + 1);
-            model.score(rows.row(t), tasks[t] as usize, &mut scratch)
+            Ok(model.score(rows.row(t), tasks[t] as usize, &mut scratch))
         })
-        .collect())
+        .collect()
 }
 
 /// The sign convention S0: a score of exactly 0 predicts +1.
@@ -213,4 +292,125 @@ pub fn predict_sign(score: f64) -> f64 {
 #[inline]
 pub fn is_update_mistake(y: f64, score: f64) -> bool {
     y * score <= 0.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A learner that counts the rows it learned and refuses (before changing anything) a row
+    /// whose first value is `poison`; each update takes `delay`.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Counter {
+        learned: Vec<f64>,
+        poison: f64,
+        joint: bool,
+        delay: Duration,
+    }
+
+    impl Counter {
+        fn new(joint: bool) -> Self {
+            Counter {
+                learned: Vec::new(),
+                poison: 99.0,
+                joint,
+                delay: Duration::ZERO,
+            }
+        }
+    }
+
+    impl OnlineLearner for Counter {
+        fn n_tasks(&self) -> usize {
+            2
+        }
+        fn n_features(&self) -> usize {
+            1
+        }
+        fn score(&self, _x: Row, _task: usize, _scratch: &mut Scratch) -> f64 {
+            self.learned.len() as f64
+        }
+        fn update(&mut self, x: Row, _task: usize, _y: f64, _score: f64, _scratch: &mut Scratch) -> Result<()> {
+            std::thread::sleep(self.delay);
+            let mut first = 0.0;
+            x.for_each(|j, v| first = if j == 0 { v } else { first });
+            if first == self.poison {
+                return Err(Error::Numerical(format!("refused row {first}")));
+            }
+            self.learned.push(first);
+            Ok(())
+        }
+        fn joint_rounds(&self) -> bool {
+            self.joint
+        }
+        fn n_updates(&self) -> u64 {
+            self.learned.len() as u64
+        }
+        fn n_active(&self) -> usize {
+            self.learned.len()
+        }
+    }
+
+    fn dense(x: &[f64]) -> Rows<'_> {
+        Rows::Dense {
+            data: x,
+            n_rows: x.len(),
+            n_cols: 1,
+        }
+    }
+
+    #[test]
+    fn a_failure_at_a_later_row_leaves_the_model_as_before() {
+        for joint in [false, true] {
+            let mut model = Counter::new(joint);
+            learn(&mut model, &dense(&[1.0, 2.0]), &[0, 1], &[1.0, 1.0]).unwrap();
+            let before = model.clone();
+            let x = [3.0, 4.0, 99.0, 5.0];
+            let (tasks, y) = ([0, 1, 0, 1], [1.0; 4]);
+            assert!(matches!(
+                learn(&mut model, &dense(&x), &tasks, &y),
+                Err(Error::Numerical(_))
+            ));
+            assert_eq!(model, before);
+            let rounds = [0, 0, 1, 1];
+            assert!(learn_rounds(&mut model, &dense(&x), &tasks, &y, &rounds).is_err());
+            assert_eq!(model, before);
+            // A one-row call relies on the learner's own check-before-write.
+            assert!(learn(&mut model, &dense(&[99.0]), &[0], &[1.0]).is_err());
+            assert_eq!(model, before);
+            // And a clean batch is learned whole.
+            let scores = learn_rounds(&mut model, &dense(&[3.0, 4.0, 5.0]), &[0, 1, 0], &[1.0; 3], &[0, 0, 1]).unwrap();
+            assert_eq!(model.learned, [1.0, 2.0, 3.0, 4.0, 5.0]);
+            assert_eq!(scores.len(), 3);
+        }
+    }
+
+    #[test]
+    fn an_interrupt_keeps_the_rows_completed_and_reports_them() {
+        for (joint, rounds) in [(false, false), (false, true), (true, true)] {
+            let mut model = Counter::new(joint);
+            model.delay = Duration::from_millis(10);
+            let x: Vec<f64> = (0..200).map(f64::from).collect();
+            let tasks: Vec<i64> = (0..200).map(|t| t % 2).collect();
+            let round_ids: Vec<i64> = (0..200).map(|t| t / 2).collect();
+            let y = vec![1.0; 200];
+            let start = Instant::now();
+            let outcome = crate::interrupt::with_hook(Box::new(|| true), || {
+                if rounds {
+                    learn_rounds(&mut model, &dense(&x), &tasks, &y, &round_ids)
+                } else {
+                    learn(&mut model, &dense(&x), &tasks, &y)
+                }
+            });
+            let Err(Error::Interrupted { scores }) = outcome else {
+                panic!("not interrupted: {outcome:?}");
+            };
+            assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+            assert!(!scores.is_empty() && scores.len() < 200);
+            // The model holds exactly the rows reported, in order (whole rounds for joint ones).
+            assert_eq!(model.learned, x[..scores.len()]);
+            assert!(!joint || scores.len() % 2 == 0);
+            assert_eq!(scores, (0..scores.len()).map(|r| r as f64).collect::<Vec<_>>());
+        }
+    }
 }

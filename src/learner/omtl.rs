@@ -276,6 +276,10 @@ impl OnlineLearner for Omtl {
         x.dot(self.w(task))
     }
 
+    fn joint_rounds(&self) -> bool {
+        true
+    }
+
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
     fn learn_round(
         &mut self,

@@ -984,6 +984,10 @@ impl OnlineLearner for Romco {
         Ok(score)
     }
 
+    fn joint_rounds(&self) -> bool {
+        true
+    }
+
     fn learn_round(
         &mut self,
         rows: &[Row],

@@ -63,8 +63,8 @@ pub fn slice1<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str)
 
 /// The permutation `omtl._rng.SplitMix64(seed).permutation(n)` computes, natively.
 #[pyfunction]
-pub fn splitmix64_permutation(seed: u64, n: usize) -> Vec<usize> {
-    crate::rng::SplitMix64::new(seed).permutation(n)
+pub fn splitmix64_permutation(seed: u64, n: usize) -> PyResult<Vec<usize>> {
+    guarded(|| Ok(crate::rng::SplitMix64::new(seed).permutation(n)))
 }
 
 /// Test hook for the singular value thresholding routes of ALGORITHMS.md §5.5: returns
@@ -87,18 +87,20 @@ pub fn _svt_for_tests<'py>(
             col[c * d + r] = a[(r, c)];
         }
     }
-    let out = match route {
-        "gram" => svt::gram_route(&svt::gram(&col, d, k), k, theta).map(|s| {
-            svt::right_multiply_in_place(&mut col, d, k, &s.pi);
-            col
-        }),
-        "qr" => svt::qr_route(&col, d, k, theta).map(|s| {
-            svt::right_multiply_in_place(&mut col, d, k, &s.pi);
-            col
-        }),
-        "explicit" => svt::svt_explicit(&col, d, k, theta).map(|(u, _)| u),
-        other => return Err(PyValueError::new_err(format!("unknown route {other:?}"))),
-    };
+    let out = guarded(|| {
+        Ok(match route {
+            "gram" => svt::gram_route(&svt::gram(&col, d, k), k, theta).map(|s| {
+                svt::right_multiply_in_place(&mut col, d, k, &s.pi);
+                col
+            }),
+            "qr" => svt::qr_route(&col, d, k, theta).map(|s| {
+                svt::right_multiply_in_place(&mut col, d, k, &s.pi);
+                col
+            }),
+            "explicit" => svt::svt_explicit(&col, d, k, theta).map(|(u, _)| u),
+            other => return Err(crate::error::invalid("route", format!("unknown route {other:?}"))),
+        })
+    })?;
     match out {
         None => Ok(None),
         Some(u) => {

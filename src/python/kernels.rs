@@ -18,19 +18,7 @@ impl NativeKernel {
     #[new]
     #[pyo3(signature = (name, *, gamma, degree, coef0, normalize))]
     fn new(name: &str, gamma: f64, degree: u32, coef0: f64, normalize: bool) -> PyResult<Self> {
-        let kind = match name {
-            "linear" => KernelKind::Linear,
-            "poly" => KernelKind::Poly { degree, gamma, coef0 },
-            "rbf" => KernelKind::Rbf { gamma },
-            other => {
-                return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                    "unknown kernel {other:?}; expected 'linear', 'poly' or 'rbf'"
-                )))
-            }
-        };
-        Ok(Self {
-            inner: guarded(|| BaseKernel::new(kind, normalize))?,
-        })
+        guarded(|| Self::build(name, gamma, degree, coef0, normalize))
     }
 
     /// The kernel matrix `K'(a_r, b_c)` between two batches.
@@ -51,6 +39,25 @@ impl NativeKernel {
     }
 }
 
+impl NativeKernel {
+    fn build(name: &str, gamma: f64, degree: u32, coef0: f64, normalize: bool) -> crate::Result<Self> {
+        let kind = match name {
+            "linear" => KernelKind::Linear,
+            "poly" => KernelKind::Poly { degree, gamma, coef0 },
+            "rbf" => KernelKind::Rbf { gamma },
+            other => {
+                return Err(crate::error::invalid(
+                    "kernel",
+                    format!("unknown kernel {other:?}; expected 'linear', 'poly' or 'rbf'"),
+                ))
+            }
+        };
+        Ok(Self {
+            inner: BaseKernel::new(kind, normalize)?,
+        })
+    }
+}
+
 #[pyclass(module = "omtl._native", frozen)]
 #[derive(Clone)]
 pub struct NativeTaskKernel {
@@ -65,8 +72,7 @@ fn matrix_arg(m: &PyReadonlyArray2<'_, f64>) -> PyResult<SymMatrix> {
             shape[0], shape[1]
         )));
     }
-    let data: Vec<f64> = m.as_array().iter().copied().collect();
-    guarded(|| SymMatrix::new(shape[0], data))
+    guarded(|| SymMatrix::new(shape[0], m.as_array().iter().copied().collect()))
 }
 
 #[pymethods]
@@ -124,8 +130,8 @@ impl NativeTaskKernel {
     }
 
     #[getter]
-    fn n_tasks(&self) -> usize {
-        self.inner.n_tasks()
+    fn n_tasks(&self) -> PyResult<usize> {
+        guarded(|| Ok(self.inner.n_tasks()))
     }
 
     fn get(&self, i: usize, j: usize) -> PyResult<f64> {
@@ -135,27 +141,29 @@ impl NativeTaskKernel {
                 "task index out of range [0, {k})"
             )));
         }
-        Ok(self.inner.get(i, j))
+        guarded(|| Ok(self.inner.get(i, j)))
     }
 
-    fn c_g(&self, radius: f64) -> f64 {
-        self.inner.c_g(radius)
+    fn c_g(&self, radius: f64) -> PyResult<f64> {
+        guarded(|| Ok(self.inner.c_g(radius)))
     }
 
-    fn max_diag(&self) -> f64 {
-        self.inner.max_diag()
+    fn max_diag(&self) -> PyResult<f64> {
+        guarded(|| Ok(self.inner.max_diag()))
     }
 
     fn to_dense<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f64>>> {
-        let m = self.inner.to_dense();
+        let m = guarded(|| Ok(self.inner.to_dense()))?;
         m.data.into_pyarray(py).reshape([m.n, m.n])
     }
 
-    fn components<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        (0..self.inner.n_tasks())
-            .map(|i| self.inner.component(i) as i64)
-            .collect::<Vec<_>>()
-            .into_pyarray(py)
+    fn components<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+        let ids = guarded(|| {
+            Ok((0..self.inner.n_tasks())
+                .map(|i| self.inner.component(i) as i64)
+                .collect::<Vec<_>>())
+        })?;
+        Ok(ids.into_pyarray(py))
     }
 
     fn scaled(&self, c: f64) -> PyResult<Self> {

@@ -3,15 +3,21 @@
 //! (`omtl._base`) does label handling and validation; this layer checks again, releases the GIL
 //! for the batch loop and serialises state for pickling.
 
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::{Mutex, PoisonError};
+
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use serde::{Deserialize, Serialize};
 
-use super::convert::{guarded, slice1, RowsArg};
+use super::convert::{guarded, slice1, to_pyerr, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
+use crate::data::Row;
 use crate::error::Error;
+use crate::kernel::Scratch;
 use crate::learner::{
     self, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl, OnlineLearner,
     PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger, SvtRoute,
@@ -89,6 +95,44 @@ fn decode_state(state: &[u8]) -> crate::Result<AnyLearner> {
 }
 
 impl AnyLearner {
+    /// The name of the native algorithm (one per constructor).
+    fn kind(&self) -> &'static str {
+        match self {
+            AnyLearner::MTPerceptron(_) => "mt_perceptron",
+            AnyLearner::Mtbprj(_) => "mtbprj",
+            AnyLearner::Mtbprj2(_) => "mtbprj2",
+            AnyLearner::CwCol(_) => "cw_col",
+            AnyLearner::Omtrl(_) => "omtrl",
+            AnyLearner::Omtl(_) => "omtl",
+            AnyLearner::BatchMtl(_) => "batch_mtl",
+            AnyLearner::Romco(_) => "romco",
+            AnyLearner::PassiveAggressive(_) => "passive_aggressive",
+            AnyLearner::MTRBP(_) => "mt_rbp",
+            AnyLearner::MTFORG(_) => "mt_forg",
+            AnyLearner::MTLinear(_) => "mt_linear",
+        }
+    }
+
+    /// Same algorithm and hyper-parameters (not the same fitted state).
+    fn same_settings(&self, other: &AnyLearner) -> bool {
+        use AnyLearner as A;
+        match (self, other) {
+            (A::MTPerceptron(a), A::MTPerceptron(b)) => a.same_settings(b),
+            (A::Mtbprj(a), A::Mtbprj(b)) => a.same_settings(b),
+            (A::Mtbprj2(a), A::Mtbprj2(b)) => a.same_settings(b),
+            (A::CwCol(a), A::CwCol(b)) => a.same_settings(b),
+            (A::Omtrl(a), A::Omtrl(b)) => a.same_settings(b),
+            (A::Omtl(a), A::Omtl(b)) => a.same_settings(b),
+            (A::BatchMtl(a), A::BatchMtl(b)) => a.same_settings(b),
+            (A::Romco(a), A::Romco(b)) => a.same_settings(b),
+            (A::PassiveAggressive(a), A::PassiveAggressive(b)) => a.same_settings(b),
+            (A::MTRBP(a), A::MTRBP(b)) => a.same_settings(b),
+            (A::MTFORG(a), A::MTFORG(b)) => a.same_settings(b),
+            (A::MTLinear(a), A::MTLinear(b)) => a.same_settings(b),
+            _ => false,
+        }
+    }
+
     fn get(&self) -> &(dyn OnlineLearner + Send + Sync) {
         match self {
             AnyLearner::MTPerceptron(m) => m,
@@ -124,13 +168,156 @@ impl AnyLearner {
     }
 }
 
-#[pyclass(module = "omtl._native")]
+/// The batch functions of the engine take any `OnlineLearner + Clone` (a multi-row batch runs
+/// on a clone, for atomicity): the enum is one, by delegation.
+// Every method delegates, the provided ones included: a default here would silently replace
+// the learner's own (its base kernel for the row checks, its joint rounds).
+impl OnlineLearner for AnyLearner {
+    fn n_tasks(&self) -> usize {
+        self.get().n_tasks()
+    }
+    fn n_features(&self) -> usize {
+        self.get().n_features()
+    }
+    fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
+        self.get().score(x, task, scratch)
+    }
+    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> crate::Result<()> {
+        self.get_mut().update(x, task, y, score, scratch)
+    }
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> crate::Result<f64> {
+        self.get_mut().learn_one(x, task, y, scratch)
+    }
+    fn learn_round(
+        &mut self,
+        rows: &[Row],
+        tasks: &[usize],
+        y: &[f64],
+        scores: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> crate::Result<()> {
+        self.get_mut().learn_round(rows, tasks, y, scores, scratch)
+    }
+    fn joint_rounds(&self) -> bool {
+        self.get().joint_rounds()
+    }
+    fn base_kernel(&self) -> Option<&crate::kernel::BaseKernel> {
+        self.get().base_kernel()
+    }
+    fn n_updates(&self) -> u64 {
+        self.get().n_updates()
+    }
+    fn n_active(&self) -> usize {
+        self.get().n_active()
+    }
+    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        self.get().diagnostics()
+    }
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        self.get().arrays()
+    }
+}
+
+/// A native model. Every method runs under the model's lock, waited for with the GIL released
+/// (a thread holding the lock may need the GIL to poll for signals), so concurrent calls on one
+/// model run one after the other, and under the panic guard.
+#[pyclass(module = "omtl._native", frozen)]
 pub struct NativeLearner {
-    inner: AnyLearner,
+    inner: Mutex<AnyLearner>,
 }
 
 fn wrap(inner: AnyLearner) -> NativeLearner {
-    NativeLearner { inner }
+    NativeLearner {
+        inner: Mutex::new(inner),
+    }
+}
+
+thread_local! {
+    /// The models whose lock this thread holds: Python code run by the interrupt hook (a signal
+    /// handler) could call one of them again, which would wait for itself forever.
+    static HELD: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Removes a model from [`HELD`] when its call ends, also by a panic.
+struct Held(usize);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        HELD.with(|h| {
+            let mut held = h.borrow_mut();
+            if let Some(i) = held.iter().rposition(|&k| k == self.0) {
+                held.remove(i);
+            }
+        });
+    }
+}
+
+/// The hook the engine polls during a long call: re-acquires the GIL and runs Python's signal
+/// handlers; an exception they raise (KeyboardInterrupt for Ctrl-C) stops the call and is kept
+/// in `raised` to be re-raised once the call has returned.
+fn signal_hook(raised: Rc<RefCell<Option<PyErr>>>) -> Box<dyn FnMut() -> bool> {
+    Box::new(move || {
+        Python::attach(|py| match py.check_signals() {
+            Ok(()) => false,
+            Err(e) => {
+                *raised.borrow_mut() = Some(e);
+                true
+            }
+        })
+    })
+}
+
+impl NativeLearner {
+    /// Runs `f` on the model with its lock held, the GIL released and panics caught. `f`'s own
+    /// error is returned as is (the caller maps it).
+    fn with_model<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut AnyLearner) -> T + Send) -> PyResult<T> {
+        let key = std::ptr::from_ref(self) as usize;
+        if HELD.with(|h| h.borrow().contains(&key)) {
+            return Err(PyRuntimeError::new_err(
+                "this model is already in a call on this thread (called again from a signal handler?): \
+                 it cannot be used until that call returns",
+            ));
+        }
+        py.detach(|| {
+            // A panic is caught below, inside the lock, so the lock is never poisoned by one; if
+            // it were, the model is still the last consistent state a call left.
+            let mut model = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            HELD.with(|h| h.borrow_mut().push(key));
+            let _held = Held(key);
+            guarded(|| Ok(f(&mut model)))
+        })
+    }
+
+    /// [`NativeLearner::with_model`] for a call that returns an engine result, mapped to Python.
+    fn run<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut AnyLearner) -> crate::Result<T> + Send) -> PyResult<T> {
+        self.with_model(py, f)?.map_err(to_pyerr)
+    }
+
+    /// A long call that polls for signals (`learn`, `learn_rounds`, `decision`). Interrupted, it
+    /// raises the signal handler's exception, carrying in `omtl_partial_scores` the pre-update
+    /// scores of the rows learned before the interrupt (the engine keeps them).
+    fn run_interruptible(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut AnyLearner) -> crate::Result<Vec<f64>> + Send,
+    ) -> PyResult<Vec<f64>> {
+        let (outcome, raised) = self.with_model(py, |model| {
+            let raised = Rc::new(RefCell::new(None));
+            let outcome = crate::interrupt::with_hook(signal_hook(raised.clone()), || f(model));
+            let raised = raised.borrow_mut().take();
+            (outcome, raised)
+        })?;
+        match outcome {
+            Ok(scores) => Ok(scores),
+            Err(Error::Interrupted { scores }) => {
+                let err = raised.unwrap_or_else(|| PyKeyboardInterrupt::new_err("interrupted"));
+                // A handler's exception that takes no attributes loses the partial count only.
+                let _ = err.value(py).setattr("omtl_partial_scores", scores.into_pyarray(py));
+                Err(err)
+            }
+            Err(e) => Err(to_pyerr(e)),
+        }
+    }
 }
 
 #[pymethods]
@@ -241,12 +428,28 @@ impl NativeLearner {
 
     /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
     /// learners without one.
-    fn force_rebuild(&mut self) {
-        match &mut self.inner {
+    fn force_rebuild(&self, py: Python<'_>) -> PyResult<()> {
+        self.with_model(py, |model| match model {
             AnyLearner::Mtbprj(m) => m.force_rebuild(),
             AnyLearner::Mtbprj2(m) => m.force_rebuild(),
             _ => {}
-        }
+        })
+    }
+
+    /// Whether some row of `x` has `K'(x, x) > R²` (MTFORG only): the front end warns before
+    /// learning such a row, so that a warning turned into an error leaves the model unchanged.
+    fn radius_exceeded(&self, py: Python<'_>, x: RowsArg<'_>) -> PyResult<bool> {
+        let rows = x.view()?;
+        self.run(py, |model| match model {
+            AnyLearner::MTFORG(m) => {
+                rows.validate()?;
+                Ok((0..rows.len()).any(|t| m.exceeds_radius(&rows.row(t))))
+            }
+            _ => Err(crate::error::invalid(
+                "radius",
+                "radius_exceeded() is defined for MTFORG only",
+            )),
+        })
     }
 
     /// CW-COL (ALGORITHMS.md §6.4).
@@ -296,7 +499,7 @@ impl NativeLearner {
     /// Learner-specific fitted arrays by name (copies).
     fn arrays<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (name, shape, data) in self.inner.get().arrays() {
+        for (name, shape, data) in self.with_model(py, |m| m.arrays())? {
             d.set_item(name, data.into_pyarray(py).reshape(shape.as_slice())?)?;
         }
         Ok(d)
@@ -371,7 +574,7 @@ impl NativeLearner {
     /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
     /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
     fn learn_rounds<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         x: RowsArg<'py>,
         tasks: PyReadonlyArray1<'py, i64>,
@@ -380,29 +583,23 @@ impl NativeLearner {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
-        let model = self.inner.get_mut();
-        let scores = py.detach(|| guarded(|| learner::learn_rounds(model, &rows, tasks, y, rounds)))?;
+        let scores = self.run_interruptible(py, |m| learner::learn_rounds(m, &rows, tasks, y, rounds))?;
         Ok(scores.into_pyarray(py))
     }
 
     /// ROMCO's `(U, V)`, each `n_features x n_tasks`.
     #[allow(clippy::type_complexity)]
     fn factors<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {
-        match &self.inner {
-            AnyLearner::Romco(m) => {
-                let shape = [m.n_features(), m.n_tasks()];
-                Ok((
-                    m.u_matrix().into_pyarray(py).reshape(shape)?,
-                    m.v_matrix().into_pyarray(py).reshape(shape)?,
-                ))
-            }
-            _ => Err(PyValueError::new_err("factors() is defined for ROMCO only")),
-        }
+        let (shape, u, v) = self.run(py, |model| match model {
+            AnyLearner::Romco(m) => Ok(([m.n_features(), m.n_tasks()], m.u_matrix(), m.v_matrix())),
+            _ => Err(crate::error::invalid("model", "factors() is defined for ROMCO only")),
+        })?;
+        Ok((u.into_pyarray(py).reshape(shape)?, v.into_pyarray(py).reshape(shape)?))
     }
 
     /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.
     fn learn<'py>(
-        &mut self,
+        &self,
         py: Python<'py>,
         x: RowsArg<'py>,
         tasks: PyReadonlyArray1<'py, i64>,
@@ -410,8 +607,7 @@ impl NativeLearner {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
-        let model = self.inner.get_mut();
-        let scores = py.detach(|| guarded(|| learner::learn(model, &rows, tasks, y)))?;
+        let scores = self.run_interruptible(py, |m| learner::learn(m, &rows, tasks, y))?;
         Ok(scores.into_pyarray(py))
     }
 
@@ -424,34 +620,33 @@ impl NativeLearner {
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let tasks = slice1(&tasks, "tasks")?;
-        let model = self.inner.get();
-        let scores = py.detach(|| guarded(|| learner::decision(model, &rows, tasks)))?;
+        let scores = self.run_interruptible(py, |m| learner::decision(m, &rows, tasks))?;
         Ok(scores.into_pyarray(py))
     }
 
     #[getter]
-    fn n_updates(&self) -> u64 {
-        self.inner.get().n_updates()
+    fn n_updates(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with_model(py, |m| m.n_updates())
     }
 
     #[getter]
-    fn n_active(&self) -> usize {
-        self.inner.get().n_active()
+    fn n_active(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_model(py, |m| m.n_active())
     }
 
     #[getter]
-    fn n_tasks(&self) -> usize {
-        self.inner.get().n_tasks()
+    fn n_tasks(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_model(py, |m| m.n_tasks())
     }
 
     #[getter]
-    fn n_features(&self) -> usize {
-        self.inner.get().n_features()
+    fn n_features(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with_model(py, |m| m.n_features())
     }
 
     fn diagnostics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (name, value) in self.inner.get().diagnostics() {
+        for (name, value) in self.with_model(py, |m| m.diagnostics())? {
             d.set_item(name, value)?;
         }
         Ok(d)
@@ -459,10 +654,10 @@ impl NativeLearner {
 
     /// The versioned, serialised state (for pickling and `omtl.save`).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = guarded(|| {
+        let bytes = self.run(py, |m| {
             state::encode(&VersionedState {
                 version: STATE_VERSION,
-                learner: &self.inner,
+                learner: &*m,
             })
         })?;
         Ok(PyBytes::new(py, &bytes))
@@ -478,47 +673,32 @@ impl NativeLearner {
 
     /// The name of the native algorithm (one per constructor).
     #[getter]
-    fn kind(&self) -> &'static str {
-        match &self.inner {
-            AnyLearner::MTPerceptron(_) => "mt_perceptron",
-            AnyLearner::Mtbprj(_) => "mtbprj",
-            AnyLearner::Mtbprj2(_) => "mtbprj2",
-            AnyLearner::CwCol(_) => "cw_col",
-            AnyLearner::Omtrl(_) => "omtrl",
-            AnyLearner::Omtl(_) => "omtl",
-            AnyLearner::BatchMtl(_) => "batch_mtl",
-            AnyLearner::Romco(_) => "romco",
-            AnyLearner::PassiveAggressive(_) => "passive_aggressive",
-            AnyLearner::MTRBP(_) => "mt_rbp",
-            AnyLearner::MTFORG(_) => "mt_forg",
-            AnyLearner::MTLinear(_) => "mt_linear",
-        }
+    fn kind(&self, py: Python<'_>) -> PyResult<&'static str> {
+        self.with_model(py, |m| m.kind())
     }
 
     /// True when `other` is the same algorithm with the same hyper-parameters (not the same
     /// fitted state): how a restored learner is matched with the estimator that holds it.
-    fn same_settings(&self, other: &NativeLearner) -> bool {
-        use AnyLearner as A;
-        match (&self.inner, &other.inner) {
-            (A::MTPerceptron(a), A::MTPerceptron(b)) => a.same_settings(b),
-            (A::Mtbprj(a), A::Mtbprj(b)) => a.same_settings(b),
-            (A::Mtbprj2(a), A::Mtbprj2(b)) => a.same_settings(b),
-            (A::CwCol(a), A::CwCol(b)) => a.same_settings(b),
-            (A::Omtrl(a), A::Omtrl(b)) => a.same_settings(b),
-            (A::Omtl(a), A::Omtl(b)) => a.same_settings(b),
-            (A::BatchMtl(a), A::BatchMtl(b)) => a.same_settings(b),
-            (A::Romco(a), A::Romco(b)) => a.same_settings(b),
-            (A::PassiveAggressive(a), A::PassiveAggressive(b)) => a.same_settings(b),
-            (A::MTRBP(a), A::MTRBP(b)) => a.same_settings(b),
-            (A::MTFORG(a), A::MTFORG(b)) => a.same_settings(b),
-            (A::MTLinear(a), A::MTLinear(b)) => a.same_settings(b),
-            _ => false,
+    fn same_settings(&self, py: Python<'_>, other: &NativeLearner) -> PyResult<bool> {
+        if std::ptr::eq(self, other) {
+            return Ok(true);
         }
+        // The other's settings are copied out first: holding both locks at once could deadlock
+        // against a call taking them in the other order.
+        let theirs = other.with_model(py, |m| m.clone())?;
+        self.with_model(py, |m| m.same_settings(&theirs))
     }
 
     /// Checks the invariants of the current state (what `from_bytes` checks); raises ValueError.
-    fn check_state(&self) -> PyResult<()> {
-        guarded(|| self.inner.check_state())
+    fn check_state(&self, py: Python<'_>) -> PyResult<()> {
+        self.run(py, |m| m.check_state())
+    }
+
+    /// Panics inside the guard (test hook: a panic must reach Python as RuntimeError).
+    #[staticmethod]
+    fn _panic_for_tests(py: Python<'_>) -> PyResult<()> {
+        let model = wrap(AnyLearner::CwCol(guarded(|| CwCol::new(1, 1, 0.85, 1.0, 0.5))?));
+        model.with_model(py, |_| panic!("a deliberate panic (test hook)"))
     }
 }
 
@@ -558,7 +738,7 @@ pub fn batch_mtl_solve<'py>(
         let t32: Vec<u32> = tasks.iter().map(|&t| t as u32).collect();
         let (mut w, mut c) = (w0.to_vec(), c0.to_vec());
         let opts = learner::SolverOptions { tol, max_iter };
-        let report = learner::batch_mtl::solve(&rows, &t32, y, n_tasks, reg, rho, &mut w, &mut c, opts);
+        let report = learner::batch_mtl::solve(&rows, &t32, y, n_tasks, reg, rho, &mut w, &mut c, opts)?;
         Ok((w, c, report))
     })?;
     Ok((

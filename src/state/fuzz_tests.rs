@@ -122,7 +122,7 @@ fn corrupt(state: &[u8], fields: &[usize], rng: &mut SplitMix64) -> Vec<u8> {
 
 fn fuzz<L>(name: &str, mut model: L, sparse: bool, trials: usize)
 where
-    L: OnlineLearner + Serialize + DeserializeOwned + CheckState,
+    L: OnlineLearner + Clone + Serialize + DeserializeOwned + CheckState,
 {
     let s = Stream::new();
     let rows = s.rows(sparse);

@@ -23,9 +23,10 @@ def _float(name, value, *, low=None, high=None, low_open=False, high_open=False)
     return v
 
 
-def _int(name, value, *, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+def _int(name, value, *, low, high=2**63 - 1):
+    # `high`: the native core stores counts as 64-bit integers.
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
     return int(value)
 
 

@@ -200,17 +200,18 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         graph, spec = self._task_graph(), self._kernel_spec(n_features)
         return NativeCore(NativeLearner.mt_forg(graph.native(), spec.native(), n_features, sparse, budget, radius))
 
-    def _run_learn(self, X, y, tasks):
-        out = super()._run_learn(X, y, tasks)
-        if not getattr(self, "_radius_warned", False) and self._diagnostics().get("n_radius_exceeded", 0) > 0:
-            self._radius_warned = True
+    def _before_learn(self, core, X):
+        # Before the update, in every path (learn, partial_fit, learn_rounds): under
+        # warnings.simplefilter("error") the call then fails with the model unchanged.
+        if not getattr(self, "_radius_warned", False) and core.radius_exceeded(X):
+            radius = core.diagnostics()["radius"]
             warnings.warn(
-                f"an instance has K'(x, x) > radius^2 = {self._diagnostics()['radius'] ** 2:g}: the damage "
+                f"an instance has K'(x, x) > radius^2 = {radius**2:g}: the damage "
                 "bound of MTFORG assumes K'(x, x) <= R^2; raise `radius` or normalise the kernel",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=5,
             )
-        return out
+            self._radius_warned = True
 
     @property
     def forgetron_q_(self) -> float:

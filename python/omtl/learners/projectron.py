@@ -15,6 +15,8 @@ def check_projectron_params(model) -> tuple[int, float, str]:
     budget = model.budget
     if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1:
         raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
+    if budget > 2**62:
+        raise ValueError(f"budget is too large: {budget!r}")
     eta = model.eta
     if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not (0.0 <= float(eta) < float("inf")):
         raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")

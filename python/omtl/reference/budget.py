@@ -103,9 +103,16 @@ class ForgetronCore(_BudgetCore):
             **self.last,
         }
 
-    def observe(self, x):
+    def _exceeds_radius(self, x) -> bool:
         kxx = kernel_matrix(self.kernel, x[None, :], x[None, :])[0, 0]
-        if kxx > self.radius**2 * (1 + 1e-12):
+        return kxx > self.radius**2 * (1 + 1e-12)
+
+    def radius_exceeded(self, X) -> bool:
+        """Whether some row of the batch has K'(x, x) > R^2 (the front end warns before learning)."""
+        return any(self._exceeds_radius(dense_row(X, t)) for t in range(X.shape[0]))
+
+    def observe(self, x):
+        if self._exceeds_radius(x):
             self.n_radius_exceeded += 1
 
     def on_mistake(self, x, i, y):
