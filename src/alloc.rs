@@ -3,26 +3,30 @@
 //! absurd size becomes an [`Error::Memory`] naming the parameter (a `ValueError` in Python)
 //! instead of an abort ("memory allocation of … bytes failed") or the out-of-memory killer.
 //!
-//! The cap is the machine's physical memory (`MemTotal` of `/proc/meminfo`; 1 TiB where that is
-//! unknown): a single buffer larger than all of it can never be used, and with overcommit a
-//! `try_reserve` of it could still succeed and the process would be killed when it is touched.
-
-use std::sync::OnceLock;
+//! The cap is the memory the machine has available now (`MemAvailable` of `/proc/meminfo`, read
+//! afresh for any request over 64 MiB; 1 TiB where it is unknown): a buffer larger than that
+//! cannot be filled, and with overcommit a `try_reserve` of it would still succeed and the
+//! process be killed by the out-of-memory killer when the buffer is touched (a 24 GB request on
+//! a 25 GB machine with 20 GB free did exactly that against a `MemTotal` cap).
 
 use crate::error::{Error, Result};
 
 /// Used when the physical memory cannot be read.
 const FALLBACK_CAP: u64 = 1 << 40;
 
-/// The largest single allocation we attempt, in bytes.
+/// Requests up to this size are never compared with the available memory (no system call).
+const SMALL: u128 = 64 << 20;
+
+/// The largest single allocation we attempt now, in bytes.
 pub fn cap_bytes() -> u64 {
-    static CAP: OnceLock<u64> = OnceLock::new();
-    *CAP.get_or_init(|| physical_memory().unwrap_or(FALLBACK_CAP))
+    meminfo("MemAvailable:")
+        .or_else(|| meminfo("MemTotal:"))
+        .unwrap_or(FALLBACK_CAP)
 }
 
-fn physical_memory() -> Option<u64> {
+fn meminfo(key: &str) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let line = text.lines().find(|l| l.starts_with(key))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     kib.checked_mul(1024)
 }
@@ -86,11 +90,14 @@ impl<'a> Need<'a> {
 
     /// Fails when `bytes` exceed the cap (or the address space).
     pub fn check_bytes(&self, bytes: u128) -> Result<()> {
+        if bytes <= SMALL {
+            return Ok(());
+        }
         let cap = cap_bytes() as u128;
         if bytes > cap || bytes > isize::MAX as u128 {
             return Err(self.error(
                 bytes,
-                format!("more than this machine's memory ({})", format_bytes(cap)),
+                format!("more than this machine's available memory ({})", format_bytes(cap)),
             ));
         }
         Ok(())
@@ -143,7 +150,10 @@ mod tests {
         let err = need.count::<f64>(&[usize::MAX, usize::MAX, 3]).unwrap_err();
         assert!(err.to_string().contains("overflows"), "{err}");
         let err = need.count::<f64>(&[usize::MAX, 3]).unwrap_err();
-        assert!(err.to_string().contains("more than this machine's memory"), "{err}");
+        assert!(
+            err.to_string().contains("more than this machine's available memory"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::f64::consts::FRAC_1_SQRT_2;
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
@@ -186,10 +187,10 @@ impl UpdateRule {
 }
 
 impl Block {
-    fn new(width: usize, rule: UpdateRule) -> Self {
-        Self {
-            data: vec![0.0; width * rule.stride()],
-        }
+    /// A zero block, allocated fallibly (its size comes from `n_features` or `hash_bits`).
+    fn try_new(width: usize, rule: UpdateRule) -> Result<Self> {
+        let data = Need::new("n_features", width, "an MTLinear weight block").filled(&[width, rule.stride()], 0.0)?;
+        Ok(Self { data })
     }
 
     fn n_values(&self) -> usize {
@@ -401,6 +402,11 @@ impl MTLinear {
             Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(params.fit_intercept)),
             _ => (dim, 0),
         };
+        // Per task: a block slot, its factor terms and its component (checked before the factor
+        // is built, so an absurd n_tasks is an error, not an abort).
+        let per_task = std::mem::size_of::<Option<Block>>() + std::mem::size_of::<Vec<(u32, f64)>>() + 16 + 4;
+        Need::new("n_tasks", n_tasks, "MTLinear's per-task blocks and factor terms")
+            .count::<u8>(&[n_tasks + 1, per_task])?;
         let (terms, n_blocks) = factor_terms(tasks);
         let component: Vec<u32> = (0..n_tasks).map(|i| tasks.component(i) as u32).collect();
         Ok(Self {
@@ -577,9 +583,16 @@ impl MTLinear {
             )));
         }
         let width = self.width;
+        // The blocks this example touches, allocated before anything is written (an allocation
+        // failure leaves the model as it was; a zero block stands for no block).
+        for &(r, _) in &self.terms[task] {
+            if self.blocks[r as usize].is_none() {
+                self.blocks[r as usize] = Some(Block::try_new(width, rule)?);
+            }
+        }
         let mut rates = self.rates.iter();
         for &(r, b) in &self.terms[task] {
-            let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
+            let block = self.blocks[r as usize].as_mut().expect("allocated above");
             for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
                 let slot = slot_of(j, r, n_hashed);
                 let u = b * v;
