@@ -281,8 +281,12 @@ pub struct MTLinear {
     pad: Scratchpad,
 }
 
+/// Per coordinate of the example in progress, in gather order (block by block of the task's
+/// terms, then the example's entries): the offset of its slot in the block's data, its value u,
+/// and the slot's G and N before the update.
 #[derive(Debug, Clone, Default)]
 struct Scratchpad {
+    slot: Vec<usize>,
     u: Vec<f64>,
     g: Vec<f64>,
     n: Vec<f64>,
@@ -435,26 +439,31 @@ impl MTLinear {
         self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
     }
 
-    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics).
+    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics),
+    /// summed term by term in the order of [`Self::gather`] (nonzero features, under hashing both
+    /// half-value copies, then the intercept), so that `decision` reproduces `learn`'s scores.
     fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
         let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
-        let weight = |j: usize| {
-            if n_hashed == 0 {
-                data[j * stride]
-            } else {
-                (data[slot_of(2 * j, block, n_hashed) * stride] + data[slot_of(2 * j + 1, block, n_hashed) * stride])
-                    * FRAC_1_SQRT_2
+        let mut s = 0.0;
+        let mut add = |j: usize, value: f64| {
+            if value != 0.0 {
+                // Not `s += a + b`: the gather adds the two copies one at a time.
+                if n_hashed == 0 {
+                    s += value * data[j * stride];
+                } else {
+                    let half = value * FRAC_1_SQRT_2;
+                    s += half * data[slot_of(2 * j, block, n_hashed) * stride];
+                    s += half * data[slot_of(2 * j + 1, block, n_hashed) * stride];
+                }
             }
         };
-        let mut s = match *x {
-            Row::Dense(v) if stride == 1 && n_hashed == 0 => crate::data::dot_dense(v, &data[..d]),
-            Row::Dense(v) => v.iter().enumerate().map(|(j, &value)| value * weight(j)).sum(),
+        match *x {
+            Row::Dense(v) => v.iter().enumerate().for_each(|(j, &value)| add(j, value)),
             Row::Sparse { indices, values } => indices
                 .iter()
                 .zip(values)
-                .map(|(&j, &value)| value * weight(j as usize))
-                .sum(),
-        };
+                .for_each(|(&j, &value)| add(j as usize, value)),
+        }
         if self.params.fit_intercept {
             let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
             s += data[slot_of(key, block, n_hashed) * stride];
@@ -506,9 +515,46 @@ impl MTLinear {
         }
     }
 
-    /// Phase one computes every rate and the step from the current state without writing; phase
-    /// two writes only if all of it is finite, so a refused update leaves the model unchanged.
-    fn try_update(&mut self, x: Row, task: usize, y: f64, score: f64) -> Result<()> {
+    /// One pass over the coordinates of `φ(x, task)`: records each one's slot, value `u` and the
+    /// slot's `G` and `N` (zeros in a block not yet allocated) in the scratchpad, and returns the
+    /// score `Σ_r B[r, task] Σ_j x̃_j w_r[j]`. The update then reads the scratchpad instead of the
+    /// blocks, so an example's weights come from memory once (the write pass finds them in cache).
+    fn gather(&mut self, x: &Row, task: usize) -> f64 {
+        self.gather_entries(x);
+        let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
+        let Scratchpad { slot, u, g, n } = &mut self.pad;
+        slot.clear();
+        u.clear();
+        g.clear();
+        n.clear();
+        let mut score = 0.0;
+        for &(r, b) in &self.terms[task] {
+            let block = self.blocks[r as usize].as_ref();
+            let mut s = 0.0;
+            for &(j, v) in &self.entries {
+                let at = slot_of(j, r, n_hashed) * stride;
+                slot.push(at);
+                u.push(b * v);
+                let (w, g_old, n_old) = match block {
+                    Some(bl) => {
+                        let cell = &bl.data[at..at + stride];
+                        (cell[0], cell.get(1).copied().unwrap_or(0.0), cell.get(2).copied().unwrap_or(0.0))
+                    }
+                    None => (0.0, 0.0, 0.0),
+                };
+                s += v * w;
+                g.push(g_old);
+                n.push(n_old);
+            }
+            score += b * s;
+        }
+        score
+    }
+
+    /// Phase one computes every rate and the step from the gathered state (see [`Self::gather`])
+    /// without writing; phase two writes only if all of it is finite, so a refused update leaves
+    /// the model unchanged.
+    fn apply_update(&mut self, task: usize, y: f64, score: f64) -> Result<()> {
         let MTLinearParams {
             loss,
             rule,
@@ -525,23 +571,8 @@ impl MTLinear {
             return Ok(());
         }
         let g2 = g * g;
-        self.gather_entries(&x);
-        // Phase one: gather each coordinate's u and state (zeros for a block not yet allocated),
-        // then compute the rates in one pass over contiguous arrays.
-        let (n_hashed, stride) = (self.n_hashed, rule.stride());
-        let Scratchpad { u, g: gs, n: ns } = &mut self.pad;
-        u.clear();
-        gs.clear();
-        ns.clear();
-        for &(r, b) in &self.terms[task] {
-            let block = self.blocks[r as usize].as_ref();
-            for &(j, v) in &self.entries {
-                u.push(b * v);
-                let cell = block.map(|bl| &bl.data[slot_of(j, r, n_hashed) * stride..]);
-                gs.push(if stride >= 2 { cell.map_or(0.0, |c| c[1]) } else { 0.0 });
-                ns.push(if stride == 3 { cell.map_or(0.0, |c| c[2]) } else { 0.0 });
-            }
-        }
+        let stride = rule.stride();
+        let Scratchpad { slot, u, g: gs, n: ns } = &self.pad;
         self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
@@ -576,14 +607,13 @@ impl MTLinear {
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
         }
-        let width = self.width;
-        let mut rates = self.rates.iter();
-        for &(r, b) in &self.terms[task] {
+        // Phase two: coordinates in gather order, `n_entries` per block of the task's terms.
+        let (width, n_entries) = (self.width, self.entries.len());
+        for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
-            for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
-                let slot = slot_of(j, r, n_hashed);
-                let u = b * v;
-                let cell = &mut block.data[slot * stride..(slot + 1) * stride];
+            let span = term * n_entries..(term + 1) * n_entries;
+            for ((&at, &u), &rate) in slot[span.clone()].iter().zip(&u[span.clone()]).zip(&self.rates[span]) {
+                let cell = &mut block.data[at..at + stride];
                 if stride >= 2 {
                     cell[1] += g2 * u * u;
                 }
@@ -736,7 +766,15 @@ impl OnlineLearner for MTLinear {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.try_update(x, task, y, score)
+        self.gather(&x, task);
+        self.apply_update(task, y, score)
+    }
+
+    /// Score and update share one gathering pass over the example's slots.
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
+        let score = self.gather(&x, task);
+        self.apply_update(task, y, score)?;
+        Ok(score)
     }
 
     fn n_updates(&self) -> u64 {
