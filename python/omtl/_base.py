@@ -27,8 +27,9 @@ from ._validation import (
 )
 
 # Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
-# of C after the last thresholding, for the updated eigendecomposition of route (b)).
-STATE_VERSION = 2
+# of C after the last thresholding, for the updated eigendecomposition of route (b); 3: MTLinear
+# stores its weights and statistics in single precision).
+STATE_VERSION = 3
 
 
 def _as_native_rows(X):

@@ -22,9 +22,11 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     "X contains NaN or infinity") before it touches a model. Call ``check_finite`` otherwise.
     """
     if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        X.sum_duplicates()  # also sorts the indices
-        X.sort_indices()
+        if not (isinstance(X, sp.csr_matrix) and X.dtype == np.float64 and X.has_canonical_format):
+            # A copy: canonicalising in place would change the caller's matrix.
+            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            X.sum_duplicates()  # also sorts the indices
+            X.sort_indices()
     else:
         if isinstance(X, (str, bytes)):
             raise TypeError("X must be a 2-D array of numbers, got a string")

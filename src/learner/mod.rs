@@ -48,6 +48,11 @@ pub trait OnlineLearner {
     /// the model is exactly as it was before the call.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()>;
 
+    /// A hint that `(x, task)` comes next: a learner whose state for a row is scattered over a
+    /// large table (MTLinear) starts loading it into cache while the current row runs. No effect
+    /// on any result.
+    fn prefetch(&self, _x: Row, _task: usize) {}
+
     /// One step of the online protocol: predict, then update. Returns the pre-update score.
     /// On `Err` the model is unchanged, as for [`OnlineLearner::update`].
     fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> Result<f64> {
@@ -108,6 +113,9 @@ pub fn learn<L: OnlineLearner + ?Sized>(model: &mut L, rows: &Rows, tasks: &[i64
     (0..rows.len())
         .map(|t| {
             rows.prefetch_row(t + 1);
+            if t + 1 < rows.len() {
+                model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+            }
             model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
         })
         .collect()
@@ -194,6 +202,9 @@ pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]
     Ok((0..rows.len())
         .map(|t| {
             rows.prefetch_row(t + 1);
+            if t + 1 < rows.len() {
+                model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+            }
             model.score(rows.row(t), tasks[t] as usize, &mut scratch)
         })
         .collect())

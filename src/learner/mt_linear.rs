@@ -169,9 +169,12 @@ impl UpdateRule {
 
 /// One weight block `w_r` with its per-coordinate statistics, interleaved per slot as
 /// `[w, G, N]` (the fields the rule uses), so that an update touches one cache line per coordinate.
+/// Stored in single precision, as VW does: the state of a large sparse vocabulary is then half as
+/// much memory to zero, fetch and cache; every computation reads it into f64 and rounds once on
+/// writing (docs/mt_linear.md, M.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Block {
-    data: Vec<f64>,
+    data: Vec<f32>,
 }
 
 impl UpdateRule {
@@ -283,11 +286,12 @@ pub struct MTLinear {
 
 /// Per coordinate of the example in progress, in gather order (block by block of the task's
 /// terms, then the example's entries): the offset of its slot in the block's data, its value u,
-/// and the slot's G and N before the update.
+/// and the slot's w, G and N before the update.
 #[derive(Debug, Clone, Default)]
 struct Scratchpad {
     slot: Vec<usize>,
     u: Vec<f64>,
+    w: Vec<f64>,
     g: Vec<f64>,
     n: Vec<f64>,
 }
@@ -300,22 +304,41 @@ dispatch! {
         => normalized_rates_kernel, normalized_rates_avx2
 }
 
-/// Four independent lanes, so that the compiler can keep them in one vector register.
+/// Four independent lanes (element i in lane i mod 4), in chunks of four so that the compiler
+/// keeps them in vector registers.
 #[inline(always)]
 fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
     let len = u.len();
     let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
     let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
-    for (i, &ui) in u.iter().enumerate() {
-        let lane = i % 4;
-        let u2 = ui * ui;
-        let g_new = g[i] + g2 * u2;
-        let a = ui.abs();
-        let n_new = if n[i] > a { n[i] } else { a };
+    #[inline(always)]
+    fn lane(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
+        let u2 = u * u;
+        let g_new = g + g2 * u2;
+        let a = u.abs();
+        let n_new = if n > a { n } else { a };
         let r = 1.0 / (g_new.sqrt() * n_new);
+        (r, u2 * r, u2 * r * r * g_new)
+    }
+    let whole = len / 4 * 4;
+    for (((uc, gc), nc), rc) in u[..whole]
+        .chunks_exact(4)
+        .zip(g[..whole].chunks_exact(4))
+        .zip(n[..whole].chunks_exact(4))
+        .zip(rates[..whole].chunks_exact_mut(4))
+    {
+        for l in 0..4 {
+            let (r, dh, dn) = lane(g2, uc[l], gc[l], nc[l]);
+            rc[l] = r;
+            h[l] += dh;
+            norm[l] += dn;
+        }
+    }
+    for i in whole..len {
+        let (r, dh, dn) = lane(g2, u[i], g[i], n[i]);
         rates[i] = r;
-        h[lane] += u2 * r;
-        norm[lane] += u2 * r * r * g_new;
+        h[i - whole] += dh;
+        norm[i - whole] += dn;
     }
     ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
 }
@@ -436,24 +459,24 @@ impl MTLinear {
 
     /// Bytes held by the allocated blocks (weights and per-coordinate statistics).
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
+        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f32>()
     }
 
     /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics),
     /// summed term by term in the order of [`Self::gather`] (nonzero features, under hashing both
     /// half-value copies, then the intercept), so that `decision` reproduces `learn`'s scores.
-    fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
+    fn block_score(&self, data: &[f32], x: &Row, block: u32) -> f64 {
         let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
         let mut s = 0.0;
         let mut add = |j: usize, value: f64| {
             if value != 0.0 {
                 // Not `s += a + b`: the gather adds the two copies one at a time.
                 if n_hashed == 0 {
-                    s += value * data[j * stride];
+                    s += value * f64::from(data[j * stride]);
                 } else {
                     let half = value * FRAC_1_SQRT_2;
-                    s += half * data[slot_of(2 * j, block, n_hashed) * stride];
-                    s += half * data[slot_of(2 * j + 1, block, n_hashed) * stride];
+                    s += half * f64::from(data[slot_of(2 * j, block, n_hashed) * stride]);
+                    s += half * f64::from(data[slot_of(2 * j + 1, block, n_hashed) * stride]);
                 }
             }
         };
@@ -466,7 +489,7 @@ impl MTLinear {
         }
         if self.params.fit_intercept {
             let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
-            s += data[slot_of(key, block, n_hashed) * stride];
+            s += f64::from(data[slot_of(key, block, n_hashed) * stride]);
         }
         s
     }
@@ -522,9 +545,16 @@ impl MTLinear {
     fn gather(&mut self, x: &Row, task: usize) -> f64 {
         self.gather_entries(x);
         let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
-        let Scratchpad { slot, u, g, n } = &mut self.pad;
+        let Scratchpad {
+            slot,
+            u,
+            w: w_old,
+            g,
+            n,
+        } = &mut self.pad;
         slot.clear();
         u.clear();
+        w_old.clear();
         g.clear();
         n.clear();
         let mut score = 0.0;
@@ -538,11 +568,13 @@ impl MTLinear {
                 let (w, g_old, n_old) = match block {
                     Some(bl) => {
                         let cell = &bl.data[at..at + stride];
-                        (cell[0], cell.get(1).copied().unwrap_or(0.0), cell.get(2).copied().unwrap_or(0.0))
+                        let stat = |i: usize| cell.get(i).map_or(0.0, |&v| f64::from(v));
+                        (f64::from(cell[0]), stat(1), stat(2))
                     }
                     None => (0.0, 0.0, 0.0),
                 };
                 s += v * w;
+                w_old.push(w);
                 g.push(g_old);
                 n.push(n_old);
             }
@@ -572,7 +604,13 @@ impl MTLinear {
         }
         let g2 = g * g;
         let stride = rule.stride();
-        let Scratchpad { slot, u, g: gs, n: ns } = &self.pad;
+        let Scratchpad {
+            slot,
+            u,
+            w: ws,
+            g: gs,
+            n: ns,
+        } = &self.pad;
         self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
@@ -607,27 +645,45 @@ impl MTLinear {
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
         }
+        // Every value written must fit f32. Bounds that hold even when coordinates collide in one
+        // slot (each adds its own change): |w'| <= max |w| + Σ |Δw|, G' <= max G + g² Σ u²,
+        // N' <= max |u| (rescaling only shrinks w).
+        let (mut max_w, mut max_g, mut max_u, mut sum_ur, mut sum_u2) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
+        for (((&u, &r), &w), &g) in u.iter().zip(&self.rates).zip(ws).zip(gs) {
+            (max_w, max_g, max_u) = (max_w.max(w.abs()), max_g.max(g), max_u.max(u.abs()));
+            sum_ur += (u * r).abs();
+            sum_u2 += u * u;
+        }
+        let bounds = [max_w + scale.abs() * sum_ur, max_g + g2 * sum_u2, max_u];
+        if !bounds.iter().all(|&b| b < f64::from(f32::MAX)) {
+            return Err(Error::Numerical(format!(
+                "MTLinear: a weight or statistic would exceed single precision ({bounds:?}) on a task-{task} \
+                 example; update refused"
+            )));
+        }
         // Phase two: coordinates in gather order, `n_entries` per block of the task's terms.
         let (width, n_entries) = (self.width, self.entries.len());
         for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
             let span = term * n_entries..(term + 1) * n_entries;
             for ((&at, &u), &rate) in slot[span.clone()].iter().zip(&u[span.clone()]).zip(&self.rates[span]) {
+                // Read into f64, computed there, rounded to f32 once per value written.
                 let cell = &mut block.data[at..at + stride];
+                let mut w = f64::from(cell[0]);
                 if stride >= 2 {
-                    cell[1] += g2 * u * u;
+                    cell[1] = (f64::from(cell[1]) + g2 * u * u) as f32;
                 }
                 if stride == 3 {
-                    let (a, n_old) = (u.abs(), cell[2]);
+                    let (a, n_old) = (u.abs(), f64::from(cell[2]));
                     if a > n_old {
                         // As if the new scale had been known from the start.
                         if n_old > 0.0 {
-                            cell[0] *= n_old / a;
+                            w *= n_old / a;
                         }
-                        cell[2] = a;
+                        cell[2] = a as f32;
                     }
                 }
-                cell[0] += scale * u * rate;
+                cell[0] = (w + scale * u * rate) as f32;
             }
         }
         self.stats[c] = ComponentStats {
@@ -648,7 +704,7 @@ impl MTLinear {
                 let row = &mut out[r * self.width..(r + 1) * self.width];
                 row.iter_mut()
                     .zip(b.data.iter().step_by(stride))
-                    .for_each(|(o, &w)| *o = w);
+                    .for_each(|(o, &w)| *o = f64::from(w));
             }
         }
         out
@@ -718,7 +774,9 @@ impl CheckState for MTLinear {
         let len = checked_size("an MTLinear block", width, stride)?;
         for block in self.blocks.iter().flatten() {
             check_len("an MTLinear block", block.data.len(), len)?;
-            check_finite("an MTLinear block", &block.data)?;
+            ensure(block.data.iter().all(|v| v.is_finite()), || {
+                "an MTLinear block holds a value that is not finite".into()
+            })?;
             // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
             ensure(
                 block
@@ -768,6 +826,41 @@ impl OnlineLearner for MTLinear {
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.gather(&x, task);
         self.apply_update(task, y, score)
+    }
+
+    /// Starts loading the slots of the next example's coordinates (each a cache miss on a large
+    /// vocabulary) while this one is learnt.
+    fn prefetch(&self, x: Row, task: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
+            let Row::Sparse { indices, .. } = x else {
+                return; // dense rows: few features, their slots stay in cache
+            };
+            for &(r, _) in &self.terms[task] {
+                let Some(block) = self.blocks[r as usize].as_ref() else {
+                    continue;
+                };
+                let hint = |key: usize| {
+                    let at = slot_of(key, r, n_hashed) * stride;
+                    if let Some(cell) = block.data.get(at) {
+                        // SAFETY: a prefetch is a hint on a valid address; it never faults.
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>((cell as *const f32).cast()) };
+                    }
+                };
+                for &j in indices {
+                    if n_hashed == 0 {
+                        hint(j as usize);
+                    } else {
+                        hint(2 * j as usize);
+                        hint(2 * j as usize + 1);
+                    }
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (x, task);
     }
 
     /// Score and update share one gathering pass over the example's slots.

@@ -20,7 +20,7 @@ use crate::learner::{
 use crate::state::{self, CheckState};
 
 /// Bumped whenever the serialised layout of a learner changes.
-pub const STATE_VERSION: u32 = 2;
+pub const STATE_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
