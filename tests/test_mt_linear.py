@@ -195,3 +195,22 @@ def test_docstring_example_runs():
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5 and result.failed == 0
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_update_beyond_single_precision_is_refused(cls):
+    """The state is f32 (M.5): a row whose update would write G = g²u² ~ 1e60 is refused before
+    anything changes, and the model keeps learning afterwards."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y, tasks = np.where(X[:, 0] > 0, 1, -1), rng.integers(0, 2, 30)
+    model = cls(n_tasks=2, loss="hinge").partial_fit(X, y, tasks=tasks)  # hinge: |g| = 1 on a mistake
+    before, n_updates, n_seen = model.block_weights_.copy(), model.n_updates_, model.n_seen_
+    huge = np.array([[1e30, 0.0, 0.0]])
+    wrong = -1 if model.decision_function(huge, tasks=[0])[0] >= 0 else 1
+    with pytest.raises(ValueError, match="single precision"):
+        model.partial_fit(huge, [wrong], tasks=[0])
+    np.testing.assert_array_equal(model.block_weights_, before)
+    assert (model.n_updates_, model.n_seen_) == (n_updates, n_seen)
+    model.partial_fit(X, y, tasks=tasks)
+    assert model.n_updates_ > n_updates
