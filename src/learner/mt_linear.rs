@@ -17,8 +17,11 @@
 //! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
 //! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`.
 //!
-//! Feature hashing (`hash_bits = b`): feature `j` lives in slot `j mod 2^b` of each block (VW's
-//! rule for numeric feature names), so colliding features share one weight and its statistics.
+//! Feature hashing (`hash_bits = b`, only when `2^b < d + 1`): feature `j` lives in two slots of
+//! each block with value `x_j/√2` each, chosen by a block-seeded 64-bit mix ([`slot_of`]), so
+//! colliding features share one weight and its statistics.
+//!
+//! The state is single precision (as VW's table), the arithmetic double (docs/mt_linear.md, M.5).
 
 use std::f64::consts::FRAC_1_SQRT_2;
 
@@ -304,8 +307,8 @@ dispatch! {
         => normalized_rates_kernel, normalized_rates_avx2
 }
 
-/// Four independent lanes (element i in lane i mod 4), in chunks of four so that the compiler
-/// keeps them in vector registers.
+/// Four independent accumulator lanes (element i in lane i mod 4, a fixed summation order),
+/// in chunks of four: independent lanes let the compiler pack them (partly, today: 2-wide).
 #[inline(always)]
 fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
     let len = u.len();
