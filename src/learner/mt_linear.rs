@@ -346,6 +346,73 @@ fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut
     ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
 }
 
+/// The scratchpad's slices for the coordinates of one block (see [`Scratchpad`]).
+struct Coords<'a> {
+    slot: &'a mut [usize],
+    u: &'a mut [f64],
+    w: &'a mut [f64],
+    g: &'a mut [f64],
+    n: &'a mut [f64],
+}
+
+/// Gathers the coordinates of one block (`S` floats per slot, a constant so that the cell reads
+/// compile to fixed offsets) and returns `Σ_j x̃_j w_r[j]` in entry order.
+#[inline(always)]
+fn gather_block<const S: usize>(
+    entries: &[(usize, f64)],
+    r: u32,
+    b: f64,
+    n_hashed: usize,
+    block: Option<&[f32]>,
+    c: Coords,
+) -> f64 {
+    let mut s = 0.0;
+    let zipped = entries
+        .iter()
+        .zip(c.slot.iter_mut())
+        .zip(c.u.iter_mut())
+        .zip(c.w.iter_mut())
+        .zip(c.g.iter_mut())
+        .zip(c.n.iter_mut());
+    for (((((&(j, v), slot), u), w), g), n) in zipped {
+        let at = slot_of(j, r, n_hashed) * S;
+        *slot = at;
+        *u = b * v;
+        let cell: [f32; S] = match block {
+            Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
+            None => [0.0; S],
+        };
+        *w = f64::from(cell[0]);
+        *g = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
+        *n = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
+        s += v * *w;
+    }
+    s
+}
+
+/// Phase two for one block: each value is read into f64, computed there and rounded to f32 once.
+#[inline(always)]
+fn write_block<const S: usize>(data: &mut [f32], slot: &[usize], u: &[f64], rates: &[f64], g2: f64, scale: f64) {
+    for ((&at, &u), &rate) in slot.iter().zip(u).zip(rates) {
+        let cell = &mut data[at..at + S];
+        let mut w = f64::from(cell[0]);
+        if S >= 2 {
+            cell[1 % S] = (f64::from(cell[1 % S]) + g2 * u * u) as f32;
+        }
+        if S >= 3 {
+            let (a, n_old) = (u.abs(), f64::from(cell[2 % S]));
+            if a > n_old {
+                // As if the new scale had been known from the start.
+                if n_old > 0.0 {
+                    w *= n_old / a;
+                }
+                cell[2 % S] = a as f32;
+            }
+        }
+        cell[0] = (w + scale * u * rate) as f32;
+    }
+}
+
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
 fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
     match *tasks {
@@ -547,40 +614,29 @@ impl MTLinear {
     /// blocks, so an example's weights come from memory once (the write pass finds them in cache).
     fn gather(&mut self, x: &Row, task: usize) -> f64 {
         self.gather_entries(x);
-        let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
-        let Scratchpad {
-            slot,
-            u,
-            w: w_old,
-            g,
-            n,
-        } = &mut self.pad;
-        slot.clear();
-        u.clear();
-        w_old.clear();
-        g.clear();
-        n.clear();
+        let n_coords = self.entries.len() * self.terms[task].len();
+        let pad = &mut self.pad;
+        for v in [&mut pad.u, &mut pad.w, &mut pad.g, &mut pad.n] {
+            v.resize(n_coords, 0.0);
+        }
+        pad.slot.resize(n_coords, 0);
         let mut score = 0.0;
-        for &(r, b) in &self.terms[task] {
-            let block = self.blocks[r as usize].as_ref();
-            let mut s = 0.0;
-            for &(j, v) in &self.entries {
-                let at = slot_of(j, r, n_hashed) * stride;
-                slot.push(at);
-                u.push(b * v);
-                let (w, g_old, n_old) = match block {
-                    Some(bl) => {
-                        let cell = &bl.data[at..at + stride];
-                        let stat = |i: usize| cell.get(i).map_or(0.0, |&v| f64::from(v));
-                        (f64::from(cell[0]), stat(1), stat(2))
-                    }
-                    None => (0.0, 0.0, 0.0),
-                };
-                s += v * w;
-                w_old.push(w);
-                g.push(g_old);
-                n.push(n_old);
-            }
+        let m = self.entries.len();
+        for (term, &(r, b)) in self.terms[task].iter().enumerate() {
+            let block = self.blocks[r as usize].as_ref().map(|bl| bl.data.as_slice());
+            let span = term * m..(term + 1) * m;
+            let coords = Coords {
+                slot: &mut pad.slot[span.clone()],
+                u: &mut pad.u[span.clone()],
+                w: &mut pad.w[span.clone()],
+                g: &mut pad.g[span.clone()],
+                n: &mut pad.n[span],
+            };
+            let s = match self.params.rule.stride() {
+                3 => gather_block::<3>(&self.entries, r, b, self.n_hashed, block, coords),
+                2 => gather_block::<2>(&self.entries, r, b, self.n_hashed, block, coords),
+                _ => gather_block::<1>(&self.entries, r, b, self.n_hashed, block, coords),
+            };
             score += b * s;
         }
         score
@@ -669,24 +725,11 @@ impl MTLinear {
         for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].get_or_insert_with(|| Block::new(width, rule));
             let span = term * n_entries..(term + 1) * n_entries;
-            for ((&at, &u), &rate) in slot[span.clone()].iter().zip(&u[span.clone()]).zip(&self.rates[span]) {
-                // Read into f64, computed there, rounded to f32 once per value written.
-                let cell = &mut block.data[at..at + stride];
-                let mut w = f64::from(cell[0]);
-                if stride >= 2 {
-                    cell[1] = (f64::from(cell[1]) + g2 * u * u) as f32;
-                }
-                if stride == 3 {
-                    let (a, n_old) = (u.abs(), f64::from(cell[2]));
-                    if a > n_old {
-                        // As if the new scale had been known from the start.
-                        if n_old > 0.0 {
-                            w *= n_old / a;
-                        }
-                        cell[2] = a as f32;
-                    }
-                }
-                cell[0] = (w + scale * u * rate) as f32;
+            let (slot, u, rates) = (&slot[span.clone()], &u[span.clone()], &self.rates[span]);
+            match stride {
+                3 => write_block::<3>(&mut block.data, slot, u, rates, g2, scale),
+                2 => write_block::<2>(&mut block.data, slot, u, rates, g2, scale),
+                _ => write_block::<1>(&mut block.data, slot, u, rates, g2, scale),
             }
         }
         self.stats[c] = ComponentStats {
