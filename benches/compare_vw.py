@@ -32,6 +32,7 @@ import omtl
 from omtl import datasets as D
 
 VW_ARGS = "--loss_function logistic -q st"
+DEFAULTS = "MTLinear (defaults)"
 
 DATASETS = {
     "school": lambda d: D.load_school(d),
@@ -46,7 +47,7 @@ DATASETS = {
 def omtl_contenders(k: int) -> list[tuple[str, object]]:
     """The new learner with library defaults, its ablations, and the hashed budget."""
     return [
-        ("MTLinear (defaults)", omtl.MTLinear(n_tasks=k)),
+        (DEFAULTS, omtl.MTLinear(n_tasks=k)),
         ("MTLinear hash_bits=18", omtl.MTLinear(n_tasks=k, hash_bits=18)),
         ("MTLinear update=adagrad", omtl.MTLinear(n_tasks=k, update="adagrad")),
         ("MTLinear graph=disconnected", omtl.MTLinear(n_tasks=k, graph="disconnected")),
@@ -77,16 +78,23 @@ def vw_lines(X, y, tasks) -> list[str]:
     return out
 
 
-def run_omtl(model, X, y, tasks, repeats):
-    """Error of one pass and the fastest of ``repeats`` passes (fresh copies of ``model``)."""
-    best, pred = np.inf, None
+def run_omtl(model, X, y, tasks, repeats, second_pass=False):
+    """Error of one pass and the fastest of ``repeats`` passes (fresh copies of ``model``; the
+    time is the whole ``learn`` call: input checks, the CSR index conversion and the pass). With
+    ``second_pass``, also the fastest time of a second pass of the learnt model over the stream
+    (its state already allocated, like VW's second pass over the cache)."""
+    best, best_second, pred = np.inf, np.inf, None
     for _ in range(repeats):
         fresh = copy.deepcopy(model)
         start = time.perf_counter()
         p = fresh.learn(X, y, tasks=tasks)
         best = min(best, time.perf_counter() - start)
         pred = p if pred is None else pred
-    return 100.0 * np.mean(pred != y), best, fresh
+        if second_pass:
+            start = time.perf_counter()
+            fresh.learn(X, y, tasks=tasks)
+            best_second = min(best_second, time.perf_counter() - start)
+    return 100.0 * np.mean(pred != y), best, fresh, best_second
 
 
 def run_vw_inprocess(lines, y, repeats):
@@ -169,8 +177,10 @@ def main(argv=None) -> int:
             learners = [(label, model, args.repeats) for label, model in omtl_contenders(k)]
             learners += [(label, model, 1) for label, model in (other_learners(k) if args.others else [])]
             for label, model, repeats in learners:
-                err, sec, model = run_omtl(model, Xp, yp, tp, repeats)
+                err, sec, model, second = run_omtl(model, Xp, yp, tp, repeats, label == DEFAULTS)
                 record(label, err, sec)
+                if label == DEFAULTS:
+                    rows.setdefault(label, {}).setdefault("second_pass", []).append(second)
                 if label.startswith("MTLinear hash_bits"):
                     rows[label].setdefault("memory", []).append(model.memory_bytes_)
                     rows[label].setdefault("width", []).append(model.block_weights_.shape[1])
@@ -206,9 +216,12 @@ def write_markdown(results, args) -> None:
         f"{platform.python_version()}.",
         "",
         "Caveats. Times on a shared machine vary up to 2× between runs (the minimum over repeats "
-        "damps it). VW's cache-file pass is the difference of a two-pass and a one-pass run over the "
-        "cache (so it excludes VW's set-up), and VW's in-process loop includes parsing the prepared "
-        "text lines. VW runs with its defaults, among them `-b 18`: one table of 2^18 slots for all "
+        "damps it). An omtl time is one `learn` call on the whole stream with a fresh model: input "
+        "checks, the CSR index conversion, allocating (and the kernel zeroing) the state, and the "
+        "pass. VW's cache-file pass is the difference of a two-pass and a one-pass run over the "
+        "cache (so it excludes VW's set-up and its table is already allocated; the MTLinear row "
+        "\"second pass\" is the like-for-like time), and VW's in-process loop is only the loop "
+        "(parse of a prepared text line, learn, prediction, finish_example per example). VW runs with its defaults, among them `-b 18`: one table of 2^18 slots for all "
         "its features, so it hashes with collisions on the text sets; MTLinear hashes only with "
         "`hash_bits` (one table per block).",
         "",
@@ -222,6 +235,8 @@ def write_markdown(results, args) -> None:
             if "memory" in r:
                 extra = f" (block width {int(np.max(r['width']))}, {np.max(r['memory']) / 2**20:.1f} MiB)"
             lines.append(f"| {label}{extra} | {fmt(r['err'])} | {fmt(r['sec'], '.3f')} |")
+            if "second_pass" in r:
+                lines.append(f"| {label}, second pass (state allocated) | | {fmt(r['second_pass'], '.3f')} |")
         lines.append("")
     summary = summary_table(results)
     if summary:
@@ -233,18 +248,20 @@ def write_markdown(results, args) -> None:
 
 def summary_table(results) -> list[str]:
     """Error of MTLinear vs VW and the speed ratios, one line per data set."""
-    vw, mine = "VW -q st (in-process learn loop)", "MTLinear (defaults)"
+    vw, mine = "VW -q st (in-process learn loop)", DEFAULTS
     vwc = "VW -q st (from cache file, one pass: 2-pass run − 1-pass run)"
-    rows = ["| data set | MTLinear error % | VW error % | difference | speed-up vs VW cache | "
-            "speed-up vs VW in-process |", "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| data set | MTLinear error % | VW error % | difference | speed-up vs VW cache "
+            "(first pass; second pass) | speed-up vs VW in-process |", "|---|---:|---:|---:|---:|---:|"]
     for name, res in results.items():
         r = res["rows"]
         if vw not in r or mine not in r:
             return []
         e_m, e_v = np.mean(r[mine]["err"]), np.mean(r[vw]["err"])
-        s_m = np.mean(r[mine]["sec"])
-        rows.append(f"| {name} | {e_m:.2f} | {e_v:.2f} | {e_m - e_v:+.2f} | "
-                    f"{np.mean(r[vwc]['sec']) / s_m:.1f}× | {np.mean(r[vw]['sec']) / s_m:.0f}× |")
+        s_m, s_v = np.mean(r[mine]["sec"]), np.mean(r[vwc]["sec"])
+        second = r[mine].get("second_pass")
+        cache = f"{s_v / s_m:.1f}×" + (f"; {s_v / np.mean(second):.1f}×" if second else "")
+        rows.append(f"| {name} | {e_m:.2f} | {e_v:.2f} | {e_m - e_v:+.2f} | {cache} | "
+                    f"{np.mean(r[vw]['sec']) / s_m:.0f}× |")
     return rows
 
 

@@ -46,14 +46,16 @@ def test_invariant_steps_by_hand():
 @pytest.mark.parametrize("cls", BOTH)
 def test_first_step_by_hand(cls):
     """One logistic example x = (2, 0), y = +1 on one task: G = (1, 1/4), N = (2, 1), rates (1/2, 2),
-    Σ u²/N² = 2 so μ = 1/√2, h = μ (4·½ + 1·2) = 2√2; the new margin δ solves δ + e^δ - 1 = η h."""
+    Σ u²/N² = 2 so μ = 1/√2, h = μ (4·½ + 1·2) = 2√2; the new margin δ solves δ + e^δ - 1 = η h.
+    The weights are stored in single precision: each is δ/4 or δ/2 to f32 rounding (6e-8)."""
     model = cls(n_tasks=1, graph="disconnected")
     X = np.array([[2.0, 0.0]])
     model.partial_fit(X, [1], tasks=[0])
     delta = solve_bisection(lambda d: d + math.expm1(d) - 0.5 * 2 * math.sqrt(2), 0.0, 2.0)
-    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(delta, rel=1e-12)
+    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(delta, rel=1e-7)
     # The intercept carries half of the margin (its rate-weighted share u² r μ s: 2 of 4).
-    np.testing.assert_allclose(model.block_weights_[0], [delta / 4, 0.0, delta / 2], rtol=1e-12)
+    expected = np.array([delta / 4, 0.0, delta / 2])
+    np.testing.assert_array_equal(model.block_weights_[0], expected.astype(np.float32).astype(np.float64))
     assert model.n_updates_ == 1
 
 
@@ -125,7 +127,7 @@ def test_hashing_bounds_the_memory_whatever_the_number_of_features():
     model.partial_fit(X, y, tasks=tasks)
     n_blocks, width = model.block_weights_.shape
     assert (n_blocks, width) == (k + 1, 2**bits)
-    assert model.memory_bytes_ == n_blocks * 2**bits * 3 * 8  # weight, Σg²u², max|u| per slot
+    assert model.memory_bytes_ == n_blocks * 2**bits * 3 * 4  # weight, Σg²u², max|u| per slot, f32 each
     # The twin hashes the same way (a dense copy of a few rows of a narrower problem).
     Xs = np.where(rng.random((40, 300)) < 0.1, rng.uniform(-1.0, 2.0, (40, 300)), 0.0)
     ys, ts = y[:40], tasks[:40]
@@ -193,3 +195,22 @@ def test_docstring_example_runs():
 
     result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted >= 5 and result.failed == 0
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_update_beyond_single_precision_is_refused(cls):
+    """The state is f32 (M.5): a row whose update would write G = g²u² ~ 1e60 is refused before
+    anything changes, and the model keeps learning afterwards."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 3))
+    y, tasks = np.where(X[:, 0] > 0, 1, -1), rng.integers(0, 2, 30)
+    model = cls(n_tasks=2, loss="hinge").partial_fit(X, y, tasks=tasks)  # hinge: |g| = 1 on a mistake
+    before, n_updates, n_seen = model.block_weights_.copy(), model.n_updates_, model.n_seen_
+    huge = np.array([[1e30, 0.0, 0.0]])
+    wrong = -1 if model.decision_function(huge, tasks=[0])[0] >= 0 else 1
+    with pytest.raises(ValueError, match="single precision"):
+        model.partial_fit(huge, [wrong], tasks=[0])
+    np.testing.assert_array_equal(model.block_weights_, before)
+    assert (model.n_updates_, model.n_seen_) == (n_updates, n_seen)
+    model.partial_fit(X, y, tasks=tasks)
+    assert model.n_updates_ > n_updates

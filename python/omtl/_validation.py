@@ -25,6 +25,8 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     "X contains NaN or infinity") before it touches a model. Call ``check_finite`` otherwise.
     """
     if sp.issparse(X):
+        # Always a copy, also of a canonical float64 CSR: the caller (or another thread) could
+        # write into its arrays during the call, and canonicalising in place would change them.
         X = sp.csr_matrix(X, dtype=np.float64, copy=True)
         X.sum_duplicates()  # also sorts the indices
         X.sort_indices()

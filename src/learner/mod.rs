@@ -51,6 +51,11 @@ pub trait OnlineLearner {
     /// the model is exactly as it was before the call.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()>;
 
+    /// A hint that `(x, task)` comes next: a learner whose state for a row is scattered over a
+    /// large table (MTLinear) starts loading it into cache while the current row runs. No effect
+    /// on any result.
+    fn prefetch(&self, _x: Row, _task: usize) {}
+
     /// One step of the online protocol: predict, then update. Returns the pre-update score.
     /// On `Err` the model is unchanged, as for [`OnlineLearner::update`].
     fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> Result<f64> {
@@ -150,6 +155,9 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
     for t in 0..rows.len() {
         crate::interrupt::check()?;
         rows.prefetch_row(t + 1);
+        if t + 1 < rows.len() {
+            model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+        }
         scores.push(model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)?);
     }
     Ok(())
@@ -273,6 +281,9 @@ pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]
         .map(|t| {
             crate::interrupt::check()?;
             rows.prefetch_row(t + 1);
+            if t + 1 < rows.len() {
+                model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+            }
             Ok(model.score(rows.row(t), tasks[t] as usize, &mut scratch))
         })
         .collect()

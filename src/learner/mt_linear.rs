@@ -17,8 +17,11 @@
 //! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
 //! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`.
 //!
-//! Feature hashing (`hash_bits = b`): feature `j` lives in slot `j mod 2^b` of each block (VW's
-//! rule for numeric feature names), so colliding features share one weight and its statistics.
+//! Feature hashing (`hash_bits = b`, only when `2^b < d + 1`): feature `j` lives in two slots of
+//! each block with value `x_j/√2` each, chosen by a block-seeded 64-bit mix ([`slot_of`]), so
+//! colliding features share one weight and its statistics.
+//!
+//! The state is single precision (as VW's table), the arithmetic double (docs/mt_linear.md, M.5).
 
 use std::f64::consts::FRAC_1_SQRT_2;
 
@@ -170,9 +173,12 @@ impl UpdateRule {
 
 /// One weight block `w_r` with its per-coordinate statistics, interleaved per slot as
 /// `[w, G, N]` (the fields the rule uses), so that an update touches one cache line per coordinate.
+/// Stored in single precision, as VW does: the state of a large sparse vocabulary is then half as
+/// much memory to zero, fetch and cache; every computation reads it into f64 and rounds once on
+/// writing (docs/mt_linear.md, M.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Block {
-    data: Vec<f64>,
+    data: Vec<f32>,
 }
 
 impl UpdateRule {
@@ -282,9 +288,14 @@ pub struct MTLinear {
     pad: Scratchpad,
 }
 
+/// Per coordinate of the example in progress, in gather order (block by block of the task's
+/// terms, then the example's entries): the offset of its slot in the block's data, its value u,
+/// and the slot's w, G and N before the update.
 #[derive(Debug, Clone, Default)]
 struct Scratchpad {
+    slot: Vec<usize>,
     u: Vec<f64>,
+    w: Vec<f64>,
     g: Vec<f64>,
     n: Vec<f64>,
 }
@@ -297,24 +308,110 @@ dispatch! {
         => normalized_rates_kernel, normalized_rates_avx2
 }
 
-/// Four independent lanes, so that the compiler can keep them in one vector register.
+/// Four independent accumulator lanes (element i in lane i mod 4, a fixed summation order),
+/// in chunks of four: independent lanes let the compiler pack them (partly, today: 2-wide).
 #[inline(always)]
 fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
     let len = u.len();
     let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
     let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
-    for (i, &ui) in u.iter().enumerate() {
-        let lane = i % 4;
-        let u2 = ui * ui;
-        let g_new = g[i] + g2 * u2;
-        let a = ui.abs();
-        let n_new = if n[i] > a { n[i] } else { a };
+    #[inline(always)]
+    fn lane(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
+        let u2 = u * u;
+        let g_new = g + g2 * u2;
+        let a = u.abs();
+        let n_new = if n > a { n } else { a };
         let r = 1.0 / (g_new.sqrt() * n_new);
+        (r, u2 * r, u2 * r * r * g_new)
+    }
+    let whole = len / 4 * 4;
+    for (((uc, gc), nc), rc) in u[..whole]
+        .chunks_exact(4)
+        .zip(g[..whole].chunks_exact(4))
+        .zip(n[..whole].chunks_exact(4))
+        .zip(rates[..whole].chunks_exact_mut(4))
+    {
+        for l in 0..4 {
+            let (r, dh, dn) = lane(g2, uc[l], gc[l], nc[l]);
+            rc[l] = r;
+            h[l] += dh;
+            norm[l] += dn;
+        }
+    }
+    for i in whole..len {
+        let (r, dh, dn) = lane(g2, u[i], g[i], n[i]);
         rates[i] = r;
-        h[lane] += u2 * r;
-        norm[lane] += u2 * r * r * g_new;
+        h[i - whole] += dh;
+        norm[i - whole] += dn;
     }
     ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
+}
+
+/// The scratchpad's slices for the coordinates of one block (see [`Scratchpad`]).
+struct Coords<'a> {
+    slot: &'a mut [usize],
+    u: &'a mut [f64],
+    w: &'a mut [f64],
+    g: &'a mut [f64],
+    n: &'a mut [f64],
+}
+
+/// Gathers the coordinates of one block (`S` floats per slot, a constant so that the cell reads
+/// compile to fixed offsets) and returns `Σ_j x̃_j w_r[j]` in entry order.
+#[inline(always)]
+fn gather_block<const S: usize>(
+    entries: &[(usize, f64)],
+    r: u32,
+    b: f64,
+    n_hashed: usize,
+    block: Option<&[f32]>,
+    c: Coords,
+) -> f64 {
+    let mut s = 0.0;
+    let zipped = entries
+        .iter()
+        .zip(c.slot.iter_mut())
+        .zip(c.u.iter_mut())
+        .zip(c.w.iter_mut())
+        .zip(c.g.iter_mut())
+        .zip(c.n.iter_mut());
+    for (((((&(j, v), slot), u), w), g), n) in zipped {
+        let at = slot_of(j, r, n_hashed) * S;
+        *slot = at;
+        *u = b * v;
+        let cell: [f32; S] = match block {
+            Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
+            None => [0.0; S],
+        };
+        *w = f64::from(cell[0]);
+        *g = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
+        *n = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
+        s += v * *w;
+    }
+    s
+}
+
+/// Phase two for one block: each value is read into f64, computed there and rounded to f32 once.
+#[inline(always)]
+fn write_block<const S: usize>(data: &mut [f32], slot: &[usize], u: &[f64], rates: &[f64], g2: f64, scale: f64) {
+    for ((&at, &u), &rate) in slot.iter().zip(u).zip(rates) {
+        let cell = &mut data[at..at + S];
+        let mut w = f64::from(cell[0]);
+        if S >= 2 {
+            cell[1 % S] = (f64::from(cell[1 % S]) + g2 * u * u) as f32;
+        }
+        if S >= 3 {
+            let (a, n_old) = (u.abs(), f64::from(cell[2 % S]));
+            if a > n_old {
+                // As if the new scale had been known from the start.
+                if n_old > 0.0 {
+                    w *= n_old / a;
+                }
+                cell[2 % S] = a as f32;
+            }
+        }
+        cell[0] = (w + scale * u * rate) as f32;
+    }
 }
 
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
@@ -438,32 +535,37 @@ impl MTLinear {
 
     /// Bytes held by the allocated blocks (weights and per-coordinate statistics).
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f64>()
+        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f32>()
     }
 
-    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics).
-    fn block_score(&self, data: &[f64], x: &Row, block: u32) -> f64 {
+    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics),
+    /// summed term by term in the order of [`Self::gather`] (nonzero features, under hashing both
+    /// half-value copies, then the intercept), so that `decision` reproduces `learn`'s scores.
+    fn block_score(&self, data: &[f32], x: &Row, block: u32) -> f64 {
         let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
-        let weight = |j: usize| {
-            if n_hashed == 0 {
-                data[j * stride]
-            } else {
-                (data[slot_of(2 * j, block, n_hashed) * stride] + data[slot_of(2 * j + 1, block, n_hashed) * stride])
-                    * FRAC_1_SQRT_2
+        let mut s = 0.0;
+        let mut add = |j: usize, value: f64| {
+            if value != 0.0 {
+                // Not `s += a + b`: the gather adds the two copies one at a time.
+                if n_hashed == 0 {
+                    s += value * f64::from(data[j * stride]);
+                } else {
+                    let half = value * FRAC_1_SQRT_2;
+                    s += half * f64::from(data[slot_of(2 * j, block, n_hashed) * stride]);
+                    s += half * f64::from(data[slot_of(2 * j + 1, block, n_hashed) * stride]);
+                }
             }
         };
-        let mut s = match *x {
-            Row::Dense(v) if stride == 1 && n_hashed == 0 => crate::data::dot_dense(v, &data[..d]),
-            Row::Dense(v) => v.iter().enumerate().map(|(j, &value)| value * weight(j)).sum(),
+        match *x {
+            Row::Dense(v) => v.iter().enumerate().for_each(|(j, &value)| add(j, value)),
             Row::Sparse { indices, values } => indices
                 .iter()
                 .zip(values)
-                .map(|(&j, &value)| value * weight(j as usize))
-                .sum(),
-        };
+                .for_each(|(&j, &value)| add(j as usize, value)),
+        }
         if self.params.fit_intercept {
             let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
-            s += data[slot_of(key, block, n_hashed) * stride];
+            s += f64::from(data[slot_of(key, block, n_hashed) * stride]);
         }
         s
     }
@@ -512,9 +614,44 @@ impl MTLinear {
         }
     }
 
-    /// Phase one computes every rate and the step from the current state without writing; phase
-    /// two writes only if all of it is finite, so a refused update leaves the model unchanged.
-    fn try_update(&mut self, x: Row, task: usize, y: f64, score: f64) -> Result<()> {
+    /// One pass over the coordinates of `φ(x, task)`: records each one's slot, value `u` and the
+    /// slot's `G` and `N` (zeros in a block not yet allocated) in the scratchpad, and returns the
+    /// score `Σ_r B[r, task] Σ_j x̃_j w_r[j]`. The update then reads the scratchpad instead of the
+    /// blocks, so an example's weights come from memory once (the write pass finds them in cache).
+    fn gather(&mut self, x: &Row, task: usize) -> f64 {
+        self.gather_entries(x);
+        let n_coords = self.entries.len() * self.terms[task].len();
+        let pad = &mut self.pad;
+        for v in [&mut pad.u, &mut pad.w, &mut pad.g, &mut pad.n] {
+            v.resize(n_coords, 0.0);
+        }
+        pad.slot.resize(n_coords, 0);
+        let mut score = 0.0;
+        let m = self.entries.len();
+        for (term, &(r, b)) in self.terms[task].iter().enumerate() {
+            let block = self.blocks[r as usize].as_ref().map(|bl| bl.data.as_slice());
+            let span = term * m..(term + 1) * m;
+            let coords = Coords {
+                slot: &mut pad.slot[span.clone()],
+                u: &mut pad.u[span.clone()],
+                w: &mut pad.w[span.clone()],
+                g: &mut pad.g[span.clone()],
+                n: &mut pad.n[span],
+            };
+            let s = match self.params.rule.stride() {
+                3 => gather_block::<3>(&self.entries, r, b, self.n_hashed, block, coords),
+                2 => gather_block::<2>(&self.entries, r, b, self.n_hashed, block, coords),
+                _ => gather_block::<1>(&self.entries, r, b, self.n_hashed, block, coords),
+            };
+            score += b * s;
+        }
+        score
+    }
+
+    /// Phase one computes every rate and the step from the gathered state (see [`Self::gather`])
+    /// without writing; phase two writes only if all of it is finite, so a refused update leaves
+    /// the model unchanged.
+    fn apply_update(&mut self, task: usize, y: f64, score: f64) -> Result<()> {
         let MTLinearParams {
             loss,
             rule,
@@ -531,23 +668,14 @@ impl MTLinear {
             return Ok(());
         }
         let g2 = g * g;
-        self.gather_entries(&x);
-        // Phase one: gather each coordinate's u and state (zeros for a block not yet allocated),
-        // then compute the rates in one pass over contiguous arrays.
-        let (n_hashed, stride) = (self.n_hashed, rule.stride());
-        let Scratchpad { u, g: gs, n: ns } = &mut self.pad;
-        u.clear();
-        gs.clear();
-        ns.clear();
-        for &(r, b) in &self.terms[task] {
-            let block = self.blocks[r as usize].as_ref();
-            for &(j, v) in &self.entries {
-                u.push(b * v);
-                let cell = block.map(|bl| &bl.data[slot_of(j, r, n_hashed) * stride..]);
-                gs.push(if stride >= 2 { cell.map_or(0.0, |c| c[1]) } else { 0.0 });
-                ns.push(if stride == 3 { cell.map_or(0.0, |c| c[2]) } else { 0.0 });
-            }
-        }
+        let stride = rule.stride();
+        let Scratchpad {
+            slot,
+            u,
+            w: ws,
+            g: gs,
+            n: ns,
+        } = &self.pad;
         self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
@@ -582,7 +710,24 @@ impl MTLinear {
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
         }
-        let width = self.width;
+        // Every value written must fit f32. Bounds that hold even when coordinates collide in one
+        // slot (each adds its own change): |w'| <= max |w| + Σ |Δw|, G' <= max G + g² Σ u²,
+        // N' <= max |u| (rescaling only shrinks w).
+        let (mut max_w, mut max_g, mut max_u, mut sum_ur, mut sum_u2) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
+        for (((&u, &r), &w), &g) in u.iter().zip(&self.rates).zip(ws).zip(gs) {
+            (max_w, max_g, max_u) = (max_w.max(w.abs()), max_g.max(g), max_u.max(u.abs()));
+            sum_ur += (u * r).abs();
+            sum_u2 += u * u;
+        }
+        let bounds = [max_w + scale.abs() * sum_ur, max_g + g2 * sum_u2, max_u];
+        if !bounds.iter().all(|&b| b < f64::from(f32::MAX)) {
+            return Err(Error::Numerical(format!(
+                "MTLinear: a weight or statistic would exceed single precision ({bounds:?}) on a task-{task} \
+                 example; update refused"
+            )));
+        }
+        // Phase two: coordinates in gather order, `n_entries` per block of the task's terms.
+        let (width, n_entries) = (self.width, self.entries.len());
         // The blocks this example touches, allocated before anything is written (an allocation
         // failure leaves the model as it was; a zero block stands for no block).
         for &(r, _) in &self.terms[task] {
@@ -590,27 +735,14 @@ impl MTLinear {
                 self.blocks[r as usize] = Some(Block::try_new(width, rule)?);
             }
         }
-        let mut rates = self.rates.iter();
-        for &(r, b) in &self.terms[task] {
+        for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].as_mut().expect("allocated above");
-            for (&(j, v), &rate) in self.entries.iter().zip(&mut rates) {
-                let slot = slot_of(j, r, n_hashed);
-                let u = b * v;
-                let cell = &mut block.data[slot * stride..(slot + 1) * stride];
-                if stride >= 2 {
-                    cell[1] += g2 * u * u;
-                }
-                if stride == 3 {
-                    let (a, n_old) = (u.abs(), cell[2]);
-                    if a > n_old {
-                        // As if the new scale had been known from the start.
-                        if n_old > 0.0 {
-                            cell[0] *= n_old / a;
-                        }
-                        cell[2] = a;
-                    }
-                }
-                cell[0] += scale * u * rate;
+            let span = term * n_entries..(term + 1) * n_entries;
+            let (slot, u, rates) = (&slot[span.clone()], &u[span.clone()], &self.rates[span]);
+            match stride {
+                3 => write_block::<3>(&mut block.data, slot, u, rates, g2, scale),
+                2 => write_block::<2>(&mut block.data, slot, u, rates, g2, scale),
+                _ => write_block::<1>(&mut block.data, slot, u, rates, g2, scale),
             }
         }
         self.stats[c] = ComponentStats {
@@ -631,7 +763,7 @@ impl MTLinear {
                 let row = &mut out[r * self.width..(r + 1) * self.width];
                 row.iter_mut()
                     .zip(b.data.iter().step_by(stride))
-                    .for_each(|(o, &w)| *o = w);
+                    .for_each(|(o, &w)| *o = f64::from(w));
             }
         }
         out
@@ -701,7 +833,9 @@ impl CheckState for MTLinear {
         let len = checked_size("an MTLinear block", width, stride)?;
         for block in self.blocks.iter().flatten() {
             check_len("an MTLinear block", block.data.len(), len)?;
-            check_finite("an MTLinear block", &block.data)?;
+            ensure(block.data.iter().all(|v| v.is_finite()), || {
+                "an MTLinear block holds a value that is not finite".into()
+            })?;
             // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
             ensure(
                 block
@@ -749,7 +883,50 @@ impl OnlineLearner for MTLinear {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.try_update(x, task, y, score)
+        self.gather(&x, task);
+        self.apply_update(task, y, score)
+    }
+
+    /// Starts loading the slots of the next example's coordinates (each a cache miss on a large
+    /// vocabulary) while this one is learnt.
+    fn prefetch(&self, x: Row, task: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
+            let Row::Sparse { indices, .. } = x else {
+                return; // dense rows: few features, their slots stay in cache
+            };
+            for &(r, _) in &self.terms[task] {
+                let Some(block) = self.blocks[r as usize].as_ref() else {
+                    continue;
+                };
+                let hint = |key: usize| {
+                    let at = slot_of(key, r, n_hashed) * stride;
+                    if let Some(cell) = block.data.get(at) {
+                        // SAFETY: a prefetch is a hint on a valid address; it never faults.
+                        unsafe { _mm_prefetch::<_MM_HINT_T0>((cell as *const f32).cast()) };
+                    }
+                };
+                for &j in indices {
+                    if n_hashed == 0 {
+                        hint(j as usize);
+                    } else {
+                        hint(2 * j as usize);
+                        hint(2 * j as usize + 1);
+                    }
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (x, task);
+    }
+
+    /// Score and update share one gathering pass over the example's slots.
+    fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
+        let score = self.gather(&x, task);
+        self.apply_update(task, y, score)?;
+        Ok(score)
     }
 
     fn n_updates(&self) -> u64 {

@@ -204,6 +204,9 @@ impl OnlineLearner for AnyLearner {
     fn base_kernel(&self) -> Option<&crate::kernel::BaseKernel> {
         self.get().base_kernel()
     }
+    fn prefetch(&self, x: Row, task: usize) {
+        self.get().prefetch(x, task)
+    }
     fn n_updates(&self) -> u64 {
         self.get().n_updates()
     }

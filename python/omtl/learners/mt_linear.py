@@ -75,9 +75,11 @@ class MTLinear(OnlineClassifier):
     Attributes
     ----------
     memory_bytes_ : int
-        Bytes held by the weight blocks and their per-coordinate statistics.
+        Bytes held by the weight blocks and their per-coordinate statistics (single precision:
+        4 bytes a value).
     block_weights_ : ndarray of shape (n_blocks, block_width)
-        The weight blocks (the last column is the intercept when ``fit_intercept`` and no hashing).
+        The weight blocks (the last column is the intercept when ``fit_intercept`` and no hashing),
+        stored in single precision and returned as float64.
 
     Examples
     --------

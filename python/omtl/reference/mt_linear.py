@@ -121,9 +121,11 @@ class MTLinearCore:
         self.t = np.zeros(n_comp)  # examples per component (the SGD clock)
         self.n_norm = np.zeros(n_comp)  # updating examples per component
         self.sum_norm_x = np.zeros(n_comp)
-        self.W = np.zeros((n_blocks, self.width))
-        self.G = np.zeros((n_blocks, self.width))
-        self.N = np.zeros((n_blocks, self.width))
+        # Single precision, as the native blocks (M.5): read into Python floats (f64), computed
+        # there, rounded to f32 once per value written (float() keeps NumPy from computing in f32).
+        self.W = np.zeros((n_blocks, self.width), dtype=np.float32)
+        self.G = np.zeros((n_blocks, self.width), dtype=np.float32)
+        self.N = np.zeros((n_blocks, self.width), dtype=np.float32)
         self.allocated = np.zeros(n_blocks, dtype=bool)
         self.n_updates = 0
 
@@ -133,10 +135,10 @@ class MTLinearCore:
 
     def diagnostics(self) -> dict:
         per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1}[self.rule]
-        return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 8)}
+        return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 4)}
 
     def arrays(self) -> dict:
-        return {"block_weights": self.W.copy()}
+        return {"block_weights": self.W.astype(np.float64)}
 
     def entries(self, x, block):
         """(slot in ``block``, value) of every coordinate of (x, 1): under hashing, feature j is
@@ -150,7 +152,7 @@ class MTLinearCore:
         return [(slot_of(key, block, self.n_hashed), v) for key, v in out]
 
     def score(self, x, task):
-        return sum(b * sum(v * self.W[r, j] for j, v in self.entries(x, r)) for r, b in self.terms[task])
+        return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])
 
     def decision(self, X, tasks):
         return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
@@ -164,9 +166,9 @@ class MTLinearCore:
         coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
         rates, h, norm_x = [], 0.0, 0.0
         for r, j, u in coords:
-            G = self.G[r, j] + g * g * u * u
+            G = float(self.G[r, j]) + g * g * u * u
             if self.rule == "normalized":
-                N = max(self.N[r, j], abs(u))
+                N = max(float(self.N[r, j]), abs(u))
                 norm_x += u * u / (N * N)
                 rate = 1.0 / (math.sqrt(G) * N)
             elif self.rule == "adagrad":
@@ -182,14 +184,25 @@ class MTLinearCore:
         if h == 0:
             return
         s = invariant_step(self.loss, y, p, self.eta, h) * mult
+        if not (math.isfinite(h) and math.isfinite(s) and all(map(math.isfinite, rates))):
+            raise ValueError("MTLinear: non-finite step; update refused")
+        # Every value written must fit f32, with room for coordinates colliding in one slot.
+        f32_max = float(np.finfo(np.float32).max)
+        old_w = max((abs(float(self.W[r, j])) for r, j, _ in coords), default=0.0)
+        old_g = max((float(self.G[r, j]) for r, j, _ in coords), default=0.0)
+        bounds = (old_w + abs(s) * sum(abs(u * rate) for (_, _, u), rate in zip(coords, rates)),
+                  old_g + g * g * sum(u * u for _, _, u in coords), max(abs(u) for _, _, u in coords))
+        if not all(b < f32_max for b in bounds):
+            raise ValueError("MTLinear: a weight or statistic would exceed single precision; update refused")
         for (r, j, u), rate in zip(coords, rates):
             self.allocated[r] = True
-            self.G[r, j] += g * g * u * u
-            if self.rule == "normalized" and abs(u) > self.N[r, j]:
+            w = float(self.W[r, j])
+            self.G[r, j] = float(self.G[r, j]) + g * g * u * u
+            if self.rule == "normalized" and abs(u) > float(self.N[r, j]):
                 if self.N[r, j] > 0:
-                    self.W[r, j] *= self.N[r, j] / abs(u)
+                    w *= float(self.N[r, j]) / abs(u)
                 self.N[r, j] = abs(u)
-            self.W[r, j] += s * u * rate
+            self.W[r, j] = w + s * u * rate
         for r, _ in self.terms[task]:
             self.allocated[r] = True
         self.n_norm[c] += 1
