@@ -231,22 +231,7 @@ fn all_slots_sum<const FAST: bool, C: SlotCoefs>(
     let mut s0 = 0;
     while s0 < n {
         let m = CHUNK.min(n - s0);
-        let block = &data[s0 * d..(s0 + m) * d];
-        let mut p = 0;
-        while p + 4 <= m {
-            let four = [
-                &block[p * d..(p + 1) * d],
-                &block[(p + 1) * d..(p + 2) * d],
-                &block[(p + 2) * d..(p + 3) * d],
-                &block[(p + 3) * d..(p + 4) * d],
-            ];
-            vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
-            p += 4;
-        }
-        for j in p..m {
-            vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
-        }
-        kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
+        chunk_kernel_values::<FAST>(&data[s0 * d..(s0 + m) * d], &sqs[s0..s0 + m], kernel, x, q, &mut vals);
         let mut j = 0;
         while j + 4 <= m {
             for l in 0..4 {
@@ -328,6 +313,35 @@ unsafe fn all_slots_kernel_avx2(data: &[f64], sqs: &[f64], kernel: &BaseKernel, 
     all_slots_kernel::<true>(data, sqs, kernel, x, q, out)
 }
 
+/// `vals[j] = K'(x_j, q)` for the `m = sqs.len() <= CHUNK` rows of `block` (row-major, `d =
+/// x.len()` wide): the dot products four rows at a time, then the kernel map.
+#[inline(always)]
+fn chunk_kernel_values<const FAST: bool>(
+    block: &[f64],
+    sqs: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    vals: &mut [f64; CHUNK],
+) {
+    let (d, m) = (x.len(), sqs.len());
+    let mut p = 0;
+    while p + 4 <= m {
+        let four = [
+            &block[p * d..(p + 1) * d],
+            &block[(p + 1) * d..(p + 2) * d],
+            &block[(p + 2) * d..(p + 3) * d],
+            &block[(p + 3) * d..(p + 4) * d],
+        ];
+        vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
+        p += 4;
+    }
+    for j in p..m {
+        vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
+    }
+    kernel_map::<FAST>(kernel, q, vals, sqs);
+}
+
 /// `out[j] = K'(x_j, q)` over every slot of a row-major dense store.
 #[inline(always)]
 fn all_slots_kernel<const FAST: bool>(
@@ -344,22 +358,7 @@ fn all_slots_kernel<const FAST: bool>(
     let mut s0 = 0;
     while s0 < n {
         let m = CHUNK.min(n - s0);
-        let block = &data[s0 * d..(s0 + m) * d];
-        let mut p = 0;
-        while p + 4 <= m {
-            let four = [
-                &block[p * d..(p + 1) * d],
-                &block[(p + 1) * d..(p + 2) * d],
-                &block[(p + 2) * d..(p + 3) * d],
-                &block[(p + 3) * d..(p + 4) * d],
-            ];
-            vals[p..p + 4].copy_from_slice(&dot4_dispatch::<FAST>(four, x));
-            p += 4;
-        }
-        for j in p..m {
-            vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
-        }
-        kernel_map::<FAST>(kernel, q, &mut vals, &sqs[s0..s0 + m]);
+        chunk_kernel_values::<FAST>(&data[s0 * d..(s0 + m) * d], &sqs[s0..s0 + m], kernel, x, q, &mut vals);
         out[s0..s0 + m].copy_from_slice(&vals[..m]);
         s0 += m;
     }
