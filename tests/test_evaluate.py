@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -69,6 +72,36 @@ def test_demo_prints_a_table(capsys):
     assert main(["demo", "--n-samples", "600"]) == 0
     out = capsys.readouterr().out
     assert "| learner |" in out and "KernelPerceptron (rbf)" in out and "examples/s" in out
+    # What the stream is, what the columns mean, and which learner did best.
+    assert out.startswith("omtl demo: every learner makes one online pass") and "Stream(" not in out
+    assert "error rate: the fraction of examples predicted wrongly" in out and "\nlowest error: " in out
+
+
+def test_demo_shows_no_progress_when_not_on_a_terminal():
+    """A log (stderr not a TTY) gets no progress bars, so no carriage returns or escapes."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "omtl", "demo", "--n-samples", "400"], capture_output=True, text=True, check=True
+    )
+    assert "\r" not in proc.stderr + proc.stdout and "\x1b" not in proc.stderr + proc.stdout
+    assert main(["demo", "--n-samples", "300", "--no-progress"]) == 0
+
+
+def test_reproduce_without_data_is_one_line_naming_the_flag(tmp_path, capsys):
+    rc = main(["reproduce", "table1", "--quick", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert "Traceback" not in err and "data_dir=" not in err
+    assert "--data-dir" in err and "OMTL_DATA" in err and "docs/data.md" in err
+    assert len(err.strip().splitlines()) == 2  # the missing file, then where to point omtl
+
+
+def test_report_repr_is_short_and_metrics_are_plain_floats():
+    stream = omtl.datasets.make_multitask_stream(n_samples=500, n_tasks=4, seed=1)
+    report = omtl.evaluate(omtl.PAUnique(n_tasks=4), stream)
+    text = repr(report)
+    assert len(text) < 300 and "curve" not in text and text.startswith("EvaluationReport(learner='PAUnique'")
+    for name in ("error_rate", "f1_micro", "f1_macro", "seconds", "examples_per_second"):
+        assert type(getattr(report, name)) is float, name
 
 
 def test_evaluate_runs_rounds_when_the_stream_has_them():

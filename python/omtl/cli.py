@@ -47,7 +47,13 @@ def run_demo(args) -> int:
     import omtl
 
     stream = omtl.datasets.make_multitask_stream(n_samples=args.n_samples, sparse=args.sparse, seed=args.seed)
-    print(f"stream: {stream}")
+    kind = "sparse (text-like)" if args.sparse else "dense"
+    print(
+        f"omtl demo: every learner makes one online pass over a synthetic {kind} stream of "
+        f"{stream.X.shape[0]:,} examples, {stream.X.shape[1]} features, {stream.n_tasks} related tasks "
+        f"(seed {args.seed}), predicting each example before learning from it."
+    )
+    progress = show_progress(args)
     rows = []
     learners = demo_learners(stream.n_tasks)
     save_dir = None
@@ -56,8 +62,8 @@ def run_demo(args) -> int:
 
         save_dir = Path(args.save)
         save_dir.mkdir(parents=True, exist_ok=True)
-    for label, model in tqdm(learners, desc="learners", unit="learner"):
-        report = omtl.evaluate(model, stream, progress=True)
+    for label, model in tqdm(learners, desc="learners", unit="learner", disable=not progress):
+        report = omtl.evaluate(model, stream, progress=progress)
         rows.append({**report.summary(), "learner": label})
         if save_dir is not None:
             omtl.save(model, save_dir / f"{model_file_name(label)}.omtl")
@@ -70,6 +76,13 @@ def run_demo(args) -> int:
         ("examples_per_second", "examples/s", ",.0f"),
     ]
     print(format_table(rows, columns))
+    best = min(rows, key=lambda r: r["error_rate"])
+    print(
+        "\nerror rate: the fraction of examples predicted wrongly before their label was seen (lower is "
+        "better); F1 micro/macro: over all examples / averaged over tasks (higher is better); active set: "
+        "the examples a kernel learner stores (its memory; for linear learners the number of updates); "
+        f"examples/s: throughput of the pass.\nlowest error: {best['learner']} ({best['error_rate']:.4f})."
+    )
     if save_dir is not None:
         print(f"trained models written to {save_dir}/ (read one with omtl.load)")
     return 0
@@ -78,6 +91,12 @@ def run_demo(args) -> int:
 def model_file_name(label: str) -> str:
     """A file name from a demo label: "MTRBP G=C (rbf, B=200)" -> "MTRBP_G=C_rbf_B=200"."""
     return "_".join("".join(c if c.isalnum() or c in "=-" else " " for c in label).split())
+
+
+def show_progress(args) -> bool:
+    """Progress bars only on a terminal (a log file would fill with carriage returns), and never
+    with ``--no-progress``."""
+    return not args.no_progress and sys.stderr.isatty()
 
 
 def run_reproduce(args) -> int:
@@ -91,7 +110,7 @@ def run_reproduce(args) -> int:
         raise SystemExit("--seeds must be >= 1")
     out = Path(args.out) if args.out else Path("results") / args.table
     common = {"out": out, "seeds": args.seeds, "quick": args.quick, "jobs": args.jobs, "data_dir": args.data_dir,
-              "progress": not args.no_progress,
+              "progress": show_progress(args),
               "datasets": args.datasets.split(",") if args.datasets else None,
               "learners": args.learners.split(",") if args.learners else None}
     if args.table == "table1":
@@ -112,6 +131,7 @@ def main(argv=None) -> int:
     demo.add_argument("--n-samples", type=int, default=6000)
     demo.add_argument("--sparse", action="store_true", help="use the sparse (text-like) variant of the stream")
     demo.add_argument("--seed", type=int, default=0)
+    demo.add_argument("--no-progress", action="store_true", help="no progress bars (they are shown on a terminal only)")
     demo.add_argument("--save", metavar="DIR", default=None,
                       help="write every trained model to DIR/<learner>.omtl (omtl.save; read back with omtl.load)")
     demo.set_defaults(func=run_demo)
@@ -133,7 +153,20 @@ def main(argv=None) -> int:
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=run_reproduce)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except FileNotFoundError as exc:
+        # A missing data set is a setup problem, not a bug: one line, no traceback (and the
+        # CLI's words, not the Python API's data_dir=).
+        from .datasets.loaders import _HINT
+
+        message = str(exc).replace(f" ({_HINT})", "").replace(f"; {_HINT}", "")
+        print(
+            f"omtl: {message}\n(point --data-dir or OMTL_DATA at the folder holding the data sets; "
+            "docs/data.md lists them and where each comes from)",
+            file=sys.stderr,
+        )
+        return 2
 
 
 if __name__ == "__main__":

@@ -54,6 +54,15 @@ class EvaluationReport:
     predictions: np.ndarray = field(repr=False)
     protocol: str = "P1"
 
+    def __repr__(self) -> str:
+        # The curve, per-task counts and predictions are arrays: a repr of them would fill a
+        # screen, so only the scalars are shown.
+        return (
+            f"EvaluationReport(learner={self.learner!r}, n={self.n}, error_rate={self.error_rate:.4f}, "
+            f"f1_micro={self.f1_micro:.4f}, f1_macro={self.f1_macro:.4f}, n_active={self.n_active}, "
+            f"seconds={self.seconds:.3f}, protocol={self.protocol!r})"
+        )
+
     def summary(self) -> dict:
         return {
             "learner": self.learner,
@@ -82,7 +91,7 @@ def online_metrics(y_pm1: np.ndarray, pred_pm1: np.ndarray, tasks: np.ndarray, n
     n = len(y_pm1)
     errors = pred_pm1 != y_pm1
     mistakes = int(errors.sum())
-    f1_micro = f1_from_counts(counts.tp.sum(), counts.fp.sum(), counts.fn.sum())
+    f1_micro = float(f1_from_counts(counts.tp.sum(), counts.fp.sum(), counts.fn.sum()))
     present = counts.n > 0
     f1_macro = float(counts.f1[present].mean()) if present.any() else 0.0
     step = max(1, math.ceil(n / curve_points)) if n else 1
