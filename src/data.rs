@@ -203,6 +203,13 @@ impl<'a> Rows<'a> {
 
     /// Checks shape, CSR structure and finiteness, so that a model is never half-updated.
     pub fn validate(&self) -> Result<()> {
+        self.validate_structure()?;
+        self.scan_non_finite()
+    }
+
+    /// [`Rows::validate`] without the scan for NaN and infinity: lengths, and a CSR's pointers
+    /// and indices, so that every row can be read.
+    fn validate_structure(&self) -> Result<()> {
         match *self {
             Rows::Dense { data, n_rows, n_cols } => {
                 if data.len() != n_rows * n_cols {
@@ -210,12 +217,6 @@ impl<'a> Rows<'a> {
                         rows: n_rows,
                         what: "the dense buffer",
                         len: data.len(),
-                    });
-                }
-                if let Some(pos) = first_non_finite(data) {
-                    return Err(Error::NonFinite {
-                        row: pos / n_cols.max(1),
-                        value: data[pos],
                     });
                 }
             }
@@ -255,6 +256,23 @@ impl<'a> Rows<'a> {
                         }
                     }
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// The first NaN or ±inf of a structurally valid batch, as an error naming its row.
+    fn scan_non_finite(&self) -> Result<()> {
+        match *self {
+            Rows::Dense { data, n_cols, .. } => {
+                if let Some(pos) = first_non_finite(data) {
+                    return Err(Error::NonFinite {
+                        row: pos / n_cols.max(1),
+                        value: data[pos],
+                    });
+                }
+            }
+            Rows::Csr { indptr, data, .. } => {
                 // The structure is sound, so the rows' values are exactly data[..indptr[n_rows]]:
                 // one vectorised scan of them all, then the row of the first bad value.
                 let stored = &data[..indptr[indptr.len() - 1] as usize];
@@ -270,16 +288,13 @@ impl<'a> Rows<'a> {
     }
 }
 
-/// The per-row checks every update relies on, in one place: the squared norm `‖x‖²` is finite
-/// and, for a kernel learner, so is the self-kernel `K'(x, x)`. By Cauchy–Schwarz,
-/// `|K'(x, x')| ≤ sqrt(K'(x, x) K'(x', x'))`, so every kernel value between checked rows is
-/// finite too. (Entries are already known finite; a row of entries near 1e155 or a polynomial
-/// kernel with large gamma/coef0 fails here rather than feeding inf into a model.)
-pub fn validate_row_scale(rows: &Rows, kernel: Option<&BaseKernel>) -> Result<()> {
+/// The first row whose `‖x‖²` (or, with `kernel`, `K'(x, x)`) is not finite, as an error
+/// ([`validate_learn_batch`]).
+fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
     for r in 0..rows.len() {
         let sq = rows.row(r).sq_norm();
         if !sq.is_finite() {
-            return Err(Error::RowOverflow {
+            return Some(Error::RowOverflow {
                 row: r,
                 reason: format!("its squared norm ‖x‖² is {sq} (too large for double precision); rescale the data"),
             });
@@ -287,7 +302,7 @@ pub fn validate_row_scale(rows: &Rows, kernel: Option<&BaseKernel>) -> Result<()
         if let Some(k) = kernel {
             let kxx = k.raw_self(sq);
             if !kxx.is_finite() {
-                return Err(Error::RowOverflow {
+                return Some(Error::RowOverflow {
                     row: r,
                     reason: format!(
                         "the kernel self-value K(x, x) is {kxx} (‖x‖² = {sq:e}, kernel {:?}); lower gamma, coef0 or degree, or rescale the data",
@@ -297,7 +312,7 @@ pub fn validate_row_scale(rows: &Rows, kernel: Option<&BaseKernel>) -> Result<()
             }
         }
     }
-    Ok(())
+    None
 }
 
 /// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.
@@ -309,6 +324,36 @@ pub fn validate_batch(
     n_features: usize,
 ) -> Result<()> {
     rows.validate()?;
+    validate_ids(rows, tasks, labels, n_tasks, n_features)
+}
+
+/// [`validate_batch`] for a batch to be learned, with the per-row scale checks: every row's
+/// `‖x‖²` is finite and, for a kernel learner (`kernel`), so is the self-kernel `K'(x, x)`. By
+/// Cauchy–Schwarz, `|K'(x, x')| ≤ sqrt(K'(x, x) K'(x', x'))`, so every kernel value between
+/// checked rows is finite too: a row of entries near 1e155, or a polynomial kernel with a large
+/// gamma/coef0, fails here rather than feeding inf into a model. `‖x‖²` is finite only if the row
+/// holds no NaN or infinity, so the norms' pass stands in for the NaN scan, which runs only to
+/// name the value when a norm is not finite. The errors are those (and in the order) of
+/// `validate_batch` followed by the scale checks.
+pub fn validate_learn_batch(
+    rows: &Rows,
+    tasks: &[i64],
+    labels: &[f64],
+    n_tasks: usize,
+    n_features: usize,
+    kernel: Option<&BaseKernel>,
+) -> Result<()> {
+    rows.validate_structure()?;
+    let scale = row_scale_error(rows, kernel);
+    if scale.is_some() {
+        rows.scan_non_finite()?;
+    }
+    validate_ids(rows, tasks, Some(labels), n_tasks, n_features)?;
+    scale.map_or(Ok(()), Err)
+}
+
+/// The checks of [`validate_batch`] after the rows' own: width, task ids, labels.
+fn validate_ids(rows: &Rows, tasks: &[i64], labels: Option<&[f64]>, n_tasks: usize, n_features: usize) -> Result<()> {
     if rows.n_cols() != n_features {
         return Err(Error::FeatureMismatch {
             expected: n_features,

@@ -34,7 +34,7 @@ pub use perceptron::MTPerceptron;
 pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 pub use romco::{Romco, RomcoTrigger, SvtRoute};
 
-use crate::data::{validate_batch, validate_row_scale, Row, Rows};
+use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, Scratch};
 
@@ -87,7 +87,7 @@ pub trait OnlineLearner {
     }
 
     /// The base kernel of a kernel learner (`None` for linear models): the batch functions check
-    /// every row's `K'(x, x)` against it ([`validate_row_scale`]).
+    /// every row's `K'(x, x)` against it ([`validate_learn_batch`]).
     fn base_kernel(&self) -> Option<&BaseKernel> {
         None
     }
@@ -170,8 +170,7 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
 /// for [`Error::Interrupted`], after which the model has learned the rows whose scores the error
 /// carries.
 pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
-    validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
-    validate_row_scale(rows, model.base_kernel())?;
+    validate_learn_batch(rows, tasks, y, model.n_tasks(), model.n_features(), model.base_kernel())?;
     run_atomic(model, rows.len(), |m, scores| learn_rows(m, rows, tasks, y, scores))
 }
 
@@ -220,8 +219,7 @@ pub fn learn_rounds<L: OnlineLearner + Clone>(
     y: &[f64],
     rounds: &[i64],
 ) -> Result<Vec<f64>> {
-    validate_batch(rows, tasks, Some(y), model.n_tasks(), model.n_features())?;
-    validate_row_scale(rows, model.base_kernel())?;
+    validate_learn_batch(rows, tasks, y, model.n_tasks(), model.n_features(), model.base_kernel())?;
     validate_rounds(tasks, rounds, model.n_tasks())?;
     if !model.joint_rounds() {
         // Flattening a round is learning its rows one by one (§1.3).
