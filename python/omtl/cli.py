@@ -152,6 +152,9 @@ def main(argv=None) -> int:
                      "MTBPRJ,MTBPRJ-2; table2: MTFL,TRML,PA-Global,PA-Unique,CW-COL,OMTL,ROMCO,OMTRL)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=run_reproduce)
+    from .cli_learn import add_commands  # omtl learn / omtl predict
+
+    add_commands(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

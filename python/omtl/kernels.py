@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernel_params import KernelSpec
+from ._kernel_params import KernelSpec, scale_gamma
 from ._validation import check_tasks, check_X, csr_parts
 from .graph import resolve_graph
 
@@ -19,7 +19,9 @@ def kernel_matrix(A, B=None, *, kernel="rbf", gamma=None, degree=2, coef0=1.0, n
     """``K'(a_r, b_c)`` for every row pair; dense or CSR rows (any mix). ``B=None`` means ``B = A``."""
     A = check_X(A)
     B = A if B is None else check_X(B, n_features=A.shape[1])
-    spec = KernelSpec.resolve(kernel, gamma, degree, coef0, normalize, A.shape[1])
+    scales = (isinstance(gamma, str) and gamma == "scale") or (gamma is None and kernel == "rbf")
+    scaled = scale_gamma(A) if scales and A.shape[0] else None  # of A, as a first batch would be
+    spec = KernelSpec.resolve(kernel, gamma, degree, coef0, normalize, A.shape[1], scaled=scaled)
     return spec.native().matrix(_rows(A), _rows(B))
 
 

@@ -83,16 +83,38 @@ def _fitted_header(model) -> dict | None:
     }
     if getattr(model, "_radius_warned", False):
         header["radius_warned"] = True
+    if "_gamma_scale" in model.__dict__:  # the value gamma="scale" resolved to on the first batch
+        header["gamma_scale"] = float(model._gamma_scale)
     return header
 
 
-def save(model, path) -> None:
+def save(model, path, *, metadata=None) -> None:
     """Writes ``model`` (a native omtl learner, fitted or not) to ``path`` in the omtl model format.
 
-    Raises ``TypeError`` for anything but a native omtl learner and ``ValueError`` if the model
-    cannot be restored (e.g. its numbers overflowed). The file is written to a temporary name
-    and renamed, so an existing file at ``path`` is replaced whole or not at all. (``dumps``
-    gives the same bytes without a file.)
+    The file is written to a temporary name and renamed, so an existing file at ``path`` is
+    replaced whole or not at all. (:func:`dumps` gives the same bytes without a file.)
+
+    Parameters
+    ----------
+    model : omtl learner
+        A native omtl learner (not a reference twin), fitted or not.
+    path : str or path-like
+        Where to write the file.
+    metadata : dict, optional
+        JSON-serialisable data stored with the model and read back by :func:`load_metadata`
+        (``omtl learn --save`` keeps its task-label mapping and input format there); never
+        executed, and ignored by :func:`load`.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    TypeError
+        For anything but a native omtl learner, or metadata that is not a JSON object.
+    ValueError
+        If the model cannot be restored (e.g. its numbers overflowed).
 
     Examples
     --------
@@ -104,7 +126,7 @@ def save(model, path) -> None:
     >>> omtl.load(path).predict(X, tasks=[0, 1, 1]).tolist() == model.predict(X, tasks=[0, 1, 1]).tolist()
     True
     """
-    data = dumps(model)
+    data = dumps(model, metadata=metadata)
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
@@ -116,8 +138,21 @@ def save(model, path) -> None:
             os.remove(tmp)
 
 
-def dumps(model) -> bytes:
-    """The contents of the model file :func:`save` writes."""
+def dumps(model, *, metadata=None) -> bytes:
+    """The contents of the model file :func:`save` writes.
+
+    Parameters
+    ----------
+    model : omtl learner
+        A native omtl learner, fitted or not.
+    metadata : dict, optional
+        JSON-serialisable data stored with the model (see :func:`save`).
+
+    Returns
+    -------
+    bytes
+        The file's bytes; :func:`loads` reads them back.
+    """
     cls = type(model)
     if REGISTRY.get(cls.__name__) is not cls:
         raise TypeError(
@@ -137,6 +172,10 @@ def dumps(model) -> bytes:
             raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
         state = bytes(model._core._learner.to_bytes())
     header = {"class": cls.__name__, "state_version": STATE_VERSION, "params": params, "fitted": fitted}
+    if metadata is not None:
+        if not isinstance(metadata, dict):
+            raise TypeError(f"metadata must be a dict (a JSON object), got {type(metadata).__name__}")
+        header["metadata"] = metadata
     head = json.dumps(header, allow_nan=False, sort_keys=True).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(state)), state])
@@ -282,17 +321,43 @@ def check_restored(model, *, settings: bool = True) -> None:
 def load(path):
     """Reads a model written by :func:`save`. It continues exactly as if never interrupted.
 
-    Raises ``ValueError`` for anything that is not a valid omtl model file (wrong magic number,
-    format version, checksum or lengths; a class that is not an omtl learner; invalid parameters;
-    a native state that is malformed, breaks an invariant of its learner or disagrees with the
-    parameters or counts). Nothing in the file is executed.
+    Nothing in the file is executed.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by :func:`save`.
+
+    Returns
+    -------
+    omtl learner
+        The model, of the class the file names.
+
+    Raises
+    ------
+    ValueError
+        For anything that is not a valid omtl model file (wrong magic number, format version,
+        checksum or lengths; a class that is not an omtl learner; invalid parameters; a native
+        state that is malformed, breaks an invariant of its learner or disagrees with the
+        parameters or counts).
     """
     with open(os.fspath(path), "rb") as f:
         return loads(f.read())
 
 
 def loads(data: bytes):
-    """A model from the contents of a model file (see :func:`load`)."""
+    """A model from the contents of a model file (see :func:`load`).
+
+    Parameters
+    ----------
+    data : bytes
+        The bytes :func:`dumps` gave (or a model file's contents).
+
+    Returns
+    -------
+    omtl learner
+        The model; ``ValueError`` as :func:`load` for invalid data.
+    """
     header, state = _split(bytes(data))
     model = _build(header)
     fitted = header.get("fitted")
@@ -301,7 +366,7 @@ def loads(data: bytes):
             _fail("an unfitted model with a native state")
         return model
     keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
-    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned"}:
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "gamma_scale"}:
         _fail("malformed fitted bookkeeping")
     d = _int(fitted["n_features_in"], "n_features_in", 1)
     counts = fitted["seen_per_task"]
@@ -324,5 +389,32 @@ def loads(data: bytes):
         if fitted["radius_warned"] is not True:
             _fail("radius_warned must be true or absent")
         model._radius_warned = True
+    if "gamma_scale" in fitted:
+        g = fitted["gamma_scale"]
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g < math.inf:
+            _fail("gamma_scale must be a positive finite number")
+        model._gamma_scale = float(g)
     check_restored(model)
     return model
+
+
+def load_metadata(path) -> dict:
+    """The ``metadata`` a model file was saved with (an empty dict if none).
+
+    Parameters
+    ----------
+    path : str or path-like
+        A file written by :func:`save`.
+
+    Returns
+    -------
+    dict
+        The JSON object given as ``save(..., metadata=...)``. The file's framing and checksum are
+        checked (``ValueError`` as :func:`load`); the model itself is not decoded.
+    """
+    with open(os.fspath(path), "rb") as f:
+        header, _ = _split(f.read())
+    metadata = header.get("metadata", {})
+    if not isinstance(metadata, dict):
+        _fail("the metadata is not a JSON object")
+    return metadata

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .._kernel_params import KernelSpec
+from .._base import _P1, _locked
+from .._kernel_params import KernelSpec, scale_gamma
 from ..graph import TaskGraph, resolve_graph
 
 
@@ -14,7 +15,34 @@ class KernelParamsMixin:
         return resolve_graph(graph, self._check_n_tasks())
 
     def _kernel_spec(self, n_features: int) -> KernelSpec:
-        return KernelSpec.resolve(self.kernel, self.gamma, self.degree, self.coef0, self.normalize, n_features)
+        scaled = self.__dict__.get("_gamma_scale")
+        return KernelSpec.resolve(
+            self.kernel, self.gamma, self.degree, self.coef0, self.normalize, n_features, scaled=scaled
+        )
+
+    def _scales_gamma(self) -> bool:
+        """Whether gamma is read from the first batch: "scale", and the rbf default (None)."""
+        if isinstance(self.gamma, str) and self.gamma == "scale":
+            return True
+        return self.gamma is None and self.kernel == "rbf"
+
+    def _ensure_core(self, X):
+        # gamma="scale" is read from the first batch (X is finite-checked only later, so a
+        # non-finite value gives a non-finite variance: scale_gamma then falls back to 1/d, and
+        # the batch is refused anyway).
+        if not self._is_fitted() and self._scales_gamma():
+            self._gamma_scale = scale_gamma(X)
+        return super()._ensure_core(X)
+
+    @_locked
+    def _run_learn(self, X, y, tasks, rounds=_P1):
+        try:
+            return super()._run_learn(X, y, tasks, rounds)
+        finally:
+            # The value gamma="scale" resolved to belongs to a fitted model only: a first batch
+            # that failed leaves the model as it was.
+            if not self._is_fitted():
+                self.__dict__.pop("_gamma_scale", None)
 
     @property
     def task_graph_(self) -> TaskGraph:
