@@ -3,6 +3,8 @@ broken files)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -197,3 +199,16 @@ def test_gamma_scale_from_the_command_line_round_trips_through_the_model_file(tm
     X = read_data(data).X
     model = omtl.load(model_file)
     assert model.kernel_.gamma == pytest.approx(1.0 / (3 * X.toarray().var()))
+
+
+def test_reproduce_writes_to_a_fresh_folder_by_default(tmp_path, monkeypatch):
+    from omtl.cli import fresh_results_dir
+
+    monkeypatch.chdir(tmp_path)
+    first = fresh_results_dir("table1")
+    assert first.parent == Path("omtl-results") and first.name.startswith("table1-") and not first.exists()
+    first.mkdir(parents=True)
+    second = fresh_results_dir("table1")
+    assert second != first and not second.exists()
+    # The committed outputs are never the default.
+    assert "docs" not in first.parts

@@ -99,6 +99,34 @@ def show_progress(args) -> bool:
     return not args.no_progress and sys.stderr.isatty()
 
 
+def fresh_results_dir(table: str, root="omtl-results"):
+    """A new folder for a run's outputs, ``omtl-results/<table>-<UTC date and time>`` (with a
+    suffix if that exists already), so a run never overwrites earlier outputs (docs/results
+    among them) unless ``--out`` names a folder.
+
+    Parameters
+    ----------
+    table : str
+        "table1" or "table2".
+    root : str or path-like
+        The folder the run folders go in.
+
+    Returns
+    -------
+    pathlib.Path
+        A folder that did not exist (not yet created).
+    """
+    import time
+    from pathlib import Path
+
+    base = Path(root) / f"{table}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
 def run_reproduce(args) -> int:
     from pathlib import Path
 
@@ -108,7 +136,7 @@ def run_reproduce(args) -> int:
         raise SystemExit("--jobs must be >= 1")
     if args.seeds is not None and args.seeds < 1:
         raise SystemExit("--seeds must be >= 1")
-    out = Path(args.out) if args.out else Path("results") / args.table
+    out = Path(args.out) if args.out else fresh_results_dir(args.table)
     common = {"out": out, "seeds": args.seeds, "quick": args.quick, "jobs": args.jobs, "data_dir": args.data_dir,
               "progress": show_progress(args),
               "datasets": args.datasets.split(",") if args.datasets else None,
@@ -141,7 +169,8 @@ def main(argv=None) -> int:
     rep.add_argument("--quick", action="store_true", help="a small fixed subsample, 2 seeds, a tiny tuning grid")
     rep.add_argument("--seeds", type=int, default=None, help="number of shuffles, seeds 0..N-1 (default 5 for table1, "
                      "10 for table2, 2 with --quick)")
-    rep.add_argument("--out", default=None, help="output folder (default results/<table>)")
+    rep.add_argument("--out", default=None, help="output folder (default: a new folder omtl-results/<table>-<UTC "
+                     "date-time>; an existing folder named here is overwritten)")
     rep.add_argument("--jobs", type=int, default=1, help="parallel processes (default 1)")
     rep.add_argument("--data-dir", default=None, help="folder holding the data-set folders (default $OMTL_DATA or "
                      "../shared/data)")
