@@ -11,7 +11,7 @@ from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
 from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
-from .persistence import load, save
+from .persistence import dumps, load, loads, save
 
 __version__ = "0.1.0"
 
@@ -20,9 +20,11 @@ __all__ = [
     "TaskGraph",
     "datasets",
     "detected_simd_level",
+    "dumps",
     "evaluate",
     "kernels",
     "load",
+    "loads",
     "save",
     "simd_level",
     *learners.__all__,

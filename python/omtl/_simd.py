@@ -17,18 +17,35 @@ LEVELS = ("portable", "avx2", "avx512")
 
 
 def simd_level() -> str:
-    """The SIMD build the native kernels run: ``"portable"``, ``"avx2"`` or ``"avx512"`` (the
-    CPU's widest, capped by the ``OMTL_SIMD`` environment variable)."""
+    """The SIMD build the native kernels run.
+
+    Returns
+    -------
+    str
+        ``"portable"``, ``"avx2"`` or ``"avx512"``: the CPU's widest, capped by the ``OMTL_SIMD``
+        environment variable.
+    """
     return _native.simd_level()
 
 
 def detected_simd_level() -> str:
-    """The widest SIMD build this CPU runs, whatever ``OMTL_SIMD`` says."""
+    """The widest SIMD build this CPU runs, whatever ``OMTL_SIMD`` says.
+
+    Returns
+    -------
+    str
+        ``"portable"``, ``"avx2"`` or ``"avx512"``.
+    """
     return _native.detected_simd_level()
 
 
 def supported_simd_levels() -> list[str]:
-    """Every level ``OMTL_SIMD`` can select on this CPU, narrowest first."""
+    """Every level ``OMTL_SIMD`` can select on this CPU, narrowest first.
+
+    Returns
+    -------
+    list of str
+    """
     return list(LEVELS[: LEVELS.index(detected_simd_level()) + 1])
 
 

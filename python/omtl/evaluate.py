@@ -64,6 +64,14 @@ class EvaluationReport:
         )
 
     def summary(self) -> dict:
+        """The scalar results.
+
+        Returns
+        -------
+        dict
+            learner, n, error_rate, f1_micro, f1_macro, n_active, n_updates, seconds,
+            examples_per_second, protocol.
+        """
         return {
             "learner": self.learner,
             "n": self.n,
@@ -120,7 +128,33 @@ def evaluate(
     from it. With ``rounds`` (one round id per row, as ``Stream.as_rounds`` gives) the pass runs
     protocol P2 through ``model.learn_rounds``; chunks then never split a round. Error rates count
     instances, not rounds (§7.1). The learner is updated in place. Batches go to the learner in chunks so a progress bar
-    (``progress=True``, tqdm) can show the pass; chunking does not change the results.
+    (``progress=True``, tqdm) can show the pass; chunking does not change the results (except
+    through ``gamma="scale"``, the rbf default, which a fresh model reads from its first chunk).
+
+    Parameters
+    ----------
+    model : omtl learner
+        Any learner with ``learn`` (and ``learn_rounds`` for P2); updated in place.
+    X : array-like, scipy.sparse matrix or Stream
+        The rows, or a :class:`omtl.datasets.Stream` holding rows, labels, tasks and rounds.
+    y : array-like of shape (n,), optional
+        Labels (-1/+1, 0/1 or bool); taken from the Stream when ``X`` is one.
+    tasks : array-like of int or int, optional
+        The task of each row; required unless ``X`` is a Stream.
+    rounds : array-like of int, optional
+        One round id per row (protocol P2).
+    curve_points : int
+        About how many points of the cumulative error curve to keep.
+    progress : bool
+        Show a tqdm progress bar.
+    chunk_size : int, optional
+        Rows per ``learn`` call (default max(256, n/100)).
+
+    Returns
+    -------
+    EvaluationReport
+        Mistakes, error rate, micro/macro F1, per-task counts, the cumulative error curve,
+        seconds, throughput, the active-set size and the pre-update predictions.
     """
     name = type(model).__name__
     if y is None and hasattr(X, "y"):

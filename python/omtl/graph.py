@@ -42,23 +42,74 @@ class TaskGraph:
     # -- constructors -------------------------------------------------------------------------
     @classmethod
     def complete(cls, n_tasks: int) -> TaskGraph:
-        """Every pair of tasks joined by a unit edge: T = (I + 11ᵀ)/(k+1)."""
+        """Every pair of tasks joined by a unit edge: T = (I + 11ᵀ)/(k+1).
+
+        Parameters
+        ----------
+        n_tasks : int
+            Number of tasks k >= 1.
+
+        Returns
+        -------
+        TaskGraph
+            A closed form: no k x k matrix is built unless ``task_kernel`` is asked for.
+        """
         return cls._checked(n_tasks, "complete")
 
     @classmethod
     def disconnected(cls, n_tasks: int) -> TaskGraph:
-        """No edges: T = I, the tasks are learned independently."""
+        """No edges: T = I, the tasks are learned independently.
+
+        Parameters
+        ----------
+        n_tasks : int
+            Number of tasks k >= 1.
+
+        Returns
+        -------
+        TaskGraph
+            A closed form: no k x k matrix is built unless ``task_kernel`` is asked for.
+        """
         return cls._checked(n_tasks, "disconnected")
 
     @classmethod
     def from_edges(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
-        """An undirected graph from ``(i, j)`` pairs with optional nonnegative weights (default 1)."""
+        """An undirected graph from ``(i, j)`` pairs with optional nonnegative weights: T = (I + L)^{-1}.
+
+        Parameters
+        ----------
+        n_tasks : int
+            Number of tasks k >= 1.
+        edges : sequence of (int, int)
+            Task pairs, each task in [0, k).
+        weights : sequence of float, optional
+            One nonnegative weight per edge (default 1).
+
+        Returns
+        -------
+        TaskGraph
+        """
         edges, weights = _edge_list(n_tasks, edges, weights)
         return cls._checked(n_tasks, "edges", edges=edges, weights=weights)
 
     @classmethod
     def laplacian_pinv(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
-        """T = L_G^+ (the footnote variant of the paper). Not recommended: see the warning."""
+        """T = L_G^+ (the footnote variant of the paper). Not recommended: see the warning.
+
+        Parameters
+        ----------
+        n_tasks : int
+            Number of tasks k >= 1.
+        edges : sequence of (int, int)
+            Task pairs, each task in [0, k).
+        weights : sequence of float, optional
+            One nonnegative weight per edge (default 1).
+
+        Returns
+        -------
+        TaskGraph
+            Warns (``UserWarning``): L⁺ forces each component's scores to sum to zero.
+        """
         warnings.warn(
             "T = pinv(L) forces the scores of each connected component to sum to zero, and an isolated task "
             "always scores 0 (ALGORITHMS.md §2.3); prefer the default T = (I + L)^-1",
@@ -70,19 +121,49 @@ class TaskGraph:
 
     @classmethod
     def from_interaction(cls, A) -> TaskGraph:
-        """A user-given symmetric positive definite interaction matrix A: T = A^{-1}."""
+        """A user-given symmetric positive definite interaction matrix A: T = A^{-1}.
+
+        Parameters
+        ----------
+        A : array-like of shape (k, k)
+            Symmetric positive definite.
+
+        Returns
+        -------
+        TaskGraph
+        """
         A = _square(A, "A")
         return cls._checked(A.shape[0], "interaction", matrix=A)
 
     @classmethod
     def from_psd_plus_identity(cls, M) -> TaskGraph:
-        """A user-given symmetric PSD matrix M: T = (I + M)^{-1}."""
+        """A user-given symmetric PSD matrix M: T = (I + M)^{-1}.
+
+        Parameters
+        ----------
+        M : array-like of shape (k, k)
+            Symmetric positive semi-definite.
+
+        Returns
+        -------
+        TaskGraph
+        """
         M = _square(M, "M")
         return cls._checked(M.shape[0], "psd_plus_identity", matrix=M)
 
     @classmethod
     def from_task_kernel(cls, T) -> TaskGraph:
-        """A user-given symmetric PSD task kernel T, used as is."""
+        """A user-given symmetric PSD task kernel T, used as is.
+
+        Parameters
+        ----------
+        T : array-like of shape (k, k)
+            Symmetric positive semi-definite.
+
+        Returns
+        -------
+        TaskGraph
+        """
         T = _square(T, "T")
         return cls._checked(T.shape[0], "task_kernel", matrix=T)
 
@@ -96,7 +177,13 @@ class TaskGraph:
 
     # -- what learners read -------------------------------------------------------------------
     def native(self):
-        """The native task kernel (built once)."""
+        """The native task kernel (built once).
+
+        Returns
+        -------
+        omtl._native.NativeTaskKernel
+            What the native learners take.
+        """
         if self._native_cache is None:
             from ._native import NativeTaskKernel
 
@@ -126,7 +213,17 @@ class TaskGraph:
         return self.native().to_dense()
 
     def c_g_for(self, radius: float = 1.0) -> float:
-        """c_G = R sqrt(max_i T_ii) (§2.5)."""
+        """c_G = R sqrt(max_i T_ii) (§2.5).
+
+        Parameters
+        ----------
+        radius : float
+            R, a bound on the base kernel's sqrt(K'(x, x)).
+
+        Returns
+        -------
+        float
+        """
         return float(self.native().c_g(float(radius)))
 
     @property
@@ -144,7 +241,17 @@ class TaskGraph:
         return self.native().components()
 
     def scaled(self, c: float) -> TaskGraph:
-        """The same relation with T multiplied by ``c > 0`` (predictions are invariant, INV-P6)."""
+        """The same relation with T multiplied by ``c > 0`` (predictions are invariant, INV-P6).
+
+        Parameters
+        ----------
+        c : float
+            A positive factor.
+
+        Returns
+        -------
+        TaskGraph
+        """
         return TaskGraph.from_task_kernel(self.task_kernel * float(c))
 
     # -- plumbing -----------------------------------------------------------------------------
@@ -169,7 +276,19 @@ class TaskGraph:
 
 
 def resolve_graph(graph, n_tasks: int) -> TaskGraph:
-    """A learner's ``graph`` argument as a TaskGraph with ``n_tasks`` tasks."""
+    """A learner's ``graph`` argument as a TaskGraph with ``n_tasks`` tasks.
+
+    Parameters
+    ----------
+    graph : {"complete", "disconnected"} or TaskGraph
+        A TaskGraph must have ``n_tasks`` tasks.
+    n_tasks : int
+        Number of tasks.
+
+    Returns
+    -------
+    TaskGraph
+    """
     if isinstance(graph, str):
         if graph == "complete":
             return TaskGraph.complete(n_tasks)

@@ -36,6 +36,8 @@ from ._base import STATE_VERSION, NativeCore
 from ._validation import BOOL, PM1, ZERO_ONE
 from .graph import TaskGraph
 
+__all__ = ["dumps", "load", "load_metadata", "loads", "save"]
+
 MAGIC = b"\x89OMTL\r\n\x1a\n"
 FORMAT_VERSION = 1
 _CHECKSUM = 32

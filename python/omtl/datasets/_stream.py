@@ -47,15 +47,47 @@ class Stream:
         return sp.issparse(self.X)
 
     def take(self, index) -> Stream:
-        """The rows at ``index`` (an integer array or slice), in that order; rounds are dropped."""
+        """The rows at ``index``, in that order; rounds are dropped.
+
+        Parameters
+        ----------
+        index : array-like of int or slice
+            Row positions.
+
+        Returns
+        -------
+        Stream
+        """
         index = np.asarray(index) if not isinstance(index, slice) else index
         return replace(self, X=self.X[index], y=self.y[index], tasks=self.tasks[index], rounds=None)
 
     def head(self, n: int) -> Stream:
+        """The first ``n`` rows.
+
+        Parameters
+        ----------
+        n : int
+            Number of rows.
+
+        Returns
+        -------
+        Stream
+        """
         return self.take(slice(0, n))
 
     def shuffled(self, seed: int) -> Stream:
-        """A uniformly random permutation of all rows (protocol P1), drawn with SplitMix64(seed)."""
+        """A uniformly random permutation of all rows (protocol P1).
+
+        Parameters
+        ----------
+        seed : int
+            Seed of the SplitMix64 generator the permutation is drawn with (the same on every
+            machine).
+
+        Returns
+        -------
+        Stream
+        """
         order = np.asarray(SplitMix64(seed).permutation(len(self)), dtype=np.int64)
         out = self.take(order)
         return replace(out, name=f"{self.name} (shuffle {seed})")
@@ -66,6 +98,16 @@ class Stream:
         Each task's rows are permuted with SplitMix64(seed) (one generator, tasks in ascending
         order; ``seed=None`` keeps file order); round t holds the t-th row of every task that still
         has one, in ascending task order. ``rounds`` gives the round of each row.
+
+        Parameters
+        ----------
+        seed : int, optional
+            Seed of the SplitMix64 generator; None keeps every task's rows in file order.
+
+        Returns
+        -------
+        Stream
+            With ``rounds`` set.
         """
         rng = SplitMix64(seed) if seed is not None else None
         per_task = []
@@ -86,6 +128,12 @@ class Stream:
         return replace(out, rounds=np.asarray(rounds, dtype=np.int64), name=f"{self.name} (rounds, {suffix})")
 
     def task_counts(self) -> np.ndarray:
+        """Rows per task.
+
+        Returns
+        -------
+        ndarray of int64, shape (n_tasks,)
+        """
         return np.bincount(self.tasks, minlength=self.n_tasks)
 
     def __repr__(self) -> str:

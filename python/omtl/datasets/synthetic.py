@@ -28,6 +28,32 @@ def make_multitask_stream(
     fraction ``label_noise`` of labels is flipped. Dense rows are standard normal; sparse rows
     (CSR) have about ``density * n_features`` nonnegative entries and unit norm, like text.
     Seeded with NumPy's PCG64, so the same arguments give the same stream everywhere.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows.
+    n_tasks : int
+        Number of tasks; each row's task is drawn uniformly.
+    n_features : int
+        Number of features d.
+    relatedness : float
+        In [0, 1]: the weight of the shared direction in every task's weight vector.
+    n_outlier_tasks : int
+        In [0, n_tasks]: tasks (the last ones) whose shared direction is flipped.
+    label_noise : float
+        In [0, 0.5): the fraction of labels flipped.
+    sparse : bool
+        CSR rows with about ``density * n_features`` nonnegative entries and unit norm.
+    density : float
+        Fraction of nonzero entries of a sparse row.
+    seed : int
+        Seed of NumPy's PCG64 generator.
+
+    Returns
+    -------
+    Stream
+        ``y`` in {-1, +1}, task ids in [0, n_tasks), named ``"synthetic (dense|sparse, seed <seed>)"``.
     """
     if not 0.0 <= relatedness <= 1.0:
         raise ValueError(f"relatedness must lie in [0, 1], got {relatedness}")
