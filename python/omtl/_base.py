@@ -333,7 +333,9 @@ class OnlineClassifier:
     @property
     @_locked
     def n_active_(self) -> int:
-        """Size of the active set (for linear models: the number of examples it sums)."""
+        """The examples the model stores: the active set of a kernel or budget learner, every
+        example seen for MTFL/TRML; for a learner with fixed-size weights (and the Perceptrons in
+        primal form) the number of updates (README, "What n_active_ counts")."""
         return int(self._core.n_active) if self._is_fitted() else 0
 
     @property

@@ -80,7 +80,8 @@ def run_demo(args) -> int:
     print(
         "\nerror rate: the fraction of examples predicted wrongly before their label was seen (lower is "
         "better); F1 micro/macro: over all examples / averaged over tasks (higher is better); active set: "
-        "the examples a kernel learner stores (its memory; for linear learners the number of updates); "
+        "the examples a kernel learner or MTFL/TRML stores (its memory; for the other linear learners the number of "
+        "updates); "
         f"examples/s: throughput of the pass.\nlowest error: {best['learner']} ({best['error_rate']:.4f})."
     )
     if save_dir is not None:

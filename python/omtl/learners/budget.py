@@ -62,8 +62,8 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         Largest number of stored examples (``n_active_ <= budget`` after every example).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    gamma : float, "scale" or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
     degree : int, default=2
     coef0 : float, default=1.0
     normalize : bool, default=False
@@ -137,8 +137,8 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
         The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
     kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    gamma : float, "scale" or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
     degree : int, default=2
     coef0 : float, default=1.0
     normalize : bool, default=False

@@ -18,8 +18,8 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     n_tasks : int
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     kernel : {"linear", "poly", "rbf"}, default="linear"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
+    gamma : float, "scale" or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
     degree : int, default=2
     coef0 : float, default=1.0
     normalize : bool, default=False

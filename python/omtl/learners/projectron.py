@@ -82,8 +82,8 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         Projection threshold (the paper's value).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: default 1.
+    gamma : float, "scale" or None
+        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: default 1.
     degree : int, default=2
     coef0 : float, default=1.0
     normalize : bool, default=False
