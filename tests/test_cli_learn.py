@@ -149,7 +149,7 @@ def test_predict_an_unknown_task_is_one_line(tmp_path, capsys):
     [
         ("bad_feature.svm", "1 qid:a 1:1\n1 qid:a x:1\n", "bad_feature.svm, line 2: feature 'x:1'"),
         ("bad_label.svm", "1 qid:a 1:1\n\n2 qid:a 1:1\n", "bad_label.svm, line 3: label '2'"),
-        ("zero_index.svm", "1 qid:a 0:1\n", "zero_index.svm, line 1: feature '0:1'"),
+        ("negative_index.svm", "1 qid:a -1:1\n", "negative_index.svm, line 1: feature '-1:1'"),
         ("mixed_qid.svm", "1 qid:a 1:1\n-1 1:1\n", "mixed_qid.svm, line 2: no qid: field, unlike line 1"),
         ("mixed_labels.svm", "1 1:1\n-1 1:1\n0 1:1\n", "mixed_labels.svm, line 3: label 0 mixes"),
         ("text.csv", "task,label,x\na,1,0.5\na,1,oops\n", "text.csv, line 3: column 'x' holds 'oops'"),
@@ -212,3 +212,30 @@ def test_reproduce_writes_to_a_fresh_folder_by_default(tmp_path, monkeypatch):
     assert second != first and not second.exists()
     # The committed outputs are never the default.
     assert "docs" not in first.parts
+
+
+def test_scikit_learn_svmlight_files_zero_based_with_query_id(tmp_path, capsys):
+    datasets = pytest.importorskip("sklearn.datasets")
+    tasks, y, X = stream_rows(60, seed=3)
+    X = np.hstack([X, np.zeros((60, 1))])
+    X[::7, 2] = 1.5
+    path = tmp_path / "sk.svm"
+    ids, _ = map_tasks(list(tasks))
+    datasets.dump_svmlight_file(X, np.where(y > 0, 1, -1), str(path), query_id=ids)  # 0-based indices
+    data = read_data(path)
+    assert data.zero_based is True
+    np.testing.assert_allclose(data.X.toarray(), X, rtol=1e-15)  # written with 16 significant digits
+    model_file = tmp_path / "m.omtl"
+    assert run(capsys, "learn", path, "--save", model_file, "--no-progress")[0] == 0
+    # predict reads the same indexing; a 1-based model refuses an index 0.
+    code, out, err = run(capsys, "predict", path, "--model", model_file)
+    assert code == 0 and len(out.split()) == 60, err
+    one_based = tmp_path / "one.svm"
+    one_based.write_text("1 qid:a 1:1 2:1\n-1 qid:b 3:1\n")
+    assert run(capsys, "learn", one_based, "--save", model_file, "--no-progress")[0] == 0
+    (tmp_path / "zero.svm").write_text("1 qid:a 1:1\n1 qid:a 0:1\n")
+    code, out, err = run(capsys, "predict", tmp_path / "zero.svm", "--model", model_file)
+    assert code == 2 and "zero.svm, line 2: feature index 0, but the model was trained on a 1-based file" in err
+    (tmp_path / "wide.svm").write_text("1 qid:a 4:1\n")
+    code, out, err = run(capsys, "predict", tmp_path / "wide.svm", "--model", model_file)
+    assert code == 2 and "wide.svm, line 1: feature index 4 beyond the model's 3 features" in err

@@ -3,9 +3,10 @@
 Files (the format comes from the extension, or ``--format``):
 
 - svmlight/libsvm (``.svm``, ``.svmlight``, ``.libsvm``, ``.txt``, ``.dat``): one example per line,
-  ``<label> [qid:<task>] <index>:<value> ...`` with 1-based feature indices (index i is column
-  i - 1) and an optional ``# comment``; ``qid`` is the task (every line has one, or none does:
-  then the whole file is one task).
+  ``<label> [qid:<task>] <index>:<value> ...`` and an optional ``# comment``; ``qid`` is the task
+  (every line has one, or none does: then the whole file is one task). Indices are 1-based (index
+  i is column i - 1) unless an index 0 appears, then 0-based (as scikit-learn's
+  ``load_svmlight_file(zero_based="auto")``; its ``dump_svmlight_file`` writes 0-based files).
 - CSV (``.csv``): a header row naming the columns; ``--task-column`` and ``--label-column`` name the
   task and the label, every other column is a numeric feature.
 - Parquet (``.parquet``, ``.pq``): the same columns; needs pandas and pyarrow.
@@ -54,6 +55,7 @@ class DataFile:
     task_labels: list
     fmt: str
     feature_columns: list = field(default_factory=list)  # CSV/Parquet: the feature columns' names
+    zero_based: bool | None = None  # svmlight: whether index 0 is column 0
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -85,7 +87,7 @@ def data_format(path, fmt=None) -> str:
 
 
 def read_data(path, *, fmt=None, task_column="task", label_column="label", n_features=None,
-              feature_columns=None, require_labels=True) -> DataFile:
+              feature_columns=None, require_labels=True, zero_based=None) -> DataFile:
     """Reads a data file (see the module docstring for the formats).
 
     Parameters
@@ -104,6 +106,9 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
         them all, in any order). Default: every column but the task and label columns.
     require_labels : bool
         CSV/Parquet: whether the label column must be present (``omtl predict`` does not need it).
+    zero_based : bool, optional
+        svmlight: whether index 0 is column 0 (else index 1 is). Default: 0-based if an index 0
+        appears in the file, else 1-based.
 
     Returns
     -------
@@ -121,17 +126,17 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
     if not path.is_file():
         raise DataFileError(f"{path}: file not found")
     if fmt == SVMLIGHT:
-        return _read_svmlight(path, n_features)
+        return _read_svmlight(path, n_features, zero_based)
     if fmt == CSV:
         header, rows = _csv_rows(path)
         return _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt)
     return _read_parquet(path, task_column, label_column, feature_columns, require_labels)
 
 
-def _read_svmlight(path: Path, n_features) -> DataFile:
+def _read_svmlight(path: Path, n_features, zero_based) -> DataFile:
     from .datasets.loaders import _canonical_csr
 
-    what = "'<label> [qid:<task>] <index>:<value> ...' (label -1/+1 or 0/1, indices >= 1)"
+    what = "'<label> [qid:<task>] <index>:<value> ...' (label -1/+1 or 0/1, integer indices >= 0)"
     labels, linenos, tasks, lengths, cols, vals = [], [], [], [], [], []
     with_qid, first_line = None, 0
     with _open_text(path) as f:
@@ -161,12 +166,15 @@ def _read_svmlight(path: Path, n_features) -> DataFile:
                     j, v = int(index), float(value)
                 except ValueError:
                     j, v = 0, math.nan
-                if not sep or j < 1 or not math.isfinite(v):
+                if not sep or j < 0 or not math.isfinite(v):
                     raise DataFileError(f"{path}, line {lineno}: feature {tok[:40]!r}; expected {what}")
-                if n_features is not None and j > n_features:
+                if j == 0 and zero_based is False:
+                    raise DataFileError(f"{path}, line {lineno}: feature index 0, but the model was trained on a "
+                                        "1-based file")
+                if n_features is not None and j - (0 if zero_based else 1) >= n_features:
                     raise DataFileError(f"{path}, line {lineno}: feature index {j} beyond the model's "
                                         f"{n_features} features")
-                cols.append(j - 1)
+                cols.append(j)
                 vals.append(v)
             labels.append(label)
             linenos.append(lineno)
@@ -174,11 +182,16 @@ def _read_svmlight(path: Path, n_features) -> DataFile:
     if not labels:
         raise DataFileError(f"{path}: no examples; expected lines {what}")
     y = _label_array(path, labels, linenos)
-    width = n_features if n_features is not None else (max(cols) + 1 if cols else 1)
+    cols = np.array(cols, dtype=np.int64)
+    if zero_based is None:
+        zero_based = bool(cols.size) and int(cols.min()) == 0
+    if not zero_based:
+        cols -= 1
+    width = n_features if n_features is not None else (int(cols.max()) + 1 if cols.size else 1)
     rows = np.repeat(np.arange(len(labels), dtype=np.int64), lengths)
-    X = _canonical_csr(rows, np.array(cols, dtype=np.int64), np.array(vals, dtype=np.float64), (len(labels), width))
+    X = _canonical_csr(rows, cols, np.array(vals, dtype=np.float64), (len(labels), width))
     task_labels = tasks if with_qid else ["0"] * len(labels)
-    return DataFile(X=X, y=y, task_labels=task_labels, fmt=SVMLIGHT)
+    return DataFile(X=X, y=y, task_labels=task_labels, fmt=SVMLIGHT, zero_based=zero_based)
 
 
 def _open_text(path: Path):
@@ -482,6 +495,7 @@ def save_model(model, path, data: DataFile, mapping, args) -> None:
         "task_column": args.task_column,
         "label_column": args.label_column,
         "zero_one_labels": bool((data.y == 0).any()),  # predict writes labels as the training file did
+        "zero_based": data.zero_based,  # svmlight indexing, so predict reads a file the same way
     }}
     omtl.save(model, path, metadata=metadata)
 
@@ -507,6 +521,7 @@ def run_predict(args) -> int:
         n_features=int(model.n_features_in_),
         feature_columns=saved.get("feature_columns") or None,
         require_labels=False,
+        zero_based=saved.get("zero_based"),
     )
     if data.X.shape[1] != model.n_features_in_:
         raise DataFileError(f"{args.data}: {data.X.shape[1]} feature columns, the model was trained on "
