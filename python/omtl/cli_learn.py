@@ -139,7 +139,7 @@ def _read_svmlight(path: Path, n_features, zero_based) -> DataFile:
     what = "'<label> [qid:<task>] <index>:<value> ...' (label -1/+1 or 0/1, integer indices >= 0)"
     labels, linenos, tasks, lengths, cols, vals = [], [], [], [], [], []
     with_qid, first_line = None, 0
-    with _open_text(path) as f:
+    with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is reported with its number
         for lineno, line in enumerate(f, start=1):
             line = _decoded(line, path, lineno)
             toks = line.split("#", 1)[0].split()
@@ -192,10 +192,6 @@ def _read_svmlight(path: Path, n_features, zero_based) -> DataFile:
     X = _canonical_csr(rows, cols, np.array(vals, dtype=np.float64), (len(labels), width))
     task_labels = tasks if with_qid else ["0"] * len(labels)
     return DataFile(X=X, y=y, task_labels=task_labels, fmt=SVMLIGHT, zero_based=zero_based)
-
-
-def _open_text(path: Path):
-    return open(path, "rb")
 
 
 def _decoded(line: bytes, path: Path, lineno: int) -> str:
