@@ -79,7 +79,9 @@ def test_ctrl_c_stops_a_long_kernel_learner_between_rows_in_learn_rounds():
     assert latency < 1.0
     m = model.n_seen_
     assert 0 < m < X.shape[0]
-    fresh = omtl.MTPerceptron(n_tasks=5, kernel="rbf").partial_fit(X[:m], y[:m], tasks=tasks[:m])
+    # gamma="scale" (the rbf default) came from the whole interrupted batch: the same for the fresh model.
+    fresh = omtl.MTPerceptron(n_tasks=5, kernel="rbf", gamma=model.kernel_.gamma)
+    fresh.partial_fit(X[:m], y[:m], tasks=tasks[:m])
     assert model.n_active_ == fresh.n_active_ and model.n_mistakes_ == fresh.n_mistakes_
     probe = X[-50:]
     assert np.array_equal(model.decision_function(probe, tasks=0), fresh.decision_function(probe, tasks=0))
