@@ -3,6 +3,7 @@ broken files)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -239,3 +240,22 @@ def test_scikit_learn_svmlight_files_zero_based_with_query_id(tmp_path, capsys):
     (tmp_path / "wide.svm").write_text("1 qid:a 4:1\n")
     code, out, err = run(capsys, "predict", tmp_path / "wide.svm", "--model", model_file)
     assert code == 2 and "wide.svm, line 1: feature index 4 beyond the model's 3 features" in err
+
+
+def test_no_progress_noise_off_a_terminal_and_non_utf8_is_one_line(tmp_path, capsys):
+    data = tmp_path / "d.svm"
+    data.write_text(SVM)
+    code, out, err = run(capsys, "learn", data)  # capsys is not a terminal: no bar, nothing on stderr
+    assert code == 0 and err == ""
+    bad = tmp_path / "latin1.svm"
+    bad.write_bytes(b"1 qid:a 1:1\n1 qid:\xe9t\xe9 1:1\n")
+    code, out, err = run(capsys, "learn", bad)
+    assert code == 2 and "latin1.svm, line 2: not UTF-8 text" in err
+
+
+def test_parquet_without_pandas_says_what_to_install(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "d.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
+    code, out, err = run(capsys, "learn", path)
+    assert code == 2 and "reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)" in err
