@@ -11,7 +11,8 @@ import pytest
 
 import omtl
 from omtl.cli import main
-from omtl.cli_learn import DataFileError, build_learner, map_tasks, parse_value, read_data
+from omtl.cli_learn import build_learner, map_tasks, parse_value
+from omtl.datasets.files import DataFileError, read_data
 from omtl.persistence import load_metadata
 
 SVM = """\
