@@ -37,11 +37,18 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
             arr = np.asarray(X)
         except Exception as exc:  # ragged lists and the like
             raise ValueError(f"X cannot be converted to a 2-D numeric array: {exc}") from None
+        if arr.dtype.kind == "O":  # numbers held as Python objects (a pandas object column)
+            try:
+                arr = arr.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"X must hold real numbers: {exc}") from None
+        if arr.dtype.kind == "c":
+            raise ValueError("Complex data not supported: X must hold real numbers")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"X must hold real numbers, got dtype {arr.dtype}")
         if arr.ndim != 2:
             raise ValueError(
-                f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
+                f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D. Reshape your data: X.reshape(1, -1) for a single sample"
             )
         converted = np.ascontiguousarray(arr, dtype=np.float64)
         # Private: an array numpy built from Python lists, or one the dtype/layout conversion
@@ -52,9 +59,9 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     if check_finite:
         check_finite_X(X)
     if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {n_features}")
+        raise ValueError(f"X has {X.shape[1]} features, but the model is expecting {n_features} features as input")
     if X.shape[1] == 0 and X.shape[0] > 0:
-        raise ValueError("X has 0 features")
+        raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
     return X
 
 
@@ -84,7 +91,9 @@ def _integer_array(values, what: str) -> np.ndarray:
 def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
     """Returns task ids as int64 of length ``n_rows``; one int applies to every row."""
     if tasks is None:
-        raise TypeError("tasks is required: pass one task id per row, or one int for all rows")
+        if n_tasks == 1:  # a single-task model: every row is task 0 (scikit-learn's plain fit(X, y))
+            return np.zeros(n_rows, dtype=np.int64)
+        raise TypeError("tasks is required: pass one task id per row, or one int for all rows (optional only when n_tasks=1)")
     if isinstance(tasks, (bool, np.bool_)):
         raise TypeError("tasks must be integers, got a bool")
     if isinstance(tasks, numbers.Integral):
@@ -143,7 +152,11 @@ def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
 
 def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
     """Returns labels as float64 in {-1, +1} and the form they were given in (§0)."""
+    if y is None:
+        raise ValueError("this learner requires y to be passed, but the target y is None")
     arr = np.asarray(y)
+    if arr.dtype.kind == "O":  # labels held as Python objects: read them in their own type
+        arr = np.asarray(arr.tolist())
     if arr.ndim != 1:
         raise ValueError(f"y must be 1-D, got shape {arr.shape}")
     if arr.shape[0] != n_rows:
@@ -162,11 +175,16 @@ def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
     if is_01.all():
         return np.where(values == 1.0, 1.0, -1.0), ZERO_ONE
     bad = np.flatnonzero(~(is_pm1 | is_01))
-    raise ValueError(
-        f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: labels must be -1/+1, 0/1 or bool"
-        if bad.size
-        else "labels mix -1 with 0: use -1/+1, 0/1 or bool"
-    )
+    if not bad.size:
+        raise ValueError("labels mix -1 with 0: use -1/+1, 0/1 or bool")
+    # The wording scikit-learn's checks look for: a continuous target, more than two classes.
+    if not np.all(values == np.round(values)):
+        why = "continuous values are not class labels; "
+    elif np.unique(values).size > 2:
+        why = "Only binary classification is supported. "
+    else:
+        why = ""
+    raise ValueError(f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: {why}labels must be -1/+1, 0/1 or bool")
 
 
 def labels_in_form(pm1: np.ndarray, form: str) -> np.ndarray:
@@ -176,6 +194,13 @@ def labels_in_form(pm1: np.ndarray, form: str) -> np.ndarray:
     if form == ZERO_ONE:
         return (pm1 > 0).astype(np.int64)
     return pm1.astype(np.int64)
+
+
+def check_classes(classes) -> None:
+    """Checks scikit-learn's ``classes`` argument of ``partial_fit``: one of the label forms."""
+    values = np.unique(np.asarray(classes))
+    if values.dtype.kind not in "biuf" or values.tolist() not in ([-1, 1], [0, 1], [False, True]):
+        raise ValueError(f"classes must be the two labels -1/+1, 0/1 or False/True, got {values.tolist()!r}")
 
 
 def classes_of(form: str) -> np.ndarray:
