@@ -217,3 +217,30 @@ def test_partial_fit_classes_argument():
     est.partial_fit(X, [0, 1, 1], classes=[0, 1])
     with pytest.raises(ValueError, match="classes must be"):
         est.partial_fit(X, [0, 1, 1], classes=["a", "b"])
+
+
+def test_omtl_works_without_sklearn_and_river():
+    """scikit-learn and River stay optional: import omtl, learn and predict with both blocked."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("sklearn", "river"):
+            raise ImportError("blocked " + name)
+sys.meta_path.insert(0, Block())
+import numpy as np
+import omtl
+m = omtl.MTLinear(n_tasks=2).fit(np.eye(4), [1, -1, 1, -1], tasks=[0, 1, 0, 1])
+assert m.score(np.eye(4), [1, -1, 1, -1], tasks=[0, 1, 0, 1]) >= 0.5
+assert "sklearn" not in sys.modules
+try:
+    import omtl.river
+except ImportError as exc:
+    assert "omtl[river]" in str(exc)
+else:
+    raise AssertionError("omtl.river imported without River")
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)

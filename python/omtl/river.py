@@ -1,0 +1,171 @@
+"""River adapters: every omtl learner as a ``river.base.Classifier`` (``learn_one``/``predict_one``).
+
+    from river import compose, evaluate, metrics, preprocessing
+    import omtl.river
+
+    model = omtl.river.MTLinear(n_tasks=12, task_key="task")
+    evaluate.progressive_val_score(dataset, model, metrics.Accuracy())
+
+Each adapter takes the learner's own hyper-parameters plus where the task id and the features
+come from (docs/sklearn.md#river):
+
+- ``task_key`` (default ``"task"``): the key of ``x`` holding the task id, which is not a
+  feature; or ``task_fn``, a function ``x -> task id`` (then no key is removed). With neither
+  (``task_key=None``) every example is task 0, for a single-task model (``n_tasks=1``). The id is
+  handed to the learner as it is (a label), so whatever the learner accepts as a task id works.
+- ``features``: the feature names, in order; ``None`` (default) fixes them from the first
+  example, in its key order. A key missing from a later example counts as 0 (River's sparse
+  dicts); a key not in the list is ignored (with one ``RuntimeWarning`` the first time when the
+  list was inferred).
+
+Labels are -1/+1, 0/1 or bool (River's binary datasets use bool); predictions come back in the
+form of the labels learned so far, and as bool (``True``, a score of 0) before the first label.
+Each call runs the native learner on one row; River is an optional dependency
+(``pip install 'omtl[river]'``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+import warnings
+
+import numpy as np
+
+try:
+    from river import base as _river_base
+except ImportError as exc:  # pragma: no cover - exercised only without River
+    raise ImportError("omtl.river needs River: pip install 'omtl[river]' (or pip install river)") from exc
+
+from . import learners as _learners
+
+__all__ = [
+    "CWCOL",
+    "MTBPRJ",
+    "MTBPRJ2",
+    "MTFL",
+    "MTFORG",
+    "MTLinear",
+    "MTRBP",
+    "OMTL",
+    "OMTRL",
+    "ROMCO",
+    "TRML",
+    "KernelPerceptron",
+    "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+]
+
+_ZEROS = itertools.repeat(0.0)
+
+
+class RiverClassifier(_river_base.Classifier):
+    """An omtl learner behind River's ``Classifier`` interface; subclasses name the learner."""
+
+    _learner_class: type = None  # the omtl learner a subclass adapts
+
+    def __init__(self, *, task_key="task", task_fn=None, features=None, **params):
+        self.task_key = task_key
+        self.task_fn = task_fn
+        self.features = features
+        self.params = params  # the learner's hyper-parameters (River's clone reads them back)
+        self.learner = self._learner_class(**params)
+        self._names = None if features is None else list(features)
+        self._known = None if features is None else set(self._names) | {task_key}
+        self._warned_new_keys = features is not None  # a given list says which keys matter: no warning
+
+    # ---- one example -> one row ----------------------------------------------------------------
+    def _task(self, x):
+        if self.task_fn is not None:
+            return self.task_fn(x)
+        if self.task_key is None:
+            return None
+        try:
+            return x[self.task_key]
+        except KeyError:
+            raise KeyError(
+                f"x has no task key {self.task_key!r}: pass task_key= (the key holding the task id), "
+                "task_fn= (a function x -> task id), or task_key=None for a single-task model"
+            ) from None
+
+    def _row(self, x) -> np.ndarray:
+        names = self._names
+        if names is None:  # the first example fixes the features
+            names = self._names = [k for k in x if k != self.task_key or self.task_fn is not None]
+            self._known = set(names) | {self.task_key}
+        elif not self._warned_new_keys and not self._known.issuperset(x):
+            new = sorted(map(str, set(x) - self._known))
+            warnings.warn(
+                f"ignoring feature(s) {new[:5]} not among the {len(names)} features fixed by the first "
+                "example; pass features=[...] to list them up front",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._warned_new_keys = True
+        try:
+            row = np.fromiter(map(x.get, names, _ZEROS), dtype=np.float64, count=len(names))
+        except (TypeError, ValueError):
+            bad = next(k for k in names if not isinstance(x.get(k, 0.0), (int, float, np.number)))
+            raise TypeError(f"feature {bad!r} is {x[bad]!r}: features must be numbers") from None
+        return row.reshape(1, -1)
+
+    # ---- River's interface ---------------------------------------------------------------------
+    def _tasks(self, x):
+        # An int id goes as a scalar (the learner's cheapest check); any other label as a list.
+        task = self._task(x)
+        if task is None or (isinstance(task, numbers.Integral) and not isinstance(task, bool)):
+            return task
+        return [task]
+
+    def learn_one(self, x, y):
+        self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x))
+
+    def predict_one(self, x, **kwargs):
+        if not self.learner._is_fitted():
+            return True
+        return self.learner.predict(self._row(x), tasks=self._tasks(x))[0].item()
+
+    def predict_proba_one(self, x, **kwargs):
+        """``{negative: P, positive: P}`` where the learner has probabilities (``MTLinear`` with
+        ``loss="logistic"``); otherwise ``NotImplementedError``, River's convention."""
+        if not hasattr(self.learner, "predict_proba"):
+            raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
+        p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
+        neg, pos = (False, True) if not self.learner._is_fitted() else (c.item() for c in self.learner.classes_)
+        return {neg: float(p[0]), pos: float(p[1])}
+
+    @property
+    def _multiclass(self) -> bool:
+        return False
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"n_tasks": 1, "task_key": None, **({"budget": 50} if "budget" in cls._learner_class._param_names() else {})}
+
+
+def _adapter(learner_class, extra=""):
+    doc = (
+        f"River adapter of :class:`omtl.{learner_class.__name__}`: ``learn_one``/``predict_one``{extra}.\n\n"
+        "    Takes the learner's keyword hyper-parameters, plus ``task_key``, ``task_fn`` and\n"
+        "    ``features`` (see :mod:`omtl.river`). The learner is ``self.learner``.\n"
+    )
+    return type(learner_class.__name__, (RiverClassifier,), {"_learner_class": learner_class, "__doc__": doc,
+                                                             "__module__": __name__})
+
+
+MTLinear = _adapter(_learners.MTLinear, ", ``predict_proba_one`` with ``loss='logistic'``")
+KernelPerceptron = _adapter(_learners.KernelPerceptron)
+MTPerceptron = _adapter(_learners.MTPerceptron)
+MTRBP = _adapter(_learners.MTRBP)
+MTFORG = _adapter(_learners.MTFORG)
+MTBPRJ = _adapter(_learners.MTBPRJ)
+MTBPRJ2 = _adapter(_learners.MTBPRJ2)
+ROMCO = _adapter(_learners.ROMCO)
+PAGlobal = _adapter(_learners.PAGlobal)
+PAUnique = _adapter(_learners.PAUnique)
+OMTL = _adapter(_learners.OMTL)
+OMTRL = _adapter(_learners.OMTRL)
+CWCOL = _adapter(_learners.CWCOL)
+MTFL = _adapter(_learners.MTFL)
+TRML = _adapter(_learners.TRML)
