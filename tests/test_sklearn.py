@@ -13,12 +13,13 @@ import omtl.reference as ref
 sklearn = pytest.importorskip("sklearn", reason="scikit-learn is not installed (pip install 'omtl[sklearn]')")
 
 from sklearn.base import clone, is_classifier  # noqa: E402
-from sklearn.model_selection import GridSearchCV, KFold, cross_val_predict, cross_val_score  # noqa: E402
+from sklearn.metrics import f1_score, roc_auc_score  # noqa: E402
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_predict, cross_val_score, cross_validate  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 from sklearn.utils.estimator_checks import check_estimator  # noqa: E402
 
-from omtl._sklearn import expected_failed_checks  # noqa: E402
+from omtl.sklearn import expected_failed_checks, make_task_scorer  # noqa: E402
 
 LEARNER_NAMES = ["MTLinear", "KernelPerceptron", "MTPerceptron", "MTRBP", "MTFORG", "MTBPRJ", "MTBPRJ2", "ROMCO",
                  "PAGlobal", "PAUnique", "OMTL", "OMTRL", "CWCOL", "MTFL", "TRML"]
@@ -244,3 +245,23 @@ else:
     raise AssertionError("omtl.river imported without River")
 """
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_task_scorer(routing, stream):
+    X, y, tasks = stream
+    cv = KFold(3)
+    scoring = {"f1": make_task_scorer(f1_score), "auc": make_task_scorer(roc_auc_score, response_method="decision_function"),
+               "proba_auc": make_task_scorer(roc_auc_score, response_method="predict_proba")}
+    res = cross_validate(omtl.MTLinear(n_tasks=4), X, y, cv=cv, params={"tasks": tasks}, scoring=scoring)
+    for i, (train, test) in enumerate(cv.split(X)):
+        m = omtl.MTLinear(n_tasks=4).fit(X[train], y[train], tasks=tasks[train])
+        assert res["test_f1"][i] == f1_score(y[test], m.predict(X[test], tasks=tasks[test]))
+        assert res["test_auc"][i] == roc_auc_score(y[test], m.decision_function(X[test], tasks=tasks[test]))
+        assert res["test_proba_auc"][i] == pytest.approx(res["test_auc"][i])
+    grid = GridSearchCV(omtl.MTLinear(n_tasks=4), {"learning_rate": [0.05, 1.0]}, cv=cv,
+                        scoring=make_task_scorer(f1_score)).fit(X, y, tasks=tasks)
+    assert grid.best_score_ == max(grid.cv_results_["mean_test_score"])
+    loss = make_task_scorer(f1_score, greater_is_better=False)
+    assert loss(grid.best_estimator_, X, y, tasks=tasks) == -f1_score(y, grid.best_estimator_.predict(X, tasks=tasks))
+    with pytest.raises(ValueError, match="response_method"):
+        make_task_scorer(f1_score, response_method="transform")
