@@ -110,3 +110,24 @@ def test_clone_and_pickle():
     again = pickle.loads(pickle.dumps(model))
     assert [again.predict_one(x) for x in xs] == [model.predict_one(x) for x in xs]
     assert "MTRBP" in repr(model)
+
+
+@pytest.mark.parametrize("labels", [(0, 1), (-1, 1), (False, True)])
+def test_predictions_keep_the_label_form(labels):
+    s, xs, _ = _stream(n=200)
+    ys = [labels[1] if v > 0 else labels[0] for v in s.y]
+    model = omtl.river.MTLinear(n_tasks=4)
+    before = []
+    for x, y in zip(xs, ys):
+        before.append(model.predict_one(x))
+        model.learn_one(x, y)
+    told = ys.index(labels[0]) + 1  # the first negative label fixes the form (a lone 1 does not)
+    assert set(before[told:]) <= set(labels) and all(type(p) is type(labels[0]) for p in before[told:])
+    expected = omtl.MTLinear(n_tasks=4).learn(s.X, s.y, tasks=s.tasks)
+    assert [p == labels[1] for p in before] == (expected > 0).tolist()
+    assert set(model.predict_proba_one(xs[0])) == set(labels)
+    other = (-1, 1) if labels == (0, 1) else (0, 1)
+    seen = model.learner.n_seen_
+    with pytest.raises(ValueError, match="label"):
+        model.learn_one(xs[0], other[0])
+    assert model.learner.n_seen_ == seen

@@ -18,8 +18,9 @@ come from (docs/sklearn.md#river):
   dicts); a key not in the list is ignored (with one ``RuntimeWarning`` the first time when the
   list was inferred).
 
-Labels are -1/+1, 0/1 or bool (River's binary datasets use bool); predictions come back in the
-form of the labels learned so far, and as bool (``True``, a score of 0) before the first label.
+Labels are -1/+1, 0/1 or bool (River's binary datasets use bool), one form per stream (fixed by
+the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` before the first
+label (the empty model's score 0) and as -1/+1 while only 1s were seen.
 Each call runs the native learner on one row; River is an optional dependency
 (``pip install 'omtl[river]'``).
 """
@@ -74,6 +75,7 @@ class RiverClassifier(_river_base.Classifier):
         self._names = None if features is None else list(features)
         self._known = None if features is None else set(self._names) | {task_key}
         self._warned_new_keys = features is not None  # a given list says which keys matter: no warning
+        self._labels = None  # (negative, positive) once a label fixed the form: bool, 0/1 or -1/+1
 
     # ---- one example -> one row ----------------------------------------------------------------
     def _task(self, x):
@@ -118,13 +120,33 @@ class RiverClassifier(_river_base.Classifier):
             return task
         return [task]
 
+    def _label_pair(self, y):
+        """The labels of the stream, fixed by the first label that tells the form (every bool; a
+        0 or a -1; a lone 1 does not), so that predictions keep one form whatever the next label
+        is (the learner, fed one row at a time, would read a 1 of a 0/1 stream as -1/+1)."""
+        if isinstance(y, (bool, np.bool_)):
+            pair = (False, True)
+        elif y == 0:
+            pair = (0, 1)
+        elif y == -1:
+            pair = (-1, 1)
+        else:
+            return self._labels  # a 1 (any form) or a bad label, which the learner reports
+        if self._labels is not None and pair != self._labels:
+            raise ValueError(f"label {y!r} mixes label forms: this stream's labels are {self._labels}")
+        return pair
+
     def learn_one(self, x, y):
+        labels = self._label_pair(y)
         self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x))
+        self._labels = labels
 
     def predict_one(self, x, **kwargs):
         if not self.learner._is_fitted():
-            return True
-        return self.learner.predict(self._row(x), tasks=self._tasks(x))[0].item()
+            return True  # the empty model's score 0 predicts the positive class
+        score = self.learner.decision_function(self._row(x), tasks=self._tasks(x))[0]
+        negative, positive = self._labels or (-1, 1)
+        return positive if score >= 0.0 else negative
 
     def predict_proba_one(self, x, **kwargs):
         """``{negative: P, positive: P}`` where the learner has probabilities (``MTLinear`` with
@@ -132,8 +154,8 @@ class RiverClassifier(_river_base.Classifier):
         if not hasattr(self.learner, "predict_proba"):
             raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
         p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
-        neg, pos = (False, True) if not self.learner._is_fitted() else (c.item() for c in self.learner.classes_)
-        return {neg: float(p[0]), pos: float(p[1])}
+        negative, positive = self._labels or (False, True)
+        return {negative: float(p[0]), positive: float(p[1])}
 
     @property
     def _multiclass(self) -> bool:
