@@ -265,3 +265,15 @@ def test_task_scorer(routing, stream):
     assert loss(grid.best_estimator_, X, y, tasks=tasks) == -f1_score(y, grid.best_estimator_.predict(X, tasks=tasks))
     with pytest.raises(ValueError, match="response_method"):
         make_task_scorer(f1_score, response_method="transform")
+
+
+def test_model_file_keeps_feature_names(tmp_path):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(np.random.default_rng(0).normal(size=(30, 2)), columns=["age", "income"])
+    est = omtl.MTLinear(n_tasks=1).fit(df, df["age"] > 0)
+    omtl.save(est, tmp_path / "m.omtl")
+    back = omtl.load(tmp_path / "m.omtl")
+    np.testing.assert_array_equal(back.feature_names_in_, ["age", "income"])
+    np.testing.assert_array_equal(back.predict(df), est.predict(df))
+    plain = omtl.persistence.loads(omtl.persistence.dumps(omtl.MTLinear(n_tasks=1).fit(df.to_numpy(), df["age"] > 0)))
+    assert not hasattr(plain, "feature_names_in_")

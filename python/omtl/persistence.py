@@ -83,6 +83,8 @@ def _fitted_header(model) -> dict | None:
     }
     if getattr(model, "_radius_warned", False):
         header["radius_warned"] = True
+    if getattr(model, "feature_names_in_", None) is not None:  # from a data frame (scikit-learn)
+        header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
     return header
 
 
@@ -301,7 +303,7 @@ def loads(data: bytes):
             _fail("an unfitted model with a native state")
         return model
     keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
-    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned"}:
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "feature_names_in"}:
         _fail("malformed fitted bookkeeping")
     d = _int(fitted["n_features_in"], "n_features_in", 1)
     counts = fitted["seen_per_task"]
@@ -324,5 +326,10 @@ def loads(data: bytes):
         if fitted["radius_warned"] is not True:
             _fail("radius_warned must be true or absent")
         model._radius_warned = True
+    if "feature_names_in" in fitted:
+        names = fitted["feature_names_in"]
+        if not isinstance(names, list) or len(names) != d or not all(isinstance(n, str) for n in names):
+            _fail("feature_names_in must hold one string per feature")
+        model.feature_names_in_ = np.asarray(names, dtype=object)
     check_restored(model)
     return model
