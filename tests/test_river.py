@@ -131,3 +131,21 @@ def test_predictions_keep_the_label_form(labels):
     with pytest.raises(ValueError, match="label"):
         model.learn_one(xs[0], other[0])
     assert model.learner.n_seen_ == seen
+
+
+def test_two_string_labels_with_classes():
+    s, xs, _ = _stream(n=200)
+    ys = ["spam" if v > 0 else "ham" for v in s.y]
+    model = omtl.river.PAUnique(n_tasks=4, classes=["spam", "ham"])
+    before = []
+    for x, y in zip(xs, ys):
+        before.append(model.predict_one(x))
+        model.learn_one(x, y)
+    expected = omtl.PAUnique(n_tasks=4).learn(s.X, s.y, tasks=s.tasks)
+    assert [p == "spam" for p in before[1:]] == (expected[1:] > 0).tolist()
+    assert set(before[1:]) <= {"spam", "ham"}
+    with pytest.raises(ValueError, match="classes"):
+        model.learn_one(xs[0], "eggs")
+    with pytest.raises(ValueError, match="classes="):  # without classes, one example cannot say
+        omtl.river.PAUnique(n_tasks=4).learn_one(xs[0], "spam")
+    assert model.clone().classes == ["spam", "ham"]

@@ -216,8 +216,54 @@ def test_partial_fit_classes_argument():
     X = np.eye(3)
     est = omtl.PAUnique(n_tasks=1)
     est.partial_fit(X, [0, 1, 1], classes=[0, 1])
-    with pytest.raises(ValueError, match="classes must be"):
+    with pytest.raises(ValueError, match="differ from the labels this model learned"):
         est.partial_fit(X, [0, 1, 1], classes=["a", "b"])
+    with pytest.raises(ValueError, match="two labels"):
+        omtl.PAUnique(n_tasks=1).partial_fit(X, [0, 1, 1], classes=[0, 1, 2])
+
+
+@pytest.mark.parametrize("module", [omtl, ref], ids=["native", "reference"])
+def test_any_two_labels(module, tmp_path):
+    """Two labels of any kind are a label form: sorted, the second is positive (scikit-learn's
+    classes_[1]); the learner behaves exactly as on -1/+1 and answers in the given labels."""
+    s = omtl.datasets.make_multitask_stream(n_samples=300, n_tasks=3, seed=4)
+    names = np.where(s.y > 0, "spam", "ham")
+    est = module.MTPerceptron(n_tasks=3)
+    pred = est.learn(s.X, names, tasks=s.tasks)
+    twin = module.MTPerceptron(n_tasks=3)
+    np.testing.assert_array_equal(pred == "spam", twin.learn(s.X, s.y, tasks=s.tasks) > 0)
+    np.testing.assert_array_equal(est.classes_, ["ham", "spam"])
+    np.testing.assert_array_equal(est.predict(s.X, tasks=s.tasks) == "spam", twin.predict(s.X, tasks=s.tasks) > 0)
+    assert est.score(s.X, names, tasks=s.tasks) == twin.score(s.X, s.y, tasks=s.tasks)
+    # later batches must use the same two labels; other labels fail and change nothing
+    before = pickle.dumps(est)
+    for bad in (s.y[:5], np.array(["ham", "eggs", "spam", "ham", "ham"])):
+        with pytest.raises(ValueError, match="not one of this model's classes"):
+            est.partial_fit(s.X[:5], bad, tasks=s.tasks[:5])
+    assert pickle.dumps(est) == before
+    est.partial_fit(s.X[:2], ["ham", "ham"], tasks=s.tasks[:2])  # a single class is fine once known
+    if module is omtl:  # the model file keeps the labels
+        omtl.save(est, tmp_path / "m.omtl")
+        np.testing.assert_array_equal(omtl.load(tmp_path / "m.omtl").predict(s.X, tasks=s.tasks),
+                                      est.predict(s.X, tasks=s.tasks))
+    # numbers other than -1/+1 and 0/1: {1, 2} makes 2 the positive class
+    nums = module.PAGlobal(n_tasks=3).fit(s.X, np.where(s.y > 0, 2, 1), tasks=s.tasks)
+    np.testing.assert_array_equal(nums.classes_, [1, 2])
+    np.testing.assert_array_equal(nums.predict(s.X, tasks=s.tasks) == 2,
+                                  module.PAGlobal(n_tasks=3).fit(s.X, s.y, tasks=s.tasks).predict(s.X, tasks=s.tasks) > 0)
+    # a first batch of one such label does not tell which is positive: classes= does
+    single = module.PAGlobal(n_tasks=3)
+    with pytest.raises(ValueError, match="classes="):
+        single.partial_fit(s.X[:3], ["spam"] * 3, tasks=s.tasks[:3])
+    assert not single._is_fitted()
+    single.partial_fit(s.X[:3], ["spam"] * 3, tasks=s.tasks[:3], classes=["spam", "ham"])
+    np.testing.assert_array_equal(single.classes_, ["ham", "spam"])
+    # a model that learned -1/+1 keeps to the standard forms (a 1 would change meaning)
+    std = module.PAGlobal(n_tasks=3).partial_fit(s.X[:3], [1, 1, 1], tasks=s.tasks[:3])
+    with pytest.raises(ValueError, match="learned labels -1/\\+1, 0/1 or bool"):
+        std.partial_fit(s.X[:3], [1, 2, 1], tasks=s.tasks[:3])
+    with pytest.raises(ValueError, match="Only binary"):
+        module.PAGlobal(n_tasks=3).fit(s.X[:3], ["a", "b", "c"], tasks=s.tasks[:3])
 
 
 def test_omtl_works_without_sklearn_and_river():
@@ -277,3 +323,29 @@ def test_model_file_keeps_feature_names(tmp_path):
     np.testing.assert_array_equal(back.predict(df), est.predict(df))
     plain = omtl.persistence.loads(omtl.persistence.dumps(omtl.MTLinear(n_tasks=1).fit(df.to_numpy(), df["age"] > 0)))
     assert not hasattr(plain, "feature_names_in_")
+
+
+def test_model_file_label_pair_is_checked():
+    import hashlib
+    import json
+    import struct
+
+    from omtl.persistence import MAGIC
+
+    est = omtl.PAGlobal(n_tasks=1).fit(np.eye(4), ["a", "b", "a", "b"])
+    data = omtl.persistence.dumps(est)
+    assert omtl.persistence.loads(data).classes_.tolist() == ["a", "b"]
+    fixed = len(MAGIC) + 12
+    (head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+    header = json.loads(data[fixed:fixed + head_len])
+    rest = data[fixed + head_len:-32]
+
+    def framed(label_form):  # a well-framed file whose header says label_form
+        head = json.dumps({**header, "fitted": {**header["fitted"], "label_form": label_form}}).encode()
+        body = data[:len(MAGIC) + 4] + struct.pack("<Q", len(head)) + head + rest
+        return body + hashlib.sha256(body).digest()
+
+    assert omtl.persistence.loads(framed(["x", "y"])).classes_.tolist() == ["x", "y"]
+    for bad in (["a", 1], ["a", "a"], [True, False], ["a"], [[1], [2]], "classes"):
+        with pytest.raises(ValueError, match="label form"):
+            omtl.persistence.loads(framed(bad))

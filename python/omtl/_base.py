@@ -20,7 +20,6 @@ import scipy.sparse as sp
 from ._sklearn import SklearnClassifierMixin
 from ._validation import (
     PM1,
-    check_classes,
     check_finite_X,
     check_labels,
     check_rounds,
@@ -197,12 +196,12 @@ class OnlineClassifier(SklearnClassifierMixin):
     def _is_fitted(self) -> bool:
         return getattr(self, "_core", None) is not None
 
-    def _prepare(self, X, y, tasks):
+    def _prepare(self, X, y, tasks, classes=None):
         """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``."""
         n_tasks = self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         n = X.shape[0]
-        y_pm1, form = check_labels(y, n)
+        y_pm1, form = check_labels(y, n, *self._label_context(classes))
         task_ids = check_tasks(tasks, n, n_tasks)
         return X, y_pm1, form, task_ids
 
@@ -220,13 +219,13 @@ class OnlineClassifier(SklearnClassifierMixin):
         return core, new
 
     @_locked
-    def _run_learn(self, X, y, tasks, rounds=_P1):
+    def _run_learn(self, X, y, tasks, rounds=_P1, classes=None):
         """Learns a batch (protocol P1, or P2 when ``rounds`` is given) and returns the
         pre-update scores and the label form. Everything that can fail is checked or computed
         before the core is called; the Python-side state changes only after it succeeded (or
         was interrupted, keeping the rows it completed)."""
         feature_names = self._check_columns(X)
-        X, y_pm1, form, task_ids = self._prepare(X, y, tasks)
+        X, y_pm1, form, task_ids = self._prepare(X, y, tasks, classes)
         round_ids = None if rounds is _P1 else check_rounds(rounds, task_ids)
         if X.shape[0] == 0:
             return np.zeros(0), form
@@ -279,10 +278,9 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     def partial_fit(self, X, y, *, tasks=None, classes=None):
         """Runs the online protocol on the rows of ``X`` in order (predict, then update).
-        ``classes`` (scikit-learn's convention) is only checked: the labels are -1/+1, 0/1 or bool."""
-        if classes is not None:
-            check_classes(classes)
-        self._run_learn(X, y, tasks)
+        ``classes`` (scikit-learn's convention): the two labels, needed on a first batch of
+        labels other than -1/+1, 0/1 or bool when it holds a single one of them."""
+        self._run_learn(X, y, tasks, classes=classes)
         return self
 
     def learn(self, X, y, *, tasks=None) -> np.ndarray:

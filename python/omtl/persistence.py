@@ -79,7 +79,7 @@ def _fitted_header(model) -> dict | None:
         "n_seen": int(model.n_seen_),
         "n_mistakes": int(model.n_mistakes_),
         "seen_per_task": [int(c) for c in model._seen_per_task],
-        "label_form": model._label_form,
+        "label_form": list(model._label_form) if isinstance(model._label_form, tuple) else model._label_form,
     }
     if getattr(model, "_radius_warned", False):
         header["radius_warned"] = True
@@ -243,6 +243,18 @@ def _build(header: dict):
         _fail(f"invalid parameters for {name} ({exc})")
 
 
+def _is_label_pair(form) -> bool:
+    """Two distinct labels (negative, positive) of one type, string or number (not bool)."""
+    return (
+        isinstance(form, tuple)
+        and len(form) == 2
+        and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in form)
+        and all(isinstance(v, str) or math.isfinite(v) for v in form)
+        and (isinstance(form[0], str) == isinstance(form[1], str))
+        and form[0] != form[1]
+    )
+
+
 def check_restored(model, *, settings: bool = True) -> None:
     """Checks that a fitted native ``model`` is consistent: its engine's sizes and the
     bookkeeping agree and (``settings``) the engine is the algorithm its hyper-parameters build,
@@ -277,7 +289,7 @@ def check_restored(model, *, settings: bool = True) -> None:
         _fail(f"the counts disagree: {n_seen} seen, {n_mistakes} mistakes, per task {int(seen.sum())}")
     if learner.n_updates > n_seen or learner.n_active > n_seen:
         _fail(f"the engine made {learner.n_updates} updates and holds {learner.n_active} elements after {n_seen} examples")
-    if model._label_form not in _LABEL_FORMS:
+    if not (_is_label_pair(model._label_form) or model._label_form in _LABEL_FORMS):
         _fail(f"unknown label form {model._label_form!r}")
 
 
@@ -321,7 +333,8 @@ def loads(data: bytes):
     model.n_seen_ = _int(fitted["n_seen"], "n_seen")
     model.n_mistakes_ = _int(fitted["n_mistakes"], "n_mistakes")
     model._seen_per_task = counts
-    model._label_form = fitted["label_form"]
+    form = fitted["label_form"]
+    model._label_form = tuple(form) if isinstance(form, list) else form
     if fitted.get("radius_warned", False) is not False:
         if fitted["radius_warned"] is not True:
             _fail("radius_warned must be true or absent")

@@ -20,7 +20,9 @@ come from (docs/sklearn.md#river):
 
 Labels are -1/+1, 0/1 or bool (River's binary datasets use bool), one form per stream (fixed by
 the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` before the first
-label (the empty model's score 0) and as -1/+1 while only 1s were seen.
+label (the empty model's score 0) and as -1/+1 while only 1s were seen. Any other two labels
+(``"spam"``/``"ham"``) need ``classes=[...]`` up front, since one example cannot tell which is
+positive; the larger (sorted) one is positive, as in scikit-learn.
 Each call runs the native learner on one row; River is an optional dependency
 (``pip install 'omtl[river]'``).
 """
@@ -39,6 +41,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without River
     raise ImportError("omtl.river needs River: pip install 'omtl[river]' (or pip install river)") from exc
 
 from . import learners as _learners
+from ._validation import check_classes_pair
 
 __all__ = [
     "CWCOL",
@@ -66,16 +69,19 @@ class RiverClassifier(_river_base.Classifier):
 
     _learner_class: type = None  # the omtl learner a subclass adapts
 
-    def __init__(self, *, task_key="task", task_fn=None, features=None, **params):
+    def __init__(self, *, task_key="task", task_fn=None, features=None, classes=None, **params):
         self.task_key = task_key
         self.task_fn = task_fn
         self.features = features
+        self.classes = classes
         self.params = params  # the learner's hyper-parameters (River's clone reads them back)
         self.learner = self._learner_class(**params)
         self._names = None if features is None else list(features)
         self._known = None if features is None else set(self._names) | {task_key}
         self._warned_new_keys = features is not None  # a given list says which keys matter: no warning
-        self._labels = None  # (negative, positive) once a label fixed the form: bool, 0/1 or -1/+1
+        # (negative, positive): given by ``classes`` or fixed by the first label that tells the form
+        self._labels = None if classes is None else tuple(np.unique(np.asarray(classes)).tolist())
+        self._custom_labels = classes is not None and check_classes_pair(classes) is not None
 
     # ---- one example -> one row ----------------------------------------------------------------
     def _task(self, x):
@@ -124,6 +130,8 @@ class RiverClassifier(_river_base.Classifier):
         """The labels of the stream, fixed by the first label that tells the form (every bool; a
         0 or a -1; a lone 1 does not), so that predictions keep one form whatever the next label
         is (the learner, fed one row at a time, would read a 1 of a 0/1 stream as -1/+1)."""
+        if self._custom_labels:
+            return self._labels  # the learner checks that y is one of them
         if isinstance(y, (bool, np.bool_)):
             pair = (False, True)
         elif y == 0:
@@ -138,7 +146,8 @@ class RiverClassifier(_river_base.Classifier):
 
     def learn_one(self, x, y):
         labels = self._label_pair(y)
-        self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x))
+        classes = None if self.learner._is_fitted() else self.classes
+        self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x), classes=classes)
         self._labels = labels
 
     def predict_one(self, x, **kwargs):
