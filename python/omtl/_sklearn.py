@@ -166,8 +166,9 @@ class SklearnClassifierMixin:
         """
         from ._validation import check_labels
 
-        scores = self.decision_function(X, tasks=tasks)
-        y_pm1, _ = check_labels(y, scores.shape[0], *self._label_context(None))
+        with self._model_lock():  # the scores and the labels' reading from one state
+            scores = self.decision_function(X, tasks=tasks)
+            y_pm1, _ = check_labels(y, scores.shape[0], *self._label_context(None))
         if scores.shape[0] == 0:
             raise ValueError("score needs at least one row")
         correct = np.where(scores >= 0.0, 1.0, -1.0) == y_pm1
