@@ -18,6 +18,8 @@ import warnings
 
 import numpy as np
 
+from ._validation import check_classes_pair, check_labels
+
 # Methods that take ``tasks`` and so consume it under metadata routing.
 ROUTED_METHODS = ("fit", "partial_fit", "predict", "decision_function", "predict_proba", "score")
 # scikit-learn's sentinel for "leave this request as it is" (``sklearn.utils.metadata_routing.UNCHANGED``).
@@ -164,8 +166,6 @@ class SklearnClassifierMixin:
         -------
         float
         """
-        from ._validation import check_labels
-
         with self._model_lock():  # the scores and the labels' reading from one state
             scores = self.decision_function(X, tasks=tasks)
             y_pm1, _ = check_labels(y, scores.shape[0], *self._label_context(None))
@@ -178,8 +178,6 @@ class SklearnClassifierMixin:
         """``(classes, new_classes)`` for ``check_labels``: a model that learned a pair of labels
         keeps it; one that learned -1/+1, 0/1 or bool cannot switch to a pair (a 1 would change
         meaning); an unfitted one takes the pair ``classes`` gives, or sets one up from its batch."""
-        from ._validation import check_classes_pair
-
         given = None if classes is None else check_classes_pair(classes)
         if not self._is_fitted():
             return given, True
