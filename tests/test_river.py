@@ -149,3 +149,33 @@ def test_two_string_labels_with_classes():
     with pytest.raises(ValueError, match="classes="):  # without classes, one example cannot say
         omtl.river.PAUnique(n_tasks=4).learn_one(xs[0], "spam")
     assert model.clone().classes == ["spam", "ham"]
+
+
+def test_mini_batches_match_one_at_a_time():
+    pd = pytest.importorskip("pandas")
+    s, xs, ys = _stream(n=300)
+    frame = pd.DataFrame(xs)
+    labels = pd.Series(ys)
+    one, many = omtl.river.MTLinear(n_tasks=4), omtl.river.MTLinear(n_tasks=4)
+    assert isinstance(many, river.base.MiniBatchClassifier)
+    assert many.predict_many(frame.iloc[:3]).tolist() == [True] * 3
+    for start in range(0, 300, 50):
+        chunk = slice(start, start + 50)
+        expected = [one.predict_one(x) for x in xs[chunk]]
+        assert many.predict_many(frame.iloc[chunk]).tolist() == expected
+        for x, y in zip(xs[chunk], ys[chunk]):
+            one.learn_one(x, y)
+        many.learn_many(frame.iloc[chunk], labels.iloc[chunk])
+    np.testing.assert_array_equal(one.learner.decision_function(s.X, tasks=s.tasks),
+                                  many.learner.decision_function(s.X, tasks=s.tasks))
+    proba = many.predict_proba_many(frame.iloc[:5])
+    assert list(proba.columns) == [False, True] and proba.index.equals(frame.index[:5])
+    np.testing.assert_allclose(proba[True], [one.predict_proba_one(x)[True] for x in xs[:5]])
+    # a missing column is 0, an extra one ignored (one warning), the task column required
+    assert many.predict_many(frame.drop(columns=["f0"]).iloc[:3]).shape == (3,)
+    with pytest.warns(RuntimeWarning, match="ignoring column"):
+        many.predict_many(frame.assign(extra=1.0).iloc[:3])
+    with pytest.raises(KeyError, match="task column"):
+        many.learn_many(frame.drop(columns=["task"]), labels)
+    with pytest.raises(NotImplementedError):
+        omtl.river.ROMCO(n_tasks=4).predict_proba_many(frame)

@@ -23,8 +23,10 @@ the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` b
 label (the empty model's score 0) and as -1/+1 while only 1s were seen. Any other two labels
 (``"spam"``/``"ham"``) need ``classes=[...]`` up front, since one example cannot tell which is
 positive; the larger (sorted) one is positive, as in scikit-learn.
-Each call runs the native learner on one row; River is an optional dependency
-(``pip install 'omtl[river]'``).
+Each ``*_one`` call runs the native learner on one row; ``learn_many``/``predict_many``/
+``predict_proba_many`` (River's ``MiniBatchClassifier``, pandas data frames with the task id in
+column ``task_key``) run it once per frame, at batch speed (a missing column counts as 0, a NaN
+is an error). River is an optional dependency (``pip install 'omtl[river]'``).
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ __all__ = [
 _ZEROS = itertools.repeat(0.0)
 
 
-class RiverClassifier(_river_base.Classifier):
-    """An omtl learner behind River's ``Classifier`` interface; subclasses name the learner."""
+class RiverClassifier(_river_base.MiniBatchClassifier):
+    """An omtl learner behind River's ``Classifier`` interface (and ``MiniBatchClassifier``'s
+    ``learn_many``/``predict_many``, one native call per batch); subclasses name the learner."""
 
     _learner_class: type = None  # the omtl learner a subclass adapts
 
@@ -165,6 +168,69 @@ class RiverClassifier(_river_base.Classifier):
         p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
         negative, positive = self._labels or (False, True)
         return {negative: float(p[0]), positive: float(p[1])}
+
+    # ---- River's mini-batch interface: one call of the learner per data frame ------------------
+    def _rows(self, X) -> np.ndarray:
+        names = self._names
+        if names is None:
+            names = self._names = [c for c in X.columns if c != self.task_key or self.task_fn is not None]
+            self._known = set(names) | {self.task_key}
+        elif not self._warned_new_keys and not self._known.issuperset(X.columns):
+            new = sorted(map(str, set(X.columns) - self._known))
+            warnings.warn(f"ignoring column(s) {new[:5]} not among the {len(names)} features", RuntimeWarning, stacklevel=3)
+            self._warned_new_keys = True
+        try:  # a missing column counts as 0, as a missing key of a dict
+            return X.reindex(columns=names, fill_value=0.0).to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"features must be numbers: {exc}") from None
+
+    def _tasks_many(self, X):
+        if self.task_fn is not None:
+            return [self.task_fn(x) for x in X.to_dict(orient="records")]
+        if self.task_key is None:
+            return None
+        if self.task_key not in X.columns:
+            raise KeyError(f"X has no task column {self.task_key!r}: pass task_key=, task_fn= or task_key=None")
+        return X[self.task_key].to_numpy()
+
+    def _label_pair_many(self, y: np.ndarray):
+        """``_label_pair`` for a batch (its bools, 0s or -1s tell the form)."""
+        if self._custom_labels or y.size == 0:
+            return self._labels
+        if y.dtype == np.bool_:
+            pair = (False, True)
+        elif y.dtype.kind in "iuf" and (y == 0).any() != (y == -1).any():
+            pair = (0, 1) if (y == 0).any() else (-1, 1)
+        else:
+            return self._labels  # all 1s, or labels the learner reports
+        if self._labels is not None and pair != self._labels:
+            raise ValueError(f"labels {np.unique(y).tolist()} mix label forms: this stream's labels are {self._labels}")
+        return pair
+
+    def learn_many(self, X, y):
+        y = np.asarray(y)
+        labels = self._label_pair_many(y)
+        classes = None if self.learner._is_fitted() else self.classes
+        self.learner.partial_fit(self._rows(X), y, tasks=self._tasks_many(X), classes=classes)
+        self._labels = labels
+
+    def predict_many(self, X):
+        import pandas as pd
+
+        if not self.learner._is_fitted():
+            return pd.Series([True] * len(X), index=X.index)
+        scores = self.learner.decision_function(self._rows(X), tasks=self._tasks_many(X))
+        negative, positive = self._labels or (-1, 1)
+        return pd.Series(np.where(scores >= 0.0, positive, negative), index=X.index)
+
+    def predict_proba_many(self, X):
+        import pandas as pd
+
+        if not hasattr(self.learner, "predict_proba"):
+            raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
+        p = self.learner.predict_proba(self._rows(X), tasks=self._tasks_many(X))
+        negative, positive = self._labels or (False, True)
+        return pd.DataFrame({negative: p[:, 0], positive: p[:, 1]}, index=X.index)
 
     @property
     def _multiclass(self) -> bool:
