@@ -349,3 +349,32 @@ def test_model_file_label_pair_is_checked():
     for bad in (["a", 1], ["a", "a"], [True, False], ["a"], [[1], [2]], "classes"):
         with pytest.raises(ValueError, match="label form"):
             omtl.persistence.loads(framed(bad))
+
+
+def test_tags_old_and_new():
+    from sklearn.utils import get_tags
+
+    est = omtl.ROMCO(n_tasks=2)
+    tags = get_tags(est)
+    assert tags.estimator_type == "classifier" and not tags.classifier_tags.multi_class
+    assert tags.input_tags.sparse and not tags.requires_fit and tags.target_tags.required
+    old = est._get_tags()
+    assert old["binary_only"] and old["requires_y"] and est._estimator_type == "classifier"
+
+
+def test_mixed_column_names_are_an_error():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(np.eye(3), columns=["a", 1, "c"])
+    with pytest.raises(TypeError, match="Feature names are only supported if all input features have string names"):
+        omtl.PAGlobal(n_tasks=1).fit(df, [1, -1, 1])
+    int_names = pd.DataFrame(np.eye(3))  # non-string names: no feature_names_in_, as scikit-learn
+    assert not hasattr(omtl.PAGlobal(n_tasks=1).fit(int_names, [1, -1, 1]), "feature_names_in_")
+
+
+def test_fit_keeps_what_others_attached(routing, stream):
+    X, y, tasks = stream
+    est = omtl.MTLinear(n_tasks=4).set_fit_request(tasks="ids")
+    est.some_meta_estimator_context = object()
+    est.fit(X, y, tasks=tasks)
+    assert hasattr(est, "some_meta_estimator_context")
+    assert est.get_metadata_routing().fit.requests["tasks"] == "ids"
