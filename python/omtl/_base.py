@@ -17,6 +17,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from ._sklearn import SklearnClassifierMixin
 from ._validation import (
     PM1,
     check_finite_X,
@@ -123,7 +124,7 @@ def _locked(method):
     return wrapper
 
 
-class OnlineClassifier:
+class OnlineClassifier(SklearnClassifierMixin):
     """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
 
     # ---- hyper-parameters (scikit-learn conventions) -------------------------------------------
@@ -195,12 +196,12 @@ class OnlineClassifier:
     def _is_fitted(self) -> bool:
         return getattr(self, "_core", None) is not None
 
-    def _prepare(self, X, y, tasks):
+    def _prepare(self, X, y, tasks, classes=None):
         """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``."""
         n_tasks = self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         n = X.shape[0]
-        y_pm1, form = check_labels(y, n)
+        y_pm1, form = check_labels(y, n, *self._label_context(classes))
         task_ids = check_tasks(tasks, n, n_tasks)
         return X, y_pm1, form, task_ids
 
@@ -218,12 +219,13 @@ class OnlineClassifier:
         return core, new
 
     @_locked
-    def _run_learn(self, X, y, tasks, rounds=_P1):
+    def _run_learn(self, X, y, tasks, rounds=_P1, classes=None):
         """Learns a batch (protocol P1, or P2 when ``rounds`` is given) and returns the
         pre-update scores and the label form. Everything that can fail is checked or computed
         before the core is called; the Python-side state changes only after it succeeded (or
         was interrupted, keeping the rows it completed)."""
-        X, y_pm1, form, task_ids = self._prepare(X, y, tasks)
+        feature_names = self._check_columns(X)
+        X, y_pm1, form, task_ids = self._prepare(X, y, tasks, classes)
         round_ids = None if rounds is _P1 else check_rounds(rounds, task_ids)
         if X.shape[0] == 0:
             return np.zeros(0), form
@@ -242,9 +244,11 @@ class OnlineClassifier:
                 n = len(partial)
                 done = np.bincount(task_ids[:n], minlength=counts.shape[0])
                 self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], done, form)
+                self._record_feature_names(feature_names if new else None)
             raise
         scores = np.asarray(scores, dtype=np.float64)
         self._record(core, new, X.shape[1], scores, y_pm1, counts, form)
+        self._record_feature_names(feature_names if new else None)
         return scores, form
 
     def _task_counts(self, task_ids) -> np.ndarray:
@@ -272,12 +276,14 @@ class OnlineClassifier:
         if scores.shape[0]:
             self._label_form = form
 
-    def partial_fit(self, X, y, *, tasks):
-        """Runs the online protocol on the rows of ``X`` in order (predict, then update)."""
-        self._run_learn(X, y, tasks)
+    def partial_fit(self, X, y, *, tasks=None, classes=None):
+        """Runs the online protocol on the rows of ``X`` in order (predict, then update).
+        ``classes`` (scikit-learn's convention): the two labels, needed on a first batch of
+        labels other than -1/+1, 0/1 or bool when it holds a single one of them."""
+        self._run_learn(X, y, tasks, classes=classes)
         return self
 
-    def learn(self, X, y, *, tasks) -> np.ndarray:
+    def learn(self, X, y, *, tasks=None) -> np.ndarray:
         """Like ``partial_fit``, returning the prediction made for each row before its update,
         in the label form of ``y`` (-1/+1, 0/1 or bool)."""
         scores, form = self._run_learn(X, y, tasks)
@@ -298,8 +304,9 @@ class OnlineClassifier:
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     @_locked
-    def decision_function(self, X, *, tasks) -> np.ndarray:
+    def decision_function(self, X, *, tasks=None) -> np.ndarray:
         """The real-valued score f_task(x) of the current model for each row (no update)."""
+        self._check_columns(X)
         n_tasks = self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         task_ids = check_tasks(tasks, X.shape[0], n_tasks)
@@ -313,7 +320,7 @@ class OnlineClassifier:
         return np.asarray(self._core.decision(X, task_ids), dtype=np.float64)
 
     @_locked
-    def predict(self, X, *, tasks) -> np.ndarray:
+    def predict(self, X, *, tasks=None) -> np.ndarray:
         """Labels by the sign of the score (0 counts as positive), in the last label form seen."""
         scores = self.decision_function(X, tasks=tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))

@@ -37,11 +37,18 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
             arr = np.asarray(X)
         except Exception as exc:  # ragged lists and the like
             raise ValueError(f"X cannot be converted to a 2-D numeric array: {exc}") from None
+        if arr.dtype.kind == "O":  # numbers held as Python objects (a pandas object column)
+            try:
+                arr = arr.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"X must hold real numbers: {exc}") from None
+        if arr.dtype.kind == "c":
+            raise ValueError("Complex data not supported: X must hold real numbers")
         if arr.dtype.kind not in "biuf":
             raise TypeError(f"X must hold real numbers, got dtype {arr.dtype}")
         if arr.ndim != 2:
             raise ValueError(
-                f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D; reshape a single sample with X.reshape(1, -1)"
+                f"X must be 2-D (n_samples, n_features), got {arr.ndim}-D. Reshape your data: X.reshape(1, -1) for a single sample"
             )
         converted = np.ascontiguousarray(arr, dtype=np.float64)
         # Private: an array numpy built from Python lists, or one the dtype/layout conversion
@@ -52,9 +59,9 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     if check_finite:
         check_finite_X(X)
     if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the model was fitted with {n_features}")
+        raise ValueError(f"X has {X.shape[1]} features, but the model is expecting {n_features} features as input")
     if X.shape[1] == 0 and X.shape[0] > 0:
-        raise ValueError("X has 0 features")
+        raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
     return X
 
 
@@ -84,7 +91,9 @@ def _integer_array(values, what: str) -> np.ndarray:
 def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
     """Returns task ids as int64 of length ``n_rows``; one int applies to every row."""
     if tasks is None:
-        raise TypeError("tasks is required: pass one task id per row, or one int for all rows")
+        if n_tasks == 1:  # a single-task model: every row is task 0 (scikit-learn's plain fit(X, y))
+            return np.zeros(n_rows, dtype=np.int64)
+        raise TypeError("tasks is required: pass one task id per row, or one int for all rows (optional only when n_tasks=1)")
     if isinstance(tasks, (bool, np.bool_)):
         raise TypeError("tasks must be integers, got a bool")
     if isinstance(tasks, numbers.Integral):
@@ -141,17 +150,32 @@ def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
     return arr
 
 
-def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
-    """Returns labels as float64 in {-1, +1} and the form they were given in (§0)."""
+def check_labels(y, n_rows: int, classes: tuple | None = None, new_classes: bool = True) -> tuple[np.ndarray, str | tuple]:
+    """Returns labels as float64 in {-1, +1} and the form they were given in (§0).
+
+    Besides -1/+1, 0/1 and bool, any two labels (strings, {1, 2}, ...) are a form: the pair
+    ``(negative, positive)``, the sorted pair as in scikit-learn (``classes_[1]`` is positive).
+    ``classes``: the model's pair, when it has one; then every label must be one of it.
+    ``new_classes``: whether a batch may set up a new pair from its labels (a model's first
+    batch; a batch of a single such label cannot, it does not say which label is positive).
+    """
+    if classes is not None:
+        return _labels_of_pair(y, n_rows, classes), classes
+    if y is None:
+        raise ValueError("this learner requires y to be passed, but the target y is None")
     arr = np.asarray(y)
+    if arr.dtype.kind == "O":  # labels held as Python objects: read them in their own type
+        arr = np.asarray(arr.tolist())
     if arr.ndim != 1:
         raise ValueError(f"y must be 1-D, got shape {arr.shape}")
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
     if arr.dtype == np.bool_:
         return np.where(arr, 1.0, -1.0), BOOL
+    if arr.dtype.kind in "US" and new_classes:
+        return _labels_as_new_pair(arr)
     if arr.dtype.kind not in "iuf":
-        raise TypeError(f"labels must be -1/+1, 0/1 or bool, got dtype {arr.dtype}")
+        raise TypeError(f"labels must be -1/+1, 0/1, bool or two classes, got dtype {arr.dtype}")
     values = arr.astype(np.float64)
     if not np.isfinite(values).all():
         raise ValueError("y contains NaN or infinity")
@@ -162,15 +186,66 @@ def check_labels(y, n_rows: int) -> tuple[np.ndarray, str]:
     if is_01.all():
         return np.where(values == 1.0, 1.0, -1.0), ZERO_ONE
     bad = np.flatnonzero(~(is_pm1 | is_01))
-    raise ValueError(
-        f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: labels must be -1/+1, 0/1 or bool"
-        if bad.size
-        else "labels mix -1 with 0: use -1/+1, 0/1 or bool"
-    )
+    if not bad.size:
+        raise ValueError("labels mix -1 with 0: use -1/+1, 0/1 or bool")
+    # The wording scikit-learn's checks look for: a continuous target, more than two classes.
+    if not np.all(values == np.round(values)):
+        why = "continuous values are not class labels; "
+    elif np.unique(values).size > 2:
+        why = "Only binary classification is supported. "
+    elif new_classes:
+        return _labels_as_new_pair(arr)
+    else:
+        why = "this model learned labels -1/+1, 0/1 or bool: "
+    raise ValueError(f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: {why}labels must be -1/+1, 0/1 or bool")
 
 
-def labels_in_form(pm1: np.ndarray, form: str) -> np.ndarray:
+def _labels_as_new_pair(arr: np.ndarray) -> tuple[np.ndarray, tuple]:
+    values = np.unique(arr)
+    if values.size > 2:
+        raise ValueError(f"labels {values[:5].tolist()} are not allowed: Only binary classification is supported.")
+    if values.size < 2:
+        raise ValueError(
+            f"the labels are all {values[0].item()!r}, which does not say which class is positive: pass "
+            "classes=[negative, positive] to this first partial_fit (or use labels -1/+1, 0/1 or bool)"
+        )
+    pair = (values[0].item(), values[1].item())
+    return np.where(arr == values[1], 1.0, -1.0), pair
+
+
+def check_classes_pair(classes) -> tuple | None:
+    """``classes`` of ``partial_fit`` as a label pair when it is not a standard form, else None."""
+    values = np.unique(np.asarray(classes))
+    if values.size != 2:
+        raise ValueError(f"classes must hold two labels, got {values.tolist()!r}")
+    if values.dtype.kind in "biuf" and values.tolist() in ([-1, 1], [0, 1], [False, True]):
+        return None
+    if values.dtype.kind not in "iufUS":
+        raise TypeError(f"classes must be numbers or strings, got dtype {values.dtype}")
+    return (values[0].item(), values[1].item())
+
+
+def _labels_of_pair(y, n_rows: int, classes: tuple) -> np.ndarray:
+    arr = np.asarray(y)
+    if arr.dtype.kind == "O":
+        arr = np.asarray(arr.tolist())
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    if arr.shape[0] != n_rows:
+        raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
+    negative, positive = classes
+    is_pos = np.asarray(arr == positive, dtype=bool).reshape(arr.shape)
+    ok = is_pos | np.asarray(arr == negative, dtype=bool).reshape(arr.shape)
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        raise ValueError(f"label {arr[bad[0]]!r} at row {bad[0]} is not one of this model's classes {list(classes)!r}")
+    return np.where(is_pos, 1.0, -1.0)
+
+
+def labels_in_form(pm1: np.ndarray, form) -> np.ndarray:
     """Writes ±1 predictions in a label form."""
+    if isinstance(form, tuple):  # (negative, positive)
+        return np.asarray(form)[(pm1 > 0).astype(np.intp)]
     if form == BOOL:
         return pm1 > 0
     if form == ZERO_ONE:
@@ -178,7 +253,9 @@ def labels_in_form(pm1: np.ndarray, form: str) -> np.ndarray:
     return pm1.astype(np.int64)
 
 
-def classes_of(form: str) -> np.ndarray:
+def classes_of(form) -> np.ndarray:
+    if isinstance(form, tuple):
+        return np.asarray(form)
     return {BOOL: np.array([False, True]), ZERO_ONE: np.array([0, 1]), PM1: np.array([-1, 1])}[form]
 
 

@@ -81,12 +81,14 @@ def _fitted_header(model) -> dict | None:
         "n_seen": int(model.n_seen_),
         "n_mistakes": int(model.n_mistakes_),
         "seen_per_task": [int(c) for c in model._seen_per_task],
-        "label_form": model._label_form,
+        "label_form": list(model._label_form) if isinstance(model._label_form, tuple) else model._label_form,
     }
     if getattr(model, "_radius_warned", False):
         header["radius_warned"] = True
     if "_gamma_scale" in model.__dict__:  # the value gamma="scale" resolved to on the first batch
         header["gamma_scale"] = float(model._gamma_scale)
+    if getattr(model, "feature_names_in_", None) is not None:  # from a data frame (scikit-learn)
+        header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
     return header
 
 
@@ -282,6 +284,18 @@ def _build(header: dict):
         _fail(f"invalid parameters for {name} ({exc})")
 
 
+def _is_label_pair(form) -> bool:
+    """Two distinct labels (negative, positive) of one type, string or number (not bool)."""
+    return (
+        isinstance(form, tuple)
+        and len(form) == 2
+        and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in form)
+        and all(isinstance(v, str) or math.isfinite(v) for v in form)
+        and (isinstance(form[0], str) == isinstance(form[1], str))
+        and form[0] != form[1]
+    )
+
+
 def check_restored(model, *, settings: bool = True) -> None:
     """Checks that a fitted native ``model`` is consistent: its engine's sizes and the
     bookkeeping agree and (``settings``) the engine is the algorithm its hyper-parameters build,
@@ -316,7 +330,7 @@ def check_restored(model, *, settings: bool = True) -> None:
         _fail(f"the counts disagree: {n_seen} seen, {n_mistakes} mistakes, per task {int(seen.sum())}")
     if learner.n_updates > n_seen or learner.n_active > n_seen:
         _fail(f"the engine made {learner.n_updates} updates and holds {learner.n_active} elements after {n_seen} examples")
-    if model._label_form not in _LABEL_FORMS:
+    if not (_is_label_pair(model._label_form) or model._label_form in _LABEL_FORMS):
         _fail(f"unknown label form {model._label_form!r}")
 
 
@@ -368,7 +382,7 @@ def loads(data: bytes):
             _fail("an unfitted model with a native state")
         return model
     keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
-    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "gamma_scale"}:
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "gamma_scale", "feature_names_in"}:
         _fail("malformed fitted bookkeeping")
     d = _int(fitted["n_features_in"], "n_features_in", 1)
     counts = fitted["seen_per_task"]
@@ -386,7 +400,8 @@ def loads(data: bytes):
     model.n_seen_ = _int(fitted["n_seen"], "n_seen")
     model.n_mistakes_ = _int(fitted["n_mistakes"], "n_mistakes")
     model._seen_per_task = counts
-    model._label_form = fitted["label_form"]
+    form = fitted["label_form"]
+    model._label_form = tuple(form) if isinstance(form, list) else form
     if fitted.get("radius_warned", False) is not False:
         if fitted["radius_warned"] is not True:
             _fail("radius_warned must be true or absent")
@@ -396,6 +411,11 @@ def loads(data: bytes):
         if isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g < math.inf:
             _fail("gamma_scale must be a positive finite number")
         model._gamma_scale = float(g)
+    if "feature_names_in" in fitted:
+        names = fitted["feature_names_in"]
+        if not isinstance(names, list) or len(names) != d or not all(isinstance(n, str) for n in names):
+            _fail("feature_names_in must hold one string per feature")
+        model.feature_names_in_ = np.asarray(names, dtype=object)
     check_restored(model)
     return model
 

@@ -7,6 +7,7 @@ import numbers
 import numpy as np
 
 from .._base import NativeCore, OnlineClassifier
+from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
@@ -37,6 +38,11 @@ def check_mt_linear_params(est) -> dict:
         "fit_intercept": bool(est.fit_intercept),
         "hash_bits": None if bits is None else int(bits),
     }
+
+
+def _has_probabilities(model) -> bool:
+    """predict_proba needs loss='logistic'."""
+    return model.loss == "logistic"
 
 
 class MTLinear(OnlineClassifier):
@@ -126,10 +132,10 @@ class MTLinear(OnlineClassifier):
         """The task graph in use (resolved from ``graph``)."""
         return self._task_graph()
 
-    def predict_proba(self, X, *, tasks) -> np.ndarray:
-        """``[P(y = -1), P(y = +1)]`` per row, the logistic model's probabilities (``loss="logistic"`` only)."""
-        if self.loss != "logistic":
-            raise AttributeError(f"predict_proba needs loss='logistic', this model has loss={self.loss!r}")
+    @available_if(_has_probabilities)
+    def predict_proba(self, X, *, tasks=None) -> np.ndarray:
+        """``[P(y = -1), P(y = +1)]`` per row, the logistic model's probabilities (``loss="logistic"``
+        only: for the other losses the attribute does not exist, so ``hasattr`` is False)."""
         z = self.decision_function(X, tasks=tasks)
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         return np.column_stack([1.0 - p, p])

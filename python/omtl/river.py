@@ -1,0 +1,268 @@
+"""River adapters: every omtl learner as a ``river.base.Classifier`` (``learn_one``/``predict_one``).
+
+    from river import compose, evaluate, metrics, preprocessing
+    import omtl.river
+
+    model = omtl.river.MTLinear(n_tasks=12, task_key="task")
+    evaluate.progressive_val_score(dataset, model, metrics.Accuracy())
+
+Each adapter takes the learner's own hyper-parameters plus where the task id and the features
+come from (docs/sklearn.md#river):
+
+- ``task_key`` (default ``"task"``): the key of ``x`` holding the task id, which is not a
+  feature; or ``task_fn``, a function ``x -> task id`` (then no key is removed). With neither
+  (``task_key=None``) every example is task 0, for a single-task model (``n_tasks=1``). The id is
+  handed to the learner as it is (a label), so whatever the learner accepts as a task id works.
+- ``features``: the feature names, in order; ``None`` (default) fixes them from the first
+  example, in its key order. A key missing from a later example counts as 0 (River's sparse
+  dicts); a key not in the list is ignored (with one ``RuntimeWarning`` the first time when the
+  list was inferred).
+
+Labels are -1/+1, 0/1 or bool (River's binary datasets use bool), one form per stream (fixed by
+the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` before the first
+label (the empty model's score 0) and as -1/+1 while only 1s were seen. Any other two labels
+(``"spam"``/``"ham"``) need ``classes=[...]`` up front, since one example cannot tell which is
+positive; the larger (sorted) one is positive, as in scikit-learn.
+Each ``*_one`` call runs the native learner on one row; ``learn_many``/``predict_many``/
+``predict_proba_many`` (River's ``MiniBatchClassifier``, pandas data frames with the task id in
+column ``task_key``) run it once per frame, at batch speed (a missing column counts as 0, a NaN
+is an error). River is an optional dependency (``pip install 'omtl[river]'``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import numbers
+import warnings
+
+import numpy as np
+
+try:
+    from river import base as _river_base
+except ImportError as exc:  # pragma: no cover - exercised only without River
+    raise ImportError("omtl.river needs River: pip install 'omtl[river]' (or pip install river)") from exc
+
+from . import learners as _learners
+from ._validation import check_classes_pair
+
+__all__ = [
+    "CWCOL",
+    "MTBPRJ",
+    "MTBPRJ2",
+    "MTFL",
+    "MTFORG",
+    "MTLinear",
+    "MTRBP",
+    "OMTL",
+    "OMTRL",
+    "ROMCO",
+    "TRML",
+    "KernelPerceptron",
+    "MTPerceptron",
+    "PAGlobal",
+    "PAUnique",
+]
+
+_ZEROS = itertools.repeat(0.0)
+
+
+class RiverClassifier(_river_base.MiniBatchClassifier):
+    """An omtl learner behind River's ``Classifier`` interface (and ``MiniBatchClassifier``'s
+    ``learn_many``/``predict_many``, one native call per batch); subclasses name the learner."""
+
+    _learner_class: type = None  # the omtl learner a subclass adapts
+
+    def __init__(self, *, task_key="task", task_fn=None, features=None, classes=None, **params):
+        self.task_key = task_key
+        self.task_fn = task_fn
+        self.features = features
+        self.classes = classes
+        self.params = params  # the learner's hyper-parameters (River's clone reads them back)
+        self.learner = self._learner_class(**params)
+        self._names = None if features is None else list(features)
+        self._known = None if features is None else set(self._names) | {task_key}
+        self._warned_new_keys = features is not None  # a given list says which keys matter: no warning
+        # (negative, positive): given by ``classes`` or fixed by the first label that tells the form
+        self._labels = None if classes is None else tuple(np.unique(np.asarray(classes)).tolist())
+        self._custom_labels = classes is not None and check_classes_pair(classes) is not None
+
+    # ---- one example -> one row ----------------------------------------------------------------
+    def _task(self, x):
+        if self.task_fn is not None:
+            return self.task_fn(x)
+        if self.task_key is None:
+            return None
+        try:
+            return x[self.task_key]
+        except KeyError:
+            raise KeyError(
+                f"x has no task key {self.task_key!r}: pass task_key= (the key holding the task id), "
+                "task_fn= (a function x -> task id), or task_key=None for a single-task model"
+            ) from None
+
+    def _row(self, x) -> np.ndarray:
+        names = self._names
+        if names is None:  # the first example fixes the features
+            names = self._names = [k for k in x if k != self.task_key or self.task_fn is not None]
+            self._known = set(names) | {self.task_key}
+        elif not self._warned_new_keys and not self._known.issuperset(x):
+            new = sorted(map(str, set(x) - self._known))
+            warnings.warn(
+                f"ignoring feature(s) {new[:5]} not among the {len(names)} features fixed by the first "
+                "example; pass features=[...] to list them up front",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            self._warned_new_keys = True
+        try:
+            row = np.fromiter(map(x.get, names, _ZEROS), dtype=np.float64, count=len(names))
+        except (TypeError, ValueError):
+            bad = next(k for k in names if not isinstance(x.get(k, 0.0), (int, float, np.number)))
+            raise TypeError(f"feature {bad!r} is {x[bad]!r}: features must be numbers") from None
+        return row.reshape(1, -1)
+
+    # ---- River's interface ---------------------------------------------------------------------
+    def _tasks(self, x):
+        # An int id goes as a scalar (the learner's cheapest check); any other label as a list.
+        task = self._task(x)
+        if task is None or (isinstance(task, numbers.Integral) and not isinstance(task, bool)):
+            return task
+        return [task]
+
+    def _label_pair(self, y):
+        """The labels of the stream, fixed by the first label that tells the form (every bool; a
+        0 or a -1; a lone 1 does not), so that predictions keep one form whatever the next label
+        is (the learner, fed one row at a time, would read a 1 of a 0/1 stream as -1/+1)."""
+        if self._custom_labels:
+            return self._labels  # the learner checks that y is one of them
+        if isinstance(y, (bool, np.bool_)):
+            pair = (False, True)
+        elif y == 0:
+            pair = (0, 1)
+        elif y == -1:
+            pair = (-1, 1)
+        else:
+            return self._labels  # a 1 (any form) or a bad label, which the learner reports
+        if self._labels is not None and pair != self._labels:
+            raise ValueError(f"label {y!r} mixes label forms: this stream's labels are {self._labels}")
+        return pair
+
+    def learn_one(self, x, y):
+        labels = self._label_pair(y)
+        classes = None if self.learner._is_fitted() else self.classes
+        self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x), classes=classes)
+        self._labels = labels
+
+    def predict_one(self, x, **kwargs):
+        if not self.learner._is_fitted():
+            return True  # the empty model's score 0 predicts the positive class
+        score = self.learner.decision_function(self._row(x), tasks=self._tasks(x))[0]
+        negative, positive = self._labels or (-1, 1)
+        return positive if score >= 0.0 else negative
+
+    def predict_proba_one(self, x, **kwargs):
+        """``{negative: P, positive: P}`` where the learner has probabilities (``MTLinear`` with
+        ``loss="logistic"``); otherwise ``NotImplementedError``, River's convention."""
+        if not hasattr(self.learner, "predict_proba"):
+            raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
+        p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
+        negative, positive = self._labels or (False, True)
+        return {negative: float(p[0]), positive: float(p[1])}
+
+    # ---- River's mini-batch interface: one call of the learner per data frame ------------------
+    def _rows(self, X) -> np.ndarray:
+        names = self._names
+        if names is None:
+            names = self._names = [c for c in X.columns if c != self.task_key or self.task_fn is not None]
+            self._known = set(names) | {self.task_key}
+        elif not self._warned_new_keys and not self._known.issuperset(X.columns):
+            new = sorted(map(str, set(X.columns) - self._known))
+            warnings.warn(f"ignoring column(s) {new[:5]} not among the {len(names)} features", RuntimeWarning, stacklevel=3)
+            self._warned_new_keys = True
+        try:  # a missing column counts as 0, as a missing key of a dict
+            return X.reindex(columns=names, fill_value=0.0).to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"features must be numbers: {exc}") from None
+
+    def _tasks_many(self, X):
+        if self.task_fn is not None:
+            return [self.task_fn(x) for x in X.to_dict(orient="records")]
+        if self.task_key is None:
+            return None
+        if self.task_key not in X.columns:
+            raise KeyError(f"X has no task column {self.task_key!r}: pass task_key=, task_fn= or task_key=None")
+        return X[self.task_key].to_numpy()
+
+    def _label_pair_many(self, y: np.ndarray):
+        """``_label_pair`` for a batch (its bools, 0s or -1s tell the form)."""
+        if self._custom_labels or y.size == 0:
+            return self._labels
+        if y.dtype == np.bool_:
+            pair = (False, True)
+        elif y.dtype.kind in "iuf" and (y == 0).any() != (y == -1).any():
+            pair = (0, 1) if (y == 0).any() else (-1, 1)
+        else:
+            return self._labels  # all 1s, or labels the learner reports
+        if self._labels is not None and pair != self._labels:
+            raise ValueError(f"labels {np.unique(y).tolist()} mix label forms: this stream's labels are {self._labels}")
+        return pair
+
+    def learn_many(self, X, y):
+        y = np.asarray(y)
+        labels = self._label_pair_many(y)
+        classes = None if self.learner._is_fitted() else self.classes
+        self.learner.partial_fit(self._rows(X), y, tasks=self._tasks_many(X), classes=classes)
+        self._labels = labels
+
+    def predict_many(self, X):
+        import pandas as pd
+
+        if not self.learner._is_fitted():
+            return pd.Series([True] * len(X), index=X.index)
+        scores = self.learner.decision_function(self._rows(X), tasks=self._tasks_many(X))
+        negative, positive = self._labels or (-1, 1)
+        return pd.Series(np.where(scores >= 0.0, positive, negative), index=X.index)
+
+    def predict_proba_many(self, X):
+        import pandas as pd
+
+        if not hasattr(self.learner, "predict_proba"):
+            raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
+        p = self.learner.predict_proba(self._rows(X), tasks=self._tasks_many(X))
+        negative, positive = self._labels or (False, True)
+        return pd.DataFrame({negative: p[:, 0], positive: p[:, 1]}, index=X.index)
+
+    @property
+    def _multiclass(self) -> bool:
+        return False
+
+    @classmethod
+    def _unit_test_params(cls):
+        yield {"n_tasks": 1, "task_key": None, **({"budget": 50} if "budget" in cls._learner_class._param_names() else {})}
+
+
+def _adapter(learner_class, extra=""):
+    doc = (
+        f"River adapter of :class:`omtl.{learner_class.__name__}`: ``learn_one``/``predict_one``{extra}.\n\n"
+        "    Takes the learner's keyword hyper-parameters, plus ``task_key``, ``task_fn`` and\n"
+        "    ``features`` (see :mod:`omtl.river`). The learner is ``self.learner``.\n"
+    )
+    return type(learner_class.__name__, (RiverClassifier,), {"_learner_class": learner_class, "__doc__": doc,
+                                                             "__module__": __name__})
+
+
+MTLinear = _adapter(_learners.MTLinear, ", ``predict_proba_one`` with ``loss='logistic'``")
+KernelPerceptron = _adapter(_learners.KernelPerceptron)
+MTPerceptron = _adapter(_learners.MTPerceptron)
+MTRBP = _adapter(_learners.MTRBP)
+MTFORG = _adapter(_learners.MTFORG)
+MTBPRJ = _adapter(_learners.MTBPRJ)
+MTBPRJ2 = _adapter(_learners.MTBPRJ2)
+ROMCO = _adapter(_learners.ROMCO)
+PAGlobal = _adapter(_learners.PAGlobal)
+PAUnique = _adapter(_learners.PAUnique)
+OMTL = _adapter(_learners.OMTL)
+OMTRL = _adapter(_learners.OMTRL)
+CWCOL = _adapter(_learners.CWCOL)
+MTFL = _adapter(_learners.MTFL)
+TRML = _adapter(_learners.TRML)
