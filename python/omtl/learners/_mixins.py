@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._base import _P1, _locked
+from .._base import _locked
 from .._kernel_params import KernelSpec, scale_gamma
 from ..graph import TaskGraph, resolve_graph
 
@@ -35,9 +35,9 @@ class KernelParamsMixin:
         return super()._ensure_core(X)
 
     @_locked
-    def _run_learn(self, X, y, tasks, rounds=_P1):
+    def _run_learn(self, *args, **kwargs):
         try:
-            return super()._run_learn(X, y, tasks, rounds)
+            return super()._run_learn(*args, **kwargs)
         finally:
             # The value gamma="scale" resolved to belongs to a fitted model only: a first batch
             # that failed leaves the model as it was.
