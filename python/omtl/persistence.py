@@ -190,13 +190,15 @@ def _graph_from_json(spec) -> TaskGraph:
         _fail("malformed task graph")
     kind, k = spec["kind"], _int(spec["n_tasks"], "the task graph's n_tasks", 1)
     matrix_kinds = ("interaction", "psd_plus_identity", "task_kernel")
-    if kind not in ("complete", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
+    if kind not in ("complete", "complete_open", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
         _fail(f"unknown task graph kind {kind!r}")
     try:
         if kind == "complete":
             return TaskGraph.complete(k)
         if kind == "disconnected":
             return TaskGraph.disconnected(k)
+        if kind == "complete_open":
+            return TaskGraph.complete_open(k)
         if kind in ("edges", "laplacian_pinv"):
             edges = [tuple(e) for e in spec["edges"]]
             if kind == "edges":

@@ -863,6 +863,10 @@ impl PartialEq for MTLinear {
 }
 
 impl OnlineLearner for MTLinear {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn n_tasks(&self) -> usize {
         self.n_tasks
     }
@@ -956,6 +960,60 @@ impl OnlineLearner for MTLinear {
             vec![self.blocks.len(), self.width],
             self.block_weights(),
         )]
+    }
+}
+
+impl MTLinear {
+    /// Adds `n` tasks (open-ended task sets). Disconnected graph: `n` new components, each with
+    /// its own (unallocated) block and counters. Complete graph (k >= 2): the new tasks join the
+    /// component, the shared block moves to the new last index (`r = k + n`, M.1) and the new
+    /// tasks' own blocks are unallocated. Refused, leaving the model unchanged: a complete graph
+    /// with k = 1 whose single block holds weights (M.1 uses one block for k = 1, which does not
+    /// split into shared and own), and under hashing a complete graph whose shared block holds
+    /// weights (a block's slots are hashed with its index, which would change).
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        let (k, new_k) = (self.n_tasks, tasks.n_tasks());
+        let cannot = |why: &str| {
+            Err(invalid(
+                "n_tasks",
+                format!("MTLinear cannot add tasks to this fitted model: {why}"),
+            ))
+        };
+        let complete = matches!(tasks, TaskKernel::Complete { .. });
+        if complete && k == 1 && self.blocks[0].is_some() {
+            return cannot(
+                "a one-task complete graph keeps one block, which does not split into shared and own blocks",
+            );
+        }
+        if complete && k >= 2 && self.n_hashed > 0 && self.blocks[k].is_some() {
+            return cannot("under hashing the shared block's slots depend on its index, which moves");
+        }
+        let per_task = std::mem::size_of::<Option<Block>>() + std::mem::size_of::<Vec<(u32, f64)>>() + 16 + 4;
+        Need::new("n_tasks", new_k, "MTLinear's per-task blocks and factor terms")
+            .count::<u8>(&[new_k + 1, per_task])?;
+        let (terms, n_blocks) = factor_terms(&tasks);
+        let component: Vec<u32> = (0..new_k).map(|i| tasks.component(i) as u32).collect();
+        let mut old = std::mem::take(&mut self.blocks).into_iter();
+        let mut blocks: Vec<Option<Block>> = Vec::with_capacity(n_blocks);
+        if complete && k == 1 {
+            blocks.resize(n_blocks, None); // the single block was empty (checked above)
+        } else {
+            blocks.extend(old.by_ref().take(k));
+            blocks.resize(blocks.len() + n, None);
+            blocks.extend(old); // the complete graph's shared block, now at index new_k
+        }
+        debug_assert_eq!(blocks.len(), n_blocks);
+        if !complete {
+            self.stats.resize(self.stats.len() + n, ComponentStats::default());
+        }
+        self.blocks = blocks;
+        self.terms = terms;
+        self.component = component;
+        self.n_tasks = new_k;
+        self.tasks = tasks;
+        Ok(())
     }
 }
 

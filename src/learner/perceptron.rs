@@ -124,6 +124,10 @@ impl CheckState for MTPerceptron {
 }
 
 impl OnlineLearner for MTPerceptron {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -172,6 +176,21 @@ impl OnlineLearner for MTPerceptron {
             Model::Primal(_) => self.n_updates as usize,
             Model::Dual(set, _) => set.len(),
         }
+    }
+}
+
+impl MTPerceptron {
+    /// Adds `n` tasks (open-ended task sets): the task kernel grows ([`TaskKernel::grow`]) and,
+    /// in primal form, `n` empty weight slots are added; the stored examples keep their tasks.
+    /// Atomic: on `Err` the model is unchanged.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        if let Model::Primal(w) = &mut self.model {
+            w.grow(n)?;
+        }
+        self.tasks = tasks;
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ class KernelParamsMixin:
 
     def _task_graph(self) -> TaskGraph:
         graph = getattr(self, "graph", "disconnected")
-        return resolve_graph(graph, self._check_n_tasks())
+        return resolve_graph(graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
     def _kernel_spec(self, n_features: int) -> KernelSpec:
         return KernelSpec.resolve(self.kernel, self.gamma, self.degree, self.coef0, self.normalize, n_features)

@@ -35,6 +35,8 @@ def _check_radius(radius) -> float:
 
 
 class _BudgetMixin:
+    _grows = True  # MTRBP and MTFORG add tasks (DECISIONS.md, open-ended task sets)
+
     """Fitted attributes shared by the budget learners."""
 
     @property
@@ -91,7 +93,7 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         graph="complete",
         kernel="rbf",
@@ -173,7 +175,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         graph="complete",
         kernel="rbf",

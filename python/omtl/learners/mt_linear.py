@@ -96,7 +96,7 @@ class MTLinear(OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         graph="complete",
         loss="logistic",
         update="normalized",
@@ -112,8 +112,24 @@ class MTLinear(OnlineClassifier):
         self.fit_intercept = fit_intercept
         self.hash_bits = hash_bits
 
+    _grows = True  # DECISIONS.md, open-ended task sets
+
+    def _engine_n_tasks(self, n_labels):
+        # The open-ended complete graph keeps at least two engine tasks: with one, M.1's factor is
+        # a single block, which does not split into the shared and own blocks a second task needs.
+        if self.n_tasks is None and self.graph == "complete":
+            return max(n_labels, 2)
+        return n_labels
+
+    def _open_graph_error(self):
+        why = super()._open_graph_error()
+        if why is None and self.graph == "complete" and self.hash_bits is not None:
+            # A block's hashed slots are seeded by its index, and the shared block's index moves.
+            return "the open-ended complete graph is not available with hash_bits (use graph='disconnected')"
+        return why
+
     def _task_graph(self) -> TaskGraph:
-        return resolve_graph(self.graph, self._check_n_tasks())
+        return resolve_graph(self.graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
     def _make_core(self, n_features, sparse):
         from .._native import NativeLearner

@@ -48,8 +48,9 @@ class PAUnique(OnlineClassifier):
     """
 
     _global = False
+    _grows = True  # DECISIONS.md, open-ended task sets
 
-    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
         self.n_tasks = n_tasks
         self.C = C
         self.variant = variant
@@ -85,5 +86,5 @@ class PAGlobal(PAUnique):
 
     _global = True
 
-    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
         super().__init__(n_tasks=n_tasks, C=C, variant=variant)

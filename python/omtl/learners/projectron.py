@@ -26,6 +26,8 @@ def check_projectron_params(model) -> tuple[int, float, str]:
 
 
 class _ProjectronAttributes:
+    _grows = True  # DECISIONS.md, open-ended task sets
+
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
     def _diag_int(self, name: str) -> int:
@@ -110,7 +112,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         eta=0.01,
         graph="complete",
@@ -211,6 +213,13 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.normalize = normalize
         self.threshold_on = threshold_on
         self.alg2_literal_line14 = alg2_literal_line14
+
+    def _open_graph_error(self):
+        # A connected component keeps one weight row per member; a new member's row (the past
+        # updates weighted by its T entries) is not kept, so only the disconnected graph grows.
+        if self.graph != "disconnected":
+            return "MTBPRJ2 grows with graph='disconnected' only (MTBPRJ grows with 'complete' too)"
+        return None
 
     def _make_core(self, n_features, sparse):
         from .._native import NativeLearner

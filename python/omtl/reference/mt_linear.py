@@ -38,9 +38,10 @@ def factor_terms(graph):
     """Per task, the list of (block, B[block, task]) with B^T B = T; and the number of blocks."""
     k = graph.n_tasks
     T = task_kernel(graph)
-    if graph.kind == "disconnected" or (graph.kind == "complete" and k == 1):
+    complete = graph.kind in ("complete", "complete_open")
+    if graph.kind == "disconnected" or (complete and k == 1):
         return [[(i, math.sqrt(T[i, i]))] for i in range(k)], k
-    if graph.kind == "complete":
+    if complete:
         own, shared = math.sqrt(T[0, 0] - T[0, 1]), math.sqrt(T[0, 1])
         return [[(i, own), (k, shared)] for i in range(k)], k + 1
     scale = np.abs(T).max()
@@ -56,7 +57,7 @@ def factor_terms(graph):
 
 
 def components_of(graph, k):
-    if graph.kind == "complete":
+    if graph.kind in ("complete", "complete_open"):
         return np.zeros(k, dtype=np.int64)
     if graph.kind == "disconnected":
         return np.arange(k)
@@ -132,6 +133,31 @@ class MTLinearCore:
     @property
     def n_active(self) -> int:
         return self.n_updates
+
+    def add_tasks(self, n: int) -> None:
+        """As the engine (docs/mt_linear.md, M.1 and open-ended task sets): new tasks get empty
+        own blocks; the complete graph's shared block moves to the new last index."""
+        k = self.graph.n_tasks
+        complete = self.graph.kind == "complete_open"
+        if self.graph.kind not in ("disconnected", "complete_open"):
+            raise ValueError(f"a fitted model on a {self.graph.kind!r} task graph cannot add tasks")
+        if complete and k == 1 and self.allocated[0]:
+            raise ValueError("MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block")
+        if complete and k >= 2 and self.n_hashed and self.allocated[k]:
+            raise ValueError("MTLinear cannot add tasks to this fitted model: under hashing the shared block's index moves")
+        graph = self.graph.add_tasks(n)
+        terms, n_blocks = factor_terms(graph)
+
+        def grown(a):
+            if complete and k == 1:
+                return np.zeros((n_blocks, self.width), dtype=a.dtype)
+            pad = np.zeros((n, *a.shape[1:]), dtype=a.dtype)
+            return np.concatenate([a[:k], pad, a[k:]])
+
+        self.W, self.G, self.N, self.allocated = grown(self.W), grown(self.G), grown(self.N), grown(self.allocated)
+        if not complete:
+            self.t, self.n_norm, self.sum_norm_x = (np.concatenate([a, np.zeros(n)]) for a in (self.t, self.n_norm, self.sum_norm_x))
+        self.terms, self.comp, self.graph = terms, components_of(graph, graph.n_tasks), graph
 
     def diagnostics(self) -> dict:
         per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1}[self.rule]
@@ -222,4 +248,6 @@ class MTLinear(learners.MTLinear):
     __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
+        core = MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
+        core.graph = self._task_graph()
+        return core
