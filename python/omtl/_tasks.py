@@ -55,10 +55,10 @@ def label_list(tasks, n_rows: int) -> list:
     """The task label of every row, as plain Python values (one label applies to every row)."""
     if tasks is None:
         raise TypeError("tasks is required: pass one task label per row, or one label for all rows")
-    if isinstance(tasks, (str, bytes)) or np.ndim(tasks) == 0:
-        return [_plain(tasks.item() if isinstance(tasks, np.ndarray) else tasks)] * n_rows
     if isinstance(tasks, (list, tuple)):
         values = list(tasks)
+    elif isinstance(tasks, (str, bytes)) or np.ndim(tasks) == 0:
+        return [_plain(tasks.item() if isinstance(tasks, np.ndarray) else tasks)] * n_rows
     else:  # ndarray, pandas Series / Categorical / Index, ...
         arr = np.asarray(tasks)
         if arr.ndim != 1:

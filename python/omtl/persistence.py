@@ -83,6 +83,15 @@ def _fitted_header(model) -> dict | None:
     }
     if getattr(model, "_radius_warned", False):
         header["radius_warned"] = True
+    labels = getattr(model, "_task_labels", None)
+    if labels is not None:
+        for label in labels:
+            if isinstance(label, bool) or not isinstance(label, (str, int)):
+                raise TypeError(
+                    f"cannot save task label {label!r} ({type(label).__name__}): a model file stores str and int "
+                    "task labels only (pickle the model instead)"
+                )
+        header["task_labels"] = list(labels)
     return header
 
 
@@ -279,6 +288,14 @@ def check_restored(model, *, settings: bool = True) -> None:
         _fail(f"the engine made {learner.n_updates} updates and holds {learner.n_active} elements after {n_seen} examples")
     if model._label_form not in _LABEL_FORMS:
         _fail(f"unknown label form {model._label_form!r}")
+    labels = getattr(model, "_task_labels", None)
+    if labels is not None:
+        index = getattr(model, "_task_index", None)
+        if not isinstance(labels, list) or len(labels) > n_tasks or not isinstance(index, dict) or len(index) != len(labels) \
+                or any(index.get(v) != i for i, v in enumerate(labels)):
+            _fail("the task labels are not distinct labels of at most n_tasks tasks")
+    elif model.n_tasks is None:
+        _fail("an open-ended model (n_tasks=None) without its task labels")
 
 
 def load(path):
@@ -303,11 +320,12 @@ def loads(data: bytes):
             _fail("an unfitted model with a native state")
         return model
     keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
-    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned"}:
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "task_labels"}:
         _fail("malformed fitted bookkeeping")
     d = _int(fitted["n_features_in"], "n_features_in", 1)
     counts = fitted["seen_per_task"]
-    if not isinstance(counts, list) or len(counts) != model._check_n_tasks():
+    # An open-ended model (n_tasks=None) has as many tasks as its engine (checked below).
+    if not isinstance(counts, list) or not counts or (model.n_tasks is not None and len(counts) != model._check_n_tasks()):
         _fail("seen_per_task must hold one count per task")
     counts = np.array([_int(c, "a per-task count") for c in counts], dtype=np.int64)
     from ._native import NativeLearner
@@ -321,6 +339,12 @@ def loads(data: bytes):
     model.n_seen_ = _int(fitted["n_seen"], "n_seen")
     model.n_mistakes_ = _int(fitted["n_mistakes"], "n_mistakes")
     model._seen_per_task = counts
+    model._n_tasks_at_fit = model.n_tasks
+    labels = fitted.get("task_labels")
+    if labels is not None:
+        if not isinstance(labels, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in labels):
+            _fail("task_labels must be a list of strings and integers")
+        model._task_labels, model._task_index = labels, {v: i for i, v in enumerate(labels)}
     model._label_form = fitted["label_form"]
     if fitted.get("radius_warned", False) is not False:
         if fitted["radius_warned"] is not True:

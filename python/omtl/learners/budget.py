@@ -59,7 +59,9 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
@@ -133,7 +135,9 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"

@@ -57,7 +57,9 @@ class MTLinear(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     loss : {"logistic", "hinge", "squared"}, default="logistic"
         ``log(1 + exp(-y f))``, ``max(0, 1 - y f)`` or ``(y - f)^2 / 2``.

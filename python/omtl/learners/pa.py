@@ -33,7 +33,8 @@ class PAUnique(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task).
     C : float, default=1.0
         Aggressiveness (PA-I and PA-II; ROMCO's experiments use 1).
     variant : {"pa", "pa1", "pa2"}, default="pa1"
@@ -71,7 +72,8 @@ class PAGlobal(PAUnique):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task).
     C : float, default=1.0
     variant : {"pa", "pa1", "pa2"}, default="pa1"
 

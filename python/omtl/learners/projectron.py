@@ -77,7 +77,9 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples.
     eta : float, default=0.01
@@ -165,7 +167,8 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks, budget, eta, graph, kernel, gamma, degree, coef0, normalize, threshold_on
-        As :class:`MTBPRJ`.
+        As :class:`MTBPRJ`, except that ``n_tasks`` is required unless ``graph="disconnected"``
+        (a connected component's weight rows cannot take a new member: DECISIONS.md).
     alg2_literal_line14 : bool, default=False
         Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
         ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
