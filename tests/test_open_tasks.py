@@ -202,7 +202,6 @@ def test_learners_of_a_task_relation_refuse_open_ended_tasks(cls):
     "cls, params, match",
     [
         (omtl.MTBPRJ2, {"budget": 5, "n_tasks": None}, "disconnected"),
-        (omtl.MTLinear, {"hash_bits": 4}, "hash_bits"),
         (omtl.MTPerceptron, {"graph": omtl.TaskGraph.from_edges(2, [(0, 1)])}, "TaskGraph fixes"),
     ],
 )
@@ -319,3 +318,17 @@ def test_learn_rounds_grows_too(cls):
     b = np.concatenate([pre_update_scores(fixed, X[sl], y[sl], ids[sl], rounds[sl]) for sl in chunks_of(len(y), 40)])
     np.testing.assert_array_equal(a, b)
     assert list(grown.tasks_) == list(dict.fromkeys(labels))
+
+
+def test_add_tasks_takes_one_label_or_a_sequence():
+    X, y, labels, _ = arriving_stream(seed=19)
+    model = omtl.PAUnique().partial_fit(X[:20], y[:20], tasks=labels[:20])
+    n = len(model.tasks_)
+    model.add_tasks("carol")  # one label, not five characters
+    model.add_tasks(iter(["dave", ("eu", 7)]))
+    assert list(model.tasks_[n:]) == ["carol", "dave", ("eu", 7)]
+    assert model.n_seen_per_task_[n:].tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="new and distinct"):
+        model.add_tasks(["carol"])
+    with pytest.raises(ValueError, match="grows a fitted model"):
+        omtl.PAUnique().add_tasks(["x"])

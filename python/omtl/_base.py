@@ -530,7 +530,10 @@ class OnlineClassifier:
         self._check_n_tasks()
         if not self._grows:
             self._check_open_ended()  # raises with the reason
-        new = label_list(list(labels), len(list(labels)))
+        if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+            labels = [labels]  # one label, not its characters
+        labels = list(labels)
+        new = label_list(labels, len(labels))
         k = self._fitted_n_tasks()
         label_mode = getattr(self, "_task_labels", None) is not None
         if label_mode:

@@ -123,13 +123,6 @@ class MTLinear(OnlineClassifier):
             return max(n_labels, 2)
         return n_labels
 
-    def _open_graph_error(self):
-        why = super()._open_graph_error()
-        if why is None and self.graph == "complete" and self.hash_bits is not None:
-            # A block's hashed slots are seeded by its index, and the shared block's index moves.
-            return "the open-ended complete graph is not available with hash_bits (use graph='disconnected')"
-        return why
-
     def _task_graph(self) -> TaskGraph:
         return resolve_graph(self.graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 

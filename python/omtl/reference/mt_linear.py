@@ -16,6 +16,7 @@ M64 = (1 << 64) - 1
 
 
 INTERCEPT = None  # the intercept's key under hashing
+OPEN_SHARED_SEED = 2**32 - 1
 
 
 def slot_of(key, block: int, n_hashed: int) -> int:
@@ -109,6 +110,7 @@ def invariant_step(loss, y, p, eta, h):
 
 class MTLinearCore:
     def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
+        self.graph = graph
         self.loss, self.rule, self.eta = loss, update, learning_rate
         self.d, self.intercept = n_features, fit_intercept
         dim = n_features + int(fit_intercept)
@@ -143,8 +145,6 @@ class MTLinearCore:
             raise ValueError(f"a fitted model on a {self.graph.kind!r} task graph cannot add tasks")
         if complete and k == 1 and self.allocated[0]:
             raise ValueError("MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block")
-        if complete and k >= 2 and self.n_hashed and self.allocated[k]:
-            raise ValueError("MTLinear cannot add tasks to this fitted model: under hashing the shared block's index moves")
         graph = self.graph.add_tasks(n)
         terms, n_blocks = factor_terms(graph)
 
@@ -175,7 +175,13 @@ class MTLinearCore:
             out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
         if self.intercept:
             out.append((INTERCEPT if self.n_hashed else self.d, 1.0))
-        return [(slot_of(key, block, self.n_hashed), v) for key, v in out]
+        return [(slot_of(key, self.hash_seed(block), self.n_hashed), v) for key, v in out]
+
+    def hash_seed(self, block):
+        """The open complete graph's shared block (index k, which moves as tasks are added) is
+        hashed with the seed 2^32 - 1; every other block with its index."""
+        k = self.graph.n_tasks
+        return OPEN_SHARED_SEED if self.graph.kind == "complete_open" and k >= 2 and block == k else block
 
     def score(self, x, task):
         return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])
@@ -248,6 +254,4 @@ class MTLinear(learners.MTLinear):
     __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        core = MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
-        core.graph = self._task_graph()
-        return core
+        return MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
