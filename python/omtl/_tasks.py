@@ -13,8 +13,10 @@ Everything here runs before a model is touched and changes nothing.
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
+import operator
 
 import numpy as np
 
@@ -52,43 +54,59 @@ def _plain(label):
 
 
 def label_list(tasks, n_rows: int) -> list:
-    """The task label of every row, as plain Python values (one label applies to every row)."""
+    """The task label of every row (one label applies to every row). Bool labels are refused
+    here (True == 1 would make a bool another label's alias); the rest is checked, for the labels
+    a model does not know yet, by ``map_labels``."""
     if tasks is None:
         raise TypeError("tasks is required: pass one task label per row, or one label for all rows")
     if isinstance(tasks, (list, tuple)):
-        values = list(tasks)
+        values, typed = list(tasks), False
     elif isinstance(tasks, (str, bytes)) or np.ndim(tasks) == 0:
         return [_plain(tasks.item() if isinstance(tasks, np.ndarray) else tasks)] * n_rows
     else:  # ndarray, pandas Series / Categorical / Index, ...
         arr = np.asarray(tasks)
         if arr.ndim != 1:
             raise ValueError(f"tasks must be 1-D, got shape {arr.shape}")
-        values = arr.tolist()
+        if arr.dtype.kind == "b":
+            raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+        values, typed = arr.tolist(), arr.dtype.kind != "O"
     if len(values) != n_rows:
         raise ValueError(f"X has {n_rows} rows but tasks has {len(values)}")
-    return [_plain(v) for v in values]
+    if not typed and any(isinstance(v, (bool, np.bool_)) for v in values):
+        raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+    return values
 
 
 def map_labels(labels: list, index: dict, capacity: int | None, hint: str) -> tuple[np.ndarray, list]:
     """Task indices of ``labels`` under the mapping ``index`` (label -> index), and the labels it
-    lacks, in order of first appearance, with the indices ``len(index), len(index) + 1, ...``.
-    ``capacity`` (a fixed n_tasks) bounds the number of labels; ``hint`` ends that error."""
-    ids = np.empty(len(labels), dtype=np.int64)
-    new: dict = {}
-    for row, label in enumerate(labels):
-        i = index.get(label)
-        if i is None:
-            i = new.get(label)
-            if i is None:
-                i = len(index) + len(new)
-                if capacity is not None and i >= capacity:
-                    raise ValueError(
-                        f"unknown task {label!r} at row {row}: this model has a fixed set of n_tasks={capacity} tasks, "
-                        f"all taken by other labels; {hint}"
-                    )
-                new[label] = i
-        ids[row] = i
-    return ids, list(new)
+    lacks (as plain values), in order of first appearance, with the indices ``len(index),
+    len(index) + 1, ...``. ``capacity`` (a fixed n_tasks) bounds the number of labels; ``hint``
+    ends that error. Lookups run in C (``map``); only new labels are handled one by one."""
+    try:
+        codes = list(map(index.get, labels))
+    except TypeError:
+        bad = next(v for v in labels if not _hashable(v))
+        raise TypeError(f"task labels must be hashable, got {type(bad).__name__}") from None
+    if None not in codes:
+        return np.array(codes, dtype=np.int64), []
+    missing = map(operator.is_, codes, itertools.repeat(None))  # (C loops throughout)
+    new = [_plain(v) for v in dict.fromkeys(itertools.compress(labels, missing))]
+    if capacity is not None and len(index) + len(new) > capacity:
+        label = new[capacity - len(index)]
+        raise ValueError(
+            f"unknown task {label!r} at row {labels.index(label)}: this model has a fixed set of n_tasks={capacity} "
+            f"tasks, all taken by other labels; {hint}"
+        )
+    merged = {**index, **{v: len(index) + i for i, v in enumerate(new)}}
+    return np.array(list(map(merged.__getitem__, labels)), dtype=np.int64), new
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 def labels_array(labels: list) -> np.ndarray:
