@@ -29,6 +29,7 @@ from ._validation import (
     csr_parts,
     labels_in_form,
 )
+from .graph import TaskGraph
 
 # Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
 # of C after the last thresholding, for the updated eigendecomposition of route (b); 3: the
@@ -520,7 +521,7 @@ class OnlineClassifier:
         self
 
         Supported where the learner grows (MTPerceptron, KernelPerceptron, MTRBP, MTFORG, MTBPRJ,
-        MTBPRJ2 with the disconnected graph, MTLinear, PAUnique, PAGlobal) and the task kernel
+        MTBPRJ2 with the disconnected graph, MTLinear, PAUnique, PAGlobal, CWCOL, OMTL) and the task kernel
         keeps its existing entries: the disconnected graph and the open-ended complete graph of
         ``n_tasks=None``. A fixed-k complete graph (T depends on k) and a general TaskGraph (a new
         task's edges change ``(I + L)^-1``) cannot grow a fitted model: fit a new one. Atomic.
@@ -547,10 +548,8 @@ class OnlineClassifier:
             n_new = len(new)
         if not new:
             return self
-        from .graph import TaskGraph  # (a cycle at import time)
-
         current = getattr(self, "graph", None)
-        if isinstance(current, TaskGraph):
+        if isinstance(current, TaskGraph) and n_new:
             if graph is None or not isinstance(graph, TaskGraph) or graph != current.add_tasks(n_new):
                 raise ValueError(f"add_tasks: pass graph=model.graph.add_tasks({n_new}) for a model built on a TaskGraph")
             if current.kind not in ("disconnected", "complete_open"):
@@ -558,7 +557,7 @@ class OnlineClassifier:
                     f"a fitted model on a {current.kind!r} task graph cannot grow: a new task changes its task kernel "
                     "for the existing tasks; fit a new model on the larger graph"
                 )
-        elif graph is not None:
+        elif graph is not None and not isinstance(current, TaskGraph):
             raise ValueError("add_tasks: graph= is only for a model built on a TaskGraph")
         elif current == "complete" and self.n_tasks is not None:
             raise ValueError(
@@ -580,7 +579,7 @@ class OnlineClassifier:
                 self._task_labels.append(label)
         if self.n_tasks is not None:
             self.n_tasks = self._n_tasks_at_fit = self._fitted_n_tasks()
-        if isinstance(current, TaskGraph):
+        if isinstance(current, TaskGraph) and n_new:
             self.graph = graph
         return self
 

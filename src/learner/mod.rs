@@ -110,8 +110,8 @@ pub trait OnlineLearner {
     }
 
     /// Adds `n` tasks with no examples, numbered `n_tasks()..n_tasks() + n` (open-ended task
-    /// sets, DECISIONS.md). Learners whose task relation is fixed in advance or learned
-    /// (OMTL, OMTRL, CWCOL, ROMCO, ...) keep the default: an error saying they cannot grow.
+    /// sets, DECISIONS.md). Learners that learn a task relation or refit a weight matrix over all
+    /// tasks (OMTRL, BatchMtl, ROMCO) keep the default: an error saying they cannot grow.
     /// Atomic: on `Err` the model is unchanged.
     fn add_tasks(&mut self, _n: usize) -> Result<()> {
         Err(Error::InvalidParameter {

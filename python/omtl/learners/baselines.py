@@ -225,9 +225,8 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
-        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
-        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label starts with w = 0).
     C : float > 0, default=1.0
     global_norm : {"linf", "l1", "l2"}, default="linf"
     explicit : bool, default=False
@@ -245,7 +244,9 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     [1, 1, -1]
     """
 
-    def __init__(self, *, n_tasks, C=1.0, global_norm="linf", explicit=False):
+    _grows = True  # one w_i per task; a round involves only its tasks (DECISIONS.md)
+
+    def __init__(self, *, n_tasks=None, C=1.0, global_norm="linf", explicit=False):
         self.n_tasks = n_tasks
         self.C = C
         self.global_norm = global_norm

@@ -288,6 +288,10 @@ class OMTLCore(RoundCore):
         self.n_updates = 0
         self.n_rounds = 0
 
+    def add_tasks(self, n):
+        """New tasks start with w = 0, as the engine's (a round involves only its tasks)."""
+        self.W = np.vstack([self.W, np.zeros((n, self.W.shape[1]))])
+
     @property
     def n_active(self):
         return self.n_updates
