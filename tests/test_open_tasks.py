@@ -91,6 +91,7 @@ def test_native_and_reference_grow_alike(native, reference, params):
         (omtl.MTPerceptron, {"kernel": "rbf", "gamma": 0.5}),
         (omtl.MTRBP, {"budget": 15, "kernel": "rbf", "gamma": 0.5, "seed": 4}),
         (omtl.MTLinear, {"loss": "hinge"}),
+        (omtl.MTLinear, {}),
     ],
 )
 def test_the_open_complete_graph_decides_as_the_fixed_complete_graph(cls, params):
