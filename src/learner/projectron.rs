@@ -931,7 +931,7 @@ impl MTBPRJ2 {
                     return Err(Error::InvalidParameter {
                         name: "n_tasks",
                         reason: "MTBPRJ2 cannot add a task to a connected task graph once it has updated \
-                                 (the new task's weight row is not kept); use MTBPRJ, the same model with shared coefficients"
+                                 (the new task's weight row is not kept); MTBPRJ grows on any closed-form graph"
                             .into(),
                     });
                 }
