@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._sklearn import SklearnClassifierMixin
+from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
 from ._validation import (
     PM1,
     check_finite_X,
@@ -29,6 +30,7 @@ from ._validation import (
     csr_parts,
     labels_in_form,
 )
+from .graph import TaskGraph
 
 # Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
 # of C after the last thresholding, for the updated eigendecomposition of route (b); 3: the
@@ -57,14 +59,23 @@ class NativeCore:
     def __init__(self, learner):
         self._learner = learner
 
-    def learn(self, X, tasks, y):
+    def learn(self, X, tasks, y, n_new=0):
+        if n_new:  # the engine adds the tasks and learns the batch atomically
+            return self._learner.learn_grown(_as_native_rows(X), tasks, y, n_new)
         return self._learner.learn(_as_native_rows(X), tasks, y)
 
-    def decision(self, X, tasks):
+    def decision(self, X, tasks, n_new=0):
+        if n_new:
+            return self._learner.decision_grown(_as_native_rows(X), tasks, n_new)
         return self._learner.decision(_as_native_rows(X), tasks)
 
-    def learn_rounds(self, X, tasks, y, rounds):
+    def learn_rounds(self, X, tasks, y, rounds, n_new=0):
+        if n_new:
+            return self._learner.learn_rounds_grown(_as_native_rows(X), tasks, y, rounds, n_new)
         return self._learner.learn_rounds(_as_native_rows(X), tasks, y, rounds)
+
+    def add_tasks(self, n):
+        self._learner.add_tasks(n)
 
     def radius_exceeded(self, X):
         return self._learner.radius_exceeded(_as_native_rows(X))
@@ -124,6 +135,10 @@ def _locked(method):
     return wrapper
 
 
+def _same_n_tasks(a, b) -> bool:
+    return (a is None) == (b is None) and (a is None or a == b)
+
+
 class OnlineClassifier(SklearnClassifierMixin):
     """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
 
@@ -146,9 +161,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         for name in params:
             if name not in valid:
                 raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; valid: {sorted(valid)}")
-        if "n_tasks" in params and self._is_fitted() and params["n_tasks"] != self._fitted_n_tasks():
+        if "n_tasks" in params and self._is_fitted() and not _same_n_tasks(params["n_tasks"], self._n_tasks_param_at_fit()):
             raise ValueError(
-                f"cannot set n_tasks={params['n_tasks']!r} on a model fitted with n_tasks={self._fitted_n_tasks()}: "
+                f"cannot set n_tasks={params['n_tasks']!r} on a model fitted with n_tasks={self._n_tasks_param_at_fit()!r}: "
                 "build a new model (or sklearn.base.clone it) to learn a different number of tasks"
             )
         for name, value in params.items():
@@ -163,8 +178,86 @@ class OnlineClassifier(SklearnClassifierMixin):
     def _make_core(self, n_features: int, sparse: bool):
         raise NotImplementedError
 
+    # ---- task sets (python/omtl/_tasks.py; DECISIONS.md "Open-ended task sets") -----------------
+    # Whether the learner can add tasks to a fitted model (n_tasks=None, add_tasks); the
+    # learners of a learned or sized task relation keep False.
+    _grows = False
+
+    def _open_graph_error(self) -> str | None:
+        """Why this learner's settings cannot grow (None: they can). Learners with a ``graph``
+        grow for "complete" (the open-ended complete graph) and "disconnected" only."""
+        graph = getattr(self, "graph", None)
+        if graph is not None and not (isinstance(graph, str) and graph in ("complete", "disconnected")):
+            return "a TaskGraph fixes the set of tasks; pass graph='complete' or 'disconnected'"
+        return None
+
+    def _check_open_ended(self) -> None:
+        if not self._grows:
+            raise ValueError(
+                f"{type(self).__name__} needs n_tasks (an integer): it learns or sizes a relation between a fixed set "
+                "of tasks, which a new task would change everywhere; label strings are fine up to n_tasks labels"
+            )
+        why = self._open_graph_error()
+        if why is not None:
+            raise ValueError(f"n_tasks=None (open-ended tasks) is not available here: {why}")
+
+    def _engine_n_tasks(self, n_labels: int) -> int:
+        """The number of engine tasks that holds ``n_labels`` labels (a learner may keep more)."""
+        return n_labels
+
+    def _n_tasks_param_at_fit(self):
+        """The ``n_tasks`` hyper-parameter the fitted model was built (or grown) with."""
+        return self.__dict__.get("_n_tasks_at_fit", self._fitted_n_tasks())
+
+    def _label_mode(self, tasks=None) -> bool:
+        """Whether task ids are labels mapped in order of appearance (else integer indices)."""
+        if self._is_fitted():
+            return getattr(self, "_task_labels", None) is not None
+        return self.n_tasks is None or (tasks is not None and not is_integer_ids(tasks))
+
+    def _map_tasks(self, tasks, n_rows: int):
+        """Engine task indices of a batch's ids, and the labels it adds (label mode). Validates
+        the ids (and raises) without changing anything."""
+        if not self._label_mode(tasks):
+            n_tasks = self._check_n_tasks()
+            if not is_integer_ids(tasks) and tasks is not None and self._is_fitted():
+                raise TypeError(
+                    f"this model's tasks are integer ids in [0, {n_tasks}) (it was fitted with integer ids), got {tasks!r:.80}"
+                )
+            try:
+                return check_tasks(tasks, n_rows, n_tasks), []
+            except ValueError as exc:
+                if str(exc).startswith("unknown task id"):
+                    raise ValueError(f"{exc}; {GROW_HINT}") from None
+                raise
+        labels = label_list(tasks, n_rows)
+        known = getattr(self, "_task_index", None) or {}
+        capacity = None if self.n_tasks is None else self._check_n_tasks()
+        if self.n_tasks is None:
+            self._check_n_tasks()  # refuses n_tasks=None where the learner cannot grow
+        return map_labels(labels, known, capacity, GROW_HINT)
+
+    def _n_new_engine_tasks(self, new_labels: list) -> int:
+        """Engine tasks to add so that the new labels have indices (0 for a fixed n_tasks)."""
+        if self.n_tasks is not None or not new_labels:
+            return 0
+        m = len(getattr(self, "_task_labels", None) or ()) + len(new_labels)
+        return max(0, self._engine_n_tasks(m) - (self._fitted_n_tasks() if self._is_fitted() else 0))
+
     def _check_n_tasks(self) -> int:
         k = self.n_tasks
+        if k is None:
+            self._check_open_ended()
+            if self._is_fitted():
+                if self._n_tasks_param_at_fit() is not None:
+                    raise ValueError(
+                        f"n_tasks was changed to None after fitting; this model was fitted with n_tasks={self._n_tasks_param_at_fit()}"
+                    )
+                return self._fitted_n_tasks()
+            # Before the first batch: the engine size the first batch's labels need (_run_learn).
+            return self.__dict__.get("_pending_n_tasks", 1)
+        if self._is_fitted() and self._n_tasks_param_at_fit() is None:
+            raise ValueError(f"n_tasks was changed to {k!r} after fitting; this model was fitted with n_tasks=None")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ValueError(f"n_tasks must be an integer >= 1, got {k!r}")
         if k >= 2**63:
@@ -197,13 +290,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         return getattr(self, "_core", None) is not None
 
     def _prepare(self, X, y, tasks, classes=None):
-        """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``."""
-        n_tasks = self._check_n_tasks()
+        """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``. Returns the
+        task indices and the task labels the batch adds (label mode)."""
+        self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
         n = X.shape[0]
         y_pm1, form = check_labels(y, n, *self._label_context(classes))
-        task_ids = check_tasks(tasks, n, n_tasks)
-        return X, y_pm1, form, task_ids
+        task_ids, new_labels = self._map_tasks(tasks, n)
+        return X, y_pm1, form, task_ids, new_labels
 
     def _ensure_core(self, X):
         """The model's core, building it (not yet attached) on the first batch."""
@@ -225,35 +319,69 @@ class OnlineClassifier(SklearnClassifierMixin):
         before the core is called; the Python-side state changes only after it succeeded (or
         was interrupted, keeping the rows it completed)."""
         feature_names = self._check_columns(X)
-        X, y_pm1, form, task_ids = self._prepare(X, y, tasks, classes)
+        X, y_pm1, form, task_ids, new_labels = self._prepare(X, y, tasks, classes)
         round_ids = None if rounds is _P1 else check_rounds(rounds, task_ids)
         if X.shape[0] == 0:
             return np.zeros(0), form
-        core, new = self._core_for(X)
-        counts = self._task_counts(task_ids)
+        label_mode = self._label_mode(tasks)
+        n_new = self._n_new_engine_tasks(new_labels)
+        if not self._is_fitted() and self.n_tasks is None:
+            # The first batch of an open-ended model builds the engine with its labels' tasks.
+            self._pending_n_tasks, n_new = self._engine_n_tasks(len(new_labels)), 0
+            try:
+                core, new = self._core_for(X)
+                counts = self._task_counts(task_ids)
+            finally:
+                del self._pending_n_tasks
+        else:
+            core, new = self._core_for(X)
+            counts = self._task_counts(task_ids, n_new)
         self._before_learn(core, X)
+        if n_new and not isinstance(core, NativeCore):
+            # A reference core grows on a copy, kept only if the batch is learned (atomicity).
+            core = copy.deepcopy(core)
+            core.add_tasks(n_new)
+        grow = {"n_new": n_new} if n_new and isinstance(core, NativeCore) else {}
         try:
             if round_ids is not None and hasattr(core, "learn_rounds"):
-                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids)
+                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids, **grow)
             else:  # P1, or a P1-only core flattening the rounds row by row (§1.3)
-                scores = core.learn(X, task_ids, y_pm1)
+                scores = core.learn(X, task_ids, y_pm1, **grow)
         except BaseException as exc:
-            # An interrupted native call (Ctrl-C) kept the rows it completed: count them.
+            # An interrupted native call (Ctrl-C) kept the rows it completed (and the tasks it
+            # added): count them.
             partial = getattr(exc, "omtl_partial_scores", None)
             if partial is not None and (len(partial) or not new):
                 n = len(partial)
                 done = np.bincount(task_ids[:n], minlength=counts.shape[0])
+                self._commit_tasks(core, label_mode, new_labels, n_new)
                 self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], done, form)
                 self._record_feature_names(feature_names if new else None)
             raise
         scores = np.asarray(scores, dtype=np.float64)
+        self._commit_tasks(core, label_mode, new_labels, n_new)
         self._record(core, new, X.shape[1], scores, y_pm1, counts, form)
         self._record_feature_names(feature_names if new else None)
         return scores, form
 
-    def _task_counts(self, task_ids) -> np.ndarray:
+    def _commit_tasks(self, core, label_mode: bool, new_labels: list, n_new: int) -> None:
+        """The Python-side record of a learned batch's new labels and engine tasks (no failure)."""
+        if self._is_fitted():
+            if n_new:
+                self._core = core  # a grown reference copy (a native core grew in place)
+                self._seen_per_task = np.concatenate([self._seen_per_task, np.zeros(n_new, dtype=np.int64)])
+        else:
+            self._n_tasks_at_fit = self.n_tasks
+            if label_mode:
+                self._task_labels, self._task_index = [], {}
+        if label_mode:
+            for label in new_labels:
+                self._task_index[label] = len(self._task_labels)
+                self._task_labels.append(label)
+
+    def _task_counts(self, task_ids, n_new: int = 0) -> np.ndarray:
         """Examples per task in a batch, as a length-n_tasks array (``n_seen_per_task_``)."""
-        k = self._check_n_tasks()
+        k = self._check_n_tasks() + n_new
         try:
             return np.bincount(task_ids, minlength=k)
         except (MemoryError, ValueError):  # numpy refuses or cannot allocate k counters
@@ -307,9 +435,9 @@ class OnlineClassifier(SklearnClassifierMixin):
     def decision_function(self, X, *, tasks=None) -> np.ndarray:
         """The real-valued score f_task(x) of the current model for each row (no update)."""
         self._check_columns(X)
-        n_tasks = self._check_n_tasks()
+        self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
-        task_ids = check_tasks(tasks, X.shape[0], n_tasks)
+        task_ids, new_labels = self._map_tasks(tasks, X.shape[0])
         if not self._is_fitted():  # no core to check X: the scores are 0 but NaN/inf is still an error
             check_finite_X(X)
             return np.zeros(X.shape[0])
@@ -317,7 +445,14 @@ class OnlineClassifier(SklearnClassifierMixin):
             return np.zeros(0)
         if not getattr(self._core, "checks_finite_X", False):
             check_finite_X(X)
-        return np.asarray(self._core.decision(X, task_ids), dtype=np.float64)
+        # Labels never seen score as new tasks with no examples, on a grown copy of the model.
+        n_new = self._n_new_engine_tasks(new_labels)
+        if n_new and not isinstance(self._core, NativeCore):
+            core = copy.deepcopy(self._core)
+            core.add_tasks(n_new)
+            return np.asarray(core.decision(X, task_ids), dtype=np.float64)
+        grow = {"n_new": n_new} if n_new else {}
+        return np.asarray(self._core.decision(X, task_ids, **grow), dtype=np.float64)
 
     @_locked
     def predict(self, X, *, tasks=None) -> np.ndarray:
@@ -348,15 +483,114 @@ class OnlineClassifier(SklearnClassifierMixin):
     @property
     @_locked
     def active_tasks_(self) -> np.ndarray:
-        """Ids of the tasks that have had at least one example so far."""
+        """Ids (labels) of the tasks that have had at least one example so far."""
         if not self._is_fitted():
             return np.zeros(0, dtype=np.int64)
+        if getattr(self, "_task_labels", None) is not None:
+            return self.tasks_[self.n_seen_per_task_ > 0]
         return np.flatnonzero(self._seen_per_task)
 
     @property
     @_locked
     def n_seen_per_task_(self) -> np.ndarray:
-        return self._seen_per_task.copy() if self._is_fitted() else np.zeros(self.n_tasks, dtype=np.int64)
+        """Examples seen per task, in the order of ``tasks_``."""
+        if not self._is_fitted():
+            return np.zeros(self.n_tasks or 0, dtype=np.int64)
+        labels = getattr(self, "_task_labels", None)
+        return self._seen_per_task[: len(labels)].copy() if labels is not None else self._seen_per_task.copy()
+
+    @property
+    @_locked
+    def tasks_(self) -> np.ndarray:
+        """The task labels in index order: ``arange(n_tasks)`` for integer task ids with a fixed
+        ``n_tasks``; else the labels seen so far, in order of first appearance (the mapping
+        pickles and ``omtl.save`` keep)."""
+        labels = getattr(self, "_task_labels", None)
+        if labels is not None:
+            return labels_array(labels)
+        if self._is_fitted():
+            return np.arange(self._fitted_n_tasks())
+        return np.arange(self.n_tasks) if isinstance(self.n_tasks, (int, np.integer)) and not isinstance(self.n_tasks, bool) else np.zeros(0, dtype=np.int64)
+
+    @_locked
+    def add_tasks(self, labels, *, graph=None):
+        """Grows a fitted model by new tasks, which start with no examples (DECISIONS.md,
+        "Open-ended task sets").
+
+        Parameters
+        ----------
+        labels : sequence
+            The new tasks' labels (label mode) or, for a model with integer ids, the next ids
+            ``n_tasks, n_tasks + 1, ...``.
+        graph : TaskGraph, optional
+            For a model built on a ``TaskGraph``: the grown graph, ``graph.add_tasks(len(labels))``.
+
+        Returns
+        -------
+        self
+
+        Supported where the learner grows (MTPerceptron, KernelPerceptron, MTRBP, MTFORG, MTBPRJ,
+        MTBPRJ2 with the disconnected graph, MTLinear, PAUnique, PAGlobal, CWCOL, OMTL) and the task kernel
+        keeps its existing entries: the disconnected graph and the open-ended complete graph of
+        ``n_tasks=None``. A fixed-k complete graph (T depends on k) and a general TaskGraph (a new
+        task's edges change ``(I + L)^-1``) cannot grow a fitted model: fit a new one. Atomic.
+        """
+        if not self._is_fitted():
+            raise ValueError("add_tasks grows a fitted model; before fitting, set n_tasks (or n_tasks=None for tasks that keep arriving)")
+        self._check_n_tasks()
+        if not self._grows:
+            self._check_open_ended()  # raises with the reason
+        if isinstance(labels, (str, bytes)) or not hasattr(labels, "__iter__"):
+            labels = [labels]  # one label, not its characters
+        labels = list(labels)
+        new = label_list(labels, len(labels))
+        k = self._fitted_n_tasks()
+        label_mode = getattr(self, "_task_labels", None) is not None
+        if label_mode:
+            if len(set(new)) != len(new) or any(v in self._task_index for v in new):
+                raise ValueError("add_tasks: the labels must be new and distinct")
+            m = len(self._task_labels) + len(new)
+            n_new = max(0, self._engine_n_tasks(m) - k) if self.n_tasks is None else max(0, m - k)
+        else:
+            if new != list(range(k, k + len(new))):
+                raise ValueError(f"add_tasks: a model with integer task ids grows by the next ids {k}, {k + 1}, ...; got {new!r:.80}")
+            n_new = len(new)
+        if not new:
+            return self
+        current = getattr(self, "graph", None)
+        if isinstance(current, TaskGraph) and n_new:
+            if graph is None or not isinstance(graph, TaskGraph) or graph != current.add_tasks(n_new):
+                raise ValueError(f"add_tasks: pass graph=model.graph.add_tasks({n_new}) for a model built on a TaskGraph")
+            if current.kind not in ("disconnected", "complete_open"):
+                raise ValueError(
+                    f"a fitted model on a {current.kind!r} task graph cannot grow: a new task changes its task kernel "
+                    "for the existing tasks; fit a new model on the larger graph"
+                )
+        elif graph is not None and not isinstance(current, TaskGraph):
+            raise ValueError("add_tasks: graph= is only for a model built on a TaskGraph")
+        elif current == "complete" and self.n_tasks is not None:
+            raise ValueError(
+                "a fitted model on the fixed complete graph cannot grow: its task kernel (I + 11^T)/(k+1) depends on k; "
+                "build the model with n_tasks=None for the open-ended complete graph (T_ii = 1, T_ij = 1/2)"
+            )
+        why = self._open_graph_error() if not isinstance(current, TaskGraph) else None
+        if why is not None:
+            raise ValueError(f"this model cannot grow: {why}")
+        core = self._core
+        if n_new:
+            core = core if isinstance(core, NativeCore) else copy.deepcopy(core)
+            core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
+            self._core = core
+            self._seen_per_task = np.concatenate([self._seen_per_task, np.zeros(n_new, dtype=np.int64)])
+        if label_mode:
+            for label in new:
+                self._task_index[label] = len(self._task_labels)
+                self._task_labels.append(label)
+        if self.n_tasks is not None:
+            self.n_tasks = self._n_tasks_at_fit = self._fitted_n_tasks()
+        if isinstance(current, TaskGraph) and n_new:
+            self.graph = graph
+        return self
 
     @_locked
     def _diagnostics(self) -> dict:

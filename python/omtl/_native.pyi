@@ -58,6 +58,9 @@ class NativeTaskKernel:
     @staticmethod
     def disconnected(k: int) -> NativeTaskKernel: ...
     @staticmethod
+    def complete_open(k: int) -> NativeTaskKernel:
+        """The open-ended complete graph: ``T_ii = 1``, ``T_ij = 1/2`` whatever k."""
+    @staticmethod
     def from_edges(k: int, edges: _Edges) -> NativeTaskKernel: ...
     @staticmethod
     def laplacian_pinv(k: int, edges: _Edges) -> NativeTaskKernel: ...
@@ -206,6 +209,19 @@ class NativeLearner:
         """Online protocol over a batch; returns the pre-update scores. Releases the GIL."""
     def decision(self, x: _RowsArg, tasks: NDArray[np.int64]) -> NDArray[np.float64]:
         """Scores a batch without changing the model. Releases the GIL."""
+    def add_tasks(self, n: int) -> None:
+        """Adds ``n`` tasks with no examples (open-ended task sets); atomic. ValueError for a
+        learner or task graph that cannot grow."""
+    def learn_grown(
+        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], n_new: int
+    ) -> NDArray[np.float64]:
+        """``learn`` after adding ``n_new`` tasks, atomically (the batch may name them)."""
+    def learn_rounds_grown(
+        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], rounds: NDArray[np.int64], n_new: int
+    ) -> NDArray[np.float64]:
+        """``learn_rounds`` after adding ``n_new`` tasks, atomically."""
+    def decision_grown(self, x: _RowsArg, tasks: NDArray[np.int64], n_new: int) -> NDArray[np.float64]:
+        """``decision`` as if ``n_new`` tasks with no examples had been added (no change)."""
     @property
     def n_updates(self) -> int: ...
     @property

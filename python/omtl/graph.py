@@ -19,7 +19,7 @@ class TaskGraph:
     ----------
     n_tasks : int
     kind : str
-        ``"complete"``, ``"disconnected"``, ``"edges"``, ``"laplacian_pinv"``, ``"interaction"``,
+        ``"complete"``, ``"complete_open"``, ``"disconnected"``, ``"edges"``, ``"laplacian_pinv"``, ``"interaction"``,
         ``"psd_plus_identity"`` or ``"task_kernel"``.
 
     Examples
@@ -55,6 +55,24 @@ class TaskGraph:
             A closed form: no k x k matrix is built unless ``task_kernel`` is asked for.
         """
         return cls._checked(n_tasks, "complete")
+
+    @classmethod
+    def complete_open(cls, n_tasks: int) -> TaskGraph:
+        """The open-ended complete graph of ``n_tasks=None`` models: T_ii = 1, T_ij = 1/2 for any
+        number of tasks (the complete graph's T times (k+1)/2; the shared + own feature map
+        ``(x/√2, e_i ⊗ x/√2)``). Adding a task changes no existing entry (DECISIONS.md).
+
+        Parameters
+        ----------
+        n_tasks : int
+            Number of tasks k >= 1 (the current size; the graph grows with ``add_tasks``).
+
+        Returns
+        -------
+        TaskGraph
+            A closed form: no k x k matrix is built unless ``task_kernel`` is asked for.
+        """
+        return cls._checked(n_tasks, "complete_open")
 
     @classmethod
     def disconnected(cls, n_tasks: int) -> TaskGraph:
@@ -190,6 +208,8 @@ class TaskGraph:
             k = self.n_tasks
             if self.kind == "complete":
                 native = NativeTaskKernel.complete(k)
+            elif self.kind == "complete_open":
+                native = NativeTaskKernel.complete_open(k)
             elif self.kind == "disconnected":
                 native = NativeTaskKernel.disconnected(k)
             elif self.kind in ("edges", "laplacian_pinv"):
@@ -234,7 +254,7 @@ class TaskGraph:
     @property
     def components(self) -> np.ndarray:
         """The connected component of each task (numbered by their smallest task)."""
-        if self.kind == "complete":
+        if self.kind in ("complete", "complete_open"):
             return np.zeros(self.n_tasks, dtype=np.int64)
         if self.kind == "disconnected":
             return np.arange(self.n_tasks, dtype=np.int64)
@@ -253,6 +273,60 @@ class TaskGraph:
         TaskGraph
         """
         return TaskGraph.from_task_kernel(self.task_kernel * float(c))
+
+    def add_tasks(self, n: int, edges=None, weights=None) -> TaskGraph:
+        """A new graph with ``n`` more tasks, numbered ``n_tasks, ..., n_tasks + n - 1``.
+
+        The new tasks are isolated unless ``edges`` (pairs over all ``n_tasks + n`` tasks, with
+        optional ``weights``, default 1) join them; ``edges`` are for the edge-list kinds
+        (``"edges"``, ``"laplacian_pinv"``, ``"disconnected"``, which becomes ``"edges"``).
+        Semantics: the grown graph's task kernel is recomputed as for any graph, so
+        ``"complete"`` becomes the complete graph over ``n_tasks + n`` tasks, whose T has new
+        values everywhere ((I + 11ᵀ)/(k+n+1)); ``"complete_open"`` and ``"disconnected"`` keep
+        every existing entry; a graph whose new tasks are isolated keeps T on the old tasks
+        (T is block diagonal), and edges to old tasks change it on their components. For a
+        matrix kind the new tasks are isolated: A and T grow by an identity block, M by a zero block.
+
+        Parameters
+        ----------
+        n : int
+            Number of tasks to add (>= 0).
+        edges : array-like of shape (m, 2), optional
+            Edges over all ``n_tasks + n`` tasks to add (edge-list kinds only).
+        weights : array-like of shape (m,), optional
+            Nonnegative weights of ``edges`` (default 1).
+
+        Returns
+        -------
+        TaskGraph
+            The grown graph (this one is not changed).
+        """
+        if isinstance(n, bool) or int(n) != n or n < 0:
+            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        k2 = self.n_tasks + int(n)
+        if edges is None and weights is not None:
+            raise ValueError("weights without edges")
+        edge_kinds = ("edges", "laplacian_pinv", "disconnected")
+        if edges is not None and self.kind not in edge_kinds:
+            raise ValueError(f"edges can be added to an edge-list graph ({', '.join(edge_kinds)}), not to {self.kind!r}")
+        if self.kind in ("complete", "complete_open", "disconnected") and edges is None:
+            return getattr(TaskGraph, self.kind)(k2)
+        if self.kind in edge_kinds:
+            old_e = np.zeros((0, 2), dtype=np.int64) if self.edges is None else np.asarray(self.edges).reshape(-1, 2)
+            old_w = np.zeros(0) if self.weights is None else np.asarray(self.weights, dtype=np.float64)
+            new_e, new_w = _edge_list(k2, [] if edges is None else edges, weights)
+            all_e, all_w = np.vstack([old_e, new_e]), np.concatenate([old_w, new_w])
+            if self.kind == "laplacian_pinv":
+                with warnings.catch_warnings():  # the user saw the warning when building it
+                    warnings.simplefilter("ignore", UserWarning)
+                    return TaskGraph.laplacian_pinv(k2, all_e, all_w)
+            return TaskGraph.from_edges(k2, all_e, all_w)
+        grown = np.zeros((k2, k2))
+        grown[: self.n_tasks, : self.n_tasks] = self.matrix
+        if self.kind in ("interaction", "task_kernel"):
+            grown[self.n_tasks :, self.n_tasks :] = np.eye(int(n))
+        return getattr(TaskGraph, {"interaction": "from_interaction", "psd_plus_identity": "from_psd_plus_identity",
+                                   "task_kernel": "from_task_kernel"}[self.kind])(grown)
 
     # -- plumbing -----------------------------------------------------------------------------
     def __getstate__(self):
@@ -275,7 +349,7 @@ class TaskGraph:
         return f"TaskGraph.{self.kind}(n_tasks={self.n_tasks}{extra})"
 
 
-def resolve_graph(graph, n_tasks: int) -> TaskGraph:
+def resolve_graph(graph, n_tasks: int, open_ended: bool = False) -> TaskGraph:
     """A learner's ``graph`` argument as a TaskGraph with ``n_tasks`` tasks.
 
     Parameters
@@ -284,6 +358,9 @@ def resolve_graph(graph, n_tasks: int) -> TaskGraph:
         A TaskGraph must have ``n_tasks`` tasks.
     n_tasks : int
         Number of tasks.
+    open_ended : bool, default=False
+        The model has ``n_tasks=None``: "complete" becomes the open-ended complete graph
+        (``TaskGraph.complete_open``).
 
     Returns
     -------
@@ -291,7 +368,7 @@ def resolve_graph(graph, n_tasks: int) -> TaskGraph:
     """
     if isinstance(graph, str):
         if graph == "complete":
-            return TaskGraph.complete(n_tasks)
+            return TaskGraph.complete_open(n_tasks) if open_ended else TaskGraph.complete(n_tasks)
         if graph == "disconnected":
             return TaskGraph.disconnected(n_tasks)
         raise ValueError(f"graph must be 'complete', 'disconnected' or a TaskGraph, got {graph!r}")

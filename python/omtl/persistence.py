@@ -89,6 +89,15 @@ def _fitted_header(model) -> dict | None:
         header["gamma_scale"] = float(model._gamma_scale)
     if getattr(model, "feature_names_in_", None) is not None:  # from a data frame (scikit-learn)
         header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
+    labels = getattr(model, "_task_labels", None)
+    if labels is not None:
+        for label in labels:
+            if isinstance(label, bool) or not isinstance(label, (str, int)):
+                raise TypeError(
+                    f"cannot save task label {label!r} ({type(label).__name__}): a model file stores str and int "
+                    "task labels only (pickle the model instead)"
+                )
+        header["task_labels"] = list(labels)
     return header
 
 
@@ -233,13 +242,15 @@ def _graph_from_json(spec) -> TaskGraph:
         _fail("malformed task graph")
     kind, k = spec["kind"], _int(spec["n_tasks"], "the task graph's n_tasks", 1)
     matrix_kinds = ("interaction", "psd_plus_identity", "task_kernel")
-    if kind not in ("complete", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
+    if kind not in ("complete", "complete_open", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
         _fail(f"unknown task graph kind {kind!r}")
     try:
         if kind == "complete":
             return TaskGraph.complete(k)
         if kind == "disconnected":
             return TaskGraph.disconnected(k)
+        if kind == "complete_open":
+            return TaskGraph.complete_open(k)
         if kind in ("edges", "laplacian_pinv"):
             edges = [tuple(e) for e in spec["edges"]]
             if kind == "edges":
@@ -332,6 +343,14 @@ def check_restored(model, *, settings: bool = True) -> None:
         _fail(f"the engine made {learner.n_updates} updates and holds {learner.n_active} elements after {n_seen} examples")
     if not (_is_label_pair(model._label_form) or model._label_form in _LABEL_FORMS):
         _fail(f"unknown label form {model._label_form!r}")
+    labels = getattr(model, "_task_labels", None)
+    if labels is not None:
+        index = getattr(model, "_task_index", None)
+        if not isinstance(labels, list) or len(labels) > n_tasks or not isinstance(index, dict) or len(index) != len(labels) \
+                or any(index.get(v) != i for i, v in enumerate(labels)):
+            _fail("the task labels are not distinct labels of at most n_tasks tasks")
+    elif model.n_tasks is None:
+        _fail("an open-ended model (n_tasks=None) without its task labels")
 
 
 def load(path):
@@ -382,11 +401,12 @@ def loads(data: bytes):
             _fail("an unfitted model with a native state")
         return model
     keys = {"n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"}
-    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "gamma_scale", "feature_names_in"}:
+    if not isinstance(fitted, dict) or not keys <= set(fitted) <= keys | {"radius_warned", "gamma_scale", "feature_names_in", "task_labels"}:
         _fail("malformed fitted bookkeeping")
     d = _int(fitted["n_features_in"], "n_features_in", 1)
     counts = fitted["seen_per_task"]
-    if not isinstance(counts, list) or len(counts) != model._check_n_tasks():
+    # An open-ended model (n_tasks=None) has as many tasks as its engine (checked below).
+    if not isinstance(counts, list) or not counts or (model.n_tasks is not None and len(counts) != model._check_n_tasks()):
         _fail("seen_per_task must hold one count per task")
     counts = np.array([_int(c, "a per-task count") for c in counts], dtype=np.int64)
     from ._native import NativeLearner
@@ -400,6 +420,12 @@ def loads(data: bytes):
     model.n_seen_ = _int(fitted["n_seen"], "n_seen")
     model.n_mistakes_ = _int(fitted["n_mistakes"], "n_mistakes")
     model._seen_per_task = counts
+    model._n_tasks_at_fit = model.n_tasks
+    labels = fitted.get("task_labels")
+    if labels is not None:
+        if not isinstance(labels, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in labels):
+            _fail("task_labels must be a list of strings and integers")
+        model._task_labels, model._task_index = labels, {v: i for i, v in enumerate(labels)}
     form = fitted["label_form"]
     model._label_form = tuple(form) if isinstance(form, list) else form
     if fitted.get("radius_warned", False) is not False:

@@ -48,6 +48,15 @@ impl TaskKernel {
         })
     }
 
+    /// The open-ended complete graph (DECISIONS.md, "open-ended task sets"): `T_ii = 1`,
+    /// `T_ij = 1/2` for any number of tasks, the fixed-k complete kernel times (k+1)/2. Its
+    /// entries do not depend on k, so adding a task ([`TaskKernel::grow`]) changes no existing
+    /// value; it is the shared + own feature map `(x/√2, e_i ⊗ x/√2)` (VW's `-q st`).
+    pub fn complete_open(k: usize) -> Result<Self> {
+        check_k(k)?;
+        Ok(Self::Complete { k, diag: 1.0, off: 0.5 })
+    }
+
     /// T = (I + L_G)^{-1} for an undirected graph given by weighted edges `(i, j, w)`, w >= 0.
     pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
         let lap = laplacian(k, edges)?;
@@ -210,6 +219,33 @@ impl TaskKernel {
             ) => k == k2 && components == c2 && t.len() == t2.len() && t.iter().zip(t2).all(|(a, b)| close(*a, *b)),
             _ => false,
         }
+    }
+
+    /// Adds `n` tasks, keeping every existing entry: the disconnected kernel gains `scale` on
+    /// the new diagonal, the complete one keeps its `diag` and `off` (so a fixed-k complete
+    /// kernel grown this way is not the complete kernel of the new size: only the k-independent
+    /// [`TaskKernel::complete_open`] grows into itself). A general (dense) kernel cannot grow:
+    /// its entries come from a graph whose new edges would change them. On `Err` nothing changed.
+    pub fn grow(&mut self, n: usize) -> Result<()> {
+        let grown = |k: usize| {
+            k.checked_add(n)
+                .filter(|&k| u32::try_from(k).is_ok())
+                .ok_or_else(|| Error::InvalidParameter {
+                    name: "n_tasks",
+                    reason: format!("{k} + {n} tasks is too many"),
+                })
+        };
+        match self {
+            Self::Disconnected { k, .. } | Self::Complete { k, .. } => *k = grown(*k)?,
+            Self::Dense { .. } => {
+                return Err(Error::InvalidTaskRelation(
+                    "a general task graph cannot grow in a fitted model: its task kernel (I + L)^-1 would change; \
+                     only the 'disconnected' and the open-ended 'complete' graph (n_tasks=None) grow"
+                        .into(),
+                ))
+            }
+        }
+        Ok(())
     }
 
     pub fn n_tasks(&self) -> usize {

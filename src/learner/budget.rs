@@ -138,6 +138,10 @@ impl CheckState for MTRBP {
 }
 
 impl OnlineLearner for MTRBP {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -485,6 +489,10 @@ impl CheckState for MTFORG {
 }
 
 impl OnlineLearner for MTFORG {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -557,6 +565,27 @@ impl OnlineLearner for MTFORG {
             ("last_phi", get(|s| s.phi, 0.0)),
             ("last_sigma", get(|s| s.sigma, 0.0)),
         ]
+    }
+}
+
+impl MTRBP {
+    /// Adds `n` tasks: only the task kernel grows (the active set and the eviction draws do
+    /// not depend on the number of tasks). Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        self.tasks.grow(n)
+    }
+}
+
+impl MTFORG {
+    /// Adds `n` tasks: only the task kernel grows. `max_i T_ii`, hence c_G and the damage
+    /// bound, are unchanged by [`TaskKernel::grow`], so the shrink steps continue as before.
+    /// Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        debug_assert_eq!(tasks.c_g(self.radius), self.c_g);
+        self.tasks = tasks;
+        Ok(())
     }
 }
 

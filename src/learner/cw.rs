@@ -411,6 +411,10 @@ impl CheckState for CwCol {
 }
 
 impl OnlineLearner for CwCol {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn n_tasks(&self) -> usize {
         self.n_tasks
     }
@@ -490,6 +494,23 @@ impl OnlineLearner for CwCol {
             ("global_mean", vec![d], self.global.mu.clone()),
             ("global_variance", vec![d], self.global.sigma.clone()),
         ]
+    }
+}
+
+impl CwCol {
+    /// Adds `n` tasks (open-ended task sets): each starts from the untouched prior (mu = 0,
+    /// sigma = a, allocated on its first update) combined with the global model, as a task that
+    /// has not been updated yet; nothing learned changes. Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let new_k = self
+            .n_tasks
+            .checked_add(n)
+            .filter(|&k| u32::try_from(k).is_ok())
+            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        Need::new("n_tasks", new_k, "the per-task model slots").reserve(&mut self.individual, n)?;
+        self.individual.extend((0..n).map(|_| None));
+        self.n_tasks = new_k;
+        Ok(())
     }
 }
 

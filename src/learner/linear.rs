@@ -82,6 +82,15 @@ impl LinearWeights {
         })
     }
 
+    /// `n` more (empty) task slots, for a task kernel grown by [`TaskKernel::grow`] (closed
+    /// forms only: a dense kernel does not grow). On `Err` nothing has changed.
+    pub fn grow(&mut self, n: usize) -> Result<()> {
+        let new_k = self.blocks.len().saturating_add(n);
+        Need::new("n_tasks", new_k, "the per-task weight slots").reserve(&mut self.blocks, n)?;
+        self.blocks.extend((0..n).map(|_| None));
+        Ok(())
+    }
+
     fn input_scale(&self, x: &Row) -> f64 {
         if self.normalize {
             let n = x.sq_norm();

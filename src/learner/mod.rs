@@ -109,6 +109,17 @@ pub trait OnlineLearner {
         Vec::new()
     }
 
+    /// Adds `n` tasks with no examples, numbered `n_tasks()..n_tasks() + n` (open-ended task
+    /// sets, DECISIONS.md). Learners that learn a task relation or refit a weight matrix over all
+    /// tasks (OMTRL, BatchMtl, ROMCO) keep the default: an error saying they cannot grow.
+    /// Atomic: on `Err` the model is unchanged.
+    fn add_tasks(&mut self, _n: usize) -> Result<()> {
+        Err(Error::InvalidParameter {
+            name: "n_tasks",
+            reason: "this learner cannot add tasks to a fitted model (its task relation is sized or learned for a fixed number of tasks)".into(),
+        })
+    }
+
     /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`.
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         Vec::new()
@@ -269,6 +280,80 @@ fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
         start = end;
     }
     Ok(())
+}
+
+/// `model` with `n_new` more tasks, on a copy ([`OnlineLearner::add_tasks`]); `None` when no
+/// task is added (then the model itself is used).
+fn grown<L: OnlineLearner + Clone>(model: &L, n_new: usize) -> Result<Option<L>> {
+    if n_new == 0 {
+        return Ok(None);
+    }
+    let mut work = model.clone();
+    work.add_tasks(n_new)?;
+    Ok(Some(work))
+}
+
+/// [`learn`] after adding `n_new` tasks (the batch may name them). Atomic as [`learn`], the
+/// growth included: on `Err` the model has neither the new tasks nor any row; an interrupt
+/// keeps the new tasks and the rows completed.
+pub fn learn_grown<L: OnlineLearner + Clone>(
+    model: &mut L,
+    n_new: usize,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+) -> Result<Vec<f64>> {
+    let Some(mut work) = grown(model, n_new)? else {
+        return learn(model, rows, tasks, y);
+    };
+    validate_learn_batch(rows, tasks, y, work.n_tasks(), work.n_features(), work.base_kernel())?;
+    let mut scores = Vec::with_capacity(rows.len());
+    match learn_rows(&mut work, rows, tasks, y, &mut scores) {
+        Ok(()) => {
+            *model = work;
+            Ok(scores)
+        }
+        Err(Error::Interrupted { .. }) => {
+            *model = work;
+            Err(Error::Interrupted { scores })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`learn_rounds`] after adding `n_new` tasks; atomic as [`learn_grown`].
+pub fn learn_rounds_grown<L: OnlineLearner + Clone>(
+    model: &mut L,
+    n_new: usize,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+    rounds: &[i64],
+) -> Result<Vec<f64>> {
+    let Some(mut work) = grown(model, n_new)? else {
+        return learn_rounds(model, rows, tasks, y, rounds);
+    };
+    // The copy is the only one: `learn_rounds` on it clones again for a multi-row batch, which
+    // keeps its atomicity argument in one place at the price of a second copy.
+    let outcome = learn_rounds(&mut work, rows, tasks, y, rounds);
+    if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
+        *model = work;
+    }
+    outcome
+}
+
+/// [`decision`] as if `n_new` tasks had been added (they score as tasks with no examples);
+/// the model is not changed.
+pub fn decision_grown<L: OnlineLearner + Clone>(
+    model: &L,
+    n_new: usize,
+    rows: &Rows,
+    tasks: &[i64],
+) -> Result<Vec<f64>> {
+    match grown(model, n_new)? {
+        Some(work) => decision(&work, rows, tasks),
+        None => decision(model, rows, tasks),
+    }
 }
 
 /// Scores a batch without changing the model. An interrupt ([`crate::interrupt`]) abandons it.

@@ -458,6 +458,23 @@ fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
     }
 }
 
+/// The hash seed of the open-ended complete graph's shared block (see `MTLinear::hash_seed`).
+pub const OPEN_SHARED_SEED: u32 = u32::MAX;
+
+/// The seed block `r`'s slots are hashed with ([`slot_of`]): its index, except for the shared
+/// block of the open-ended complete graph (`T_ii = 1`, `T_ij = 1/2`, k >= 2; a fixed-k
+/// complete graph has `T_ii = 2/(k+1) < 1`), whose index k moves as tasks are added: it takes
+/// [`OPEN_SHARED_SEED`], so that adding tasks moves the block without rehashing it.
+#[inline]
+fn hash_seed(tasks: &TaskKernel, r: u32) -> u32 {
+    match *tasks {
+        TaskKernel::Complete { k, diag, off } if k >= 2 && diag == 1.0 && off == 0.5 && r as usize == k => {
+            OPEN_SHARED_SEED
+        }
+        _ => r,
+    }
+}
+
 /// The key of the intercept among the coordinates of an example under hashing.
 const INTERCEPT_KEY: usize = usize::MAX;
 
@@ -524,6 +541,10 @@ impl MTLinear {
         })
     }
 
+    fn hash_seed(&self, r: u32) -> u32 {
+        hash_seed(&self.tasks, r)
+    }
+
     /// Slots per weight block (at most `2^hash_bits`).
     pub fn width(&self) -> usize {
         self.width
@@ -541,7 +562,7 @@ impl MTLinear {
     /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics),
     /// summed term by term in the order of [`Self::gather`] (nonzero features, under hashing both
     /// half-value copies, then the intercept), so that `decision` reproduces `learn`'s scores.
-    fn block_score(&self, data: &[f32], x: &Row, block: u32) -> f64 {
+    fn block_score(&self, data: &[f32], x: &Row, seed: u32) -> f64 {
         let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
         let mut s = 0.0;
         let mut add = |j: usize, value: f64| {
@@ -551,8 +572,8 @@ impl MTLinear {
                     s += value * f64::from(data[j * stride]);
                 } else {
                     let half = value * FRAC_1_SQRT_2;
-                    s += half * f64::from(data[slot_of(2 * j, block, n_hashed) * stride]);
-                    s += half * f64::from(data[slot_of(2 * j + 1, block, n_hashed) * stride]);
+                    s += half * f64::from(data[slot_of(2 * j, seed, n_hashed) * stride]);
+                    s += half * f64::from(data[slot_of(2 * j + 1, seed, n_hashed) * stride]);
                 }
             }
         };
@@ -565,7 +586,7 @@ impl MTLinear {
         }
         if self.params.fit_intercept {
             let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
-            s += f64::from(data[slot_of(key, block, n_hashed) * stride]);
+            s += f64::from(data[slot_of(key, seed, n_hashed) * stride]);
         }
         s
     }
@@ -629,6 +650,7 @@ impl MTLinear {
         let mut score = 0.0;
         let m = self.entries.len();
         for (term, &(r, b)) in self.terms[task].iter().enumerate() {
+            let seed = hash_seed(&self.tasks, r);
             let block = self.blocks[r as usize].as_ref().map(|bl| bl.data.as_slice());
             let span = term * m..(term + 1) * m;
             let coords = Coords {
@@ -639,9 +661,9 @@ impl MTLinear {
                 n: &mut pad.n[span],
             };
             let s = match self.params.rule.stride() {
-                3 => gather_block::<3>(&self.entries, r, b, self.n_hashed, block, coords),
-                2 => gather_block::<2>(&self.entries, r, b, self.n_hashed, block, coords),
-                _ => gather_block::<1>(&self.entries, r, b, self.n_hashed, block, coords),
+                3 => gather_block::<3>(&self.entries, seed, b, self.n_hashed, block, coords),
+                2 => gather_block::<2>(&self.entries, seed, b, self.n_hashed, block, coords),
+                _ => gather_block::<1>(&self.entries, seed, b, self.n_hashed, block, coords),
             };
             score += b * s;
         }
@@ -863,6 +885,10 @@ impl PartialEq for MTLinear {
 }
 
 impl OnlineLearner for MTLinear {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn n_tasks(&self) -> usize {
         self.n_tasks
     }
@@ -877,7 +903,7 @@ impl OnlineLearner for MTLinear {
             .filter_map(|&(r, b)| {
                 self.blocks[r as usize]
                     .as_ref()
-                    .map(|bl| b * self.block_score(&bl.data, &x, r))
+                    .map(|bl| b * self.block_score(&bl.data, &x, self.hash_seed(r)))
             })
             .sum()
     }
@@ -902,7 +928,7 @@ impl OnlineLearner for MTLinear {
                     continue;
                 };
                 let hint = |key: usize| {
-                    let at = slot_of(key, r, n_hashed) * stride;
+                    let at = slot_of(key, self.hash_seed(r), n_hashed) * stride;
                     if let Some(cell) = block.data.get(at) {
                         // SAFETY: a prefetch is a hint on a valid address; it never faults.
                         unsafe { _mm_prefetch::<_MM_HINT_T0>((cell as *const f32).cast()) };
@@ -956,6 +982,68 @@ impl OnlineLearner for MTLinear {
             vec![self.blocks.len(), self.width],
             self.block_weights(),
         )]
+    }
+}
+
+impl MTLinear {
+    /// Adds `n` tasks (open-ended task sets). Disconnected graph: `n` new components, each with
+    /// its own (unallocated) block and counters. Complete graph (k >= 2): the new tasks join the
+    /// component, the shared block moves to the new last index (`r = k + n`, M.1) and the new
+    /// tasks' own blocks are unallocated (the open complete graph's shared block keeps its hash
+    /// seed, [`OPEN_SHARED_SEED`]). Refused, leaving the model unchanged: a complete graph with
+    /// k = 1 whose single block holds weights (M.1 uses one block for k = 1, which does not split
+    /// into shared and own), and under hashing a fixed complete graph whose shared block holds
+    /// weights (it is hashed with its index, which would change).
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        let (k, new_k) = (self.n_tasks, tasks.n_tasks());
+        let cannot = |why: &str| {
+            Err(invalid(
+                "n_tasks",
+                format!("MTLinear cannot add tasks to this fitted model: {why}"),
+            ))
+        };
+        let complete = matches!(tasks, TaskKernel::Complete { .. });
+        if complete && k == 1 && self.blocks[0].is_some() {
+            return cannot(
+                "a one-task complete graph keeps one block, which does not split into shared and own blocks",
+            );
+        }
+        if complete
+            && k >= 2
+            && self.n_hashed > 0
+            && self.blocks[k].is_some()
+            && self.hash_seed(k as u32) != OPEN_SHARED_SEED
+        {
+            return cannot(
+                "under hashing the fixed complete graph's shared block is hashed with its index, which moves",
+            );
+        }
+        let per_task = std::mem::size_of::<Option<Block>>() + std::mem::size_of::<Vec<(u32, f64)>>() + 16 + 4;
+        Need::new("n_tasks", new_k, "MTLinear's per-task blocks and factor terms")
+            .count::<u8>(&[new_k + 1, per_task])?;
+        let (terms, n_blocks) = factor_terms(&tasks);
+        let component: Vec<u32> = (0..new_k).map(|i| tasks.component(i) as u32).collect();
+        let mut old = std::mem::take(&mut self.blocks).into_iter();
+        let mut blocks: Vec<Option<Block>> = Vec::with_capacity(n_blocks);
+        if complete && k == 1 {
+            blocks.resize(n_blocks, None); // the single block was empty (checked above)
+        } else {
+            blocks.extend(old.by_ref().take(k));
+            blocks.resize(blocks.len() + n, None);
+            blocks.extend(old); // the complete graph's shared block, now at index new_k
+        }
+        debug_assert_eq!(blocks.len(), n_blocks);
+        if !complete {
+            self.stats.resize(self.stats.len() + n, ComponentStats::default());
+        }
+        self.blocks = blocks;
+        self.terms = terms;
+        self.component = component;
+        self.n_tasks = new_k;
+        self.tasks = tasks;
+        Ok(())
     }
 }
 

@@ -264,6 +264,10 @@ impl CheckState for Omtl {
 }
 
 impl OnlineLearner for Omtl {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn n_tasks(&self) -> usize {
         self.n_tasks
     }
@@ -314,6 +318,28 @@ impl OnlineLearner for Omtl {
 
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         vec![("coef", vec![self.n_tasks, self.n_features], self.weights.clone())]
+    }
+}
+
+impl Omtl {
+    /// Adds `n` tasks with `w = 0` (open-ended task sets): a round involves only the tasks
+    /// present in it, so a new task is exactly a task that has not appeared yet. Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let new_k = self
+            .n_tasks
+            .checked_add(n)
+            .filter(|&k| u32::try_from(k).is_ok())
+            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        let need = Need::new(
+            "n_tasks",
+            new_k,
+            "the task weight vectors (n_tasks x n_features floats)",
+        );
+        let extra = need.count::<f64>(&[n, self.n_features])?;
+        need.reserve_exact(&mut self.weights, extra)?;
+        self.weights.resize(self.weights.len() + extra, 0.0);
+        self.n_tasks = new_k;
+        Ok(())
     }
 }
 

@@ -131,6 +131,10 @@ impl CheckState for PassiveAggressive {
 }
 
 impl OnlineLearner for PassiveAggressive {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn n_tasks(&self) -> usize {
         self.n_tasks
     }
@@ -196,6 +200,24 @@ impl OnlineLearner for PassiveAggressive {
     /// A linear model: the number of updates it stands for.
     fn n_active(&self) -> usize {
         self.n_updates as usize
+    }
+}
+
+impl PassiveAggressive {
+    /// Adds `n` tasks: PA-Unique gets `n` empty weight slots, PA-Global (one `w` for all
+    /// tasks) only a larger range of valid task ids. Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let new_k = self
+            .n_tasks
+            .checked_add(n)
+            .filter(|&k| u32::try_from(k).is_ok())
+            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        if !self.global {
+            Need::new("n_tasks", new_k, "the per-task weight slots").reserve(&mut self.weights, n)?;
+            self.weights.extend((0..n).map(|_| None));
+        }
+        self.n_tasks = new_k;
+        Ok(())
     }
 }
 

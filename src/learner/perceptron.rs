@@ -124,6 +124,10 @@ impl CheckState for MTPerceptron {
 }
 
 impl OnlineLearner for MTPerceptron {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -175,6 +179,21 @@ impl OnlineLearner for MTPerceptron {
     }
 }
 
+impl MTPerceptron {
+    /// Adds `n` tasks (open-ended task sets): the task kernel grows ([`TaskKernel::grow`]) and,
+    /// in primal form, `n` empty weight slots are added; the stored examples keep their tasks.
+    /// Atomic: on `Err` the model is unchanged.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        if let Model::Primal(w) = &mut self.model {
+            w.grow(n)?;
+        }
+        self.tasks = tasks;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -217,6 +236,76 @@ mod tests {
             }
             assert_eq!(primal.n_active(), dual.n_active());
         }
+    }
+
+    #[test]
+    fn a_model_grown_task_by_task_equals_one_built_with_the_final_size() {
+        let (n, d, k) = (300, 5, 4);
+        let (x, mut tasks, y) = random_stream(n, d, k, 3);
+        // Task t first appears at row 50 t.
+        tasks
+            .iter_mut()
+            .enumerate()
+            .for_each(|(r, t)| *t = (*t).min((r / 50) as i64));
+        let open = |k| TaskKernel::complete_open(k).unwrap();
+        for (kernel, dual) in [
+            (BaseKernel::linear(), false),
+            (BaseKernel::linear(), true),
+            (BaseKernel::rbf(0.5).unwrap(), true),
+        ] {
+            for tk in [open(k), TaskKernel::disconnected(k).unwrap()] {
+                let small = match tk {
+                    TaskKernel::Complete { .. } => open(1),
+                    _ => TaskKernel::disconnected(1).unwrap(),
+                };
+                let build = |t: TaskKernel| {
+                    if dual {
+                        MTPerceptron::new_dual(t, kernel, d, false).unwrap()
+                    } else {
+                        MTPerceptron::new(t, kernel, d, false).unwrap()
+                    }
+                };
+                let (mut fixed, mut grown) = (build(tk), build(small));
+                let all = Rows::Dense {
+                    data: &x,
+                    n_rows: n,
+                    n_cols: d,
+                };
+                let expected = learn(&mut fixed, &all, &tasks, &y).unwrap();
+                let mut got = Vec::new();
+                for lo in (0..n).step_by(25) {
+                    let hi = (lo + 25).min(n);
+                    let part = Rows::Dense {
+                        data: &x[lo * d..hi * d],
+                        n_rows: hi - lo,
+                        n_cols: d,
+                    };
+                    let need = tasks[lo..hi].iter().map(|&t| t as usize + 1).max().unwrap();
+                    let n_new = need.saturating_sub(grown.n_tasks());
+                    // A failing batch (a label out of {±1}) leaves neither rows nor new tasks.
+                    let before = grown.clone();
+                    let mut bad = y[lo..hi].to_vec();
+                    *bad.last_mut().unwrap() = 0.5;
+                    assert!(crate::learner::learn_grown(&mut grown, n_new, &part, &tasks[lo..hi], &bad).is_err());
+                    assert_eq!(grown, before);
+                    got.extend(
+                        crate::learner::learn_grown(&mut grown, n_new, &part, &tasks[lo..hi], &y[lo..hi]).unwrap(),
+                    );
+                }
+                assert_eq!(got, expected);
+                assert_eq!(grown, fixed);
+            }
+        }
+        // A general task graph does not grow.
+        let mut dense = MTPerceptron::new(
+            TaskKernel::from_edges(2, &[(0, 1, 1.0)]).unwrap(),
+            BaseKernel::linear(),
+            d,
+            false,
+        )
+        .unwrap();
+        assert!(dense.add_tasks(1).is_err());
+        assert_eq!(dense.n_tasks(), 2);
     }
 
     #[test]

@@ -288,6 +288,10 @@ impl CheckState for MTBPRJ {
 }
 
 impl OnlineLearner for MTBPRJ {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -747,6 +751,10 @@ impl CheckState for MTBPRJ2 {
 }
 
 impl OnlineLearner for MTBPRJ2 {
+    fn add_tasks(&mut self, n: usize) -> Result<()> {
+        self.grow_tasks(n)
+    }
+
     fn base_kernel(&self) -> Option<&BaseKernel> {
         Some(&self.kernel)
     }
@@ -887,6 +895,55 @@ impl OnlineLearner for MTBPRJ2 {
         d.push(("n_weights", self.n_weights() as f64));
         d.push(("n_allocated_blocks", self.allocated.len() as f64));
         d
+    }
+}
+
+impl MTBPRJ {
+    /// Adds `n` tasks: only the task kernel grows (the dictionary's Gram entries
+    /// `T[i_a, i_b] K'(x_a, x_b)` keep their values under [`TaskKernel::grow`]). Atomic.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        self.tasks.grow(n)
+    }
+}
+
+impl MTBPRJ2 {
+    /// Adds `n` tasks. Disconnected graph: each new task is a new component with no block yet.
+    /// A connected component holds one weight row per member, and a new member's row would be
+    /// the sum of all past updates weighted by its task kernel entries, which the block does not
+    /// keep: a complete graph grows only while its block is unallocated (no update yet).
+    /// Atomic: on `Err` the model is unchanged.
+    fn grow_tasks(&mut self, n: usize) -> Result<()> {
+        let mut tasks = self.tasks.clone();
+        tasks.grow(n)?;
+        let (k, new_k) = (self.tasks.n_tasks(), tasks.n_tasks());
+        let need = Need::new("n_tasks", new_k, "MTBPRJ2's per-task tables");
+        match tasks {
+            TaskKernel::Disconnected { .. } => {
+                need.reserve(&mut self.members, n)?;
+                need.reserve(&mut self.blocks, n)?;
+                need.reserve(&mut self.local, n)?;
+                self.members.extend((k..new_k).map(|i| vec![i as u32]));
+                self.blocks.extend((0..n).map(|_| None));
+                self.local.extend((0..n).map(|_| 0));
+            }
+            _ => {
+                if self.blocks.iter().any(Option::is_some) {
+                    return Err(Error::InvalidParameter {
+                        name: "n_tasks",
+                        reason: "MTBPRJ2 cannot add a task to a connected task graph once it has updated \
+                                 (the new task's weight row is not kept); MTBPRJ grows on any closed-form graph"
+                            .into(),
+                    });
+                }
+                // The complete graph: one component; the new members join it at the end.
+                need.reserve(&mut self.local, n)?;
+                need.reserve(&mut self.members[0], n)?;
+                self.local.extend((k..new_k).map(|i| i as u32));
+                self.members[0].extend((k..new_k).map(|i| i as u32));
+            }
+        }
+        self.tasks = tasks;
+        Ok(())
     }
 }
 

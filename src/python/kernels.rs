@@ -84,6 +84,14 @@ impl NativeTaskKernel {
         })
     }
 
+    /// The open-ended complete graph: `T_ii = 1`, `T_ij = 1/2` whatever k.
+    #[staticmethod]
+    fn complete_open(k: usize) -> PyResult<Self> {
+        Ok(Self {
+            inner: guarded(|| TaskKernel::complete_open(k))?,
+        })
+    }
+
     #[staticmethod]
     fn disconnected(k: usize) -> PyResult<Self> {
         Ok(Self {

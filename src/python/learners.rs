@@ -219,6 +219,9 @@ impl OnlineLearner for AnyLearner {
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         self.get().arrays()
     }
+    fn add_tasks(&mut self, n: usize) -> crate::Result<()> {
+        self.get_mut().add_tasks(n)
+    }
 }
 
 /// A native model. Every method runs under the model's lock, waited for with the GIL released
@@ -587,6 +590,56 @@ impl NativeLearner {
         let rows = x.view()?;
         let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
         let scores = self.run_interruptible(py, |m| learner::learn_rounds(m, &rows, tasks, y, rounds))?;
+        Ok(scores.into_pyarray(py))
+    }
+
+    /// Adds `n` tasks with no examples (open-ended task sets); atomic.
+    fn add_tasks(&self, py: Python<'_>, n: usize) -> PyResult<()> {
+        self.run(py, |m| m.add_tasks(n))
+    }
+
+    /// `learn` after adding `n_new` tasks, atomically (the batch may name them).
+    fn learn_grown<'py>(
+        &self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+        y: PyReadonlyArray1<'py, f64>,
+        n_new: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let rows = x.view()?;
+        let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
+        let scores = self.run_interruptible(py, |m| learner::learn_grown(m, n_new, &rows, tasks, y))?;
+        Ok(scores.into_pyarray(py))
+    }
+
+    /// `learn_rounds` after adding `n_new` tasks, atomically.
+    fn learn_rounds_grown<'py>(
+        &self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+        y: PyReadonlyArray1<'py, f64>,
+        rounds: PyReadonlyArray1<'py, i64>,
+        n_new: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let rows = x.view()?;
+        let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
+        let scores = self.run_interruptible(py, |m| learner::learn_rounds_grown(m, n_new, &rows, tasks, y, rounds))?;
+        Ok(scores.into_pyarray(py))
+    }
+
+    /// `decision` as if `n_new` tasks (with no examples) had been added; the model is unchanged.
+    fn decision_grown<'py>(
+        &self,
+        py: Python<'py>,
+        x: RowsArg<'py>,
+        tasks: PyReadonlyArray1<'py, i64>,
+        n_new: usize,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let rows = x.view()?;
+        let tasks = slice1(&tasks, "tasks")?;
+        let scores = self.run_interruptible(py, |m| learner::decision_grown(m, n_new, &rows, tasks))?;
         Ok(scores.into_pyarray(py))
     }
 

@@ -12,7 +12,7 @@ class KernelParamsMixin:
 
     def _task_graph(self) -> TaskGraph:
         graph = getattr(self, "graph", "disconnected")
-        return resolve_graph(graph, self._check_n_tasks())
+        return resolve_graph(graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
     def _kernel_spec(self, n_features: int) -> KernelSpec:
         scaled = self.__dict__.get("_gamma_scale")

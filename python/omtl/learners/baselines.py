@@ -59,7 +59,8 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label starts from the prior).
     confidence : float in (0.5, 1), default=0.85
         The CW confidence level eta; ``phi = Phi^{-1}(eta)``.
     a : float > 0, default=1.0
@@ -83,7 +84,9 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     [1, 1, -1, -1]
     """
 
-    def __init__(self, *, n_tasks, confidence=0.85, a=1.0, omega=0.5):
+    _grows = True  # a new task starts from the prior, beside the global model (DECISIONS.md)
+
+    def __init__(self, *, n_tasks=None, confidence=0.85, a=1.0, omega=0.5):
         self.n_tasks = n_tasks
         self.confidence = confidence
         self.a = a
@@ -149,6 +152,8 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks : int
+        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
+        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
     relation_update : {"batch", "logdet", "vonneumann"}, default="batch"
     eta : float >= 0, default=1e-3
         Step size of the ``logdet`` / ``vonneumann`` refreshes.
@@ -220,7 +225,8 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label starts with w = 0).
     C : float > 0, default=1.0
     global_norm : {"linf", "l1", "l2"}, default="linf"
     explicit : bool, default=False
@@ -238,7 +244,9 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     [1, 1, -1]
     """
 
-    def __init__(self, *, n_tasks, C=1.0, global_norm="linf", explicit=False):
+    _grows = True  # one w_i per task; a round involves only its tasks (DECISIONS.md)
+
+    def __init__(self, *, n_tasks=None, C=1.0, global_norm="linf", explicit=False):
         self.n_tasks = n_tasks
         self.C = C
         self.global_norm = global_norm
@@ -322,6 +330,8 @@ _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrain
     Parameters
     ----------
     n_tasks : int
+        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
+        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
     rho : float >= 0, default=1e-2
         Regularisation weight (ours; MALSAR has no default).
     retrain_every : int >= 1, default=100

@@ -35,6 +35,8 @@ def _check_radius(radius) -> float:
 
 
 class _BudgetMixin:
+    _grows = True  # MTRBP and MTFORG add tasks (DECISIONS.md, open-ended task sets)
+
     """Fitted attributes shared by the budget learners."""
 
     @property
@@ -57,7 +59,9 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
@@ -91,7 +95,7 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         graph="complete",
         kernel="rbf",
@@ -131,7 +135,9 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
@@ -173,7 +179,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         graph="complete",
         kernel="rbf",

@@ -63,7 +63,9 @@ class MTLinear(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     loss : {"logistic", "hinge", "squared"}, default="logistic"
         ``log(1 + exp(-y f))``, ``max(0, 1 - y f)`` or ``(y - f)^2 / 2``.
@@ -102,7 +104,7 @@ class MTLinear(OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         graph="complete",
         loss="logistic",
         update="normalized",
@@ -118,8 +120,17 @@ class MTLinear(OnlineClassifier):
         self.fit_intercept = fit_intercept
         self.hash_bits = hash_bits
 
+    _grows = True  # DECISIONS.md, open-ended task sets
+
+    def _engine_n_tasks(self, n_labels):
+        # The open-ended complete graph keeps at least two engine tasks: with one, M.1's factor is
+        # a single block, which does not split into the shared and own blocks a second task needs.
+        if self.n_tasks is None and self.graph == "complete":
+            return max(n_labels, 2)
+        return n_labels
+
     def _task_graph(self) -> TaskGraph:
-        return resolve_graph(self.graph, self._check_n_tasks())
+        return resolve_graph(self.graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
     def _make_core(self, n_features, sparse):
         from .._native import NativeLearner

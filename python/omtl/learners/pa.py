@@ -33,7 +33,8 @@ class PAUnique(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task).
     C : float, default=1.0
         Aggressiveness (PA-I and PA-II; ROMCO's experiments use 1).
     variant : {"pa", "pa1", "pa2"}, default="pa1"
@@ -48,8 +49,9 @@ class PAUnique(OnlineClassifier):
     """
 
     _global = False
+    _grows = True  # DECISIONS.md, open-ended task sets
 
-    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
         self.n_tasks = n_tasks
         self.C = C
         self.variant = variant
@@ -70,7 +72,8 @@ class PAGlobal(PAUnique):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task).
     C : float, default=1.0
     variant : {"pa", "pa1", "pa2"}, default="pa1"
 
@@ -85,5 +88,5 @@ class PAGlobal(PAUnique):
 
     _global = True
 
-    def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
         super().__init__(n_tasks=n_tasks, C=C, variant=variant)

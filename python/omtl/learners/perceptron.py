@@ -15,7 +15,9 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids, new tasks join as they arrive; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2, DECISIONS.md).
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     kernel : {"linear", "poly", "rbf"}, default="linear"
     gamma : float, "scale" or None
@@ -34,7 +36,7 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     [1, 1, 1]
     """
 
-    def __init__(self, *, n_tasks, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+    def __init__(self, *, n_tasks=None, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
         self.n_tasks = n_tasks
         self.graph = graph
         self.kernel = kernel
@@ -42,6 +44,8 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
         self.degree = degree
         self.coef0 = coef0
         self.normalize = normalize
+
+    _grows = True
 
     def _make_core(self, n_features, sparse):
         from .._native import NativeLearner
@@ -57,5 +61,5 @@ class KernelPerceptron(MTPerceptron):
     budgets of the papers' experiments (§7.2). Parameters as MTPerceptron, without ``graph``.
     """
 
-    def __init__(self, *, n_tasks, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+    def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
         super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize)

@@ -26,6 +26,8 @@ def check_projectron_params(model) -> tuple[int, float, str]:
 
 
 class _ProjectronAttributes:
+    _grows = True  # DECISIONS.md, open-ended task sets
+
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
     def _diag_int(self, name: str) -> int:
@@ -75,7 +77,9 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
+    n_tasks : int or None, default=None
+        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
+        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples.
     eta : float, default=0.01
@@ -110,7 +114,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     def __init__(
         self,
         *,
-        n_tasks,
+        n_tasks=None,
         budget,
         eta=0.01,
         graph="complete",
@@ -163,7 +167,8 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks, budget, eta, graph, kernel, gamma, degree, coef0, normalize, threshold_on
-        As :class:`MTBPRJ`.
+        As :class:`MTBPRJ`, except that ``n_tasks`` is required unless ``graph="disconnected"``
+        (a connected component's weight rows cannot take a new member: DECISIONS.md).
     alg2_literal_line14 : bool, default=False
         Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
         ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
@@ -211,6 +216,13 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.normalize = normalize
         self.threshold_on = threshold_on
         self.alg2_literal_line14 = alg2_literal_line14
+
+    def _open_graph_error(self):
+        # A connected component keeps one weight row per member; a new member's row (the past
+        # updates weighted by its T entries) is not kept, so only the disconnected graph grows.
+        if self.graph != "disconnected":
+            return "MTBPRJ2 grows with graph='disconnected' only (MTBPRJ grows with 'complete' too)"
+        return None
 
     def _make_core(self, n_features, sparse):
         from .._native import NativeLearner

@@ -47,6 +47,8 @@ class ROMCO(OnlineClassifier):
     Parameters
     ----------
     n_tasks : int
+        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
+        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
     eta1 : float, default=0.1
         Step size for U.
     eta2 : float, default=0.1

@@ -12,12 +12,12 @@ import numpy as np
 from .. import learners
 from .._rng import SplitMix64
 from ..learners.budget import _check_budget, _check_radius, _check_seed
-from .graph import task_kernel
+from .graph import GrowsTasks, attach_graph, task_kernel
 from .kernels import kernel_matrix
 from .perceptron import SupportSet, dense_row
 
 
-class _BudgetCore:
+class _BudgetCore(GrowsTasks):
     """Shared state: T, the base kernel, the support set and the counters."""
 
     def __init__(self, T: np.ndarray, kernel, n_features: int, budget: int):
@@ -143,7 +143,8 @@ class MTRBP(learners.MTRBP):
 
     def _make_core(self, n_features, sparse):
         budget, seed = _check_budget(self.budget), _check_seed(self.seed)
-        return RBPCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features, budget, seed)
+        graph = self._task_graph()
+        return attach_graph(RBPCore(task_kernel(graph), self._kernel_spec(n_features), n_features, budget, seed), graph)
 
 
 class MTFORG(learners.MTFORG):
@@ -154,4 +155,5 @@ class MTFORG(learners.MTFORG):
         spec = self._kernel_spec(n_features)
         if spec.name == "rbf" or spec.normalize:
             radius = 1.0  # K'(x, x) <= 1 (§2.5)
-        return ForgetronCore(task_kernel(self._task_graph()), spec, n_features, budget, radius)
+        graph = self._task_graph()
+        return attach_graph(ForgetronCore(task_kernel(graph), spec, n_features, budget, radius), graph)

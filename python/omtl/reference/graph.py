@@ -20,6 +20,8 @@ def task_kernel(graph) -> np.ndarray:
     k = graph.n_tasks
     if graph.kind == "complete":
         return (np.eye(k) + np.ones((k, k))) / (k + 1)
+    if graph.kind == "complete_open":
+        return (np.eye(k) + np.ones((k, k))) / 2
     if graph.kind == "disconnected":
         return np.eye(k)
     if graph.kind == "edges":
@@ -36,3 +38,28 @@ def task_kernel(graph) -> np.ndarray:
     if graph.kind == "task_kernel":
         return np.array(graph.matrix, dtype=np.float64)
     raise ValueError(f"unknown task graph kind {graph.kind!r}")
+
+
+class GrowsTasks:
+    """``add_tasks`` of a reference core that holds T and the TaskGraph it came from (``graph``,
+    set by ``_make_core``), as the engine's ``TaskKernel::grow``: the disconnected and the
+    open-ended complete graph keep every entry; other graphs cannot grow in a fitted model."""
+
+    graph = None
+
+    def add_tasks(self, n: int) -> None:
+        if self.graph is None or self.graph.kind not in ("disconnected", "complete_open"):
+            kind = None if self.graph is None else self.graph.kind
+            raise ValueError(f"a fitted model on a {kind!r} task graph cannot add tasks")
+        graph = self.graph.add_tasks(n)
+        self._grow_rows(n)
+        self.graph, self.T = graph, task_kernel(graph)
+
+    def _grow_rows(self, n: int) -> None:
+        """Per-task state beyond T (none by default)."""
+
+
+def attach_graph(core, graph):
+    """``core`` with the TaskGraph its T came from (for ``GrowsTasks``)."""
+    core.graph = graph
+    return core

@@ -16,6 +16,7 @@ M64 = (1 << 64) - 1
 
 
 INTERCEPT = None  # the intercept's key under hashing
+OPEN_SHARED_SEED = 2**32 - 1
 
 
 def slot_of(key, block: int, n_hashed: int) -> int:
@@ -38,9 +39,10 @@ def factor_terms(graph):
     """Per task, the list of (block, B[block, task]) with B^T B = T; and the number of blocks."""
     k = graph.n_tasks
     T = task_kernel(graph)
-    if graph.kind == "disconnected" or (graph.kind == "complete" and k == 1):
+    complete = graph.kind in ("complete", "complete_open")
+    if graph.kind == "disconnected" or (complete and k == 1):
         return [[(i, math.sqrt(T[i, i]))] for i in range(k)], k
-    if graph.kind == "complete":
+    if complete:
         own, shared = math.sqrt(T[0, 0] - T[0, 1]), math.sqrt(T[0, 1])
         return [[(i, own), (k, shared)] for i in range(k)], k + 1
     scale = np.abs(T).max()
@@ -56,7 +58,7 @@ def factor_terms(graph):
 
 
 def components_of(graph, k):
-    if graph.kind == "complete":
+    if graph.kind in ("complete", "complete_open"):
         return np.zeros(k, dtype=np.int64)
     if graph.kind == "disconnected":
         return np.arange(k)
@@ -108,6 +110,7 @@ def invariant_step(loss, y, p, eta, h):
 
 class MTLinearCore:
     def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
+        self.graph = graph
         self.loss, self.rule, self.eta = loss, update, learning_rate
         self.d, self.intercept = n_features, fit_intercept
         dim = n_features + int(fit_intercept)
@@ -133,6 +136,29 @@ class MTLinearCore:
     def n_active(self) -> int:
         return self.n_updates
 
+    def add_tasks(self, n: int) -> None:
+        """As the engine (docs/mt_linear.md, M.1 and open-ended task sets): new tasks get empty
+        own blocks; the complete graph's shared block moves to the new last index."""
+        k = self.graph.n_tasks
+        complete = self.graph.kind == "complete_open"
+        if self.graph.kind not in ("disconnected", "complete_open"):
+            raise ValueError(f"a fitted model on a {self.graph.kind!r} task graph cannot add tasks")
+        if complete and k == 1 and self.allocated[0]:
+            raise ValueError("MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block")
+        graph = self.graph.add_tasks(n)
+        terms, n_blocks = factor_terms(graph)
+
+        def grown(a):
+            if complete and k == 1:
+                return np.zeros((n_blocks, self.width), dtype=a.dtype)
+            pad = np.zeros((n, *a.shape[1:]), dtype=a.dtype)
+            return np.concatenate([a[:k], pad, a[k:]])
+
+        self.W, self.G, self.N, self.allocated = grown(self.W), grown(self.G), grown(self.N), grown(self.allocated)
+        if not complete:
+            self.t, self.n_norm, self.sum_norm_x = (np.concatenate([a, np.zeros(n)]) for a in (self.t, self.n_norm, self.sum_norm_x))
+        self.terms, self.comp, self.graph = terms, components_of(graph, graph.n_tasks), graph
+
     def diagnostics(self) -> dict:
         per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1}[self.rule]
         return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 4)}
@@ -149,7 +175,13 @@ class MTLinearCore:
             out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
         if self.intercept:
             out.append((INTERCEPT if self.n_hashed else self.d, 1.0))
-        return [(slot_of(key, block, self.n_hashed), v) for key, v in out]
+        return [(slot_of(key, self.hash_seed(block), self.n_hashed), v) for key, v in out]
+
+    def hash_seed(self, block):
+        """The open complete graph's shared block (index k, which moves as tasks are added) is
+        hashed with the seed 2^32 - 1; every other block with its index."""
+        k = self.graph.n_tasks
+        return OPEN_SHARED_SEED if self.graph.kind == "complete_open" and k >= 2 and block == k else block
 
     def score(self, x, task):
         return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import learners
-from .graph import task_kernel
+from .graph import GrowsTasks, attach_graph, task_kernel
 from .kernels import kernel_matrix
 
 
@@ -46,7 +46,7 @@ def dense_row(X, t: int) -> np.ndarray:
     return X[t].toarray()[0] if sp.issparse(X) else X[t]
 
 
-class PerceptronCore:
+class PerceptronCore(GrowsTasks):
     """f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x); on y f <= 0 append (x, i, y)."""
 
     def __init__(self, T: np.ndarray, kernel, n_features: int):
@@ -80,11 +80,13 @@ class MTPerceptron(learners.MTPerceptron):
     __doc__ = "Reference twin of :class:`omtl.MTPerceptron` (NumPy, dual form)."
 
     def _make_core(self, n_features, sparse):
-        return PerceptronCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features)
+        graph = self._task_graph()
+        return attach_graph(PerceptronCore(task_kernel(graph), self._kernel_spec(n_features), n_features), graph)
 
 
 class KernelPerceptron(learners.KernelPerceptron):
     __doc__ = "Reference twin of :class:`omtl.KernelPerceptron` (NumPy, dual form)."
 
     def _make_core(self, n_features, sparse):
-        return PerceptronCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features)
+        graph = self._task_graph()
+        return attach_graph(PerceptronCore(task_kernel(graph), self._kernel_spec(n_features), n_features), graph)

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import learners
 from ..learners.projectron import check_projectron_params
-from .graph import task_kernel
+from .graph import GrowsTasks, attach_graph, task_kernel
 from .kernels import kernel_matrix
 from .perceptron import SupportSet, dense_row
 
@@ -45,7 +45,7 @@ def project(H: np.ndarray, kz: np.ndarray, kappa: float):
         return alpha, max(0.0, kappa - float(kz @ alpha))
 
 
-class MTBPRJCore:
+class MTBPRJCore(GrowsTasks):
     """Alg. 1 with the choices of §8.1 (A-C3..A-C6)."""
 
     def __init__(self, T, kernel, n_features, budget, eta, threshold_on):
@@ -108,7 +108,7 @@ class MTBPRJCore:
         S.remove(r)
 
 
-class MTBPRJ2Core:
+class MTBPRJ2Core(GrowsTasks):
     """Alg. 2: dictionary D with base-kernel projections and a k x |D| weight matrix W."""
 
     def __init__(self, T, kernel, n_features, budget, eta, threshold_on, literal_line14):
@@ -124,6 +124,12 @@ class MTBPRJ2Core:
     @property
     def n_active(self) -> int:
         return self.D.shape[0]
+
+    def _grow_rows(self, n: int) -> None:
+        # As the engine: a connected graph's weight rows cannot grow once it has updated.
+        if self.graph.kind != "disconnected" and self.n_updates:
+            raise ValueError("MTBPRJ2 cannot add a task to a connected task graph once it has updated")
+        self.W = np.vstack([self.W, np.zeros((n, self.W.shape[1]))])
 
     def diagnostics(self) -> dict:
         return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
@@ -186,8 +192,9 @@ class MTBPRJ(learners.MTBPRJ):
 
     def _make_core(self, n_features, sparse):
         budget, eta, threshold_on = check_projectron_params(self)
-        T = task_kernel(self._task_graph())
-        return MTBPRJCore(T, self._kernel_spec(n_features), n_features, budget, eta, threshold_on)
+        graph = self._task_graph()
+        core = MTBPRJCore(task_kernel(graph), self._kernel_spec(n_features), n_features, budget, eta, threshold_on)
+        return attach_graph(core, graph)
 
     def _force_rebuild(self):
         """Nothing to rebuild: every step solves from scratch."""
@@ -198,9 +205,10 @@ class MTBPRJ2(learners.MTBPRJ2):
 
     def _make_core(self, n_features, sparse):
         budget, eta, threshold_on = check_projectron_params(self)
-        T = task_kernel(self._task_graph())
+        graph = self._task_graph()
         spec = self._kernel_spec(n_features)
-        return MTBPRJ2Core(T, spec, n_features, budget, eta, threshold_on, bool(self.alg2_literal_line14))
+        core = MTBPRJ2Core(task_kernel(graph), spec, n_features, budget, eta, threshold_on, bool(self.alg2_literal_line14))
+        return attach_graph(core, graph)
 
     def _force_rebuild(self):
         """Nothing to rebuild: every step solves from scratch."""

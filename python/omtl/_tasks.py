@@ -1,0 +1,125 @@
+"""Task labels: any hashable ids mapped to the engine's task indices 0..k-1 (DECISIONS.md,
+"Open-ended task sets").
+
+A model is in one of two modes, fixed on its first non-empty batch:
+
+- *index* mode: ``n_tasks`` is an int and the task ids are integers; id ``i`` is task index ``i``
+  (``tasks_`` is ``arange(n_tasks)``), as omtl always did;
+- *label* mode (``n_tasks=None``, or ids that are not integers): labels get the indices 0, 1, ...
+  in the order they first appear; ``tasks_`` lists them in index order.
+
+Everything here runs before a model is touched and changes nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import numbers
+import operator
+
+import numpy as np
+
+from ._validation import _integer_array
+
+
+def is_integer_ids(tasks) -> bool:
+    """Whether ``tasks`` are integer ids (one int, or an array of integers / integral floats)."""
+    if isinstance(tasks, (bool, np.bool_)):
+        return False
+    if isinstance(tasks, numbers.Integral):
+        return True
+    if isinstance(tasks, (str, bytes)) or tasks is None:
+        return False
+    try:
+        _integer_array(tasks, "tasks")
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _plain(label):
+    """A label as a plain Python value (NumPy scalars unwrapped), checked usable as a key."""
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, (bool, np.bool_)):
+        raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+    if isinstance(label, float) and math.isnan(label):
+        raise ValueError("a task label cannot be NaN")
+    try:
+        hash(label)
+    except TypeError:
+        raise TypeError(f"task labels must be hashable, got {type(label).__name__}") from None
+    return label
+
+
+def label_list(tasks, n_rows: int) -> list:
+    """The task label of every row (one label applies to every row). Bool labels are refused
+    here (True == 1 would make a bool another label's alias); the rest is checked, for the labels
+    a model does not know yet, by ``map_labels``."""
+    if tasks is None:
+        raise TypeError("tasks is required: pass one task label per row, or one label for all rows")
+    if isinstance(tasks, (list, tuple)):
+        values, typed = list(tasks), False
+    elif isinstance(tasks, (str, bytes)) or np.ndim(tasks) == 0:
+        return [_plain(tasks.item() if isinstance(tasks, np.ndarray) else tasks)] * n_rows
+    else:  # ndarray, pandas Series / Categorical / Index, ...
+        arr = np.asarray(tasks)
+        if arr.ndim != 1:
+            raise ValueError(f"tasks must be 1-D, got shape {arr.shape}")
+        if arr.dtype.kind == "b":
+            raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+        values, typed = arr.tolist(), arr.dtype.kind != "O"
+    if len(values) != n_rows:
+        raise ValueError(f"X has {n_rows} rows but tasks has {len(values)}")
+    if not typed and any(isinstance(v, (bool, np.bool_)) for v in values):
+        raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+    return values
+
+
+def map_labels(labels: list, index: dict, capacity: int | None, hint: str) -> tuple[np.ndarray, list]:
+    """Task indices of ``labels`` under the mapping ``index`` (label -> index), and the labels it
+    lacks (as plain values), in order of first appearance, with the indices ``len(index),
+    len(index) + 1, ...``. ``capacity`` (a fixed n_tasks) bounds the number of labels; ``hint``
+    ends that error. Lookups run in C (``map``); only new labels are handled one by one."""
+    try:
+        codes = list(map(index.get, labels))
+    except TypeError:
+        bad = next(v for v in labels if not _hashable(v))
+        raise TypeError(f"task labels must be hashable, got {type(bad).__name__}") from None
+    if None not in codes:
+        return np.array(codes, dtype=np.int64), []
+    missing = map(operator.is_, codes, itertools.repeat(None))  # (C loops throughout)
+    new = [_plain(v) for v in dict.fromkeys(itertools.compress(labels, missing))]
+    if capacity is not None and len(index) + len(new) > capacity:
+        label = new[capacity - len(index)]
+        raise ValueError(
+            f"unknown task {label!r} at row {labels.index(label)}: this model has a fixed set of n_tasks={capacity} "
+            f"tasks, all taken by other labels; {hint}"
+        )
+    merged = {**index, **{v: len(index) + i for i, v in enumerate(new)}}
+    return np.array(list(map(merged.__getitem__, labels)), dtype=np.int64), new
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def labels_array(labels: list) -> np.ndarray:
+    """``tasks_`` of a label-mode model: int64 when every label is an int, else objects."""
+    if all(isinstance(v, int) for v in labels):
+        return np.array(labels, dtype=np.int64)
+    out = np.empty(len(labels), dtype=object)
+    out[:] = labels
+    return out
+
+
+GROW_HINT = (
+    "for tasks that keep arriving build the model with n_tasks=None (graph 'complete' or 'disconnected'), "
+    "or grow a fitted model with model.add_tasks(labels) where the learner supports it "
+    "(TaskGraph.add_tasks(n) gives a larger graph for a new model)"
+)
