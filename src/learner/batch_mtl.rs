@@ -27,7 +27,7 @@ use crate::alloc::Need;
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::svt;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -539,27 +539,42 @@ pub struct BatchMtl {
     total_iter: u64,
 }
 
-impl BatchMtl {
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        reg: Regularizer,
-        rho: f64,
-        retrain_every: u64,
-        sparse: bool,
-    ) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+/// MTFL's and TRML's hyper-parameters (§6.5).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct BatchMtlParams {
+    pub regularizer: Regularizer,
+    /// The penalty weight (>= 0).
+    pub rho: f64,
+    /// The model is retrained on all data every `retrain_every` examples.
+    pub retrain_every: u64,
+}
+
+impl BatchMtlParams {
+    pub fn check(&self) -> Result<()> {
+        let rho = self.rho;
         if !(rho >= 0.0 && rho.is_finite()) {
             return Err(invalid("rho", format!("must be a finite number >= 0, got {rho}")));
         }
-        if retrain_every == 0 {
+        if self.retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }
+        Ok(())
+    }
+}
+
+impl Build for BatchMtl {
+    type Params = BatchMtlParams;
+
+    fn build(params: &BatchMtlParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features, sparse) = (setting.n_tasks, setting.n_features, setting.sparse);
+        let BatchMtlParams {
+            regularizer: reg,
+            rho,
+            retrain_every,
+        } = *params;
         if reg == Regularizer::Trace {
             // The trace-norm prox (route (a) of §5.5) works on k x k matrices (R, its singular
             // vectors, Π): about 4 k² floats at peak, whatever d is.
@@ -596,6 +611,24 @@ impl BatchMtl {
             last: SolveReport::default(),
             total_iter: 0,
         })
+    }
+}
+
+impl BatchMtl {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        reg: Regularizer,
+        rho: f64,
+        retrain_every: u64,
+        sparse: bool,
+    ) -> Result<Self> {
+        let params = BatchMtlParams {
+            regularizer: reg,
+            rho,
+            retrain_every,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, sparse))
     }
 
     pub fn with_options(mut self, opts: SolverOptions) -> Self {

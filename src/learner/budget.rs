@@ -27,21 +27,26 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
 /// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
 const FOLD_BELOW: f64 = 1e-150;
 
-fn check_common(n_features: usize, budget: usize) -> Result<()> {
-    if n_features == 0 {
-        return Err(invalid("n_features", "must be >= 1"));
-    }
+fn check_budget(budget: usize) -> Result<()> {
     if budget == 0 {
         return Err(invalid("budget", "must be >= 1"));
     }
     Ok(())
+}
+
+/// What a restored state's settings must satisfy (the build checks, on the stored values).
+fn check_common(n_features: usize, budget: usize) -> Result<()> {
+    if n_features == 0 {
+        return Err(invalid("n_features", "must be >= 1"));
+    }
+    check_budget(budget)
 }
 
 /// The multitask Randomized Budget Perceptron (§4.1).
@@ -62,6 +67,45 @@ pub struct MTRBP {
     last_evicted_time: u64,
 }
 
+/// MTRBP's hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct MTRBPParams {
+    /// The largest number of stored examples.
+    pub budget: usize,
+    /// The seed of the eviction generator.
+    pub seed: u64,
+}
+
+impl MTRBPParams {
+    pub fn check(&self) -> Result<()> {
+        check_budget(self.budget)
+    }
+}
+
+impl Build for MTRBP {
+    type Params = MTRBPParams;
+
+    fn build(params: &MTRBPParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let n_features = setting.n_features;
+        Ok(Self {
+            kernel: setting.kernel()?,
+            tasks: setting.task_kernel()?.clone(),
+            n_features,
+            budget: params.budget,
+            set: ActiveSet::new(n_features, setting.sparse),
+            index: SparseIndex::new(setting.sparse),
+            rng: SplitMix64::new(params.seed),
+            n_updates: 0,
+            n_seen: 0,
+            n_evictions: 0,
+            last_evicted_time: 0,
+        })
+    }
+}
+
 impl MTRBP {
     pub fn new(
         tasks: TaskKernel,
@@ -71,20 +115,8 @@ impl MTRBP {
         budget: usize,
         seed: u64,
     ) -> Result<Self> {
-        check_common(n_features, budget)?;
-        Ok(Self {
-            kernel,
-            tasks,
-            n_features,
-            budget,
-            set: ActiveSet::new(n_features, sparse),
-            index: SparseIndex::new(sparse),
-            rng: SplitMix64::new(seed),
-            n_updates: 0,
-            n_seen: 0,
-            n_evictions: 0,
-            last_evicted_time: 0,
-        })
+        let setting = Setting::over(&tasks, Some(kernel), n_features, sparse);
+        Self::build(&MTRBPParams { budget, seed }, &setting)
     }
 
     pub fn budget(&self) -> usize {
@@ -274,6 +306,30 @@ pub struct MTFORG {
 /// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
 pub const MAX_C_G: f64 = 1e100;
 
+/// MTFORG's hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct MTFORGParams {
+    /// The largest number of stored examples.
+    pub budget: usize,
+    /// R with `K'(x, x) <= R²` (1 for kernels bounded by one).
+    pub radius: f64,
+}
+
+impl MTFORGParams {
+    pub fn check(&self) -> Result<()> {
+        check_budget(self.budget)?;
+        let radius = self.radius;
+        if !(radius > 0.0 && radius.is_finite()) {
+            return Err(invalid(
+                "radius",
+                format!("must be a positive finite number, got {radius}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl MTFORG {
     pub fn new(
         tasks: TaskKernel,
@@ -283,13 +339,20 @@ impl MTFORG {
         budget: usize,
         radius: f64,
     ) -> Result<Self> {
-        check_common(n_features, budget)?;
-        if !(radius > 0.0 && radius.is_finite()) {
-            return Err(invalid(
-                "radius",
-                format!("must be a positive finite number, got {radius}"),
-            ));
-        }
+        let setting = Setting::over(&tasks, Some(kernel), n_features, sparse);
+        Self::build(&MTFORGParams { budget, radius }, &setting)
+    }
+}
+
+impl Build for MTFORG {
+    type Params = MTFORGParams;
+
+    fn build(params: &MTFORGParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (kernel, tasks) = (setting.kernel()?, setting.task_kernel()?.clone());
+        let (n_features, sparse, budget) = (setting.n_features, setting.sparse, params.budget);
+        let radius = params.radius;
         let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
         let c_g = tasks.c_g(radius);
         // The damage bound 15/32 c_G² M must stay finite for any mistake count M < 2⁶⁴.
@@ -325,7 +388,9 @@ impl MTFORG {
             last: None,
         })
     }
+}
 
+impl MTFORG {
     /// Kernels with `K'(x, x) <= 1` for every x, for which R = 1 (§2.5).
     fn bounded_by_one(kernel: &BaseKernel) -> bool {
         matches!(kernel.kind, KernelKind::Rbf { .. }) || kernel.normalize

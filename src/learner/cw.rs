@@ -22,7 +22,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
@@ -273,15 +273,22 @@ pub struct CwCol {
     n_global_updates: u64,
 }
 
-impl CwCol {
-    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        let constants = CwConstants::new(confidence)?;
+/// CW-COL's hyper-parameters (§6.4).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct CwColParams {
+    /// The confidence η of the CW update.
+    pub confidence: f64,
+    /// The initial variance.
+    pub a: f64,
+    /// The weight of the global model in the prior, in [0, 1].
+    pub omega: f64,
+}
+
+impl CwColParams {
+    pub fn check(&self) -> Result<()> {
+        let (a, omega) = (self.a, self.omega);
+        CwConstants::new(self.confidence)?;
         if !(a > 0.0 && a.is_finite()) {
             return Err(invalid(
                 "a",
@@ -291,6 +298,19 @@ impl CwCol {
         if !(0.0..=1.0).contains(&omega) {
             return Err(invalid("omega", format!("must lie in [0, 1], got {omega}")));
         }
+        Ok(())
+    }
+}
+
+impl Build for CwCol {
+    type Params = CwColParams;
+
+    fn build(params: &CwColParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let CwColParams { confidence, a, omega } = *params;
+        let constants = CwConstants::new(confidence)?;
         Ok(Self {
             n_features,
             n_tasks,
@@ -303,6 +323,13 @@ impl CwCol {
             n_updates: 0,
             n_global_updates: 0,
         })
+    }
+}
+
+impl CwCol {
+    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
+        let params = CwColParams { confidence, a, omega };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     pub fn constants(&self) -> CwConstants {

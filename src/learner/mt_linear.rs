@@ -31,7 +31,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::simd::dispatch;
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -216,10 +216,12 @@ struct ComponentStats {
     sum_norm_x: f64,
 }
 
-/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::new`].
+/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
 pub struct MTLinearParams {
     pub loss: Loss,
+    #[cfg_attr(feature = "python", pyo3(item("update")))]
     pub rule: UpdateRule,
     pub learning_rate: f64,
     pub fit_intercept: bool,
@@ -234,6 +236,19 @@ impl MTLinearParams {
         fit_intercept: bool,
         hash_bits: Option<u32>,
     ) -> Result<Self> {
+        let params = Self {
+            loss,
+            rule,
+            learning_rate,
+            fit_intercept,
+            hash_bits,
+        };
+        params.check()?;
+        Ok(params)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
         if !(learning_rate.is_finite() && learning_rate > 0.0) {
             return Err(invalid(
                 "learning_rate",
@@ -248,13 +263,7 @@ impl MTLinearParams {
                 ));
             }
         }
-        Ok(Self {
-            loss,
-            rule,
-            learning_rate,
-            fit_intercept,
-            hash_bits,
-        })
+        Ok(())
     }
 }
 
@@ -489,9 +498,17 @@ pub fn slot_of(key: usize, block: u32, n_hashed: usize) -> usize {
 
 impl MTLinear {
     pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+        Self::build(&params, &Setting::over(tasks, None, n_features, false))
+    }
+}
+
+impl Build for MTLinear {
+    type Params = MTLinearParams;
+
+    fn build(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (tasks, n_features, params) = (setting.task_kernel()?, setting.n_features, *params);
         let n_tasks = tasks.n_tasks();
         let dim = n_features + usize::from(params.fit_intercept);
         // Under hashing the intercept keeps one slot of the 2^b to itself.
@@ -523,7 +540,9 @@ impl MTLinear {
             pad: Scratchpad::default(),
         })
     }
+}
 
+impl MTLinear {
     /// Slots per weight block (at most `2^hash_bits`).
     pub fn width(&self) -> usize {
         self.width

@@ -16,7 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,17 +168,37 @@ pub struct Omtl {
     n_rounds: u64,
 }
 
-impl Omtl {
-    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        if !(c > 0.0 && c.is_finite()) {
-            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
-        }
+/// OMTL's hyper-parameters (§6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct OmtlParams {
+    /// The aggressiveness C (> 0).
+    #[cfg_attr(feature = "python", pyo3(item("C")))]
+    pub c: f64,
+    /// The absolute norm of the joint update.
+    pub global_norm: GlobalNorm,
+    /// The explicit rather than the implicit update.
+    pub explicit: bool,
+}
+
+impl OmtlParams {
+    pub fn check(&self) -> Result<()> {
+        check_c(self.c)
+    }
+}
+
+impl Build for Omtl {
+    type Params = OmtlParams;
+
+    fn build(params: &OmtlParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let OmtlParams {
+            c,
+            global_norm: norm,
+            explicit,
+        } = *params;
         Ok(Self {
             n_features,
             n_tasks,
@@ -194,6 +214,17 @@ impl Omtl {
             n_updates: 0,
             n_rounds: 0,
         })
+    }
+}
+
+impl Omtl {
+    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
+        let params = OmtlParams {
+            c,
+            global_norm: norm,
+            explicit,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     fn w(&self, task: usize) -> &[f64] {

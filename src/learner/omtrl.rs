@@ -23,7 +23,7 @@ use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{is_update_mistake, OnlineLearner};
+use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -72,17 +72,40 @@ pub struct Omtrl {
     n_refresh_skipped: u64,
 }
 
-impl Omtrl {
-    pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+/// OMTRL's hyper-parameters (§6.3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct OmtrlParams {
+    /// How the task coupling is learned.
+    pub relation_update: RelationUpdate,
+    /// The step of the coupling update (>= 0).
+    pub eta: f64,
+    /// The coupling is refreshed every `epoch` examples.
+    pub epoch: u64,
+}
+
+impl OmtrlParams {
+    pub fn check(&self) -> Result<()> {
+        let eta = self.eta;
         if !(eta >= 0.0 && eta.is_finite()) {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
+        Ok(())
+    }
+}
+
+impl Build for Omtrl {
+    type Params = OmtrlParams;
+
+    fn build(params: &OmtrlParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let OmtrlParams {
+            relation_update: update,
+            eta,
+            epoch,
+        } = *params;
         let k = n_tasks;
         let square = Need::new(
             "n_tasks",
@@ -109,6 +132,17 @@ impl Omtrl {
             n_refreshes: 0,
             n_refresh_skipped: 0,
         })
+    }
+}
+
+impl Omtrl {
+    pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
+        let params = OmtrlParams {
+            relation_update: update,
+            eta,
+            epoch,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     /// The current coupling `A^{-1}` (row-major `k x k`).

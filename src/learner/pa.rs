@@ -13,7 +13,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
@@ -62,17 +62,36 @@ pub struct PassiveAggressive {
     n_updates: u64,
 }
 
-impl PassiveAggressive {
-    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        if !(c.is_finite() && c > 0.0) {
-            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
-        }
+/// The Passive-Aggressive learners' hyper-parameters (§6.1).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct PassiveAggressiveParams {
+    /// PA-Global (one model for all tasks) rather than PA-Unique.
+    pub shared: bool,
+    /// The aggressiveness C (> 0).
+    #[cfg_attr(feature = "python", pyo3(item("C")))]
+    pub c: f64,
+    pub variant: PaVariant,
+}
+
+impl PassiveAggressiveParams {
+    pub fn check(&self) -> Result<()> {
+        check_c(self.c)
+    }
+}
+
+impl Build for PassiveAggressive {
+    type Params = PassiveAggressiveParams;
+
+    fn build(params: &PassiveAggressiveParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let PassiveAggressiveParams {
+            shared: global,
+            c,
+            variant,
+        } = *params;
         let n_blocks = if global { 1 } else { n_tasks };
         Ok(Self {
             n_tasks,
@@ -83,6 +102,17 @@ impl PassiveAggressive {
             weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
         })
+    }
+}
+
+impl PassiveAggressive {
+    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
+        let params = PassiveAggressiveParams {
+            shared: global,
+            c,
+            variant,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     fn block(&self, task: usize) -> usize {

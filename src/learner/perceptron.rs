@@ -9,10 +9,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, LinearWeights, NoParams, OnlineLearner, Setting};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,13 +35,12 @@ pub struct MTPerceptron {
 impl MTPerceptron {
     /// A multitask Perceptron; the linear kernel runs in primal form.
     pub fn new(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        let primal = matches!(kernel.kind, KernelKind::Linear);
-        Self::build(tasks, kernel, n_features, sparse, primal)
+        <Self as Build>::build(&NoParams, &Setting::over(&tasks, Some(kernel), n_features, sparse))
     }
 
     /// The same learner always kept as an active set (the oracle for the primal form).
     pub fn new_dual(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        Self::build(tasks, kernel, n_features, sparse, false)
+        Self::with_form(tasks, kernel, n_features, sparse, false)
     }
 
     /// The Perceptron battery: k independent kernel Perceptrons (T = I).
@@ -49,13 +48,8 @@ impl MTPerceptron {
         Self::new(TaskKernel::disconnected(n_tasks)?, kernel, n_features, sparse)
     }
 
-    fn build(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
-        if n_features == 0 {
-            return Err(Error::InvalidParameter {
-                name: "n_features",
-                reason: "must be >= 1".into(),
-            });
-        }
+    fn with_form(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
+        Setting::over(&tasks, Some(kernel), n_features, sparse).check_dims()?;
         let model = if primal {
             Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks)?)
         } else {
@@ -77,6 +71,17 @@ impl MTPerceptron {
 
     pub fn is_primal(&self) -> bool {
         matches!(self.model, Model::Primal(_))
+    }
+}
+
+impl Build for MTPerceptron {
+    type Params = NoParams;
+
+    fn build(params: &NoParams, setting: &Setting) -> Result<Self> {
+        params.check()?;
+        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let primal = matches!(kernel.kind, KernelKind::Linear);
+        Self::with_form(tasks, kernel, setting.n_features, setting.sparse, primal)
     }
 }
 

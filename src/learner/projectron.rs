@@ -30,7 +30,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -81,23 +81,59 @@ impl Threshold {
 /// ρ of [`Threshold::squared_for`]: the projection threshold never exceeds ρ √κ.
 pub const PROJECTION_CAP_REL: f64 = 0.5;
 
-/// The settings both Projectrons share.
+/// The settings both Projectrons share: MTBPRJ's hyper-parameters (part of its state).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
 pub struct ProjectronParams {
     pub budget: usize,
     pub eta: f64,
+    #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
     pub threshold: Threshold,
 }
 
 impl ProjectronParams {
     pub fn new(budget: usize, eta: f64, threshold: Threshold) -> Result<Self> {
+        let params = Self { budget, eta, threshold };
+        params.check()?;
+        Ok(params)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        let (budget, eta) = (self.budget, self.eta);
         if budget < 1 {
             return Err(invalid("budget", format!("must be >= 1, got {budget}")));
         }
         if !(eta >= 0.0 && eta.is_finite()) {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
-        Ok(Self { budget, eta, threshold })
+        Ok(())
+    }
+}
+
+/// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct MTBPRJ2Params {
+    pub budget: usize,
+    pub eta: f64,
+    #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
+    pub threshold: Threshold,
+    /// Algorithm 2's line 14 as printed (§4.5, A-C7).
+    pub alg2_literal_line14: bool,
+}
+
+impl MTBPRJ2Params {
+    /// The settings shared with MTBPRJ.
+    pub fn shared(&self) -> ProjectronParams {
+        ProjectronParams {
+            budget: self.budget,
+            eta: self.eta,
+            threshold: self.threshold,
+        }
+    }
+
+    pub fn check(&self) -> Result<()> {
+        self.shared().check()
     }
 }
 
@@ -206,6 +242,24 @@ pub struct MTBPRJ {
     counters: Counters,
 }
 
+impl Build for MTBPRJ {
+    type Params = ProjectronParams;
+
+    fn build(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        Ok(Self {
+            kernel: setting.kernel()?,
+            tasks: setting.task_kernel()?.clone(),
+            n_features: setting.n_features,
+            params: *params,
+            set: ActiveSet::new(setting.n_features, setting.sparse),
+            gram: InverseGram::new(params.budget.saturating_add(1)),
+            counters: Counters::default(),
+        })
+    }
+}
+
 impl MTBPRJ {
     pub fn new(
         tasks: TaskKernel,
@@ -214,16 +268,7 @@ impl MTBPRJ {
         sparse: bool,
         params: ProjectronParams,
     ) -> Result<Self> {
-        check_features(n_features)?;
-        Ok(Self {
-            kernel,
-            tasks,
-            n_features,
-            params,
-            set: ActiveSet::new(n_features, sparse),
-            gram: InverseGram::new(params.budget.saturating_add(1)),
-            counters: Counters::default(),
-        })
+        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
     }
 
     pub fn active_set(&self) -> &ActiveSet {
@@ -470,7 +515,25 @@ impl MTBPRJ2 {
         params: ProjectronParams,
         literal_line14: bool,
     ) -> Result<Self> {
-        check_features(n_features)?;
+        let params = MTBPRJ2Params {
+            budget: params.budget,
+            eta: params.eta,
+            threshold: params.threshold,
+            alg2_literal_line14: literal_line14,
+        };
+        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
+    }
+}
+
+impl Build for MTBPRJ2 {
+    type Params = MTBPRJ2Params;
+
+    fn build(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        all.check()?;
+        let (params, literal_line14) = (all.shared(), all.alg2_literal_line14);
+        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let (n_features, sparse) = (setting.n_features, setting.sparse);
         // Per task: its member entry (usize), its local index (u32) and its share of the block
         // slots; checked before the tables are built.
         let k = tasks.n_tasks();
@@ -503,7 +566,9 @@ impl MTBPRJ2 {
             counters: Counters::default(),
         })
     }
+}
 
+impl MTBPRJ2 {
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
     }

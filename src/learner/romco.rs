@@ -29,7 +29,7 @@ use crate::alloc::Need;
 use crate::data::{dot_dense, Row};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
@@ -211,27 +211,30 @@ struct Item<'a> {
     vx: Option<f64>,
 }
 
-impl Romco {
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        eta1: f64,
-        eta2: f64,
-        lambda1: f64,
-        lambda2: f64,
-        trigger: RomcoTrigger,
-    ) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+/// ROMCO's hyper-parameters (§5).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+pub struct RomcoParams {
+    /// Step sizes of U and V (>= 0, not both 0).
+    pub eta1: f64,
+    pub eta2: f64,
+    /// Trace-norm and group-lasso weights (>= 0).
+    pub lambda1: f64,
+    pub lambda2: f64,
+    /// When the model updates: on a positive loss or on a mistake.
+    pub update: RomcoTrigger,
+    /// The SVT implementation of §5.5 (`Auto` unless a test or benchmark says otherwise).
+    pub svt_route: SvtRoute,
+}
+
+impl RomcoParams {
+    pub fn check(&self) -> Result<()> {
+        let (eta1, eta2) = (self.eta1, self.eta2);
         for (name, value) in [
             ("eta1", eta1),
             ("eta2", eta2),
-            ("lambda1", lambda1),
-            ("lambda2", lambda2),
+            ("lambda1", self.lambda1),
+            ("lambda2", self.lambda2),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
@@ -243,6 +246,25 @@ impl Romco {
                 "eta1 + eta2 must be > 0 (otherwise the model never changes)",
             ));
         }
+        Ok(())
+    }
+}
+
+impl Build for Romco {
+    type Params = RomcoParams;
+
+    fn build(params: &RomcoParams, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let RomcoParams {
+            eta1,
+            eta2,
+            lambda1,
+            lambda2,
+            update: trigger,
+            svt_route: route,
+        } = *params;
         let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
         let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
         let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
@@ -265,7 +287,7 @@ impl Romco {
             lambda1,
             lambda2,
             trigger,
-            route: SvtRoute::Auto,
+            route,
             u: factors.filled(&[size], 0.0)?,
             brand: None,
             v: factors.filled(&[size], 0.0)?,
@@ -288,6 +310,28 @@ impl Romco {
             n_eigen_updates: 0,
             scratch: Box::default(),
         })
+    }
+}
+
+impl Romco {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        trigger: RomcoTrigger,
+    ) -> Result<Self> {
+        let params = RomcoParams {
+            eta1,
+            eta2,
+            lambda1,
+            lambda2,
+            update: trigger,
+            svt_route: SvtRoute::Auto,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
