@@ -225,7 +225,7 @@ def test_inv_o3_round_solution_matches_a_generic_qp_and_kkt(norm):
         losses = np.where(rng.random(m) < 0.2, 0.0, rng.uniform(0.05, 2.5, m))
         sq_norms = rng.uniform(0.2, 3.0, m)
         C = float(rng.uniform(0.1, 2.0))
-        native = np.array(_native.omtl_tau(list(losses), list(sq_norms), C, norm))
+        native = np.array(_native._testing.omtl_tau(list(losses), list(sq_norms), C, norm))
         reference = omtl_tau(losses, sq_norms, C, norm)
         np.testing.assert_allclose(native, reference, rtol=1e-12, atol=1e-14)
         qp = qp_tau(losses, sq_norms, C, norm)
@@ -252,10 +252,10 @@ def test_inv_o3_round_solution_matches_a_generic_qp_and_kkt(norm):
 
 
 def test_omtl_explicit_linf_moves_only_the_largest_loss():
-    tau = _native.omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True)
+    tau = _native._testing.omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True)
     assert tau == [0.0, 0.7, 0.0, 0.0]
     np.testing.assert_allclose(omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True), tau)
-    tau2 = np.array(_native.omtl_tau([3.0, 4.0], [1.0, 1.0], 1.0, "l2", True))
+    tau2 = np.array(_native._testing.omtl_tau([3.0, 4.0], [1.0, 1.0], 1.0, "l2", True))
     np.testing.assert_allclose(tau2, [0.6, 0.8])
 
 
@@ -325,7 +325,7 @@ def small_problem(n=160, d=6, k=3, seed=0, flip=0.15):
 
 def native_solve(X, tasks, y, k, reg, rho, tol=1e-4, max_iter=1000):
     W0, c0 = np.zeros(k * X.shape[1]), np.zeros(k)
-    w, c, obj, it, lip = _native.batch_mtl_solve(np.ascontiguousarray(X), tasks, y, k, reg, rho, W0, c0, tol, max_iter)
+    w, c, obj, it, lip = _native._testing.batch_mtl_solve(np.ascontiguousarray(X), tasks, y, k, reg, rho, W0, c0, tol, max_iter)
     native_solve.lipschitz = lip
     return np.asarray(w).reshape(k, X.shape[1]), np.asarray(c), obj, it
 

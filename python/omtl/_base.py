@@ -17,6 +17,8 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+# STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
+from ._native import STATE_VERSION
 from ._validation import (
     PM1,
     check_finite_X,
@@ -28,12 +30,6 @@ from ._validation import (
     csr_parts,
     labels_in_form,
 )
-
-# Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
-# of C after the last thresholding, for the updated eigendecomposition of route (b); 3: the
-# Projectrons' drift-probe count, OMTRL's "coupling is fresh" flag, and MTLinear, whose weights
-# and statistics are stored in single precision).
-STATE_VERSION = 3
 
 # `rounds` of a protocol-P1 call (None is a user's missing round ids, an error).
 _P1 = object()
@@ -159,8 +155,25 @@ class OnlineClassifier:
         return f"{type(self).__name__}({args})"
 
     # ---- to be provided by subclasses ----------------------------------------------------------
-    def _make_core(self, n_features: int, sparse: bool):
+    # A native learner declares its kind in the native registry (``omtl._native.LEARNER_KINDS``)
+    # and returns its validated hyper-parameters from ``_native_params``; the base builds the
+    # core. A reference twin overrides ``_make_core`` only.
+    _native_kind: str = ""
+
+    def _native_params(self, n_features: int, sparse: bool) -> dict:
+        """The validated hyper-parameters, keyed as the native parameter type's fields."""
         raise NotImplementedError
+
+    def _native_setting(self, n_features: int) -> dict:
+        """What the core is built for besides its hyper-parameters (a linear learner: n_tasks)."""
+        return {"n_tasks": self._check_n_tasks()}
+
+    def _make_core(self, n_features: int, sparse: bool):
+        from ._native import NativeLearner
+
+        params = self._native_params(n_features, sparse)
+        setting = self._native_setting(n_features)
+        return NativeCore(NativeLearner.build(self._native_kind, params, n_features=n_features, sparse=sparse, **setting))
 
     def _check_n_tasks(self) -> int:
         k = self.n_tasks

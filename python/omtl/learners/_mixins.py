@@ -16,6 +16,10 @@ class KernelParamsMixin:
     def _kernel_spec(self, n_features: int) -> KernelSpec:
         return KernelSpec.resolve(self.kernel, self.gamma, self.degree, self.coef0, self.normalize, n_features)
 
+    def _native_setting(self, n_features: int) -> dict:
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return {"task_kernel": graph.native(), "kernel": spec.native()}
+
     @property
     def task_graph_(self) -> TaskGraph:
         """The task graph in use (resolved from ``graph``)."""

@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 
 OMTRL_DEFAULT_EPOCH = 1000
 
@@ -96,11 +96,10 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
             _float("omega", self.omega, low=0.0, high=1.0),
         )
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "cw_col"
 
-        confidence, a, omega = self._params()
-        return NativeCore(NativeLearner.cw_col(self._check_n_tasks(), n_features, confidence, a, omega))
+    def _native_params(self, n_features, sparse):
+        return dict(zip(("confidence", "a", "omega"), self._params()))
 
     def _shape(self):
         return (self.n_tasks, getattr(self, "n_features_in_", 0))
@@ -186,11 +185,10 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
         epoch = OMTRL_DEFAULT_EPOCH if self.epoch is None else _int("epoch", self.epoch, low=0)
         return update, eta, epoch
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "omtrl"
 
-        update, eta, epoch = self._params()
-        return NativeCore(NativeLearner.omtrl(self._check_n_tasks(), n_features, update, eta, epoch))
+    def _native_params(self, n_features, sparse):
+        return dict(zip(("relation_update", "eta", "epoch"), self._params()))
 
     @property
     def task_kernel_(self):
@@ -251,11 +249,10 @@ class OMTL(_ArraysMixin, OnlineClassifier):
             raise ValueError(f"explicit must be a bool, got {self.explicit!r}")
         return C, norm, bool(self.explicit)
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "omtl"
 
-        C, norm, explicit = self._params()
-        return NativeCore(NativeLearner.omtl(self._check_n_tasks(), n_features, C, norm, explicit))
+    def _native_params(self, n_features, sparse):
+        return dict(zip(("C", "global_norm", "explicit"), self._params()))
 
     @property
     def coef_(self):
@@ -273,11 +270,10 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
     def _params(self):
         return _float("rho", self.rho, low=0.0), _int("retrain_every", self.retrain_every, low=1)
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "batch_mtl"
 
-        rho, every = self._params()
-        return NativeCore(NativeLearner.batch_mtl(self._check_n_tasks(), n_features, self._regularizer, rho, every, sparse))
+    def _native_params(self, n_features, sparse):
+        return dict(zip(("regularizer", "rho", "retrain_every"), (self._regularizer, *self._params())))
 
     @property
     def coef_(self):

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 from ._mixins import KernelParamsMixin
 
 
@@ -111,12 +111,10 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         self.normalize = normalize
         self.seed = seed
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mt_rbp"
 
-        budget, seed = _check_budget(self.budget), _check_seed(self.seed)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_rbp(graph.native(), spec.native(), n_features, sparse, budget, seed))
+    def _native_params(self, n_features, sparse):
+        return {"budget": _check_budget(self.budget), "seed": _check_seed(self.seed)}
 
 
 class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -193,12 +191,10 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         self.normalize = normalize
         self.radius = radius
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mt_forg"
 
-        budget, radius = _check_budget(self.budget), _check_radius(self.radius)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_forg(graph.native(), spec.native(), n_features, sparse, budget, radius))
+    def _native_params(self, n_features, sparse):
+        return {"budget": _check_budget(self.budget), "radius": _check_radius(self.radius)}
 
     def _before_learn(self, core, X):
         # Before the update, in every path (learn, partial_fit, learn_rounds): under

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
@@ -115,11 +115,13 @@ class MTLinear(OnlineClassifier):
     def _task_graph(self) -> TaskGraph:
         return resolve_graph(self.graph, self._check_n_tasks())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mt_linear"
 
-        params = check_mt_linear_params(self)
-        return NativeCore(NativeLearner.mt_linear(self._task_graph().native(), n_features, **params))
+    def _native_params(self, n_features, sparse):
+        return check_mt_linear_params(self)
+
+    def _native_setting(self, n_features):
+        return {"task_kernel": self._task_graph().native()}
 
     @property
     def task_graph_(self) -> TaskGraph:

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 
 VARIANTS = ("pa", "pa1", "pa2")
 
@@ -18,7 +18,7 @@ def check_pa_params(est) -> dict:
         raise ValueError(f"C must be a finite number > 0, got {C!r}")
     if est.variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {est.variant!r}")
-    return {"c": float(C), "variant": est.variant}
+    return {"C": float(C), "variant": est.variant}
 
 
 class PAUnique(OnlineClassifier):
@@ -54,13 +54,10 @@ class PAUnique(OnlineClassifier):
         self.C = C
         self.variant = variant
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "passive_aggressive"
 
-        params = check_pa_params(self)
-        return NativeCore(
-            NativeLearner.passive_aggressive(self._check_n_tasks(), n_features, shared=self._global, **params)
-        )
+    def _native_params(self, n_features, sparse):
+        return {**check_pa_params(self), "shared": self._global}
 
 
 class PAGlobal(PAUnique):

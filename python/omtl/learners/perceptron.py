@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 from ._mixins import KernelParamsMixin
 
 
@@ -43,11 +43,10 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
         self.coef0 = coef0
         self.normalize = normalize
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mt_perceptron"
 
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_perceptron(graph.native(), spec.native(), n_features, sparse))
+    def _native_params(self, n_features, sparse):
+        return {}
 
 
 class KernelPerceptron(MTPerceptron):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 from ._mixins import KernelParamsMixin
 
 THRESHOLDS = ("norm", "squared")
@@ -132,14 +132,11 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.normalize = normalize
         self.threshold_on = threshold_on
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mtbprj"
 
+    def _native_params(self, n_features, sparse):
         budget, eta, threshold_on = check_projectron_params(self)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(
-            NativeLearner.mtbprj(graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on)
-        )
+        return {"budget": budget, "eta": eta, "threshold_on": threshold_on}
 
 
 class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
@@ -212,17 +209,12 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.threshold_on = threshold_on
         self.alg2_literal_line14 = alg2_literal_line14
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mtbprj2"
 
+    def _native_params(self, n_features, sparse):
         budget, eta, threshold_on = check_projectron_params(self)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(
-            NativeLearner.mtbprj2(
-                graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on,
-                bool(self.alg2_literal_line14),
-            )
-        )
+        literal = bool(self.alg2_literal_line14)
+        return {"budget": budget, "eta": eta, "threshold_on": threshold_on, "alg2_literal_line14": literal}
 
 
 #: Another name for :class:`MTBPRJ` (the paper calls it both MTBPRJ and MTPRJ; A-C9).

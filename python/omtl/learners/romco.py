@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 
 UPDATE_RULES = ("loss", "mistake")
 
@@ -90,13 +90,11 @@ class ROMCO(OnlineClassifier):
         self.lambda2 = lambda2
         self.update = update
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "romco"
 
-        params = check_romco_params(self)
+    def _native_params(self, n_features, sparse):
         # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
-        route = getattr(self, "_svt_route", "auto")
-        return NativeCore(NativeLearner.romco(self._check_n_tasks(), n_features, **params, svt_route=route))
+        return {**check_romco_params(self), "svt_route": getattr(self, "_svt_route", "auto")}
 
     @property
     def rank_(self) -> int:

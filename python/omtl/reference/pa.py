@@ -12,8 +12,8 @@ from .perceptron import dense_row
 class PACore:
     """w ← w + tau y x after every example with hinge loss > 0 (Crammer et al., JMLR 2006)."""
 
-    def __init__(self, n_tasks, n_features, *, shared, c, variant):
-        self.shared, self.C, self.variant = shared, c, variant
+    def __init__(self, n_tasks, n_features, *, shared, C, variant):
+        self.shared, self.C, self.variant = shared, C, variant
         self.W = np.zeros((1 if shared else n_tasks, n_features))
         self.n_updates = 0
 
