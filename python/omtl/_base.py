@@ -17,6 +17,8 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from ._constraints import validate
+
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
 from ._native import STATE_VERSION
 from ._validation import (
@@ -159,10 +161,17 @@ class OnlineClassifier:
     # and returns its validated hyper-parameters from ``_native_params``; the base builds the
     # core. A reference twin overrides ``_make_core`` only.
     _native_kind: str = ""
+    # Hyper-parameter -> constraint (omtl._constraints), checked in this order when the core is
+    # built; n_tasks and the kernel/graph parameters are checked by their own helpers.
+    _parameter_constraints: dict = {}
+
+    def _validated_params(self) -> dict:
+        """The hyper-parameters named in ``_parameter_constraints``, checked and normalised."""
+        return validate(self._parameter_constraints, self)
 
     def _native_params(self, n_features: int, sparse: bool) -> dict:
         """The validated hyper-parameters, keyed as the native parameter type's fields."""
-        raise NotImplementedError
+        return self._validated_params()
 
     def _native_setting(self, n_features: int) -> dict:
         """What the core is built for besides its hyper-parameters (a linear learner: n_tasks)."""
@@ -365,6 +374,12 @@ class OnlineClassifier:
     @_locked
     def _diagnostics(self) -> dict:
         return dict(self._core.diagnostics()) if self._is_fitted() else {}
+
+    @_locked
+    def _diagnostic(self, name: str, before_fit):
+        """One of the core's diagnostics (a KeyError if the core has no such value), or
+        ``before_fit`` while there is no core."""
+        return self._core.diagnostics()[name] if self._is_fitted() else before_fit
 
     # ---- persistence and copies ----------------------------------------------------------------
     @_locked

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
-import numpy as np
-
 from .._base import OnlineClassifier
+from .._constraints import Integer, Real
 from ._mixins import KernelParamsMixin
 
-
-def _check_budget(budget) -> int:
-    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
-    if budget > 2**62:
-        raise ValueError(f"budget is too large: {budget!r}")
-    return int(budget)
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-    return int(seed)
-
-
-def _check_radius(radius) -> float:
-    if isinstance(radius, (bool, np.bool_, str)) or not isinstance(radius, numbers.Real):
-        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
-    r = float(radius)
-    if not (r > 0.0 and np.isfinite(r)):
-        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
-    return r
+# Shared with the Projectrons.
+BUDGET = Integer(1, 2**62, message="{name} must be an integer >= 1, got {value!r}", too_large="{name} is too large: {value!r}")
 
 
 class _BudgetMixin:
@@ -40,7 +18,7 @@ class _BudgetMixin:
     @property
     def n_evictions_(self) -> int:
         """Number of elements removed from the active set to respect the budget."""
-        return int(self._diagnostics().get("n_evictions", 0))
+        return int(self._diagnostic("n_evictions", 0))
 
 
 class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -112,9 +90,10 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         self.seed = seed
 
     _native_kind = "mt_rbp"
-
-    def _native_params(self, n_features, sparse):
-        return {"budget": _check_budget(self.budget), "seed": _check_seed(self.seed)}
+    _parameter_constraints = {
+        "budget": BUDGET,
+        "seed": Integer(0, 2**64 - 1, message="{name} must be an integer in [0, 2**64), got {value!r}"),
+    }
 
 
 class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -192,9 +171,10 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         self.radius = radius
 
     _native_kind = "mt_forg"
-
-    def _native_params(self, n_features, sparse):
-        return {"budget": _check_budget(self.budget), "radius": _check_radius(self.radius)}
+    _parameter_constraints = {
+        "budget": BUDGET,
+        "radius": Real(0.0, low_open=True, message="{name} must be a positive finite number, got {value!r}"),
+    }
 
     def _before_learn(self, core, X):
         # Before the update, in every path (learn, partial_fit, learn_rounds): under
@@ -212,14 +192,14 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     @property
     def forgetron_q_(self) -> float:
         """Accumulated removal damage Q (``Q <= 15/32 c_G^2 M`` always)."""
-        return float(self._diagnostics().get("forgetron_q", 0.0))
+        return float(self._diagnostic("forgetron_q", 0.0))
 
     @property
     def forgetron_m_(self) -> int:
         """Number of update-mistakes M."""
-        return int(self._diagnostics().get("forgetron_m", 0))
+        return int(self._diagnostic("forgetron_m", 0))
 
     @property
     def last_shrink_(self) -> float:
         """The last shrinking coefficient chi* in (0, 1] (1.0 before the first removal)."""
-        return float(self._diagnostics().get("last_shrink", 1.0))
+        return float(self._diagnostic("last_shrink", 1.0))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .._base import OnlineClassifier
+from .._constraints import Boolean, Integer, Optional, Options, Real
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
@@ -14,29 +13,16 @@ UPDATES = ("normalized", "adagrad", "sgd")
 MAX_HASH_BITS = 31
 
 
-def check_mt_linear_params(est) -> dict:
-    """Validated MTLinear hyper-parameters (read from ``est``, which is not changed)."""
-    if est.loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {est.loss!r}")
-    if est.update not in UPDATES:
-        raise ValueError(f"update must be one of {UPDATES}, got {est.update!r}")
-    lr = est.learning_rate
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
-        raise ValueError(f"learning_rate must be a finite number > 0, got {lr!r}")
-    if not isinstance(est.fit_intercept, (bool, np.bool_)):
-        raise ValueError(f"fit_intercept must be a bool, got {est.fit_intercept!r}")
-    bits = est.hash_bits
-    if bits is not None and (
-        isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_HASH_BITS
-    ):
-        raise ValueError(f"hash_bits must be None or an integer in [1, {MAX_HASH_BITS}], got {bits!r}")
-    return {
-        "loss": est.loss,
-        "update": est.update,
-        "learning_rate": float(lr),
-        "fit_intercept": bool(est.fit_intercept),
-        "hash_bits": None if bits is None else int(bits),
-    }
+MT_LINEAR_CONSTRAINTS = {
+    "loss": Options(LOSSES),
+    "update": Options(UPDATES),
+    "learning_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "fit_intercept": Boolean(),
+    "hash_bits": Optional(
+        Integer(1, MAX_HASH_BITS),
+        message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
+    ),
+}
 
 
 class MTLinear(OnlineClassifier):
@@ -116,9 +102,7 @@ class MTLinear(OnlineClassifier):
         return resolve_graph(self.graph, self._check_n_tasks())
 
     _native_kind = "mt_linear"
-
-    def _native_params(self, n_features, sparse):
-        return check_mt_linear_params(self)
+    _parameter_constraints = MT_LINEAR_CONSTRAINTS
 
     def _native_setting(self, n_features):
         return {"task_kernel": self._task_graph().native()}
@@ -138,7 +122,7 @@ class MTLinear(OnlineClassifier):
 
     @property
     def memory_bytes_(self) -> int:
-        return int(self._diagnostics().get("memory_bytes", 0))
+        return int(self._diagnostic("memory_bytes", 0))
 
     @property
     def block_weights_(self) -> np.ndarray:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
-
 from .._base import OnlineClassifier
+from .._constraints import Options, Real
 
 VARIANTS = ("pa", "pa1", "pa2")
 
 
-def check_pa_params(est) -> dict:
-    """Validated PA hyper-parameters (read from ``est``, which is not changed)."""
-    C = est.C
-    if isinstance(C, bool) or not isinstance(C, numbers.Real) or not np.isfinite(C) or C <= 0:
-        raise ValueError(f"C must be a finite number > 0, got {C!r}")
-    if est.variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {est.variant!r}")
-    return {"C": float(C), "variant": est.variant}
+PA_CONSTRAINTS = {
+    "C": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "variant": Options(VARIANTS),
+}
 
 
 class PAUnique(OnlineClassifier):
@@ -55,9 +48,10 @@ class PAUnique(OnlineClassifier):
         self.variant = variant
 
     _native_kind = "passive_aggressive"
+    _parameter_constraints = PA_CONSTRAINTS
 
     def _native_params(self, n_features, sparse):
-        return {**check_pa_params(self), "shared": self._global}
+        return {**self._validated_params(), "shared": self._global}
 
 
 class PAGlobal(PAUnique):

@@ -2,34 +2,27 @@
 
 from __future__ import annotations
 
-import numbers
-
 from .._base import OnlineClassifier
+from .._constraints import Boolean, Options, Real
 from ._mixins import KernelParamsMixin
+from .budget import BUDGET
 
 THRESHOLDS = ("norm", "squared")
 
 
-def check_projectron_params(model) -> tuple[int, float, str]:
-    """Validated ``(budget, eta, threshold_on)`` of a Projectron (shared with the reference twins)."""
-    budget = model.budget
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
-    if budget > 2**62:
-        raise ValueError(f"budget is too large: {budget!r}")
-    eta = model.eta
-    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not (0.0 <= float(eta) < float("inf")):
-        raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
-    if model.threshold_on not in THRESHOLDS:
-        raise ValueError(f"threshold_on must be one of {THRESHOLDS}, got {model.threshold_on!r}")
-    return int(budget), float(eta), model.threshold_on
+# Both Projectrons' shared hyper-parameters.
+PROJECTRON_CONSTRAINTS = {
+    "budget": BUDGET,
+    "eta": Real(0.0, message="{name} must be a finite number >= 0, got {value!r}"),
+    "threshold_on": Options(THRESHOLDS),
+}
 
 
 class _ProjectronAttributes:
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
     def _diag_int(self, name: str) -> int:
-        return int(self._diagnostics().get(name, 0))
+        return int(self._diagnostic(name, 0))
 
     @property
     def n_projections_(self) -> int:
@@ -49,7 +42,7 @@ class _ProjectronAttributes:
     @property
     def jitter_(self) -> float:
         """Total jitter the recomputes had to add to the Gram matrix diagonal (0 when well conditioned)."""
-        return float(self._diagnostics().get("jitter", 0.0))
+        return float(self._diagnostic("jitter", 0.0))
 
     def _force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix now (INV-Q2; for tests)."""
@@ -133,10 +126,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.threshold_on = threshold_on
 
     _native_kind = "mtbprj"
-
-    def _native_params(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
-        return {"budget": budget, "eta": eta, "threshold_on": threshold_on}
+    _parameter_constraints = PROJECTRON_CONSTRAINTS
 
 
 class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
@@ -210,11 +200,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self.alg2_literal_line14 = alg2_literal_line14
 
     _native_kind = "mtbprj2"
-
-    def _native_params(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
-        literal = bool(self.alg2_literal_line14)
-        return {"budget": budget, "eta": eta, "threshold_on": threshold_on, "alg2_literal_line14": literal}
+    _parameter_constraints = {**PROJECTRON_CONSTRAINTS, "alg2_literal_line14": Boolean(lenient=True)}
 
 
 #: Another name for :class:`MTBPRJ` (the paper calls it both MTBPRJ and MTPRJ; A-C9).

@@ -450,32 +450,32 @@ class CWCOL(learners.CWCOL):
     __doc__ = "Reference twin of :class:`omtl.CWCOL` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return CWColCore(self._check_n_tasks(), n_features, *self._params())
+        return CWColCore(self._check_n_tasks(), n_features, *self._validated_params().values())
 
 
 class OMTRL(learners.OMTRL):
     __doc__ = "Reference twin of :class:`omtl.OMTRL` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return OMTRLCore(self._check_n_tasks(), n_features, *self._params())
+        return OMTRLCore(self._check_n_tasks(), n_features, *self._validated_params().values())
 
 
 class OMTL(learners.OMTL):
     __doc__ = "Reference twin of :class:`omtl.OMTL` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return OMTLCore(self._check_n_tasks(), n_features, *self._params())
+        return OMTLCore(self._check_n_tasks(), n_features, *self._validated_params().values())
 
 
 class MTFL(learners.MTFL):
     __doc__ = "Reference twin of :class:`omtl.MTFL` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "l21", *self._params())
+        return BatchMTLCore(self._check_n_tasks(), n_features, "l21", *self._validated_params().values())
 
 
 class TRML(learners.TRML):
     __doc__ = "Reference twin of :class:`omtl.TRML` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "trace", *self._params())
+        return BatchMTLCore(self._check_n_tasks(), n_features, "trace", *self._validated_params().values())

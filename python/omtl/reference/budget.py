@@ -11,7 +11,6 @@ import numpy as np
 
 from .. import learners
 from .._rng import SplitMix64
-from ..learners.budget import _check_budget, _check_radius, _check_seed
 from .graph import task_kernel
 from .kernels import kernel_matrix
 from .perceptron import SupportSet, dense_row
@@ -142,7 +141,7 @@ class MTRBP(learners.MTRBP):
     __doc__ = "Reference twin of :class:`omtl.MTRBP` (NumPy, dual form, same generator)."
 
     def _make_core(self, n_features, sparse):
-        budget, seed = _check_budget(self.budget), _check_seed(self.seed)
+        budget, seed = self._validated_params().values()
         return RBPCore(task_kernel(self._task_graph()), self._kernel_spec(n_features), n_features, budget, seed)
 
 
@@ -150,7 +149,7 @@ class MTFORG(learners.MTFORG):
     __doc__ = "Reference twin of :class:`omtl.MTFORG` (NumPy, coefficients kept unscaled)."
 
     def _make_core(self, n_features, sparse):
-        budget, radius = _check_budget(self.budget), _check_radius(self.radius)
+        budget, radius = self._validated_params().values()
         spec = self._kernel_spec(n_features)
         if spec.name == "rbf" or spec.normalize:
             radius = 1.0  # K'(x, x) <= 1 (§2.5)

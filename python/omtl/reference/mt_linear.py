@@ -8,7 +8,6 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from .. import learners
-from ..learners.mt_linear import check_mt_linear_params
 from .graph import task_kernel
 from .perceptron import dense_row
 
@@ -222,4 +221,4 @@ class MTLinear(learners.MTLinear):
     __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
+        return MTLinearCore(self._task_graph(), n_features, **self._validated_params())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
-from ..learners.pa import check_pa_params
 from .perceptron import dense_row
 
 
@@ -59,11 +58,11 @@ class PAUnique(learners.PAUnique):
     __doc__ = "Reference twin of :class:`omtl.PAUnique` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return PACore(self._check_n_tasks(), n_features, shared=False, **check_pa_params(self))
+        return PACore(self._check_n_tasks(), n_features, shared=False, **self._validated_params())
 
 
 class PAGlobal(learners.PAGlobal):
     __doc__ = "Reference twin of :class:`omtl.PAGlobal` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return PACore(self._check_n_tasks(), n_features, shared=True, **check_pa_params(self))
+        return PACore(self._check_n_tasks(), n_features, shared=True, **self._validated_params())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
-from ..learners.projectron import check_projectron_params
 from .graph import task_kernel
 from .kernels import kernel_matrix
 from .perceptron import SupportSet, dense_row
@@ -185,7 +184,7 @@ class MTBPRJ(learners.MTBPRJ):
     __doc__ = "Reference twin of :class:`omtl.MTBPRJ` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
+        budget, eta, threshold_on = self._validated_params().values()
         T = task_kernel(self._task_graph())
         return MTBPRJCore(T, self._kernel_spec(n_features), n_features, budget, eta, threshold_on)
 
@@ -197,10 +196,10 @@ class MTBPRJ2(learners.MTBPRJ2):
     __doc__ = "Reference twin of :class:`omtl.MTBPRJ2` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
+        budget, eta, threshold_on, literal_line14 = self._validated_params().values()
         T = task_kernel(self._task_graph())
         spec = self._kernel_spec(n_features)
-        return MTBPRJ2Core(T, spec, n_features, budget, eta, threshold_on, bool(self.alg2_literal_line14))
+        return MTBPRJ2Core(T, spec, n_features, budget, eta, threshold_on, literal_line14)
 
     def _force_rebuild(self):
         """Nothing to rebuild: every step solves from scratch."""

@@ -79,4 +79,4 @@ class ROMCO(learners.ROMCO):
     __doc__ = "Reference twin of :class:`omtl.ROMCO` (NumPy, numpy.linalg.svd at every update)."
 
     def _make_core(self, n_features, sparse):
-        return RomcoCore(self._check_n_tasks(), n_features, **check_romco_params(self))
+        return RomcoCore(self._check_n_tasks(), n_features, **check_romco_params(self._validated_params()))
