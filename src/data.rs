@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::BaseKernel;
-use crate::linalg::simd::first_non_finite;
+use crate::simd::{dense_axpy, dense_dot, first_non_finite};
 
 /// One instance: a dense slice or a sparse vector with strictly increasing indices.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +19,7 @@ impl Row<'_> {
             Row::Dense(v) => v,
             Row::Sparse { values, .. } => values,
         };
-        dot_dense(values, values)
+        dense_dot(values, values)
     }
 
     /// Number of stored entries.
@@ -43,7 +43,7 @@ impl Row<'_> {
     #[inline]
     pub fn dot(&self, w: &[f64]) -> f64 {
         match *self {
-            Row::Dense(v) => dot_dense(v, w),
+            Row::Dense(v) => dense_dot(v, w),
             Row::Sparse { indices, values } => gather_dot(indices, values, w),
         }
     }
@@ -52,7 +52,7 @@ impl Row<'_> {
     #[inline]
     pub fn add_to(&self, w: &mut [f64], scale: f64) {
         match *self {
-            Row::Dense(v) => w.iter_mut().zip(v).for_each(|(wi, &vi)| *wi += scale * vi),
+            Row::Dense(v) => dense_axpy(scale, v, w),
             Row::Sparse { indices, values } => {
                 for (&j, &v) in indices.iter().zip(values) {
                     w[j as usize] += scale * v;
@@ -80,7 +80,7 @@ impl Row<'_> {
     /// `<self, other>` for any pair of representations (merge-join for sparse·sparse).
     pub fn dot_row(&self, other: &Row) -> f64 {
         match (*self, *other) {
-            (Row::Dense(a), Row::Dense(b)) => dot_dense(a, b),
+            (Row::Dense(a), Row::Dense(b)) => dense_dot(a, b),
             (Row::Dense(a), Row::Sparse { indices, values }) | (Row::Sparse { indices, values }, Row::Dense(a)) => {
                 gather_dot(indices, values, a)
             }
@@ -110,13 +110,6 @@ impl Row<'_> {
             }
         }
     }
-}
-
-/// Dense dot product with four independent accumulators, so the compiler vectorises it
-/// (the same loop the AVX2 kernels in [`crate::linalg::simd`] compile for wider registers).
-#[inline]
-pub fn dot_dense(a: &[f64], b: &[f64]) -> f64 {
-    crate::linalg::simd::dot4(a, b)
 }
 
 #[inline]
@@ -426,7 +419,7 @@ mod tests {
                 assert_eq!(first_non_finite(&v), Some(pos), "value {bad} at {pos}");
                 // The dispatch above runs the AVX2 build where the CPU has it; this is the other.
                 assert_eq!(
-                    crate::linalg::simd::first_non_finite_kernel(&v),
+                    crate::simd::first_non_finite_kernel(&v),
                     Some(pos),
                     "baseline build, value {bad} at {pos}"
                 );

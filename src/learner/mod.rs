@@ -7,11 +7,9 @@
 //! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
 //! ([`crate::interrupt`]), which keeps the rows completed before it.
 
-mod active_set;
 pub mod batch_mtl;
 mod budget;
 mod cw;
-mod kernel_sum;
 mod linear;
 mod mt_linear;
 mod omtl;
@@ -22,7 +20,7 @@ mod projectron;
 mod romco;
 mod spec;
 
-pub use active_set::ActiveSet;
+pub use crate::kernel::ActiveSet;
 pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOptions};
 pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep, MTFORG, MTRBP};
 pub use cw::{normal_quantile, CwCol, CwColParams, CwConstants, CwModel};

@@ -20,11 +20,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
-use crate::data::{dot_dense, Row};
+use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
+use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +158,7 @@ impl Omtrl {
         let (k, d) = (self.n_tasks, self.n_features);
         for i in 0..k {
             for j in 0..=i {
-                let v = dot_dense(&self.weights[i * d..(i + 1) * d], &self.weights[j * d..(j + 1) * d]);
+                let v = dense_dot(&self.weights[i * d..(i + 1) * d], &self.weights[j * d..(j + 1) * d]);
                 self.gram[i * k + j] = v;
                 self.gram[j * k + i] = v;
             }
@@ -288,7 +289,7 @@ fn sqrt_gram_from_features(weights: &[f64], k: usize, d: usize) -> Option<Vec<f6
         let scale = values[r].powf(-0.25);
         let u: Vec<f64> = (0..d).map(|a| vectors.get(a, r)).collect();
         for (i, w) in weights.chunks_exact(d).take(k).enumerate() {
-            z[row * k + i] = scale * dot_dense(&u, w);
+            z[row * k + i] = scale * dense_dot(&u, w);
         }
     }
     let mut out = vec![0.0; k * k];
@@ -472,7 +473,7 @@ mod tests {
                 }
             }
             let gram: Vec<f64> = (0..k * k)
-                .map(|ij| dot_dense(&w[(ij / k) * d..(ij / k + 1) * d], &w[(ij % k) * d..(ij % k + 1) * d]))
+                .map(|ij| dense_dot(&w[(ij / k) * d..(ij / k + 1) * d], &w[(ij % k) * d..(ij % k + 1) * d]))
                 .collect();
             let want = sym_sqrt(&SymMatrix { n: k, data: gram });
             let got = sqrt_gram_from_features(&w, k, d).unwrap();

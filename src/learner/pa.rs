@@ -14,7 +14,6 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{check_c, Build, OnlineLearner, Setting};
-use crate::linalg::simd::{dense_axpy, dense_dot};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -172,8 +171,7 @@ impl OnlineLearner for PassiveAggressive {
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         match (&self.weights[self.block(task)], x) {
             (None, _) => 0.0,
-            (Some(w), Row::Dense(v)) => dense_dot(v, w),
-            (Some(w), sparse) => sparse.dot(w),
+            (Some(w), x) => x.dot(w),
         }
     }
 
@@ -182,10 +180,7 @@ impl OnlineLearner for PassiveAggressive {
         if loss <= 0.0 {
             return Ok(());
         }
-        let sq_norm = match x {
-            Row::Dense(v) => dense_dot(v, v),
-            sparse => sparse.sq_norm(),
-        };
+        let sq_norm = x.sq_norm();
         let tau = self.variant.step(loss, sq_norm, self.c);
         if !tau.is_finite() {
             return Err(Error::Numerical(format!(
@@ -211,10 +206,7 @@ impl OnlineLearner for PassiveAggressive {
             self.weights[b] = Some(block);
         }
         let w = self.weights[b].as_mut().expect("allocated above");
-        match x {
-            Row::Dense(v) => dense_axpy(tau * y, v, w),
-            sparse => sparse.add_to(w, tau * y),
-        }
+        x.add_to(w, tau * y);
         self.n_updates += 1;
         Ok(())
     }
@@ -232,9 +224,10 @@ impl OnlineLearner for PassiveAggressive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{dot_dense, Rows};
+    use crate::data::Rows;
     use crate::learner::learn;
     use crate::rng::SplitMix64;
+    use crate::simd::dense_dot;
 
     fn stream(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
         let mut rng = SplitMix64::new(seed);
@@ -257,7 +250,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let f = m.learn_one(row, 0, y[t], &mut scratch).unwrap();
             if 1.0 - y[t] * f > 0.0 {
-                let after = y[t] * dot_dense(&m.weights(0), &x[t * d..(t + 1) * d]);
+                let after = y[t] * dense_dot(&m.weights(0), &x[t * d..(t + 1) * d]);
                 assert!((after - 1.0).abs() < 1e-9, "{after}");
             }
         }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::error::Result;
+use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::kernel_sum::{weighted_score, SparseIndex};
 use crate::learner::{is_update_mistake, ActiveSet, Build, LinearWeights, NoParams, OnlineLearner, Setting};
 use crate::state::{check_counts, ensure, CheckState};
 

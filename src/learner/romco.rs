@@ -26,13 +26,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
-use crate::data::{dot_dense, Row};
+use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
-use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
+use crate::linalg::simd::{columns_dot, dense_dot};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -172,33 +172,6 @@ struct ColumnChange {
     task: usize,
     g: Vec<f64>,
     alpha: f64,
-}
-
-/// `<x, w>`, with the AVX2 build for dense rows.
-#[inline]
-fn row_dot(x: &Row, w: &[f64]) -> f64 {
-    match x {
-        Row::Dense(v) => dense_dot(v, w),
-        sparse => sparse.dot(w),
-    }
-}
-
-/// `w += alpha x`, with the AVX2 build for dense rows.
-#[inline]
-fn row_axpy(x: &Row, alpha: f64, w: &mut [f64]) {
-    match x {
-        Row::Dense(v) => dense_axpy(alpha, v, w),
-        sparse => sparse.add_to(w, alpha),
-    }
-}
-
-/// `<a, b>` of two rows, with the AVX2 build for two dense rows.
-#[inline]
-fn rows_dot(a: &Row, b: &Row) -> f64 {
-    match (a, b) {
-        (Row::Dense(u), Row::Dense(v)) => dense_dot(u, v),
-        _ => a.dot_row(b),
-    }
 }
 
 /// One present task of a round: its row, task, label and pre-update score.
@@ -383,7 +356,7 @@ impl Romco {
         if s == 0.0 {
             0.0
         } else {
-            s * row_dot(x, &self.v[i * self.n_features..(i + 1) * self.n_features])
+            s * x.dot(&self.v[i * self.n_features..(i + 1) * self.n_features])
         }
     }
 
@@ -511,7 +484,7 @@ impl Romco {
                 }
                 for (ia, a) in active.iter().enumerate() {
                     for (ib, b) in active.iter().enumerate().skip(ia) {
-                        let xy = if ia == ib { x_sq[ia] } else { rows_dot(&a.x, &b.x) };
+                        let xy = if ia == ib { x_sq[ia] } else { a.x.dot_row(&b.x) };
                         let v = step * step * a.y * b.y * xy;
                         c[a.task * k + b.task] += v;
                         if a.task != b.task {
@@ -527,7 +500,7 @@ impl Romco {
         for (it, &xx) in active.iter().zip(&x_sq) {
             let t = it.task;
             if !use_brand {
-                row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
+                it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
             }
             self.u_live[t] |= self.eta1 != 0.0 && xx > 0.0;
             if self.eta2 == 0.0 {
@@ -542,7 +515,7 @@ impl Romco {
                 it.vx.unwrap_or_else(|| self.v_dot(t, &it.x))
             };
             let s = self.v_scale[t];
-            row_axpy(&it.x, self.eta2 * it.y / s, &mut self.v[t * d..(t + 1) * d]);
+            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
             let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * xx;
             self.v_sq_norm[t] = norm2.max(0.0);
         }
@@ -835,7 +808,7 @@ impl Romco {
                 self.n_numerical_failures += 1;
                 self.leave_factored();
                 let d = self.n_features;
-                row_axpy(&it.x, alpha, &mut self.u[it.task * d..(it.task + 1) * d]);
+                it.x.add_to(&mut self.u[it.task * d..(it.task + 1) * d], alpha);
                 self.gram = svt::gram(&self.u, d, self.n_tasks);
                 self.gram_stale = false;
             }
@@ -879,7 +852,7 @@ impl Romco {
             let s = self.v_scale[i];
             if s != 0.0 {
                 let col = &self.v[i * d..(i + 1) * d];
-                self.v_sq_norm[i] = s * s * dot_dense(col, col);
+                self.v_sq_norm[i] = s * s * dense_dot(col, col);
             }
         }
     }
@@ -991,7 +964,7 @@ impl OnlineLearner for Romco {
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let u = match &self.brand {
             Some(f) => f.score_projected(&f.project(&x), task),
-            None => row_dot(&x, self.u_col(task)),
+            None => x.dot(self.u_col(task)),
         };
         u + self.v_dot(task, &x)
     }
@@ -1013,7 +986,7 @@ impl OnlineLearner for Romco {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
         let u = match (&self.brand, &bx) {
             (Some(f), Some(bx)) => f.score_projected(bx, task),
-            _ => row_dot(&x, self.u_col(task)),
+            _ => x.dot(self.u_col(task)),
         };
         let vx = self.v_dot(task, &x);
         let score = u + vx;
@@ -1124,7 +1097,7 @@ mod tests {
         let mut z = vec![vec![0.0; d]; k];
         for t in 0..n {
             let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-            let f = dot_dense(&z[i], xt);
+            let f = dense_dot(&z[i], xt);
             assert!((f - sa[t]).abs() <= 1e-12 * f.abs().max(1.0));
             assert!((f - sb[t]).abs() <= 1e-12 * f.abs().max(1.0));
             if y[t] * f < 1.0 {
@@ -1232,7 +1205,7 @@ mod tests {
         let mut z = vec![vec![0.0; d]; k];
         for t in 0..n {
             let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-            let f = dot_dense(&z[i], xt);
+            let f = dense_dot(&z[i], xt);
             assert_eq!(predict_sign(f), predict_sign(s[t]), "step {t}");
             if y[t] * f <= 0.0 {
                 z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += y[t] * v);

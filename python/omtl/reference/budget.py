@@ -11,12 +11,13 @@ import numpy as np
 
 from .. import learners
 from .._rng import SplitMix64
+from ._core import ReferenceCore, dense_row
 from .graph import task_kernel
 from .kernels import kernel_matrix
-from .perceptron import SupportSet, dense_row
+from .perceptron import SupportSet
 
 
-class _BudgetCore:
+class _BudgetCore(ReferenceCore):
     """Shared state: T, the base kernel, the support set and the counters."""
 
     def __init__(self, T: np.ndarray, kernel, n_features: int, budget: int):
@@ -32,23 +33,15 @@ class _BudgetCore:
     def n_active(self) -> int:
         return len(self.support)
 
-    def score(self, x, task) -> float:
+    def score_one(self, x, task) -> float:
         return self.support.score(self.kernel, self.T, x, task)
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
-
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, i)
-            self.n_seen += 1
-            self.observe(x)
-            if y[t] * scores[t] <= 0:  # update-mistake
-                self.n_updates += 1
-                self.on_mistake(x, i, float(y[t]))
-        return scores
+    def update_one(self, x, i, y, score):
+        self.n_seen += 1
+        self.observe(x)
+        if y * score <= 0:  # update-mistake
+            self.n_updates += 1
+            self.on_mistake(x, i, y)
 
     def observe(self, x) -> None:
         pass

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
+from ._core import ReferenceCore
 from .graph import task_kernel
 from .kernels import kernel_matrix
-from .perceptron import SupportSet, dense_row
+from .perceptron import SupportSet
 
 EPS_INS = 1e-10  # N1 (§4.3)
 
@@ -44,7 +45,7 @@ def project(H: np.ndarray, kz: np.ndarray, kappa: float):
         return alpha, max(0.0, kappa - float(kz @ alpha))
 
 
-class MTBPRJCore:
+class MTBPRJCore(ReferenceCore):
     """Alg. 1 with the choices of §8.1 (A-C3..A-C6)."""
 
     def __init__(self, T, kernel, n_features, budget, eta, threshold_on):
@@ -66,18 +67,13 @@ class MTBPRJCore:
         S = self.support
         return self.T[np.ix_(S.tasks, S.tasks)] * kernel_matrix(self.kernel, S.X, S.X)
 
-    def decision(self, X, tasks):
-        return np.array([self.support.score(self.kernel, self.T, dense_row(X, t), tasks[t]) for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return self.support.score(self.kernel, self.T, x, i)
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.support.score(self.kernel, self.T, x, i)
-            if y[t] * scores[t] <= 0:
-                self.mistake(x, i, float(y[t]))
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        if y * score <= 0:
+            self.mistake(x, i, y)
+            self.n_updates += 1
 
     def mistake(self, x, i, y):
         S = self.support
@@ -107,7 +103,7 @@ class MTBPRJCore:
         S.remove(r)
 
 
-class MTBPRJ2Core:
+class MTBPRJ2Core(ReferenceCore):
     """Alg. 2: dictionary D with base-kernel projections and a k x |D| weight matrix W."""
 
     def __init__(self, T, kernel, n_features, budget, eta, threshold_on, literal_line14):
@@ -127,23 +123,15 @@ class MTBPRJ2Core:
     def diagnostics(self) -> dict:
         return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
 
-    def score(self, x, i) -> float:
+    def score_one(self, x, i) -> float:
         if self.n_active == 0:
             return 0.0
         return float(self.W[i] @ kernel_matrix(self.kernel, self.D, x[None, :])[:, 0])
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
-
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, i)
-            if y[t] * scores[t] <= 0:
-                self.mistake(x, i, float(y[t]))
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        if y * score <= 0:
+            self.mistake(x, i, y)
+            self.n_updates += 1
 
     def mistake(self, x, i, y):
         K = kernel_matrix(self.kernel, self.D, self.D)

@@ -45,7 +45,16 @@ impl SimdLevel {
     }
 }
 
-/// The widest build this CPU runs.
+/// Every build this CPU runs, narrowest first (what the tests run each kernel under).
+pub fn runnable_levels() -> Vec<SimdLevel> {
+    let top = detected_level();
+    [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512]
+        .into_iter()
+        .filter(|&l| l <= top)
+        .collect()
+}
+
+/// The widest build this CPU runs: the one place that asks the CPU.
 pub fn detected_level() -> SimdLevel {
     #[cfg(target_arch = "x86_64")]
     {
@@ -91,7 +100,7 @@ macro_rules! dispatch {
         $(#[$doc])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
-            if $crate::linalg::simd::has_avx2() {
+            if $crate::simd::has_avx2() {
                 // SAFETY: the CPU supports AVX2 (checked at run time), the only requirement.
                 return unsafe { $avx($($arg),*) };
             }
@@ -108,7 +117,7 @@ dispatch! {
 }
 
 /// `<a, b>` with four independent accumulators (the same order of operations as
-/// `data::dot_dense`), always inlined so that it takes the vector width of its caller.
+/// the dispatching [`dense_dot`]), always inlined so that it takes the vector width of its caller.
 #[inline(always)]
 pub(crate) fn dot4(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
@@ -735,15 +744,15 @@ mod tests {
         )];
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
+            let levels = runnable_levels();
+            if levels.contains(&SimdLevel::Avx2) {
                 out.push((
                     "avx2",
                     |b, d, m, x, o| unsafe { columns_dot_avx2(b, d, m, x, o) },
                     |a, b, r, i, c, o| unsafe { matmul_avx2(a, b, r, i, c, o) },
                 ));
             }
-            if has!("avx512f") && has!("fma") {
+            if levels.contains(&SimdLevel::Avx512) {
                 out.push((
                     "avx512",
                     |b, d, m, x, o| unsafe { columns_dot_avx512(b, d, m, x, o) },
