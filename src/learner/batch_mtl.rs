@@ -851,13 +851,7 @@ impl CheckState for BatchMtl {
 }
 
 impl OnlineLearner for BatchMtl {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let d = self.n_features;
@@ -914,23 +908,11 @@ impl OnlineLearner for BatchMtl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
     fn problem(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<u32>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<u32> = (0..n).map(|t| (t % k) as u32).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                if x[t * d] + 0.4 * x[t * d + 1] + 0.5 * unif() > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        let (x, tasks, y) = stream(n, d, k, seed, |x, _, noise| x[0] + 0.4 * x[1] + 0.5 * noise > 0.0);
+        (x, tasks.into_iter().map(|t| t as u32).collect(), y)
     }
 
     /// Issue 11: NaN in the stored examples (a tampered state, or X written by another thread)

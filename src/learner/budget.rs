@@ -170,17 +170,7 @@ impl CheckState for MTRBP {
 }
 
 impl OnlineLearner for MTRBP {
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         weighted_score(
@@ -550,17 +540,7 @@ impl CheckState for MTFORG {
 }
 
 impl OnlineLearner for MTFORG {
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
@@ -629,24 +609,11 @@ impl OnlineLearner for MTFORG {
 mod tests {
     use super::*;
     use crate::data::Rows;
+    use crate::learner::test_support::stream;
     use crate::learner::{learn, MTPerceptron};
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let noise: Vec<f64> = (0..n).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                if x[t * d] + 0.3 * x[t * d + 1] + 0.5 * noise[t] > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        stream(n, d, k, seed, |x, _, noise| x[0] + 0.3 * x[1] + 0.5 * noise > 0.0)
     }
 
     /// A shrink step that is not finite (here c_G forced past its cap) is refused after the

@@ -7,6 +7,52 @@
 //! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
 //! ([`crate::interrupt`]), which keeps the rows completed before it.
 
+/// `n_tasks` and `n_features` of a learner that keeps them in fields of those names (inside an
+/// `impl OnlineLearner`).
+macro_rules! shape_fields {
+    () => {
+        fn n_tasks(&self) -> usize {
+            self.n_tasks
+        }
+
+        fn n_features(&self) -> usize {
+            self.n_features
+        }
+    };
+}
+
+/// The counters of a linear learner: `n_updates`, and the active-set size it stands for (one
+/// example per update).
+macro_rules! linear_counters {
+    () => {
+        fn n_updates(&self) -> u64 {
+            self.n_updates
+        }
+
+        fn n_active(&self) -> usize {
+            self.n_updates as usize
+        }
+    };
+}
+
+/// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
+/// (`tasks`), and `n_features`.
+macro_rules! kernel_shape {
+    () => {
+        fn base_kernel(&self) -> Option<&BaseKernel> {
+            Some(&self.kernel)
+        }
+
+        fn n_tasks(&self) -> usize {
+            self.tasks.n_tasks()
+        }
+
+        fn n_features(&self) -> usize {
+            self.n_features
+        }
+    };
+}
+
 pub mod batch_mtl;
 mod budget;
 mod cw;
@@ -19,6 +65,8 @@ mod perceptron;
 mod projectron;
 mod romco;
 mod spec;
+#[cfg(test)]
+mod test_support;
 
 pub use crate::kernel::ActiveSet;
 pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOptions};

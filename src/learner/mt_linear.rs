@@ -882,13 +882,7 @@ impl PartialEq for MTLinear {
 }
 
 impl OnlineLearner for MTLinear {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         self.terms[task]
@@ -948,14 +942,7 @@ impl OnlineLearner for MTLinear {
         Ok(score)
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -983,23 +970,11 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::learn;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
-    fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y = (0..n)
-            .map(|t| {
-                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -0.5 };
-                if x[t * d] + sign * x[t * d + 1] > 0.1 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
+    fn labelled(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+        let sign = |task: usize| if task.is_multiple_of(2) { 1.0 } else { -0.5 };
+        let (x, tasks, y) = stream(n, d, k, seed, |x, task, _| x[0] + sign(task) * x[1] > 0.1);
         (x, y, tasks)
     }
 
@@ -1053,7 +1028,7 @@ mod tests {
     #[test]
     fn disconnected_equals_independent_learners() {
         let (n, d, k) = (300, 5, 3);
-        let (x, y, tasks) = stream(n, d, k, 1);
+        let (x, y, tasks) = labelled(n, d, k, 1);
         let tk = TaskKernel::disconnected(k).unwrap();
         let mut joint = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
         let joint_scores = run(&mut joint, &x, &y, &tasks, d);
@@ -1072,7 +1047,7 @@ mod tests {
     #[test]
     fn hashing_with_enough_bits_equals_no_hashing() {
         let (n, d, k) = (200, 6, 4);
-        let (x, y, tasks) = stream(n, d, k, 2);
+        let (x, y, tasks) = labelled(n, d, k, 2);
         let tk = TaskKernel::complete(k).unwrap();
         for rule in ["normalized", "adagrad", "sgd"] {
             let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
@@ -1089,7 +1064,7 @@ mod tests {
     #[test]
     fn learns_and_touches_only_its_blocks() {
         let (n, d, k) = (2000, 4, 4);
-        let (x, y, tasks) = stream(n, d, k, 3);
+        let (x, y, tasks) = labelled(n, d, k, 3);
         let tk = TaskKernel::complete(k).unwrap();
         for loss in ["logistic", "hinge", "squared"] {
             let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();

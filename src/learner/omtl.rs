@@ -295,13 +295,7 @@ impl CheckState for Omtl {
 }
 
 impl OnlineLearner for Omtl {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         x.dot(self.w(task))
@@ -331,13 +325,7 @@ impl OnlineLearner for Omtl {
         self.update_round(&[x], &[task], &[y], &[score])
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![("n_rounds", self.n_rounds as f64)]

@@ -160,13 +160,7 @@ impl CheckState for PassiveAggressive {
 }
 
 impl OnlineLearner for PassiveAggressive {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         match (&self.weights[self.block(task)], x) {
@@ -211,14 +205,7 @@ impl OnlineLearner for PassiveAggressive {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 }
 
 #[cfg(test)]

@@ -129,17 +129,7 @@ impl CheckState for MTPerceptron {
 }
 
 impl OnlineLearner for MTPerceptron {
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         match &self.model {
@@ -185,17 +175,10 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::learn;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| if x[t * d] + 0.3 * x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
-            .collect();
-        (x, tasks, y)
+        stream(n, d, k, seed, |x, _, _| x[0] + 0.3 * x[1] > 0.0)
     }
 
     #[test]

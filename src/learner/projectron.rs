@@ -333,17 +333,7 @@ impl CheckState for MTBPRJ {
 }
 
 impl OnlineLearner for MTBPRJ {
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and
@@ -812,17 +802,7 @@ impl CheckState for MTBPRJ2 {
 }
 
 impl OnlineLearner for MTBPRJ2 {
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         let Some(block) = &self.blocks[self.tasks.component(task)] else {

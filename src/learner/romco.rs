@@ -953,13 +953,7 @@ impl CheckState for Romco {
 }
 
 impl OnlineLearner for Romco {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let u = match &self.brand {
@@ -1028,14 +1022,7 @@ impl OnlineLearner for Romco {
         self.joint_update(&items, None)
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -1055,25 +1042,12 @@ impl OnlineLearner for Romco {
 mod tests {
     use super::*;
     use crate::data::Rows;
+    use crate::learner::test_support::stream;
     use crate::learner::{learn, learn_rounds, predict_sign};
-    use crate::rng::SplitMix64;
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -1.0 };
-                if sign * x[t * d] + 0.3 * x[t * d + 1] > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        let sign = |task: usize| if task.is_multiple_of(2) { 1.0 } else { -1.0 };
+        stream(n, d, k, seed, |x, task, _| sign(task) * x[0] + 0.3 * x[1] > 0.0)
     }
 
     fn model(k: usize, d: usize, e1: f64, e2: f64, l1: f64, l2: f64, trigger: RomcoTrigger) -> Romco {
