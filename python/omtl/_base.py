@@ -130,6 +130,13 @@ class OnlineClassifier:
         sig = inspect.signature(cls.__init__)
         return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind is p.KEYWORD_ONLY]
 
+    def _store_params(self, init_locals: dict) -> None:
+        """Stores the arguments of ``__init__`` unchanged (``init_locals`` is its ``locals()``,
+        taken first thing): every hyper-parameter under its own name, as scikit-learn expects."""
+        for name, value in init_locals.items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
+
     @_locked
     def get_params(self, deep: bool = True) -> dict:
         return {name: getattr(self, name) for name in self._param_names()}

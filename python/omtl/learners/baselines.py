@@ -59,10 +59,7 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, confidence=0.85, a=1.0, omega=0.5):
-        self.n_tasks = n_tasks
-        self.confidence = confidence
-        self.a = a
-        self.omega = omega
+        self._store_params(locals())
 
     _native_kind = "cw_col"
     _parameter_constraints = {
@@ -144,10 +141,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, relation_update="batch", eta=1e-3, epoch=None):
-        self.n_tasks = n_tasks
-        self.relation_update = relation_update
-        self.eta = eta
-        self.epoch = epoch
+        self._store_params(locals())
 
     _native_kind = "omtrl"
     _parameter_constraints = {
@@ -203,10 +197,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, C=1.0, global_norm="linf", explicit=False):
-        self.n_tasks = n_tasks
-        self.C = C
-        self.global_norm = global_norm
-        self.explicit = explicit
+        self._store_params(locals())
 
     _native_kind = "omtl"
     _parameter_constraints = {
@@ -224,9 +215,7 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
     _regularizer = ""
 
     def __init__(self, *, n_tasks, rho=1e-2, retrain_every=100):
-        self.n_tasks = n_tasks
-        self.rho = rho
-        self.retrain_every = retrain_every
+        self._store_params(locals())
 
     _native_kind = "batch_mtl"
     _parameter_constraints = {"rho": Real(0.0), "retrain_every": Integer(1)}

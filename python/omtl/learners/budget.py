@@ -66,28 +66,9 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 3)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        budget,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        seed=0,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.seed = seed
+    def __init__(self, *, n_tasks, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+        normalize=False, seed=0):
+        self._store_params(locals())
 
     _native_kind = "mt_rbp"
     _parameter_constraints = {
@@ -147,28 +128,9 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 2, 4, 0.4062)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        budget,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        radius=1.0,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.radius = radius
+    def __init__(self, *, n_tasks, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+        normalize=False, radius=1.0):
+        self._store_params(locals())
 
     _native_kind = "mt_forg"
     _parameter_constraints = {

@@ -79,24 +79,9 @@ class MTLinear(OnlineClassifier):
     [[0.274, 0.726]]
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        graph="complete",
-        loss="logistic",
-        update="normalized",
-        learning_rate=0.5,
-        fit_intercept=True,
-        hash_bits=None,
-    ):
-        self.n_tasks = n_tasks
-        self.graph = graph
-        self.loss = loss
-        self.update = update
-        self.learning_rate = learning_rate
-        self.fit_intercept = fit_intercept
-        self.hash_bits = hash_bits
+    def __init__(self, *, n_tasks, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
+        fit_intercept=True, hash_bits=None):
+        self._store_params(locals())
 
     def _task_graph(self) -> TaskGraph:
         return resolve_graph(self.graph, self._check_n_tasks())

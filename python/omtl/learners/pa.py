@@ -43,9 +43,7 @@ class PAUnique(OnlineClassifier):
     _global = False
 
     def __init__(self, *, n_tasks, C=1.0, variant="pa1"):
-        self.n_tasks = n_tasks
-        self.C = C
-        self.variant = variant
+        self._store_params(locals())
 
     _native_kind = "passive_aggressive"
     _parameter_constraints = PA_CONSTRAINTS

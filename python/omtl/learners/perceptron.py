@@ -35,13 +35,7 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
-        self.n_tasks = n_tasks
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
+        self._store_params(locals())
 
     _native_kind = "mt_perceptron"
 

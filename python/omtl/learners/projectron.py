@@ -100,30 +100,9 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     (True, True)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        budget,
-        eta=0.01,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        threshold_on="norm",
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.eta = eta
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.threshold_on = threshold_on
+    def __init__(self, *, n_tasks, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+        coef0=1.0, normalize=False, threshold_on="norm"):
+        self._store_params(locals())
 
     _native_kind = "mtbprj"
     _parameter_constraints = PROJECTRON_CONSTRAINTS
@@ -172,32 +151,9 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     True
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        budget,
-        eta=0.01,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        threshold_on="norm",
-        alg2_literal_line14=False,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.eta = eta
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.threshold_on = threshold_on
-        self.alg2_literal_line14 = alg2_literal_line14
+    def __init__(self, *, n_tasks, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+        coef0=1.0, normalize=False, threshold_on="norm", alg2_literal_line14=False):
+        self._store_params(locals())
 
     _native_kind = "mtbprj2"
     _parameter_constraints = {**PROJECTRON_CONSTRAINTS, "alg2_literal_line14": Boolean(lenient=True)}

@@ -77,12 +77,7 @@ class ROMCO(OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss"):
-        self.n_tasks = n_tasks
-        self.eta1 = eta1
-        self.eta2 = eta2
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
-        self.update = update
+        self._store_params(locals())
 
     _native_kind = "romco"
     _parameter_constraints = ROMCO_CONSTRAINTS
