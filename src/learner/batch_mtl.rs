@@ -27,7 +27,7 @@ use crate::alloc::Need;
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::svt;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -550,8 +550,8 @@ pub struct BatchMtlParams {
     pub retrain_every: u64,
 }
 
-impl BatchMtlParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for BatchMtlParams {
+    fn check(&self) -> Result<()> {
         let rho = self.rho;
         if !(rho >= 0.0 && rho.is_finite()) {
             return Err(invalid("rho", format!("must be a finite number >= 0, got {rho}")));
@@ -566,9 +566,7 @@ impl BatchMtlParams {
 impl Build for BatchMtl {
     type Params = BatchMtlParams;
 
-    fn build(params: &BatchMtlParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &BatchMtlParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features, sparse) = (setting.n_tasks, setting.n_features, setting.sparse);
         let BatchMtlParams {
             regularizer: reg,

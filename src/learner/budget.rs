@@ -27,7 +27,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
@@ -77,8 +77,8 @@ pub struct MTRBPParams {
     pub seed: u64,
 }
 
-impl MTRBPParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for MTRBPParams {
+    fn check(&self) -> Result<()> {
         check_budget(self.budget)
     }
 }
@@ -86,9 +86,7 @@ impl MTRBPParams {
 impl Build for MTRBP {
     type Params = MTRBPParams;
 
-    fn build(params: &MTRBPParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &MTRBPParams, setting: &Setting) -> Result<Self> {
         let n_features = setting.n_features;
         Ok(Self {
             kernel: setting.kernel()?,
@@ -306,8 +304,8 @@ pub struct MTFORGParams {
     pub radius: f64,
 }
 
-impl MTFORGParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for MTFORGParams {
+    fn check(&self) -> Result<()> {
         check_budget(self.budget)?;
         let radius = self.radius;
         if !(radius > 0.0 && radius.is_finite()) {
@@ -337,9 +335,7 @@ impl MTFORG {
 impl Build for MTFORG {
     type Params = MTFORGParams;
 
-    fn build(params: &MTFORGParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &MTFORGParams, setting: &Setting) -> Result<Self> {
         let (kernel, tasks) = (setting.kernel()?, setting.task_kernel()?.clone());
         let (n_features, sparse, budget) = (setting.n_features, setting.sparse, params.budget);
         let radius = params.radius;

@@ -22,7 +22,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
@@ -285,8 +285,8 @@ pub struct CwColParams {
     pub omega: f64,
 }
 
-impl CwColParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for CwColParams {
+    fn check(&self) -> Result<()> {
         let (a, omega) = (self.a, self.omega);
         CwConstants::new(self.confidence)?;
         if !(a > 0.0 && a.is_finite()) {
@@ -305,9 +305,7 @@ impl CwColParams {
 impl Build for CwCol {
     type Params = CwColParams;
 
-    fn build(params: &CwColParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &CwColParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let CwColParams { confidence, a, omega } = *params;
         let constants = CwConstants::new(confidence)?;

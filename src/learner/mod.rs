@@ -80,7 +80,7 @@ pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};
 pub use perceptron::MTPerceptron;
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
-pub use spec::{check_c, Build, NoParams, Setting};
+pub use spec::{check_c, Build, NoParams, ParamGuard, Setting};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};

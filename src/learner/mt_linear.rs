@@ -31,7 +31,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::simd::dispatch;
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -246,25 +246,6 @@ impl MTLinearParams {
         params.check()?;
         Ok(params)
     }
-
-    pub fn check(&self) -> Result<()> {
-        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
-        if !(learning_rate.is_finite() && learning_rate > 0.0) {
-            return Err(invalid(
-                "learning_rate",
-                format!("must be a finite number > 0, got {learning_rate}"),
-            ));
-        }
-        if let Some(b) = hash_bits {
-            if !(1..=MAX_HASH_BITS).contains(&b) {
-                return Err(invalid(
-                    "hash_bits",
-                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -295,6 +276,27 @@ pub struct MTLinear {
     /// Per coordinate of the update in progress: u and the slot's G and N before it.
     #[serde(skip)]
     pad: Scratchpad,
+}
+
+impl ParamGuard for MTLinearParams {
+    fn check(&self) -> Result<()> {
+        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
+        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+            return Err(invalid(
+                "learning_rate",
+                format!("must be a finite number > 0, got {learning_rate}"),
+            ));
+        }
+        if let Some(b) = hash_bits {
+            if !(1..=MAX_HASH_BITS).contains(&b) {
+                return Err(invalid(
+                    "hash_bits",
+                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Per coordinate of the example in progress, in gather order (block by block of the task's
@@ -505,9 +507,7 @@ impl MTLinear {
 impl Build for MTLinear {
     type Params = MTLinearParams;
 
-    fn build(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
         let (tasks, n_features, params) = (setting.task_kernel()?, setting.n_features, *params);
         let n_tasks = tasks.n_tasks();
         let dim = n_features + usize::from(params.fit_intercept);

@@ -16,7 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_c, Build, OnlineLearner, Setting};
+use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -181,8 +181,8 @@ pub struct OmtlParams {
     pub explicit: bool,
 }
 
-impl OmtlParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for OmtlParams {
+    fn check(&self) -> Result<()> {
         check_c(self.c)
     }
 }
@@ -190,9 +190,7 @@ impl OmtlParams {
 impl Build for Omtl {
     type Params = OmtlParams;
 
-    fn build(params: &OmtlParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &OmtlParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let OmtlParams {
             c,

@@ -23,7 +23,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -85,8 +85,8 @@ pub struct OmtrlParams {
     pub epoch: u64,
 }
 
-impl OmtrlParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for OmtrlParams {
+    fn check(&self) -> Result<()> {
         let eta = self.eta;
         if !(eta >= 0.0 && eta.is_finite()) {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
@@ -98,9 +98,7 @@ impl OmtrlParams {
 impl Build for Omtrl {
     type Params = OmtrlParams;
 
-    fn build(params: &OmtrlParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &OmtrlParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let OmtrlParams {
             relation_update: update,

@@ -13,7 +13,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_c, Build, OnlineLearner, Setting};
+use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Setting};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,8 +73,8 @@ pub struct PassiveAggressiveParams {
     pub variant: PaVariant,
 }
 
-impl PassiveAggressiveParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for PassiveAggressiveParams {
+    fn check(&self) -> Result<()> {
         check_c(self.c)
     }
 }
@@ -82,9 +82,7 @@ impl PassiveAggressiveParams {
 impl Build for PassiveAggressive {
     type Params = PassiveAggressiveParams;
 
-    fn build(params: &PassiveAggressiveParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &PassiveAggressiveParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let PassiveAggressiveParams {
             shared: global,

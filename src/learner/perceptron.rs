@@ -77,8 +77,7 @@ impl MTPerceptron {
 impl Build for MTPerceptron {
     type Params = NoParams;
 
-    fn build(params: &NoParams, setting: &Setting) -> Result<Self> {
-        params.check()?;
+    fn from_checked(_: &NoParams, setting: &Setting) -> Result<Self> {
         let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
         let primal = matches!(kernel.kind, KernelKind::Linear);
         Self::with_form(tasks, kernel, setting.n_features, setting.sparse, primal)

@@ -30,7 +30,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -97,17 +97,6 @@ impl ProjectronParams {
         params.check()?;
         Ok(params)
     }
-
-    pub fn check(&self) -> Result<()> {
-        let (budget, eta) = (self.budget, self.eta);
-        if budget < 1 {
-            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
-        }
-        if !(eta >= 0.0 && eta.is_finite()) {
-            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
-        }
-        Ok(())
-    }
 }
 
 /// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
@@ -122,6 +111,19 @@ pub struct MTBPRJ2Params {
     pub alg2_literal_line14: bool,
 }
 
+impl ParamGuard for ProjectronParams {
+    fn check(&self) -> Result<()> {
+        let (budget, eta) = (self.budget, self.eta);
+        if budget < 1 {
+            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
+        }
+        if !(eta >= 0.0 && eta.is_finite()) {
+            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
+        }
+        Ok(())
+    }
+}
+
 impl MTBPRJ2Params {
     /// The settings shared with MTBPRJ.
     pub fn shared(&self) -> ProjectronParams {
@@ -130,10 +132,6 @@ impl MTBPRJ2Params {
             eta: self.eta,
             threshold: self.threshold,
         }
-    }
-
-    pub fn check(&self) -> Result<()> {
-        self.shared().check()
     }
 }
 
@@ -145,6 +143,12 @@ struct Counters {
     n_projections: u64,
     n_insertions: u64,
     n_evictions: u64,
+}
+
+impl ParamGuard for MTBPRJ2Params {
+    fn check(&self) -> Result<()> {
+        self.shared().check()
+    }
 }
 
 /// What an update-mistake does, decided from `δ²`.
@@ -245,9 +249,7 @@ pub struct MTBPRJ {
 impl Build for MTBPRJ {
     type Params = ProjectronParams;
 
-    fn build(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
         Ok(Self {
             kernel: setting.kernel()?,
             tasks: setting.task_kernel()?.clone(),
@@ -518,9 +520,7 @@ impl MTBPRJ2 {
 impl Build for MTBPRJ2 {
     type Params = MTBPRJ2Params;
 
-    fn build(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        all.check()?;
+    fn from_checked(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
         let (params, literal_line14) = (all.shared(), all.alg2_literal_line14);
         let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
         let (n_features, sparse) = (setting.n_features, setting.sparse);

@@ -29,7 +29,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot};
@@ -200,8 +200,8 @@ pub struct RomcoParams {
     pub svt_route: SvtRoute,
 }
 
-impl RomcoParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for RomcoParams {
+    fn check(&self) -> Result<()> {
         let (eta1, eta2) = (self.eta1, self.eta2);
         for (name, value) in [
             ("eta1", eta1),
@@ -226,9 +226,7 @@ impl RomcoParams {
 impl Build for Romco {
     type Params = RomcoParams;
 
-    fn build(params: &RomcoParams, setting: &Setting) -> Result<Self> {
-        setting.check_dims()?;
-        params.check()?;
+    fn from_checked(params: &RomcoParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let RomcoParams {
             eta1,

@@ -71,21 +71,35 @@ impl<'a> Setting<'a> {
     }
 }
 
-/// A learner built from its validated hyper-parameters and a [`Setting`].
+/// A learner's hyper-parameter type (`XParams`): one check of every value, returning the
+/// engine's error (linfa's `ParamGuard`).
+pub trait ParamGuard {
+    fn check(&self) -> Result<()>;
+}
+
+/// A learner built from its hyper-parameters and a [`Setting`].
 pub trait Build: Sized {
     /// The learner's hyper-parameter type (`XParams`).
-    type Params;
+    type Params: ParamGuard;
 
-    /// Checks the setting ([`Setting::check_dims`]) and the parameters, then builds the learner.
-    fn build(params: &Self::Params, setting: &Setting) -> Result<Self>;
+    /// Builds the learner from a checked setting and checked parameters.
+    fn from_checked(params: &Self::Params, setting: &Setting) -> Result<Self>;
+
+    /// The one entry point: checks the setting ([`Setting::check_dims`]), then the parameters
+    /// ([`ParamGuard::check`]), then builds, so every learner checks in the same order.
+    fn build(params: &Self::Params, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        Self::from_checked(params, setting)
+    }
 }
 
 /// The hyper-parameters of a learner that has none (MTPerceptron: its kernels are its setting).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct NoParams;
 
-impl NoParams {
-    pub fn check(&self) -> Result<()> {
+impl ParamGuard for NoParams {
+    fn check(&self) -> Result<()> {
         Ok(())
     }
 }
