@@ -23,8 +23,8 @@ from omtl import _native
 STUB_PATH = Path(_native.__file__).with_name("_native.pyi")
 
 # What every class's __dict__ holds besides the items the binding defines (``__new__`` is the
-# constructor and is compared separately).
-CLASS_BOOKKEEPING = {"__doc__", "__module__", "__new__"}
+# constructor and is compared separately; an exception class also has ``__weakref__``).
+CLASS_BOOKKEEPING = {"__doc__", "__module__", "__new__", "__weakref__"}
 
 # The type flag that allows subclassing (a #[pyclass] without `subclass` lacks it: @final).
 Py_TPFLAGS_BASETYPE = 1 << 10

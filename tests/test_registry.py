@@ -55,3 +55,11 @@ def test_a_built_learner_learns_and_reports_its_kind():
     m = NativeLearner.build("passive_aggressive", {"shared": False, "C": 1.0, "variant": "pa1"}, n_features=2, n_tasks=2)
     scores = m.learn(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 1]), np.array([1.0, -1.0]))
     assert m.kind == "passive_aggressive" and scores.shape == (2,) and m.n_updates == 2
+
+
+def test_a_state_that_cannot_be_restored_is_a_state_error_and_still_a_value_error():
+    assert issubclass(omtl.StateError, ValueError)
+    with pytest.raises(omtl.StateError, match="layout version"):
+        NativeLearner.from_bytes(b"\x07\x00\x00\x00" + bytes(8))
+    with pytest.raises(omtl.StateError):
+        NativeLearner.from_bytes(b"\x01")

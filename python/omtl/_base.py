@@ -13,6 +13,7 @@ import copy
 import functools
 import inspect
 import threading
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,8 +45,31 @@ def _as_native_rows(X):
     return csr_parts(X) if sp.issparse(X) else X
 
 
+class Core(Protocol):
+    """What ``OnlineClassifier`` drives: ``NativeCore`` and every reference core
+    (``omtl.reference._core.ReferenceCore``). A learner may also call, on its own core, the
+    optional ``learn_rounds`` (protocol P2; without it rounds are flattened), ``arrays``,
+    ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
+
+    #: Whether ``learn``/``decision`` scan X for NaN and infinity themselves (else the base does).
+    checks_finite_X: bool
+
+    @property
+    def n_updates(self) -> int: ...
+
+    @property
+    def n_active(self) -> int: ...
+
+    def learn(self, X, tasks, y) -> np.ndarray: ...
+
+    def decision(self, X, tasks) -> np.ndarray: ...
+
+    def diagnostics(self) -> dict: ...
+
+
 class NativeCore:
-    """Adapter from the batch protocol to ``omtl._native.NativeLearner`` (and its pickling)."""
+    """Adapter from the batch protocol (``Core``) to ``omtl._native.NativeLearner`` (and its
+    pickling)."""
 
     # learn, learn_rounds and decision validate the whole batch in Rust (Rows::validate, which
     # also scans X for NaN and infinity) before they touch the model, so Python need not scan X.
@@ -66,11 +90,25 @@ class NativeCore:
     def radius_exceeded(self, X):
         return self._learner.radius_exceeded(_as_native_rows(X))
 
-    def __getattr__(self, name):
-        # n_updates, n_active, diagnostics, learn_rounds, ... come straight from the engine.
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.__dict__["_learner"], name)
+    @property
+    def n_updates(self) -> int:
+        return self._learner.n_updates
+
+    @property
+    def n_active(self) -> int:
+        return self._learner.n_active
+
+    def diagnostics(self) -> dict:
+        return self._learner.diagnostics()
+
+    def arrays(self) -> dict:
+        return self._learner.arrays()
+
+    def factors(self):
+        return self._learner.factors()
+
+    def force_rebuild(self) -> None:
+        self._learner.force_rebuild()
 
     def __getstate__(self):
         return {"state": bytes(self._learner.to_bytes())}
@@ -242,7 +280,7 @@ class OnlineClassifier:
     def _core_for(self, X):
         """``_ensure_core``, after scanning X for NaN/inf unless the core does so itself."""
         core, new = self._ensure_core(X)
-        if not getattr(core, "checks_finite_X", False):
+        if not core.checks_finite_X:
             check_finite_X(X)
         return core, new
 
@@ -337,7 +375,7 @@ class OnlineClassifier:
             return np.zeros(X.shape[0])
         if X.shape[0] == 0:
             return np.zeros(0)
-        if not getattr(self._core, "checks_finite_X", False):
+        if not self._core.checks_finite_X:
             check_finite_X(X)
         return np.asarray(self._core.decision(X, task_ids), dtype=np.float64)
 

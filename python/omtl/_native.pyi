@@ -24,6 +24,7 @@ __all__ = [
     "detected_simd_level",
     "STATE_VERSION",
     "LEARNER_KINDS",
+    "StateError",
 ]
 
 # Stub-only aliases (no runtime counterpart: import them under ``typing.TYPE_CHECKING``).
@@ -39,6 +40,10 @@ _Edges: TypeAlias = Sequence[tuple[int, int, float]]
 
 STATE_VERSION: Final[int]
 """Bumped whenever the serialised layout of a learner (``NativeLearner.to_bytes``) changes."""
+
+class StateError(ValueError):
+    """A model state (a pickle or a model file) that cannot be restored: corrupted, hostile, or of
+    another layout version."""
 
 LEARNER_KINDS: Final[tuple]
 """The kinds ``NativeLearner.build`` accepts (the native registry, src/python/registry.rs)."""

@@ -7,8 +7,22 @@ use pyo3::prelude::*;
 use crate::data::Rows;
 use crate::error::Error;
 
+pyo3::create_exception!(
+    _native,
+    StateError,
+    PyValueError,
+    "A model state (a pickle or a model file) that cannot be restored: corrupted, hostile, or of \
+     another layout version. A ValueError, as every restore failure was before it had its own kind."
+);
+
+/// The Python exception of an engine error: a state that cannot be restored is a `StateError`
+/// (a `ValueError`); every other engine error (a bad parameter, input or numerical failure, a
+/// size beyond memory) is a `ValueError`.
 pub fn to_pyerr(e: Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    match e {
+        Error::State(_) => StateError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
 }
 
 /// Runs `f`, turning a Rust panic into a Python RuntimeError instead of an abort.

@@ -20,6 +20,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;
+    m.add("StateError", m.py().get_type::<convert::StateError>())?;
     m.add("LEARNER_KINDS", pyo3::types::PyTuple::new(m.py(), registry::KINDS)?)?;
     // An attribute, not in __all__: test-only, not part of the interface.
     m.setattr("_testing", testing::module(m.py())?)?;
