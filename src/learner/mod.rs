@@ -86,6 +86,14 @@ use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, Scratch};
 
+/// One round of protocol P2 (ALGORITHMS.md §1.2): rows of distinct tasks, their tasks and labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Round<'a> {
+    pub rows: &'a [Row<'a>],
+    pub tasks: &'a [usize],
+    pub y: &'a [f64],
+}
+
 pub trait OnlineLearner {
     fn n_tasks(&self) -> usize;
     fn n_features(&self) -> usize;
@@ -120,14 +128,8 @@ pub trait OnlineLearner {
     /// On `Err` the rows before the failing one may have been learned (the batch functions
     /// below make whole calls atomic). A learner that overrides this with a joint update must
     /// also return `true` from [`OnlineLearner::joint_rounds`].
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.learn_one(*row, tasks[r], y[r], scratch)?;
         }
@@ -306,13 +308,12 @@ fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
         round_scores.clear();
         round_scores.resize(end - start, 0.0);
-        model.learn_round(
-            &round_rows,
-            &round_tasks,
-            &y[start..end],
-            &mut round_scores,
-            &mut scratch,
-        )?;
+        let round = Round {
+            rows: &round_rows,
+            tasks: &round_tasks,
+            y: &y[start..end],
+        };
+        model.learn_round(round, &mut round_scores, &mut scratch)?;
         scores.extend_from_slice(&round_scores);
         start = end;
     }

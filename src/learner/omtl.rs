@@ -16,7 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Round, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -304,14 +304,8 @@ impl OnlineLearner for Omtl {
     }
 
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }

@@ -29,7 +29,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{Build, OnlineLearner, ParamGuard, Round, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot};
@@ -997,14 +997,8 @@ impl OnlineLearner for Romco {
         true
     }
 
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.score(*row, tasks[r], scratch);
         }

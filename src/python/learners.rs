@@ -42,15 +42,8 @@ impl OnlineLearner for AnyLearner {
     fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> crate::Result<f64> {
         self.get_mut().learn_one(x, task, y, scratch)
     }
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> crate::Result<()> {
-        self.get_mut().learn_round(rows, tasks, y, scores, scratch)
+    fn learn_round(&mut self, round: learner::Round, scores: &mut [f64], scratch: &mut Scratch) -> crate::Result<()> {
+        self.get_mut().learn_round(round, scores, scratch)
     }
     fn joint_rounds(&self) -> bool {
         self.get().joint_rounds()

@@ -38,14 +38,8 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     n_tasks : int
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
-        Cosine-normalise the base kernel (``K(x,x) = 1``).
+    graph, kernel, gamma, degree, coef0, normalize
+        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     seed : int, default=0
         Seed of the eviction generator, in ``[0, 2**64)``.
 
@@ -92,15 +86,9 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     n_tasks : int
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
+    graph, kernel, gamma, degree, coef0, normalize
+        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
         The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
-        Cosine-normalise the base kernel (``K(x,x) = 1``).
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.

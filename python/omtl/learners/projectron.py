@@ -73,13 +73,8 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         Largest number of stored examples.
     eta : float, default=0.01
         Projection threshold (the paper's value).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default 1/n_features; poly: default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
+    graph, kernel, gamma, degree, coef0, normalize
+        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     threshold_on : {"norm", "squared"}, default="norm"
         Compare ``eta`` with the residual norm ``delta`` (the papers) or with ``delta**2``
         (Orabona's MATLAB Projectron++).

@@ -426,36 +426,20 @@ class BatchMTLCore(ReferenceCore):
 # ---------------------------------------------------------------------------------------------
 
 
-class CWCOL(learners.CWCOL):
-    __doc__ = "Reference twin of :class:`omtl.CWCOL` (NumPy)."
+def _linear_twin(native: type, core: type, *leading) -> type:
+    """The reference twin of a linear baseline: ``native`` with a core builder that passes
+    ``(n_tasks, n_features, *leading, *validated hyper-parameters)`` to the NumPy ``core``."""
 
     def _make_core(self, n_features, sparse):
-        return CWColCore(self._check_n_tasks(), n_features, *self._validated_params().values())
+        return core(self._check_n_tasks(), n_features, *leading, *self._validated_params().values())
+
+    name = native.__name__
+    doc = f"Reference twin of :class:`omtl.{name}` (NumPy)."
+    return type(name, (native,), {"__doc__": doc, "__module__": __name__, "__qualname__": name, "_make_core": _make_core})
 
 
-class OMTRL(learners.OMTRL):
-    __doc__ = "Reference twin of :class:`omtl.OMTRL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return OMTRLCore(self._check_n_tasks(), n_features, *self._validated_params().values())
-
-
-class OMTL(learners.OMTL):
-    __doc__ = "Reference twin of :class:`omtl.OMTL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return OMTLCore(self._check_n_tasks(), n_features, *self._validated_params().values())
-
-
-class MTFL(learners.MTFL):
-    __doc__ = "Reference twin of :class:`omtl.MTFL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "l21", *self._validated_params().values())
-
-
-class TRML(learners.TRML):
-    __doc__ = "Reference twin of :class:`omtl.TRML` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "trace", *self._validated_params().values())
+CWCOL = _linear_twin(learners.CWCOL, CWColCore)
+OMTRL = _linear_twin(learners.OMTRL, OMTRLCore)
+OMTL = _linear_twin(learners.OMTL, OMTLCore)
+MTFL = _linear_twin(learners.MTFL, BatchMTLCore, "l21")
+TRML = _linear_twin(learners.TRML, BatchMTLCore, "trace")
