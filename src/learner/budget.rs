@@ -133,10 +133,7 @@ impl MTRBP {
 impl MTRBP {
     /// Same hyper-parameters as `other` (the seed is not kept: the generator's state moves on).
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.budget == other.budget
+        same_kernel_setting!(self, other) && self.budget == other.budget
     }
 }
 
@@ -461,11 +458,7 @@ impl MTFORG {
 impl MTFORG {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.budget == other.budget
-            && self.radius == other.radius
+        same_kernel_setting!(self, other) && self.budget == other.budget && self.radius == other.radius
     }
 }
 

@@ -35,6 +35,14 @@ macro_rules! linear_counters {
     };
 }
 
+/// Whether two kernel learners share their base kernel, task kernel (up to rounding) and number
+/// of features (the start of every kernel learner's `same_settings`).
+macro_rules! same_kernel_setting {
+    ($a:expr, $b:expr) => {
+        $a.kernel == $b.kernel && $a.tasks.approx_eq(&$b.tasks) && $a.n_features == $b.n_features
+    };
+}
+
 /// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
 /// (`tasks`), and `n_features`.
 macro_rules! kernel_shape {

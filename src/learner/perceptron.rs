@@ -87,10 +87,7 @@ impl Build for MTPerceptron {
 impl MTPerceptron {
     /// Same hyper-parameters (kernel, task kernel, features, primal or dual form) as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.is_primal() == other.is_primal()
+        same_kernel_setting!(self, other) && self.is_primal() == other.is_primal()
     }
 }
 

@@ -312,10 +312,7 @@ impl MTBPRJ {
 impl MTBPRJ {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.params == other.params
+        same_kernel_setting!(self, other) && self.params == other.params
     }
 }
 
@@ -728,11 +725,7 @@ impl MTBPRJ2 {
 impl MTBPRJ2 {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.params == other.params
-            && self.literal_line14 == other.literal_line14
+        same_kernel_setting!(self, other) && self.params == other.params && self.literal_line14 == other.literal_line14
     }
 }
 
