@@ -200,13 +200,7 @@ impl OnlineLearner for MTRBP {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -563,13 +557,7 @@ impl OnlineLearner for MTFORG {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let last = self.last;

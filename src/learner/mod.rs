@@ -35,6 +35,20 @@ macro_rules! linear_counters {
     };
 }
 
+/// The counters of a learner with an active set: `n_updates` (at the given field path) and the
+/// set's size.
+macro_rules! active_set_counters {
+    ($($updates:ident).+, $set:ident) => {
+        fn n_updates(&self) -> u64 {
+            self.$($updates).+
+        }
+
+        fn n_active(&self) -> usize {
+            self.$set.len()
+        }
+    };
+}
+
 /// Whether two kernel learners share their base kernel, task kernel (up to rounding) and number
 /// of features (the start of every kernel learner's `same_settings`).
 macro_rules! same_kernel_setting {
@@ -142,6 +156,13 @@ pub trait OnlineLearner {
             scores[r] = self.learn_one(*row, tasks[r], y[r], scratch)?;
         }
         Ok(())
+    }
+
+    /// The scores of a round's rows, all by the current model (the first half of a joint round).
+    fn score_round(&self, round: Round, scores: &mut [f64], scratch: &mut Scratch) {
+        for (r, row) in round.rows.iter().enumerate() {
+            scores[r] = self.score(*row, round.tasks[r], scratch);
+        }
     }
 
     /// The base kernel of a kernel learner (`None` for linear models): the batch functions check

@@ -306,9 +306,7 @@ impl OnlineLearner for Omtl {
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
     fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
         let Round { rows, tasks, y } = round;
-        for (r, row) in rows.iter().enumerate() {
-            scores[r] = self.score(*row, tasks[r], scratch);
-        }
+        self.score_round(round, scores, scratch);
         self.update_round(rows, tasks, y, scores)
     }
 

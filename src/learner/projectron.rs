@@ -406,13 +406,7 @@ impl OnlineLearner for MTBPRJ {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.counters.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(counters.n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         diagnostics(&self.counters, &self.gram)
@@ -912,13 +906,7 @@ impl OnlineLearner for MTBPRJ2 {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.counters.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.dict.len()
-    }
+    active_set_counters!(counters.n_updates, dict);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let mut d = diagnostics(&self.counters, &self.gram);

@@ -999,9 +999,7 @@ impl OnlineLearner for Romco {
 
     fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
         let Round { rows, tasks, y } = round;
-        for (r, row) in rows.iter().enumerate() {
-            scores[r] = self.score(*row, tasks[r], scratch);
-        }
+        self.score_round(round, scores, scratch);
         let items: Vec<Item> = (0..rows.len())
             .map(|r| Item {
                 x: rows[r],

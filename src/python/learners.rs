@@ -45,6 +45,9 @@ impl OnlineLearner for AnyLearner {
     fn learn_round(&mut self, round: learner::Round, scores: &mut [f64], scratch: &mut Scratch) -> crate::Result<()> {
         self.get_mut().learn_round(round, scores, scratch)
     }
+    fn score_round(&self, round: learner::Round, scores: &mut [f64], scratch: &mut Scratch) {
+        self.get().score_round(round, scores, scratch)
+    }
     fn joint_rounds(&self) -> bool {
         self.get().joint_rounds()
     }

@@ -83,12 +83,8 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
-    budget : int
-        Largest number of stored examples (``n_active_ <= budget`` after every example).
-    graph, kernel, gamma, degree, coef0, normalize
-        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
-        The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
+    n_tasks, budget, graph, kernel, gamma, degree, coef0, normalize
+        As :class:`MTRBP`. The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.

@@ -59,16 +59,13 @@ class PAGlobal(PAUnique):
 
     Parameters
     ----------
-    n_tasks : int
-    C : float, default=1.0
-    variant : {"pa", "pa1", "pa2"}, default="pa1"
+    n_tasks, C, variant
+        As :class:`PAUnique`.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from omtl import PAGlobal
-    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]])
-    >>> PAGlobal(n_tasks=2).learn(X, [1, -1, -1], tasks=[0, 1, 0]).tolist()
+    >>> PAGlobal(n_tasks=2).learn([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]], [1, -1, -1], tasks=[0, 1, 0]).tolist()
     [1, 1, 1]
     """
 

@@ -138,11 +138,9 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     --------
     >>> import numpy as np
     >>> from omtl import MTBPRJ2
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(size=(200, 3))
-    >>> y = np.where(X[:, 0] > X[:, 1], 1, -1)
-    >>> model = MTBPRJ2(n_tasks=2, budget=10, gamma=2.0).partial_fit(X, y, tasks=rng.integers(0, 2, 200))
-    >>> model.n_active_ <= 10
+    >>> X = np.random.default_rng(0).uniform(size=(200, 3))
+    >>> model = MTBPRJ2(n_tasks=2, budget=10, gamma=2.0)
+    >>> model.partial_fit(X, np.where(X[:, 0] > X[:, 1], 1, -1), tasks=np.arange(200) % 2).n_active_ <= 10
     True
     """
 
