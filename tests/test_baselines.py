@@ -11,7 +11,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 from conftest import random_stream
-from parity import chunks_of, compare_runs
+from parity import chunks_of, compare_runs, scores_row_by_row
 from scipy.special import ndtri
 
 import omtl
@@ -59,20 +59,11 @@ def test_inv_c1_omega_zero_is_per_task_cw_and_omega_one_is_global_cw(cls):
     assert np.any(pred0 != pred1)  # the two settings are distinguishable on this stream
 
 
-def scores_along(model, X, y, tasks):
-    """Pre-update scores, one example at a time."""
-    out = np.zeros(len(y))
-    for t in range(len(y)):
-        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
-        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
-    return out
-
-
 @pytest.mark.parametrize("omega", [0.0, 1.0])
 def test_inv_c1_scores_match_within_tolerance(omega):
     k = 3
     X, y, tasks = random_stream(n=150, d=5, k=k, seed=4)
-    got = scores_along(omtl.CWCOL(n_tasks=k, omega=omega), X, y, tasks)
+    got = scores_row_by_row(omtl.CWCOL(n_tasks=k, omega=omega), X, y, tasks)
     if omega == 0.0:
         expect = np.zeros(len(y))
         for i in range(k):
@@ -168,7 +159,7 @@ def test_inv_o2_singleton_rounds_are_pa1_per_task(cls, norm):
     X, y, tasks = random_stream(n=300, d=6, k=k, seed=13)
     X = X * 3.0  # large instances, so that the C cap binds sometimes
     expect = pa1_per_task(X, y, tasks, k, 0.4)
-    got = scores_along(cls(n_tasks=k, C=0.4, global_norm=norm), X, y, tasks)
+    got = scores_row_by_row(cls(n_tasks=k, C=0.4, global_norm=norm), X, y, tasks)
     np.testing.assert_allclose(got, expect, rtol=1e-9, atol=1e-12)
 
 
