@@ -192,11 +192,7 @@ fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: B
 fn dense(c: &mut Criterion) {
     let (d, k) = (28, 139);
     let s = dense_stream(30_000, d, k, 1);
-    let rows = Rows::Dense {
-        data: &s.x,
-        n_rows: s.y.len(),
-        n_cols: s.d,
-    };
+    let rows = Rows::dense(&s.x, s.y.len(), s.d);
     let kernel = BaseKernel::rbf(1.0 / d as f64).unwrap();
     let tk = TaskKernel::complete(k).unwrap();
     let budgets = [100, 200, 1000, 5000];

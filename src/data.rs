@@ -136,6 +136,11 @@ pub enum Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// A dense row-major batch of `n_rows x n_cols` over `data`.
+    pub fn dense(data: &'a [f64], n_rows: usize, n_cols: usize) -> Self {
+        Rows::Dense { data, n_rows, n_cols }
+    }
+
     pub fn len(&self) -> usize {
         match *self {
             Rows::Dense { n_rows, .. } => n_rows,
@@ -431,11 +436,7 @@ mod tests {
     fn non_finite_errors_name_the_row_and_the_value() {
         let mut data = vec![0.5; 5000 * 3];
         data[4097 * 3 + 2] = f64::NEG_INFINITY;
-        let rows = Rows::Dense {
-            data: &data,
-            n_rows: 5000,
-            n_cols: 3,
-        };
+        let rows = Rows::dense(&data, 5000, 3);
         let err = rows.validate().unwrap_err();
         assert_eq!(
             err,
@@ -472,11 +473,7 @@ mod tests {
     #[test]
     fn validation_rejects_bad_batches() {
         let data = [1.0, f64::NAN];
-        let rows = Rows::Dense {
-            data: &data,
-            n_rows: 1,
-            n_cols: 2,
-        };
+        let rows = Rows::dense(&data, 1, 2);
         assert!(matches!(rows.validate(), Err(Error::NonFinite { .. })));
         let rows = Rows::Csr {
             indptr: &[0, 2],
@@ -486,11 +483,7 @@ mod tests {
         };
         assert!(matches!(rows.validate(), Err(Error::MalformedSparse { .. })));
         let good = [1.0, 2.0];
-        let rows = Rows::Dense {
-            data: &good,
-            n_rows: 1,
-            n_cols: 2,
-        };
+        let rows = Rows::dense(&good, 1, 2);
         assert!(matches!(
             validate_batch(&rows, &[3], None, 2, 2),
             Err(Error::UnknownTask { .. })

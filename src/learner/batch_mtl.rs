@@ -954,11 +954,7 @@ mod tests {
         let (mut w, mut c) = (vec![0.5; d * k], vec![0.25; k]);
         let mut bad = x.clone();
         bad[0] = f64::NAN;
-        let rows = Rows::Dense {
-            data: &bad,
-            n_rows: 20,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&bad, 20, d);
         let report = solve(
             &rows,
             &tasks,
@@ -995,11 +991,7 @@ mod tests {
     fn solver_decreases_the_objective_and_prox_zeroes_rows() {
         let (n, d, k) = (300, 6, 3);
         let (x, tasks, y) = problem(n, d, k, 9);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for reg in [Regularizer::L21, Regularizer::Trace] {
             let (mut w, mut c) = (vec![0.0; d * k], vec![0.0; k]);
             let start = Problem::new(&rows, &tasks, &y, k).loss(&w, &c);

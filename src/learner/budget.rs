@@ -617,11 +617,7 @@ mod tests {
     }
 
     fn rows(x: &[f64], d: usize) -> Rows<'_> {
-        Rows::Dense {
-            data: x,
-            n_rows: x.len() / d,
-            n_cols: d,
-        }
+        Rows::dense(x, x.len() / d, d)
     }
 
     #[test]

@@ -548,11 +548,7 @@ mod tests {
         let y: Vec<f64> = (0..n)
             .map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
             .collect();
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
         let a = learn(&mut col, &rows, &tasks, &y).unwrap();
         let c = CwConstants::new(0.85).unwrap();

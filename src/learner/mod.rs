@@ -439,11 +439,7 @@ mod tests {
     }
 
     fn dense(x: &[f64]) -> Rows<'_> {
-        Rows::Dense {
-            data: x,
-            n_rows: x.len(),
-            n_cols: 1,
-        }
+        Rows::dense(x, x.len(), 1)
     }
 
     #[test]

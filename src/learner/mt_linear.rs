@@ -1017,11 +1017,7 @@ mod tests {
     }
 
     fn run(model: &mut MTLinear, x: &[f64], y: &[f64], tasks: &[i64], d: usize) -> Vec<f64> {
-        let rows = Rows::Dense {
-            data: x,
-            n_rows: y.len(),
-            n_cols: d,
-        };
+        let rows = Rows::dense(x, y.len(), d);
         learn(model, &rows, tasks, y).unwrap()
     }
 

@@ -491,11 +491,7 @@ mod tests {
     fn couplings_stay_symmetric_positive_definite() {
         let (n, d, k) = (400, 6, 4);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for update in [
             RelationUpdate::Batch,
             RelationUpdate::LogDet,
@@ -522,11 +518,7 @@ mod tests {
         use crate::learner::MTPerceptron;
         let (n, d, k) = (300, 5, 3);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = Omtrl::new(k, d, RelationUpdate::LogDet, 1e-3, 10_000).unwrap();
         let mut b = MTPerceptron::new(TaskKernel::complete(k).unwrap(), BaseKernel::linear(), d, false).unwrap();
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();

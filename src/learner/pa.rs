@@ -246,11 +246,7 @@ mod tests {
     fn reductions() {
         let (n, d) = (300, 5);
         let (x, y) = stream(n, d, 2);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let tasks = vec![0i64; n];
         let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
         let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();

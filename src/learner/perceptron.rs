@@ -181,11 +181,7 @@ mod tests {
     fn primal_equals_dual_for_the_linear_kernel() {
         let (n, d, k) = (600, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 7);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for tk in [
             TaskKernel::complete(k).unwrap(),
             TaskKernel::disconnected(k).unwrap(),
@@ -207,11 +203,7 @@ mod tests {
     fn battery_is_the_disconnected_multitask_perceptron() {
         let (n, d, k) = (400, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 11);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let kernel = BaseKernel::rbf(0.5).unwrap();
         let mut battery = MTPerceptron::battery(k, kernel, d, false).unwrap();
         let mut single: Vec<MTPerceptron> = (0..k)

@@ -1162,11 +1162,7 @@ mod tests {
     }
 
     fn run(model: &mut dyn OnlineLearner, x: &[f64], tasks: &[i64], y: &[f64], d: usize) -> Vec<f64> {
-        let rows = Rows::Dense {
-            data: x,
-            n_rows: y.len(),
-            n_cols: d,
-        };
+        let rows = Rows::dense(x, y.len(), d);
         let mut scratch = Scratch::default();
         (0..y.len())
             .map(|t| {
@@ -1347,17 +1343,7 @@ mod tests {
         .unwrap();
         // With T = [1] the extra factor is 1.
         assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));
-        let _ = learn(
-            &mut a1,
-            &Rows::Dense {
-                data: &x[..d],
-                n_rows: 1,
-                n_cols: d,
-            },
-            &[0],
-            &[1.0],
-        )
-        .unwrap();
+        let _ = learn(&mut a1, &Rows::dense(&x[..d], 1, d), &[0], &[1.0]).unwrap();
     }
 
     #[test]

@@ -1049,11 +1049,7 @@ mod tests {
     fn unregularised_romco_is_independent_margin_perceptrons() {
         let (n, d, k) = (500, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 3);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = model(k, d, 0.3, 0.2, 0.0, 0.0, RomcoTrigger::Loss);
         let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
@@ -1087,20 +1083,12 @@ mod tests {
     fn updated_gram_route_follows_route_a() {
         let (n, d, k) = (3000, 40, 6);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut auto = model(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss);
         let mut qr = model(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).with_route(SvtRoute::Qr);
         let chunk = 300;
         for start in (0..n).step_by(chunk) {
-            let part = Rows::Dense {
-                data: &x[start * d..(start + chunk) * d],
-                n_rows: chunk,
-                n_cols: d,
-            };
+            let part = Rows::dense(&x[start * d..(start + chunk) * d], chunk, d);
             let (t, yy) = (&tasks[start..start + chunk], &y[start..start + chunk]);
             let (sa, sq) = (
                 learn(&mut auto, &part, t, yy).unwrap(),
@@ -1137,11 +1125,7 @@ mod tests {
         let x2: Vec<f64> = x.chunks(d).flat_map(|r| r.iter().chain(r).copied()).collect();
         let t2: Vec<i64> = (0..2 * n).map(|t| (t % 2) as i64).collect();
         let y2: Vec<f64> = y.iter().flat_map(|&v| [v, v]).collect();
-        let rows = Rows::Dense {
-            data: &x2,
-            n_rows: 2 * n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x2, 2 * n, d);
         let mut m = model(2, d, 0.1, 0.1, 1e-8, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &t2, &y2).unwrap();
         let updates = m.n_updates as f64;
@@ -1159,11 +1143,7 @@ mod tests {
     fn mistake_trigger_equals_perceptrons() {
         let (n, d, k) = (400, 4, 4);
         let (x, tasks, y) = random_stream(n, d, k, 8);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
         let s = learn(&mut m, &rows, &tasks, &y).unwrap();
         let mut z = vec![vec![0.0; d]; k];
@@ -1182,11 +1162,7 @@ mod tests {
     fn huge_regularisation_zeroes_the_parts() {
         let (n, d, k) = (200, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 4);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &tasks, &y).unwrap();
         assert!(m.u_matrix().iter().all(|&v| v == 0.0));
@@ -1205,11 +1181,7 @@ mod tests {
         let d = 3;
         let mut m = model(2, d, 0.05, 0.05, 0.01, 0.01, RomcoTrigger::Mistake);
         let x = [1.0, 2.0, 0.0, 0.0, 1.0, 1.0];
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: 2,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, 2, d);
         learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
         let before = m.clone();
         // Positive margin below 1: the loss trigger would fire, the mistake trigger does not.
@@ -1226,11 +1198,7 @@ mod tests {
     fn maintained_quantities_track_exact_values() {
         let (n, d, k) = (700, 30, 6);
         let (x, tasks, y) = random_stream(n, d, k, 12);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
         let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
         learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
@@ -1258,11 +1226,7 @@ mod tests {
     fn rounds_share_one_model_and_singletons_equal_p1() {
         let (n, d, k) = (240, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let singles: Vec<i64> = (0..n as i64).collect();
@@ -1282,11 +1246,7 @@ mod tests {
     fn bad_rounds_are_rejected_before_any_change() {
         let (n, d, k) = (6, 3, 3);
         let (x, tasks, y) = random_stream(n, d, k, 2);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.1, 0.1, 0.1, 0.1, RomcoTrigger::Loss);
         let before = m.clone();
         assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 0, 1, 0, 2, 2]).is_err());
@@ -1304,11 +1264,7 @@ mod tests {
                 *v = 0.0
             }
         });
-        let dense = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let dense = Rows::dense(&x, n, d);
         let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
         for r in 0..n {
             for c in 0..d {

@@ -80,11 +80,7 @@ impl Stream {
                 n_cols: D,
             }
         } else {
-            Rows::Dense {
-                data: &self.dense,
-                n_rows: N,
-                n_cols: D,
-            }
+            Rows::dense(&self.dense, N, D)
         }
     }
 }
@@ -168,11 +164,7 @@ where
                 let d = m.n_features().min(1 << 16);
                 let k = m.n_tasks().min(K) as i64;
                 let x: Vec<f64> = (0..8 * d).map(|i| s.dense[i % s.dense.len()]).collect();
-                let rows = Rows::Dense {
-                    data: &x,
-                    n_rows: 8,
-                    n_cols: d,
-                };
+                let rows = Rows::dense(&x, 8, d);
                 let tasks: Vec<i64> = (0..8).map(|t| t % k).collect();
                 let _ = decision(&m, &rows, &tasks);
                 let _ = learn(&mut m, &rows, &tasks, &s.y[..8]);
