@@ -27,7 +27,7 @@ use crate::alloc::Need;
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::svt;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -539,18 +539,16 @@ pub struct BatchMtl {
     total_iter: u64,
 }
 
-/// MTFL's and TRML's hyper-parameters (§6.5).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct BatchMtlParams {
-    pub regularizer: Regularizer,
-    /// The penalty weight (>= 0).
-    pub rho: f64,
-    /// The model is retrained on all data every `retrain_every` examples.
-    pub retrain_every: u64,
-}
+learner_params! {
+    /// MTFL's and TRML's hyper-parameters (§6.5).
+    pub struct BatchMtlParams {
+        pub regularizer: Regularizer,
+        /// The penalty weight (>= 0).
+        pub rho: f64,
+        /// The model is retrained on all data every `retrain_every` examples.
+        pub retrain_every: u64,
+    }
 
-impl ParamGuard for BatchMtlParams {
     fn check(&self) -> Result<()> {
         let rho = self.rho;
         if !(rho >= 0.0 && rho.is_finite()) {

@@ -27,7 +27,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
@@ -67,17 +67,15 @@ pub struct MTRBP {
     last_evicted_time: u64,
 }
 
-/// MTRBP's hyper-parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct MTRBPParams {
-    /// The largest number of stored examples.
-    pub budget: usize,
-    /// The seed of the eviction generator.
-    pub seed: u64,
-}
+learner_params! {
+    /// MTRBP's hyper-parameters.
+    pub struct MTRBPParams {
+        /// The largest number of stored examples.
+        pub budget: usize,
+        /// The seed of the eviction generator.
+        pub seed: u64,
+    }
 
-impl ParamGuard for MTRBPParams {
     fn check(&self) -> Result<()> {
         check_budget(self.budget)
     }
@@ -285,17 +283,15 @@ pub struct MTFORG {
 /// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
 pub const MAX_C_G: f64 = 1e100;
 
-/// MTFORG's hyper-parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct MTFORGParams {
-    /// The largest number of stored examples.
-    pub budget: usize,
-    /// R with `K'(x, x) <= R²` (1 for kernels bounded by one).
-    pub radius: f64,
-}
+learner_params! {
+    /// MTFORG's hyper-parameters.
+    pub struct MTFORGParams {
+        /// The largest number of stored examples.
+        pub budget: usize,
+        /// R with `K'(x, x) <= R²` (1 for kernels bounded by one).
+        pub radius: f64,
+    }
 
-impl ParamGuard for MTFORGParams {
     fn check(&self) -> Result<()> {
         check_budget(self.budget)?;
         let radius = self.radius;

@@ -22,7 +22,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
@@ -273,19 +273,17 @@ pub struct CwCol {
     n_global_updates: u64,
 }
 
-/// CW-COL's hyper-parameters (§6.4).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct CwColParams {
-    /// The confidence η of the CW update.
-    pub confidence: f64,
-    /// The initial variance.
-    pub a: f64,
-    /// The weight of the global model in the prior, in [0, 1].
-    pub omega: f64,
-}
+learner_params! {
+    /// CW-COL's hyper-parameters (§6.4).
+    pub struct CwColParams {
+        /// The confidence η of the CW update.
+        pub confidence: f64,
+        /// The initial variance.
+        pub a: f64,
+        /// The weight of the global model in the prior, in [0, 1].
+        pub omega: f64,
+    }
 
-impl ParamGuard for CwColParams {
     fn check(&self) -> Result<()> {
         let (a, omega) = (self.a, self.omega);
         CwConstants::new(self.confidence)?;

@@ -7,6 +7,28 @@
 //! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
 //! ([`crate::interrupt`]), which keeps the rows completed before it.
 
+/// A learner's hyper-parameter type (`XParams`): the struct, with the derives every one carries
+/// (serde, `Clone`, `Copy`, `Debug`, `PartialEq`, and `FromPyObject` from a dict item per field
+/// under the `python` feature), and its [`ParamGuard`] check.
+macro_rules! learner_params {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident { $($(#[$fattr:meta])* pub $field:ident: $ty:ty,)* }
+        $check:item
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+        pub struct $name {
+            $($(#[$fattr])* pub $field: $ty,)*
+        }
+
+        impl $crate::learner::ParamGuard for $name {
+            $check
+        }
+    };
+}
+
 /// `n_tasks` and `n_features` of a learner that keeps them in fields of those names (inside an
 /// `impl OnlineLearner`).
 macro_rules! shape_fields {

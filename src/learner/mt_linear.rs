@@ -216,16 +216,35 @@ struct ComponentStats {
     sum_norm_x: f64,
 }
 
-/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct MTLinearParams {
-    pub loss: Loss,
-    #[cfg_attr(feature = "python", pyo3(item("update")))]
-    pub rule: UpdateRule,
-    pub learning_rate: f64,
-    pub fit_intercept: bool,
-    pub hash_bits: Option<u32>,
+learner_params! {
+    /// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
+    pub struct MTLinearParams {
+        pub loss: Loss,
+        #[cfg_attr(feature = "python", pyo3(item("update")))]
+        pub rule: UpdateRule,
+        pub learning_rate: f64,
+        pub fit_intercept: bool,
+        pub hash_bits: Option<u32>,
+    }
+
+    fn check(&self) -> Result<()> {
+        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
+        if !(learning_rate.is_finite() && learning_rate > 0.0) {
+            return Err(invalid(
+                "learning_rate",
+                format!("must be a finite number > 0, got {learning_rate}"),
+            ));
+        }
+        if let Some(b) = hash_bits {
+            if !(1..=MAX_HASH_BITS).contains(&b) {
+                return Err(invalid(
+                    "hash_bits",
+                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl MTLinearParams {
@@ -276,27 +295,6 @@ pub struct MTLinear {
     /// Per coordinate of the update in progress: u and the slot's G and N before it.
     #[serde(skip)]
     pad: Scratchpad,
-}
-
-impl ParamGuard for MTLinearParams {
-    fn check(&self) -> Result<()> {
-        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
-        if !(learning_rate.is_finite() && learning_rate > 0.0) {
-            return Err(invalid(
-                "learning_rate",
-                format!("must be a finite number > 0, got {learning_rate}"),
-            ));
-        }
-        if let Some(b) = hash_bits {
-            if !(1..=MAX_HASH_BITS).contains(&b) {
-                return Err(invalid(
-                    "hash_bits",
-                    format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
-                ));
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Per coordinate of the example in progress, in gather order (block by block of the task's

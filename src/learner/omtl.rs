@@ -16,7 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Round, Setting};
+use crate::learner::{check_c, Build, OnlineLearner, Round, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,20 +168,18 @@ pub struct Omtl {
     n_rounds: u64,
 }
 
-/// OMTL's hyper-parameters (§6.2).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct OmtlParams {
-    /// The aggressiveness C (> 0).
-    #[cfg_attr(feature = "python", pyo3(item("C")))]
-    pub c: f64,
-    /// The absolute norm of the joint update.
-    pub global_norm: GlobalNorm,
-    /// The explicit rather than the implicit update.
-    pub explicit: bool,
-}
+learner_params! {
+    /// OMTL's hyper-parameters (§6.2).
+    pub struct OmtlParams {
+        /// The aggressiveness C (> 0).
+        #[cfg_attr(feature = "python", pyo3(item("C")))]
+        pub c: f64,
+        /// The absolute norm of the joint update.
+        pub global_norm: GlobalNorm,
+        /// The explicit rather than the implicit update.
+        pub explicit: bool,
+    }
 
-impl ParamGuard for OmtlParams {
     fn check(&self) -> Result<()> {
         check_c(self.c)
     }

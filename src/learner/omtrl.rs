@@ -23,7 +23,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{is_update_mistake, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -73,19 +73,17 @@ pub struct Omtrl {
     n_refresh_skipped: u64,
 }
 
-/// OMTRL's hyper-parameters (§6.3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct OmtrlParams {
-    /// How the task coupling is learned.
-    pub relation_update: RelationUpdate,
-    /// The step of the coupling update (>= 0).
-    pub eta: f64,
-    /// The coupling is refreshed every `epoch` examples.
-    pub epoch: u64,
-}
+learner_params! {
+    /// OMTRL's hyper-parameters (§6.3).
+    pub struct OmtrlParams {
+        /// How the task coupling is learned.
+        pub relation_update: RelationUpdate,
+        /// The step of the coupling update (>= 0).
+        pub eta: f64,
+        /// The coupling is refreshed every `epoch` examples.
+        pub epoch: u64,
+    }
 
-impl ParamGuard for OmtrlParams {
     fn check(&self) -> Result<()> {
         let eta = self.eta;
         if !(eta >= 0.0 && eta.is_finite()) {

@@ -13,7 +13,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_c, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,19 +61,17 @@ pub struct PassiveAggressive {
     n_updates: u64,
 }
 
-/// The Passive-Aggressive learners' hyper-parameters (§6.1).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct PassiveAggressiveParams {
-    /// PA-Global (one model for all tasks) rather than PA-Unique.
-    pub shared: bool,
-    /// The aggressiveness C (> 0).
-    #[cfg_attr(feature = "python", pyo3(item("C")))]
-    pub c: f64,
-    pub variant: PaVariant,
-}
+learner_params! {
+    /// The Passive-Aggressive learners' hyper-parameters (§6.1).
+    pub struct PassiveAggressiveParams {
+        /// PA-Global (one model for all tasks) rather than PA-Unique.
+        pub shared: bool,
+        /// The aggressiveness C (> 0).
+        #[cfg_attr(feature = "python", pyo3(item("C")))]
+        pub c: f64,
+        pub variant: PaVariant,
+    }
 
-impl ParamGuard for PassiveAggressiveParams {
     fn check(&self) -> Result<()> {
         check_c(self.c)
     }

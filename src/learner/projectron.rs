@@ -81,14 +81,25 @@ impl Threshold {
 /// ρ of [`Threshold::squared_for`]: the projection threshold never exceeds ρ √κ.
 pub const PROJECTION_CAP_REL: f64 = 0.5;
 
-/// The settings both Projectrons share: MTBPRJ's hyper-parameters (part of its state).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct ProjectronParams {
-    pub budget: usize,
-    pub eta: f64,
-    #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
-    pub threshold: Threshold,
+learner_params! {
+    /// The settings both Projectrons share: MTBPRJ's hyper-parameters (part of its state).
+    pub struct ProjectronParams {
+        pub budget: usize,
+        pub eta: f64,
+        #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
+        pub threshold: Threshold,
+    }
+
+    fn check(&self) -> Result<()> {
+        let (budget, eta) = (self.budget, self.eta);
+        if budget < 1 {
+            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
+        }
+        if !(eta >= 0.0 && eta.is_finite()) {
+            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
+        }
+        Ok(())
+    }
 }
 
 impl ProjectronParams {
@@ -99,28 +110,19 @@ impl ProjectronParams {
     }
 }
 
-/// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct MTBPRJ2Params {
-    pub budget: usize,
-    pub eta: f64,
-    #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
-    pub threshold: Threshold,
-    /// Algorithm 2's line 14 as printed (§4.5, A-C7).
-    pub alg2_literal_line14: bool,
-}
+learner_params! {
+    /// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
+    pub struct MTBPRJ2Params {
+        pub budget: usize,
+        pub eta: f64,
+        #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
+        pub threshold: Threshold,
+        /// Algorithm 2's line 14 as printed (§4.5, A-C7).
+        pub alg2_literal_line14: bool,
+    }
 
-impl ParamGuard for ProjectronParams {
     fn check(&self) -> Result<()> {
-        let (budget, eta) = (self.budget, self.eta);
-        if budget < 1 {
-            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
-        }
-        if !(eta >= 0.0 && eta.is_finite()) {
-            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
-        }
-        Ok(())
+        self.shared().check()
     }
 }
 
@@ -143,12 +145,6 @@ struct Counters {
     n_projections: u64,
     n_insertions: u64,
     n_evictions: u64,
-}
-
-impl ParamGuard for MTBPRJ2Params {
-    fn check(&self) -> Result<()> {
-        self.shared().check()
-    }
 }
 
 /// What an update-mistake does, decided from `δ²`.

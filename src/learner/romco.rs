@@ -29,7 +29,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, ParamGuard, Round, Setting};
+use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot};
@@ -184,23 +184,21 @@ struct Item<'a> {
     vx: Option<f64>,
 }
 
-/// ROMCO's hyper-parameters (§5).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
-pub struct RomcoParams {
-    /// Step sizes of U and V (>= 0, not both 0).
-    pub eta1: f64,
-    pub eta2: f64,
-    /// Trace-norm and group-lasso weights (>= 0).
-    pub lambda1: f64,
-    pub lambda2: f64,
-    /// When the model updates: on a positive loss or on a mistake.
-    pub update: RomcoTrigger,
-    /// The SVT implementation of §5.5 (`Auto` unless a test or benchmark says otherwise).
-    pub svt_route: SvtRoute,
-}
+learner_params! {
+    /// ROMCO's hyper-parameters (§5).
+    pub struct RomcoParams {
+        /// Step sizes of U and V (>= 0, not both 0).
+        pub eta1: f64,
+        pub eta2: f64,
+        /// Trace-norm and group-lasso weights (>= 0).
+        pub lambda1: f64,
+        pub lambda2: f64,
+        /// When the model updates: on a positive loss or on a mistake.
+        pub update: RomcoTrigger,
+        /// The SVT implementation of §5.5 (`Auto` unless a test or benchmark says otherwise).
+        pub svt_route: SvtRoute,
+    }
 
-impl ParamGuard for RomcoParams {
     fn check(&self) -> Result<()> {
         let (eta1, eta2) = (self.eta1, self.eta2);
         for (name, value) in [
