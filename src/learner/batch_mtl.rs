@@ -993,32 +993,24 @@ mod tests {
         for reg in [Regularizer::L21, Regularizer::Trace] {
             let (mut w, mut c) = (vec![0.0; d * k], vec![0.0; k]);
             let start = Problem::new(&rows, &tasks, &y, k).loss(&w, &c);
-            let rep = solve(
-                &rows,
-                &tasks,
-                &y,
-                k,
-                reg,
-                0.05,
-                &mut w,
-                &mut c,
-                SolverOptions::default(),
-            )
-            .unwrap();
+            let mut run = || {
+                solve(
+                    &rows,
+                    &tasks,
+                    &y,
+                    k,
+                    reg,
+                    0.05,
+                    &mut w,
+                    &mut c,
+                    SolverOptions::default(),
+                )
+                .unwrap()
+            };
+            let rep = run();
             assert!(rep.objective < start && rep.n_iter >= 2);
             // Warm start from the solution: stops within a few iterations.
-            let again = solve(
-                &rows,
-                &tasks,
-                &y,
-                k,
-                reg,
-                0.05,
-                &mut w,
-                &mut c,
-                SolverOptions::default(),
-            )
-            .unwrap();
+            let again = run();
             assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
         }
         let mut w = vec![1.0, 0.1, 2.0, 0.1];

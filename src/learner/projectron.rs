@@ -915,6 +915,11 @@ impl OnlineLearner for MTBPRJ2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MTBPRJ-2 as the paper's corrected Algorithm 2 (no A-C7 ablation).
+    fn mtbprj2(tasks: TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, params: ProjectronParams) -> MTBPRJ2 {
+        MTBPRJ2::new(tasks, kernel, d, sparse, params, false).unwrap()
+    }
     use crate::data::Rows;
     use crate::learner::{learn, MTPerceptron};
     use crate::rng::SplitMix64;
@@ -972,15 +977,7 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 1);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let mut a = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
-        let mut b = MTBPRJ2::new(
-            TaskKernel::complete(k).unwrap(),
-            kernel,
-            d,
-            true,
-            params(12, 0.3),
-            false,
-        )
-        .unwrap();
+        let mut b = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3));
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
@@ -1280,28 +1277,12 @@ mod tests {
         let (x, mut tasks, y) = stream(n, d, k, 2);
         tasks.iter_mut().for_each(|t| *t %= 2); // only tasks 0 and 1 appear
         let kernel = BaseKernel::rbf(3.0).unwrap();
-        let mut m = MTBPRJ2::new(
-            TaskKernel::disconnected(k).unwrap(),
-            kernel,
-            d,
-            false,
-            params(20, 0.1),
-            false,
-        )
-        .unwrap();
+        let mut m = mtbprj2(TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut m, &x, &tasks, &y, d);
         let diag: std::collections::HashMap<_, _> = m.diagnostics().into_iter().collect();
         assert_eq!(diag["n_allocated_blocks"], 2.0);
         assert_eq!(diag["n_weights"], 2.0 * m.n_active() as f64);
-        let mut c = MTBPRJ2::new(
-            TaskKernel::complete(k).unwrap(),
-            kernel,
-            d,
-            false,
-            params(20, 0.1),
-            false,
-        )
-        .unwrap();
+        let mut c = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut c, &x, &tasks, &y, d);
         assert_eq!(c.n_weights(), k * c.n_active());
         // An untouched task of the disconnected graph scores 0 without any kernel evaluation.
@@ -1319,15 +1300,7 @@ mod tests {
         let mut b = MTBPRJ2::new(tk, kernel, d, false, params(10, 0.05), true).unwrap();
         assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
         let ones = vec![0i64; n];
-        let mut a1 = MTBPRJ2::new(
-            TaskKernel::disconnected(1).unwrap(),
-            kernel,
-            d,
-            false,
-            params(10, 0.05),
-            false,
-        )
-        .unwrap();
+        let mut a1 = mtbprj2(TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05));
         let mut b1 = MTBPRJ2::new(
             TaskKernel::disconnected(1).unwrap(),
             kernel,
