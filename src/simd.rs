@@ -111,6 +111,57 @@ macro_rules! dispatch {
 
 pub(crate) use dispatch;
 
+/// Defines `$name`, dispatching on [`level`] to builds of a body that may fuse multiply-adds (it
+/// chooses with a `const FAST` flag): `avx512` compiled for AVX-512F + AVX2 + FMA (when given),
+/// `avx2` for AVX2 + FMA (also run at the AVX-512 level without an `avx512` body), `portable`
+/// otherwise. The fused builds change last bits, which is why `make test-simd-levels` exists.
+macro_rules! fma_builds {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? {
+        avx512: $avx512:expr, avx2: $avx2:expr, portable: $portable:expr $(,)?
+    }) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
+                    $avx512
+                }
+                if $crate::simd::level() == $crate::simd::SimdLevel::Avx512 {
+                    // SAFETY: the CPU runs AVX-512F, AVX2 and FMA (a level never exceeds the CPU's).
+                    return unsafe { avx512($($arg),*) };
+                }
+            }
+            $crate::simd::fma_builds!(@avx2 ($($arg: $ty),*) $(-> $ret)?, $avx2);
+            $portable
+        }
+    };
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? {
+        avx2: $avx2:expr, portable: $portable:expr $(,)?
+    }) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            $crate::simd::fma_builds!(@avx2 ($($arg: $ty),*) $(-> $ret)?, $avx2);
+            $portable
+        }
+    };
+    (@avx2 ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $avx2:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+                $avx2
+            }
+            if $crate::simd::level() >= $crate::simd::SimdLevel::Avx2 {
+                // SAFETY: the CPU runs AVX2 and FMA (a level never exceeds the CPU's).
+                return unsafe { avx2($($arg),*) };
+            }
+        }
+    };
+}
+
+pub(crate) use fma_builds;
+
 dispatch! {
     /// `<a, b>` for dense slices (AVX2 when available).
     pub fn dense_dot(a: &[f64], b: &[f64]) -> f64 => dot4, dense_dot_avx2

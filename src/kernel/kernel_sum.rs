@@ -22,7 +22,7 @@ use crate::data::Row;
 use crate::kernel::ActiveSet;
 use crate::kernel::{BaseKernel, KernelKind, Query, RowStore, Scratch, TaskKernel};
 use crate::linalg::simd::dot4_lanes;
-use crate::simd::dot4;
+use crate::simd::{dot4, fma_builds};
 
 const CHUNK: usize = 64;
 
@@ -73,48 +73,15 @@ pub(crate) fn generic_score(
 
 // ---- dense rows ---------------------------------------------------------------------------------
 
-fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::linalg::simd::{level, SimdLevel};
-        if level() == SimdLevel::Avx512 {
-            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (a level never exceeds the CPU's).
-            return unsafe { dense_score_avx512(set, kernel, tasks, x, q, task) };
-        }
-        if level() >= SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
-        }
+fma_builds! {
+    /// The dense score; the AVX-512 build runs the same loops as the AVX2 one (256-bit dot
+    /// products), with the kernel map, the exponentials and the weighted sum free to use 512-bit
+    /// registers.
+    fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
+        avx512: dense_score_generic::<true>(set, kernel, tasks, x, q, task),
+        avx2: dense_score_generic::<true>(set, kernel, tasks, x, q, task),
+        portable: dense_score_generic::<false>(set, kernel, tasks, x, q, task),
     }
-    dense_score_generic::<false>(set, kernel, tasks, x, q, task)
-}
-
-/// The same loops as the AVX2 build (256-bit dot products), with the kernel map, the
-/// exponentials and the weighted sum free to use 512-bit registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dense_score_avx512(
-    set: &ActiveSet,
-    kernel: &BaseKernel,
-    tasks: &TaskKernel,
-    x: &[f64],
-    q: &Query,
-    task: usize,
-) -> f64 {
-    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense_score_avx2(
-    set: &ActiveSet,
-    kernel: &BaseKernel,
-    tasks: &TaskKernel,
-    x: &[f64],
-    q: &Query,
-    task: usize,
-) -> f64 {
-    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
 }
 
 /// `a * b + c`, fused when compiled for FMA.
@@ -282,34 +249,14 @@ pub(crate) fn dense_coef_sum(rows: &RowStore, kernel: &BaseKernel, q: &Query, co
     if rows.is_empty() {
         return Some(0.0);
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            return Some(unsafe { dense_coef_sum_avx2(data, rows.sq_norms(), kernel, x, q, coefs) });
-        }
-    }
-    Some(all_slots_sum::<false, _>(
-        data,
-        rows.sq_norms(),
-        kernel,
-        x,
-        q,
-        &Plain(coefs),
-    ))
+    Some(coef_sum(data, rows.sq_norms(), kernel, x, q, coefs))
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense_coef_sum_avx2(
-    data: &[f64],
-    sqs: &[f64],
-    kernel: &BaseKernel,
-    x: &[f64],
-    q: &Query,
-    coefs: &[f64],
-) -> f64 {
-    all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs))
+fma_builds! {
+    fn coef_sum(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, coefs: &[f64]) -> f64 {
+        avx2: all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs)),
+        portable: all_slots_sum::<false, _>(data, sqs, kernel, x, q, &Plain(coefs)),
+    }
 }
 
 /// `out[j] = K'(x_j, q)` for every slot of a dense store and a dense query, by the vectorised
@@ -319,22 +266,15 @@ pub(crate) fn dense_kernel_row(rows: &RowStore, kernel: &BaseKernel, q: &Query, 
         return false;
     };
     let out = &mut out[..rows.len()];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            unsafe { all_slots_kernel_avx2(data, rows.sq_norms(), kernel, x, q, out) };
-            return true;
-        }
-    }
-    all_slots_kernel::<false>(data, rows.sq_norms(), kernel, x, q, out);
+    kernel_row(data, rows.sq_norms(), kernel, x, q, out);
     true
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn all_slots_kernel_avx2(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, out: &mut [f64]) {
-    all_slots_kernel::<true>(data, sqs, kernel, x, q, out)
+fma_builds! {
+    fn kernel_row(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, out: &mut [f64]) {
+        avx2: all_slots_kernel::<true>(data, sqs, kernel, x, q, out),
+        portable: all_slots_kernel::<false>(data, sqs, kernel, x, q, out),
+    }
 }
 
 /// `vals[j] = K'(x_j, q)` for the `m = sqs.len() <= CHUNK` rows of `block` (row-major, `d =
