@@ -103,18 +103,6 @@ impl Build for MTRBP {
 }
 
 impl MTRBP {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        budget: usize,
-        seed: u64,
-    ) -> Result<Self> {
-        let setting = Setting::over(&tasks, Some(kernel), n_features, sparse);
-        Self::build(&MTRBPParams { budget, seed }, &setting)
-    }
-
     pub fn budget(&self) -> usize {
         self.budget
     }
@@ -302,20 +290,6 @@ learner_params! {
             ));
         }
         Ok(())
-    }
-}
-
-impl MTFORG {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        budget: usize,
-        radius: f64,
-    ) -> Result<Self> {
-        let setting = Setting::over(&tasks, Some(kernel), n_features, sparse);
-        Self::build(&MTFORGParams { budget, radius }, &setting)
     }
 }
 
@@ -595,7 +569,14 @@ mod tests {
     fn a_non_finite_shrink_undoes_the_append() {
         let (x, tasks, y) = random_stream(40, 3, 2, 11);
         let kernel = BaseKernel::linear();
-        let mut m = MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1.0).unwrap();
+        let mut m = MTFORG::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            kernel,
+            3,
+            false,
+            MTFORGParams { budget: 2, radius: 1.0 },
+        )
+        .unwrap();
         let mut scratch = Scratch::default();
         let mut t = 0;
         while m.set.len() < 2 {
@@ -609,7 +590,17 @@ mod tests {
         let err = m.update(row, tasks[t] as usize, -y[t], 0.0, &mut scratch).unwrap_err();
         assert!(err.to_string().contains("MTFORG shrink step is not finite"), "{err}");
         assert_eq!(m, before);
-        assert!(MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1e101).is_err());
+        assert!(MTFORG::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            kernel,
+            3,
+            false,
+            MTFORGParams {
+                budget: 2,
+                radius: 1e101
+            }
+        )
+        .is_err());
     }
 
     fn rows(x: &[f64], d: usize) -> Rows<'_> {
@@ -624,8 +615,8 @@ mod tests {
         let kernel = BaseKernel::rbf(0.8).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let mut p = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();
-        let mut a = MTRBP::new(tk.clone(), kernel, d, false, n, 3).unwrap();
-        let mut b = MTFORG::new(tk, kernel, d, false, n, 1.0).unwrap();
+        let mut a = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: n, seed: 3 }).unwrap();
+        let mut b = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: n, radius: 1.0 }).unwrap();
         let sp = learn(&mut p, &r, &tasks, &y).unwrap();
         let sa = learn(&mut a, &r, &tasks, &y).unwrap();
         let sb = learn(&mut b, &r, &tasks, &y).unwrap();
@@ -645,7 +636,7 @@ mod tests {
         let kernel = BaseKernel::rbf(2.0).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let run = |seed| {
-            let mut m = MTRBP::new(tk.clone(), kernel, d, false, 10, seed).unwrap();
+            let mut m = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: 10, seed }).unwrap();
             let mut scratch = Scratch::default();
             let mut evicted = Vec::new();
             for t in 0..n {
@@ -671,7 +662,7 @@ mod tests {
         let (x, tasks, y) = random_stream(n, d, k, 9);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
-        let mut m = MTFORG::new(tk, kernel, d, false, 4, 7.0).unwrap();
+        let mut m = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: 4, radius: 7.0 }).unwrap();
         assert_eq!(m.radius(), 1.0, "rbf forces R = 1");
         let mut scratch = Scratch::default();
         for t in 0..n {
@@ -692,9 +683,23 @@ mod tests {
     fn forgetron_rejects_a_zero_task_kernel() {
         // L^+ of a graph without edges is the zero matrix: c_G = 0.
         let tk = TaskKernel::laplacian_pinv(3, &[]).unwrap();
-        let err = MTFORG::new(tk, BaseKernel::linear(), 2, false, 5, 1.0).unwrap_err();
+        let err = MTFORG::with_kernels(
+            &tk,
+            BaseKernel::linear(),
+            2,
+            false,
+            MTFORGParams { budget: 5, radius: 1.0 },
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::InvalidTaskRelation(_)));
-        assert!(MTRBP::new(TaskKernel::complete(2).unwrap(), BaseKernel::linear(), 2, false, 0, 0).is_err());
+        assert!(MTRBP::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            BaseKernel::linear(),
+            2,
+            false,
+            MTRBPParams { budget: 0, seed: 0 }
+        )
+        .is_err());
     }
 
     #[test]

@@ -92,6 +92,17 @@ pub trait Build: Sized {
         params.check()?;
         Self::from_checked(params, setting)
     }
+
+    /// A kernel learner over `tasks` and `kernel` (the shorthand of the Rust tests and benches).
+    fn with_kernels(
+        tasks: &TaskKernel,
+        kernel: BaseKernel,
+        n_features: usize,
+        sparse: bool,
+        params: Self::Params,
+    ) -> Result<Self> {
+        Self::build(&params, &Setting::over(tasks, Some(kernel), n_features, sparse))
+    }
 }
 
 /// The hyper-parameters of a learner that has none (MTPerceptron: its kernels are its setting).

@@ -11,9 +11,9 @@ use super::{decode, encode, CheckState};
 use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
 use crate::learner::{
-    decision, learn, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl,
-    OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger,
-    SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTFORGParams, MTLinear, MTLinearParams, MTPerceptron,
+    MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
+    RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::rng::SplitMix64;
 
@@ -210,13 +210,13 @@ fn kernel_perceptrons_and_budget_learners() {
                 );
                 fuzz(
                     "rbp",
-                    MTRBP::new(tk.clone(), kernel, D, sparse, 6, 3).unwrap(),
+                    MTRBP::with_kernels(&tk, kernel, D, sparse, MTRBPParams { budget: 6, seed: 3 }).unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
                 fuzz(
                     "forg",
-                    MTFORG::new(tk.clone(), kernel, D, sparse, 6, 1.5).unwrap(),
+                    MTFORG::with_kernels(&tk, kernel, D, sparse, MTFORGParams { budget: 6, radius: 1.5 }).unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
