@@ -49,11 +49,7 @@ fn retrain_cost(c: &mut Criterion) {
     for (name, reg) in [("mtfl", Regularizer::L21), ("trml", Regularizer::Trace)] {
         for &n in &[1000usize, 4000, 9000, 18_000] {
             // The warm start: the solution on the first n - 100 examples.
-            let prev = Rows::Dense {
-                data: &x[..(n - 100) * d],
-                n_rows: n - 100,
-                n_cols: d,
-            };
+            let prev = Rows::dense(&x[..(n - 100) * d], n - 100, d);
             let (mut w0, mut c0) = (vec![0.0; d * k], vec![0.0; k]);
             solve(
                 &prev,
@@ -67,11 +63,7 @@ fn retrain_cost(c: &mut Criterion) {
                 SolverOptions::default(),
             )
             .expect("no interrupt hook is installed");
-            let rows = Rows::Dense {
-                data: &x[..n * d],
-                n_rows: n,
-                n_cols: d,
-            };
+            let rows = Rows::dense(&x[..n * d], n, d);
             group.throughput(Throughput::Elements(n as u64));
             group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
                 b.iter(|| {
@@ -109,11 +101,7 @@ fn svt_cost(c: &mut Criterion) {
 fn online_passes(c: &mut Criterion) {
     let (n, d, k) = (2000usize, 400usize, 12usize);
     let (x, tasks, y) = stream(n, d, k, 9);
-    let rows = Rows::Dense {
-        data: &x,
-        n_rows: n,
-        n_cols: d,
-    };
+    let rows = Rows::dense(&x, n, d);
     let mut group = c.benchmark_group("online_pass_2000x400");
     group.throughput(Throughput::Elements(n as u64));
     group.sample_size(10);

@@ -13,7 +13,7 @@
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use omtl::data::{Row, Rows};
 use omtl::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
-use omtl::learner::{learn, OnlineLearner, MTFORG, MTRBP};
+use omtl::learner::{learn, Build, MTFORGParams, MTRBPParams, OnlineLearner, MTFORG, MTRBP};
 use omtl::rng::SplitMix64;
 use std::time::Duration;
 
@@ -192,11 +192,7 @@ fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: B
 fn dense(c: &mut Criterion) {
     let (d, k) = (28, 139);
     let s = dense_stream(30_000, d, k, 1);
-    let rows = Rows::Dense {
-        data: &s.x,
-        n_rows: s.y.len(),
-        n_cols: s.d,
-    };
+    let rows = Rows::dense(&s.x, s.y.len(), s.d);
     let kernel = BaseKernel::rbf(1.0 / d as f64).unwrap();
     let tk = TaskKernel::complete(k).unwrap();
     let budgets = [100, 200, 1000, 5000];
@@ -204,7 +200,7 @@ fn dense(c: &mut Criterion) {
         c,
         "dense_rbf/mtrbp_learn",
         &budgets,
-        |b| MTRBP::new(tk.clone(), kernel, d, false, b, 0).unwrap(),
+        |b| MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: b, seed: 0 }).unwrap(),
         &rows,
         &s.tasks,
         &s.y,
@@ -213,7 +209,7 @@ fn dense(c: &mut Criterion) {
         c,
         "dense_rbf/mtforg_learn",
         &budgets,
-        |b| MTFORG::new(tk.clone(), kernel, d, false, b, 1.0).unwrap(),
+        |b| MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: b, radius: 1.0 }).unwrap(),
         &rows,
         &s.tasks,
         &s.y,
@@ -238,7 +234,7 @@ fn sparse(c: &mut Criterion) {
         c,
         "sparse_poly/mtrbp_learn",
         &budgets,
-        |b| MTRBP::new(tk.clone(), kernel, d, true, b, 0).unwrap(),
+        |b| MTRBP::with_kernels(&tk, kernel, d, true, MTRBPParams { budget: b, seed: 0 }).unwrap(),
         &rows,
         &s.tasks,
         &s.y,
@@ -247,7 +243,7 @@ fn sparse(c: &mut Criterion) {
         c,
         "sparse_poly/mtforg_learn",
         &budgets,
-        |b| MTFORG::new(tk.clone(), kernel, d, true, b, 2.0).unwrap(),
+        |b| MTFORG::with_kernels(&tk, kernel, d, true, MTFORGParams { budget: b, radius: 2.0 }).unwrap(),
         &rows,
         &s.tasks,
         &s.y,

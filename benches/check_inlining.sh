@@ -20,7 +20,7 @@ fi
 # CPU detection (`_xgetbv`, `__cpuid`) runs once per process, not on a hot path.
 allowed='_xgetbv|__cpuid'
 bad=$(nm -C --defined-only "$so" \
-    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::linalg::simd::Lanes>::' \
+    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::Lanes>::' \
     | grep -Ev "$allowed" || true)
 if [[ -n "$bad" ]]; then
     echo "check_inlining: non-inlined SIMD helpers in $so:" >&2

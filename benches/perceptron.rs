@@ -54,11 +54,7 @@ fn perceptron_pass(c: &mut Criterion) {
         })
         .collect();
     let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-    let rows = Rows::Dense {
-        data: &x,
-        n_rows: n,
-        n_cols: d,
-    };
+    let rows = Rows::dense(&x, n, d);
     let mut group = c.benchmark_group("perceptron_pass_2000x400");
     group.throughput(Throughput::Elements(n as u64));
     group.sample_size(10);

@@ -38,11 +38,7 @@ fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>,
 fn bench_stream(c: &mut Criterion) {
     let (n, d, k) = (3000, 400, 12);
     let (x, tasks, y, rounds) = dense_stream(n, d, k, 1);
-    let rows = Rows::Dense {
-        data: &x,
-        n_rows: n,
-        n_cols: d,
-    };
+    let rows = Rows::dense(&x, n, d);
     let mut g = c.benchmark_group("dense 400 x 12 tasks");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::BaseKernel;
-use crate::linalg::simd::first_non_finite;
+use crate::simd::{dense_axpy, dense_dot, first_non_finite};
 
 /// One instance: a dense slice or a sparse vector with strictly increasing indices.
 #[derive(Debug, Clone, Copy)]
@@ -19,7 +19,7 @@ impl Row<'_> {
             Row::Dense(v) => v,
             Row::Sparse { values, .. } => values,
         };
-        dot_dense(values, values)
+        dense_dot(values, values)
     }
 
     /// Number of stored entries.
@@ -43,7 +43,7 @@ impl Row<'_> {
     #[inline]
     pub fn dot(&self, w: &[f64]) -> f64 {
         match *self {
-            Row::Dense(v) => dot_dense(v, w),
+            Row::Dense(v) => dense_dot(v, w),
             Row::Sparse { indices, values } => gather_dot(indices, values, w),
         }
     }
@@ -52,7 +52,7 @@ impl Row<'_> {
     #[inline]
     pub fn add_to(&self, w: &mut [f64], scale: f64) {
         match *self {
-            Row::Dense(v) => w.iter_mut().zip(v).for_each(|(wi, &vi)| *wi += scale * vi),
+            Row::Dense(v) => dense_axpy(scale, v, w),
             Row::Sparse { indices, values } => {
                 for (&j, &v) in indices.iter().zip(values) {
                     w[j as usize] += scale * v;
@@ -80,7 +80,7 @@ impl Row<'_> {
     /// `<self, other>` for any pair of representations (merge-join for sparse·sparse).
     pub fn dot_row(&self, other: &Row) -> f64 {
         match (*self, *other) {
-            (Row::Dense(a), Row::Dense(b)) => dot_dense(a, b),
+            (Row::Dense(a), Row::Dense(b)) => dense_dot(a, b),
             (Row::Dense(a), Row::Sparse { indices, values }) | (Row::Sparse { indices, values }, Row::Dense(a)) => {
                 gather_dot(indices, values, a)
             }
@@ -112,13 +112,6 @@ impl Row<'_> {
     }
 }
 
-/// Dense dot product with four independent accumulators, so the compiler vectorises it
-/// (the same loop the AVX2 kernels in [`crate::linalg::simd`] compile for wider registers).
-#[inline]
-pub fn dot_dense(a: &[f64], b: &[f64]) -> f64 {
-    crate::linalg::simd::dot4(a, b)
-}
-
 #[inline]
 pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
     indices.iter().zip(values).map(|(&j, &v)| v * dense[j as usize]).sum()
@@ -143,6 +136,11 @@ pub enum Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// A dense row-major batch of `n_rows x n_cols` over `data`.
+    pub fn dense(data: &'a [f64], n_rows: usize, n_cols: usize) -> Self {
+        Rows::Dense { data, n_rows, n_cols }
+    }
+
     pub fn len(&self) -> usize {
         match *self {
             Rows::Dense { n_rows, .. } => n_rows,
@@ -426,7 +424,7 @@ mod tests {
                 assert_eq!(first_non_finite(&v), Some(pos), "value {bad} at {pos}");
                 // The dispatch above runs the AVX2 build where the CPU has it; this is the other.
                 assert_eq!(
-                    crate::linalg::simd::first_non_finite_kernel(&v),
+                    crate::simd::first_non_finite_kernel(&v),
                     Some(pos),
                     "baseline build, value {bad} at {pos}"
                 );
@@ -438,11 +436,7 @@ mod tests {
     fn non_finite_errors_name_the_row_and_the_value() {
         let mut data = vec![0.5; 5000 * 3];
         data[4097 * 3 + 2] = f64::NEG_INFINITY;
-        let rows = Rows::Dense {
-            data: &data,
-            n_rows: 5000,
-            n_cols: 3,
-        };
+        let rows = Rows::dense(&data, 5000, 3);
         let err = rows.validate().unwrap_err();
         assert_eq!(
             err,
@@ -479,11 +473,7 @@ mod tests {
     #[test]
     fn validation_rejects_bad_batches() {
         let data = [1.0, f64::NAN];
-        let rows = Rows::Dense {
-            data: &data,
-            n_rows: 1,
-            n_cols: 2,
-        };
+        let rows = Rows::dense(&data, 1, 2);
         assert!(matches!(rows.validate(), Err(Error::NonFinite { .. })));
         let rows = Rows::Csr {
             indptr: &[0, 2],
@@ -493,11 +483,7 @@ mod tests {
         };
         assert!(matches!(rows.validate(), Err(Error::MalformedSparse { .. })));
         let good = [1.0, 2.0];
-        let rows = Rows::Dense {
-            data: &good,
-            n_rows: 1,
-            n_cols: 2,
-        };
+        let rows = Rows::dense(&good, 1, 2);
         assert!(matches!(
             validate_batch(&rows, &[3], None, 2, 2),
             Err(Error::UnknownTask { .. })

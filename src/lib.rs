@@ -35,6 +35,7 @@ pub mod kernel;
 pub mod learner;
 pub mod linalg;
 pub mod rng;
+pub mod simd;
 pub mod state;
 
 #[cfg(feature = "python")]

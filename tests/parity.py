@@ -45,6 +45,16 @@ def pre_update_scores(model, X, y, tasks, rounds=None) -> np.ndarray:
     return np.asarray(scores, dtype=np.float64)
 
 
+def scores_row_by_row(model, X, y, tasks) -> np.ndarray:
+    """The pre-update score of every row, one row at a time through the public API
+    (decision_function, then partial_fit)."""
+    out = np.zeros(len(y))
+    for t in range(len(y)):
+        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
+        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
+    return out
+
+
 def _parted(s_nat: np.ndarray, s_ref: np.ndarray, scale: float) -> np.ndarray:
     """Rows where a tie may part the runs: the reference score is a tie (within TIE of 0 or ±1,
     relative to the largest |score| up to that row) and the two sides fall on different sides of

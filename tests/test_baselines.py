@@ -11,7 +11,7 @@ import pytest
 import scipy.optimize
 import scipy.sparse as sp
 from conftest import random_stream
-from parity import chunks_of, compare_runs
+from parity import chunks_of, compare_runs, scores_row_by_row
 from scipy.special import ndtri
 
 import omtl
@@ -59,20 +59,11 @@ def test_inv_c1_omega_zero_is_per_task_cw_and_omega_one_is_global_cw(cls):
     assert np.any(pred0 != pred1)  # the two settings are distinguishable on this stream
 
 
-def scores_along(model, X, y, tasks):
-    """Pre-update scores, one example at a time."""
-    out = np.zeros(len(y))
-    for t in range(len(y)):
-        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
-        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
-    return out
-
-
 @pytest.mark.parametrize("omega", [0.0, 1.0])
 def test_inv_c1_scores_match_within_tolerance(omega):
     k = 3
     X, y, tasks = random_stream(n=150, d=5, k=k, seed=4)
-    got = scores_along(omtl.CWCOL(n_tasks=k, omega=omega), X, y, tasks)
+    got = scores_row_by_row(omtl.CWCOL(n_tasks=k, omega=omega), X, y, tasks)
     if omega == 0.0:
         expect = np.zeros(len(y))
         for i in range(k):
@@ -168,7 +159,7 @@ def test_inv_o2_singleton_rounds_are_pa1_per_task(cls, norm):
     X, y, tasks = random_stream(n=300, d=6, k=k, seed=13)
     X = X * 3.0  # large instances, so that the C cap binds sometimes
     expect = pa1_per_task(X, y, tasks, k, 0.4)
-    got = scores_along(cls(n_tasks=k, C=0.4, global_norm=norm), X, y, tasks)
+    got = scores_row_by_row(cls(n_tasks=k, C=0.4, global_norm=norm), X, y, tasks)
     np.testing.assert_allclose(got, expect, rtol=1e-9, atol=1e-12)
 
 
@@ -225,7 +216,7 @@ def test_inv_o3_round_solution_matches_a_generic_qp_and_kkt(norm):
         losses = np.where(rng.random(m) < 0.2, 0.0, rng.uniform(0.05, 2.5, m))
         sq_norms = rng.uniform(0.2, 3.0, m)
         C = float(rng.uniform(0.1, 2.0))
-        native = np.array(_native.omtl_tau(list(losses), list(sq_norms), C, norm))
+        native = np.array(_native._testing.omtl_tau(list(losses), list(sq_norms), C, norm))
         reference = omtl_tau(losses, sq_norms, C, norm)
         np.testing.assert_allclose(native, reference, rtol=1e-12, atol=1e-14)
         qp = qp_tau(losses, sq_norms, C, norm)
@@ -252,10 +243,10 @@ def test_inv_o3_round_solution_matches_a_generic_qp_and_kkt(norm):
 
 
 def test_omtl_explicit_linf_moves_only_the_largest_loss():
-    tau = _native.omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True)
+    tau = _native._testing.omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True)
     assert tau == [0.0, 0.7, 0.0, 0.0]
     np.testing.assert_allclose(omtl_tau([0.5, 2.0, 2.0, 0.0], [1.0, 1.0, 3.0, 1.0], 0.7, "linf", True), tau)
-    tau2 = np.array(_native.omtl_tau([3.0, 4.0], [1.0, 1.0], 1.0, "l2", True))
+    tau2 = np.array(_native._testing.omtl_tau([3.0, 4.0], [1.0, 1.0], 1.0, "l2", True))
     np.testing.assert_allclose(tau2, [0.6, 0.8])
 
 
@@ -325,7 +316,7 @@ def small_problem(n=160, d=6, k=3, seed=0, flip=0.15):
 
 def native_solve(X, tasks, y, k, reg, rho, tol=1e-4, max_iter=1000):
     W0, c0 = np.zeros(k * X.shape[1]), np.zeros(k)
-    w, c, obj, it, lip = _native.batch_mtl_solve(np.ascontiguousarray(X), tasks, y, k, reg, rho, W0, c0, tol, max_iter)
+    w, c, obj, it, lip = _native._testing.batch_mtl_solve(np.ascontiguousarray(X), tasks, y, k, reg, rho, W0, c0, tol, max_iter)
     native_solve.lipschitz = lip
     return np.asarray(w).reshape(k, X.shape[1]), np.asarray(c), obj, it
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import random_graph, random_stream
+from parity import scores_row_by_row
 
 import omtl
 import omtl.reference as ref
@@ -64,17 +65,8 @@ def per_task_runs(cls, X, y, tasks, k, **params):
     scores = np.zeros(len(y))
     for i in range(k):
         rows = np.flatnonzero(tasks == i)
-        scores[rows] = _scores(cls(n_tasks=1, **params), X[rows], y[rows], np.zeros(len(rows), dtype=np.int64))
+        scores[rows] = scores_row_by_row(cls(n_tasks=1, **params), X[rows], y[rows], np.zeros(len(rows), dtype=np.int64))
     return scores
-
-
-def _scores(model, X, y, tasks):
-    """The pre-update scores of a pass, row by row (decision_function, then partial_fit)."""
-    out = np.zeros(len(y))
-    for t in range(len(y)):
-        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
-        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
-    return out
 
 
 @pytest.mark.parametrize("update", ["normalized", "adagrad", "sgd"])
@@ -82,7 +74,7 @@ def _scores(model, X, y, tasks):
 def test_disconnected_graph_equals_independent_learners(cls, update):
     k = 3
     X, y, tasks = random_stream(n=90, d=5, k=k, seed=4)
-    joint = _scores(cls(n_tasks=k, graph="disconnected", update=update), X, y, tasks)
+    joint = scores_row_by_row(cls(n_tasks=k, graph="disconnected", update=update), X, y, tasks)
     np.testing.assert_array_equal(joint, per_task_runs(cls, X, y, tasks, k, graph="disconnected", update=update))
 
 
@@ -90,8 +82,8 @@ def test_disconnected_graph_equals_independent_learners(cls, update):
 def test_complete_graph_with_one_task_is_the_single_task_rule(cls):
     X, y, _ = random_stream(n=80, d=4, k=1, seed=6)
     tasks = np.zeros(len(y), dtype=np.int64)
-    a = _scores(cls(n_tasks=1, graph="complete"), X, y, tasks)
-    b = _scores(cls(n_tasks=1, graph="disconnected"), X, y, tasks)
+    a = scores_row_by_row(cls(n_tasks=1, graph="complete"), X, y, tasks)
+    b = scores_row_by_row(cls(n_tasks=1, graph="disconnected"), X, y, tasks)
     np.testing.assert_array_equal(a, b)
 
 
@@ -102,7 +94,7 @@ def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
     X, y, tasks = random_stream(n=120, d=5, k=k, seed=8)
     general = cls(n_tasks=k, graph=omtl.TaskGraph.from_task_kernel(np.eye(k)))
     closed = cls(n_tasks=k, graph="disconnected")
-    np.testing.assert_allclose(_scores(general, X, y, tasks), _scores(closed, X, y, tasks), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(scores_row_by_row(general, X, y, tasks), scores_row_by_row(closed, X, y, tasks), rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
@@ -131,8 +123,8 @@ def test_hashing_bounds_the_memory_whatever_the_number_of_features():
     # The twin hashes the same way (a dense copy of a few rows of a narrower problem).
     Xs = np.where(rng.random((40, 300)) < 0.1, rng.uniform(-1.0, 2.0, (40, 300)), 0.0)
     ys, ts = y[:40], tasks[:40]
-    nat = _scores(omtl.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts)
-    np.testing.assert_allclose(nat, _scores(ref.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts), rtol=1e-9, atol=1e-12)
+    nat = scores_row_by_row(omtl.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts)
+    np.testing.assert_allclose(nat, scores_row_by_row(ref.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts), rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -140,8 +132,8 @@ def test_random_graphs_match_the_twin(weighted):
     k = 6
     graph = random_graph(k, seed=2, weighted=weighted)
     X, y, tasks = random_stream(n=200, d=5, k=k, seed=12)
-    nat = _scores(omtl.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
-    twin = _scores(ref.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
+    nat = scores_row_by_row(omtl.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
+    twin = scores_row_by_row(ref.MTLinear(n_tasks=k, graph=graph), X, y, tasks)
     np.testing.assert_allclose(nat, twin, rtol=1e-9, atol=1e-12)
 
 

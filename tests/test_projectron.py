@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from conftest import random_graph, random_stream
+from parity import scores_row_by_row
 
 import omtl
 import omtl.reference as ref
@@ -51,15 +52,6 @@ def run_pair(native, reference, X, y, tasks, chunk=37):
     return np.concatenate(s_nat), np.concatenate(s_ref)
 
 
-def pre_update_scores(model, X, y, tasks):
-    """The pre-update score of every row, one row at a time (through decision_function)."""
-    out = np.zeros(len(y))
-    for t in range(len(y)):
-        out[t] = model.decision_function(X[t : t + 1], tasks=tasks[t : t + 1])[0]
-        model.partial_fit(X[t : t + 1], y[t : t + 1], tasks=tasks[t : t + 1])
-    return out
-
-
 PARITY_CASES = [
     ("MTBPRJ", {"budget": 12, "gamma": 1.0, "eta": 0.5}, "complete"),
     ("MTBPRJ", {"budget": 12, "gamma": 1.0, "eta": 0.5}, "random"),
@@ -80,8 +72,8 @@ def test_native_matches_reference(case, sparse):
     X, y, tasks = unit_cube_stream(260, 5, k, seed=17, sparse=sparse)
     native = NATIVE[name](n_tasks=k, graph=graph, **params)
     reference = REFERENCE[name](n_tasks=k, graph=graph, **params)
-    f_nat = pre_update_scores(native, X, y, tasks)
-    f_ref = pre_update_scores(reference, X, y, tasks)
+    f_nat = scores_row_by_row(native, X, y, tasks)
+    f_ref = scores_row_by_row(reference, X, y, tasks)
     # The stream is chosen so that no score is ambiguous: exact zeros (empty model, untouched
     # component) are computed exactly by both; every other score is far from 0.
     nonzero = f_ref != 0.0
@@ -242,7 +234,7 @@ def test_unbounded_mtbprj_with_eta_zero_is_the_multitask_perceptron(graph):
     X, y, tasks = unit_cube_stream(300, 3, k, seed=21)
     prj = omtl.MTBPRJ(n_tasks=k, budget=300, eta=0.0, graph=g, kernel="rbf", gamma=6.0)
     mtp = omtl.MTPerceptron(n_tasks=k, graph=g, kernel="rbf", gamma=6.0)
-    assert_equal_up_to_conditioning(pre_update_scores(prj, X, y, tasks), pre_update_scores(mtp, X, y, tasks))
+    assert_equal_up_to_conditioning(scores_row_by_row(prj, X, y, tasks), scores_row_by_row(mtp, X, y, tasks))
     assert prj.n_evictions_ == 0
 
 
@@ -252,7 +244,7 @@ def test_unbounded_mtbprj2_disconnected_is_the_battery():
     X, y, tasks = unit_cube_stream(300, 3, k, seed=22)
     prj = omtl.MTBPRJ2(n_tasks=k, budget=300, eta=0.0, graph="disconnected", kernel="rbf", gamma=6.0)
     bat = omtl.KernelPerceptron(n_tasks=k, kernel="rbf", gamma=6.0)
-    assert_equal_up_to_conditioning(pre_update_scores(prj, X, y, tasks), pre_update_scores(bat, X, y, tasks))
+    assert_equal_up_to_conditioning(scores_row_by_row(prj, X, y, tasks), scores_row_by_row(bat, X, y, tasks))
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "reference"])
@@ -262,10 +254,10 @@ def test_one_task_mtbprj_equals_mtbprj2(native):
     tasks = np.zeros(len(y), dtype=np.int64)
     classes = NATIVE if native else REFERENCE
     params = {"n_tasks": 1, "budget": 10, "gamma": 3.0, "eta": 0.1}
-    f1 = pre_update_scores(classes["MTBPRJ"](**params), X, y, tasks)
+    f1 = scores_row_by_row(classes["MTBPRJ"](**params), X, y, tasks)
     for literal in (False, True):
         m2 = classes["MTBPRJ2"](alg2_literal_line14=literal, **params)
-        f2 = pre_update_scores(m2, X, y, tasks)
+        f2 = scores_row_by_row(m2, X, y, tasks)
         np.testing.assert_allclose(f1, f2, rtol=1e-9, atol=1e-12)
         assert m2.n_evictions_ > 0
 

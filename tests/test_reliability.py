@@ -15,7 +15,7 @@ import pytest
 from conftest import random_stream
 
 import omtl
-from omtl._native import NativeLearner
+from omtl import _native
 
 # ---- interrupts (Ctrl-C) -------------------------------------------------------------------------
 
@@ -161,9 +161,9 @@ def test_the_batch_the_core_reads_is_private(make):
 
 def test_a_panic_in_the_core_is_a_runtime_error_not_a_base_exception():
     with pytest.raises(RuntimeError, match="internal error"):
-        NativeLearner._panic_for_tests()
+        _native._testing.panic()
     try:
-        NativeLearner._panic_for_tests()
+        _native._testing.panic()
     except Exception:  # noqa: BLE001 (the point: a PanicException would not be caught here)
         pass
 

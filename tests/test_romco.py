@@ -206,7 +206,7 @@ def test_inv_r4_svt_routes_agree_and_satisfy_the_prox_condition(shape):
     theta = 0.5 * (s[1] + s[2])
     expect, sigma = numpy_svt(M, theta)
     for route in ("gram", "qr", "explicit"):
-        got = _native._svt_for_tests(M, theta, route)
+        got = _native._testing.svt(M, theta, route)
         assert np.linalg.norm(got - expect) <= 1e-9 * np.linalg.norm(expect), route
         # σ(SVT(M)) = (σ(M) - θ)_+
         np.testing.assert_allclose(
@@ -222,15 +222,15 @@ def test_inv_r4_svt_routes_agree_and_satisfy_the_prox_condition(shape):
     # repeated column (MᵀM singular) it declines (the fallback case); route (a) never does.
     tiny = 1e-9 * sigma[0]
     expect, _ = numpy_svt(M, tiny)
-    got = _native._svt_for_tests(M, tiny, "gram")
+    got = _native._testing.svt(M, tiny, "gram")
     if d >= k:
         assert np.linalg.norm(got - expect) <= 1e-9 * np.linalg.norm(expect)
     else:
         assert got is None  # d < k: MᵀM is singular
     singular = np.hstack([M, M[:, :1]])
-    assert _native._svt_for_tests(singular, tiny, "gram") is None
-    assert _native._svt_for_tests(singular, tiny, "qr") is not None
-    assert _native._svt_for_tests(M, 1e-9 * sigma[0], "qr") is not None
+    assert _native._testing.svt(singular, tiny, "gram") is None
+    assert _native._testing.svt(singular, tiny, "qr") is not None
+    assert _native._testing.svt(M, 1e-9 * sigma[0], "qr") is not None
 
 
 def test_group_shrinkage_of_columns():

@@ -16,11 +16,7 @@ fn run<L: OnlineLearner + DeserializeOwned + CheckState>(bytes: &[u8]) {
     let d = model.n_features().min(1 << 12);
     let k = model.n_tasks().min(4) as i64;
     let x: Vec<f64> = (0..8 * d).map(|i| ((i * 37 % 11) as f64 - 5.0) / 5.0).collect();
-    let rows = Rows::Dense {
-        data: &x,
-        n_rows: 8,
-        n_cols: d,
-    };
+    let rows = Rows::dense(&x, 8, d);
     let tasks: Vec<i64> = (0..8).map(|t| t % k).collect();
     let y = [1.0, -1.0, -1.0, 1.0, 1.0, -1.0, 1.0, -1.0];
     let _ = decision(&model, &rows, &tasks);

@@ -7,6 +7,7 @@ read model files (:mod:`omtl.persistence`).
 """
 
 from . import datasets, kernels, learners
+from ._native import StateError
 from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
 from .evaluate import EvaluationReport, evaluate
 from .graph import TaskGraph
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EvaluationReport",
+    "StateError",
     "TaskGraph",
     "datasets",
     "detected_simd_level",

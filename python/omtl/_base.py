@@ -13,10 +13,15 @@ import copy
 import functools
 import inspect
 import threading
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
+from ._constraints import validate
+
+# STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
+from ._native import STATE_VERSION
 from ._sklearn import SklearnClassifierMixin
 from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
 from ._validation import (
@@ -32,12 +37,6 @@ from ._validation import (
 )
 from .graph import TaskGraph
 
-# Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
-# of C after the last thresholding, for the updated eigendecomposition of route (b); 3: the
-# Projectrons' drift-probe count, OMTRL's "coupling is fresh" flag, and MTLinear, whose weights
-# and statistics are stored in single precision).
-STATE_VERSION = 3
-
 # `rounds` of a protocol-P1 call (None is a user's missing round ids, an error).
 _P1 = object()
 
@@ -49,8 +48,31 @@ def _as_native_rows(X):
     return csr_parts(X) if sp.issparse(X) else X
 
 
+class Core(Protocol):
+    """What ``OnlineClassifier`` drives: ``NativeCore`` and every reference core
+    (``omtl.reference._core.ReferenceCore``). A learner may also call, on its own core, the
+    optional ``learn_rounds`` (protocol P2; without it rounds are flattened), ``arrays``,
+    ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
+
+    #: Whether ``learn``/``decision`` scan X for NaN and infinity themselves (else the base does).
+    checks_finite_X: bool
+
+    @property
+    def n_updates(self) -> int: ...
+
+    @property
+    def n_active(self) -> int: ...
+
+    def learn(self, X, tasks, y) -> np.ndarray: ...
+
+    def decision(self, X, tasks) -> np.ndarray: ...
+
+    def diagnostics(self) -> dict: ...
+
+
 class NativeCore:
-    """Adapter from the batch protocol to ``omtl._native.NativeLearner`` (and its pickling)."""
+    """Adapter from the batch protocol (``Core``) to ``omtl._native.NativeLearner`` (and its
+    pickling)."""
 
     # learn, learn_rounds and decision validate the whole batch in Rust (Rows::validate, which
     # also scans X for NaN and infinity) before they touch the model, so Python need not scan X.
@@ -80,11 +102,25 @@ class NativeCore:
     def radius_exceeded(self, X):
         return self._learner.radius_exceeded(_as_native_rows(X))
 
-    def __getattr__(self, name):
-        # n_updates, n_active, diagnostics, learn_rounds, ... come straight from the engine.
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return getattr(self.__dict__["_learner"], name)
+    @property
+    def n_updates(self) -> int:
+        return self._learner.n_updates
+
+    @property
+    def n_active(self) -> int:
+        return self._learner.n_active
+
+    def diagnostics(self) -> dict:
+        return self._learner.diagnostics()
+
+    def arrays(self) -> dict:
+        return self._learner.arrays()
+
+    def factors(self):
+        return self._learner.factors()
+
+    def force_rebuild(self) -> None:
+        self._learner.force_rebuild()
 
     def __getstate__(self):
         return {"state": bytes(self._learner.to_bytes())}
@@ -148,6 +184,13 @@ class OnlineClassifier(SklearnClassifierMixin):
         sig = inspect.signature(cls.__init__)
         return [p.name for p in sig.parameters.values() if p.name != "self" and p.kind is p.KEYWORD_ONLY]
 
+    def _store_params(self, init_locals: dict) -> None:
+        """Stores the arguments of ``__init__`` unchanged (``init_locals`` is its ``locals()``,
+        taken first thing): every hyper-parameter under its own name, as scikit-learn expects."""
+        for name, value in init_locals.items():
+            if name not in ("self", "__class__"):
+                setattr(self, name, value)
+
     @_locked
     def get_params(self, deep: bool = True) -> dict:
         return {name: getattr(self, name) for name in self._param_names()}
@@ -175,8 +218,32 @@ class OnlineClassifier(SklearnClassifierMixin):
         return f"{type(self).__name__}({args})"
 
     # ---- to be provided by subclasses ----------------------------------------------------------
+    # A native learner declares its kind in the native registry (``omtl._native.LEARNER_KINDS``)
+    # and returns its validated hyper-parameters from ``_native_params``; the base builds the
+    # core. A reference twin overrides ``_make_core`` only.
+    _native_kind: str = ""
+    # Hyper-parameter -> constraint (omtl._constraints), checked in this order when the core is
+    # built; n_tasks and the kernel/graph parameters are checked by their own helpers.
+    _parameter_constraints: dict = {}
+
+    def _validated_params(self) -> dict:
+        """The hyper-parameters named in ``_parameter_constraints``, checked and normalised."""
+        return validate(self._parameter_constraints, self)
+
+    def _native_params(self, n_features: int, sparse: bool) -> dict:
+        """The validated hyper-parameters, keyed as the native parameter type's fields."""
+        return self._validated_params()
+
+    def _native_setting(self, n_features: int) -> dict:
+        """What the core is built for besides its hyper-parameters (a linear learner: n_tasks)."""
+        return {"n_tasks": self._check_n_tasks()}
+
     def _make_core(self, n_features: int, sparse: bool):
-        raise NotImplementedError
+        from ._native import NativeLearner
+
+        params = self._native_params(n_features, sparse)
+        setting = self._native_setting(n_features)
+        return NativeCore(NativeLearner.build(self._native_kind, params, n_features=n_features, sparse=sparse, **setting))
 
     # ---- task sets (python/omtl/_tasks.py; DECISIONS.md "Open-ended task sets") -----------------
     # Whether the learner can add tasks to a fitted model (n_tasks=None, add_tasks); the
@@ -308,7 +375,7 @@ class OnlineClassifier(SklearnClassifierMixin):
     def _core_for(self, X):
         """``_ensure_core``, after scanning X for NaN/inf unless the core does so itself."""
         core, new = self._ensure_core(X)
-        if not getattr(core, "checks_finite_X", False):
+        if not core.checks_finite_X:
             check_finite_X(X)
         return core, new
 
@@ -443,7 +510,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             return np.zeros(X.shape[0])
         if X.shape[0] == 0:
             return np.zeros(0)
-        if not getattr(self._core, "checks_finite_X", False):
+        if not self._core.checks_finite_X:
             check_finite_X(X)
         # Labels never seen score as new tasks with no examples, on a grown copy of the model.
         n_new = self._n_new_engine_tasks(new_labels)
@@ -595,6 +662,12 @@ class OnlineClassifier(SklearnClassifierMixin):
     @_locked
     def _diagnostics(self) -> dict:
         return dict(self._core.diagnostics()) if self._is_fitted() else {}
+
+    @_locked
+    def _diagnostic(self, name: str, before_fit):
+        """One of the core's diagnostics (a KeyError if the core has no such value), or
+        ``before_fit`` while there is no core."""
+        return self._core.diagnostics()[name] if self._is_fitted() else before_fit
 
     # ---- persistence and copies ----------------------------------------------------------------
     @_locked

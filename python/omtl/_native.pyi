@@ -2,12 +2,13 @@
 
 Hand-written: tests/test_native_stub.py checks it against the compiled module (names, ``__all__``,
 @final, member kinds, and each parameter's name, order, kind and default; defaults are therefore
-literals here, not ``...``). ``python -m mypy.stubtest omtl._native`` also passes. Arrays are taken exactly as the
+literals here, not ``...``). The test-only submodule ``_testing`` (src/python/testing.rs) is not
+described here. ``python -m mypy.stubtest omtl._native`` also passes. Arrays are taken exactly as the
 Rust signatures extract them: the dtype must match (no casting), and batches must be
 C-contiguous.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final, final
 
 import numpy as np
@@ -19,12 +20,11 @@ __all__ = [
     "NativeTaskKernel",
     "NativeLearner",
     "splitmix64_permutation",
-    "batch_mtl_solve",
-    "omtl_tau",
-    "_svt_for_tests",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
+    "LEARNER_KINDS",
+    "StateError",
 ]
 
 # Stub-only aliases (no runtime counterpart: import them under ``typing.TYPE_CHECKING``).
@@ -40,6 +40,13 @@ _Edges: TypeAlias = Sequence[tuple[int, int, float]]
 
 STATE_VERSION: Final[int]
 """Bumped whenever the serialised layout of a learner (``NativeLearner.to_bytes``) changes."""
+
+class StateError(ValueError):
+    """A model state (a pickle or a model file) that cannot be restored: corrupted, hostile, or of
+    another layout version."""
+
+LEARNER_KINDS: Final[tuple]
+"""The kinds ``NativeLearner.build`` accepts (the native registry, src/python/registry.rs)."""
 
 @final
 class NativeKernel:
@@ -81,7 +88,7 @@ class NativeTaskKernel:
 
 @final
 class NativeLearner:
-    """Every native learner; built only by the static constructors (one per algorithm).
+    """Every native learner; built only by ``NativeLearner.build(kind, params, ...)``.
 
     Every method holds the model's lock (waited for with the GIL released), so concurrent calls
     run one after the other; a panic in the core raises RuntimeError. ``learn``, ``learn_rounds``
@@ -90,92 +97,21 @@ class NativeLearner:
     pre-update scores of the rows learned before it (which the model keeps)."""
 
     @staticmethod
-    def mt_perceptron(
-        task_kernel: NativeTaskKernel, kernel: NativeKernel, n_features: int, sparse: bool
-    ) -> NativeLearner:
-        """The unbounded multitask kernel Perceptron (the battery is ``task_kernel = disconnected``)."""
-    @staticmethod
-    def mt_rbp(
-        task_kernel: NativeTaskKernel, kernel: NativeKernel, n_features: int, sparse: bool, budget: int, seed: int
-    ) -> NativeLearner:
-        """The multitask Randomized Budget Perceptron (§4.1)."""
-    @staticmethod
-    def mt_forg(
-        task_kernel: NativeTaskKernel,
-        kernel: NativeKernel,
-        n_features: int,
-        sparse: bool,
-        budget: int,
-        radius: float,
-    ) -> NativeLearner:
-        """The multitask self-tuned Forgetron (§4.2)."""
-    @staticmethod
-    def mtbprj(
-        task_kernel: NativeTaskKernel,
-        kernel: NativeKernel,
-        n_features: int,
-        sparse: bool,
-        budget: int,
-        eta: float,
-        threshold_on: str,
-    ) -> NativeLearner:
-        """The multitask budget Projectron MTBPRJ (ALGORITHMS.md §4.4)."""
-    @staticmethod
-    def mtbprj2(
-        task_kernel: NativeTaskKernel,
-        kernel: NativeKernel,
-        n_features: int,
-        sparse: bool,
-        budget: int,
-        eta: float,
-        threshold_on: str,
-        alg2_literal_line14: bool,
-    ) -> NativeLearner:
-        """MTBPRJ-2, projection in the base-kernel space with per-task weights (§4.5)."""
-    @staticmethod
-    def cw_col(n_tasks: int, n_features: int, confidence: float, a: float, omega: float) -> NativeLearner:
-        """CW-COL (ALGORITHMS.md §6.4)."""
-    @staticmethod
-    def omtrl(n_tasks: int, n_features: int, relation_update: str, eta: float, epoch: int) -> NativeLearner:
-        """OMTRL (§6.3); ``relation_update`` is "batch", "logdet" or "vonneumann"."""
-    @staticmethod
-    def omtl(n_tasks: int, n_features: int, c: float, global_norm: str, explicit: bool) -> NativeLearner:
-        """OMTL (§6.2); ``global_norm`` is "linf", "l1" or "l2"."""
-    @staticmethod
-    def batch_mtl(
-        n_tasks: int, n_features: int, regularizer: str, rho: float, retrain_every: int, sparse: bool
-    ) -> NativeLearner:
-        """MTFL (``regularizer="l21"``) or TRML (``"trace"``), retrained periodically (§6.5)."""
-    @staticmethod
-    def romco(
-        n_tasks: int,
-        n_features: int,
+    def build(
+        kind: str,
+        params: Mapping[str, object],
         *,
-        eta1: float,
-        eta2: float,
-        lambda1: float,
-        lambda2: float,
-        update: str,
-        svt_route: str = "auto",
-    ) -> NativeLearner:
-        """ROMCO (§5): ``update`` is "loss" or "mistake"; ``svt_route`` ("auto", or "gram", "qr",
-        "brand" for tests and benchmarks) selects the SVT implementation of §5.5."""
-    @staticmethod
-    def passive_aggressive(n_tasks: int, n_features: int, *, shared: bool, c: float, variant: str) -> NativeLearner:
-        """PA-Global (``shared=True``) or PA-Unique (§6.1); ``variant`` is "pa", "pa1" or "pa2"."""
-    @staticmethod
-    def mt_linear(
-        task_kernel: NativeTaskKernel,
         n_features: int,
-        *,
-        loss: str,
-        update: str,
-        learning_rate: float,
-        fit_intercept: bool,
-        hash_bits: int | None = None,
+        sparse: bool = False,
+        n_tasks: int | None = None,
+        task_kernel: NativeTaskKernel | None = None,
+        kernel: NativeKernel | None = None,
     ) -> NativeLearner:
-        """MTLinear: online linear learning on the task-graph feature map (docs/mt_linear.md);
-        ``loss`` is "logistic", "hinge" or "squared", ``update`` "normalized", "adagrad" or "sgd"."""
+        """The learner ``kind`` (one of ``LEARNER_KINDS``) with the hyper-parameters in ``params``
+        (one item per field of its Rust ``XParams``: e.g. ``mt_rbp`` takes ``budget`` and ``seed``),
+        for ``n_features`` features. A linear learner takes ``n_tasks``; a kernel learner takes a
+        ``task_kernel`` (which fixes the number of tasks) and a base ``kernel``; ``mt_linear``
+        takes a ``task_kernel``."""
     @staticmethod
     def from_bytes(state: bytes) -> NativeLearner:
         """Restores a learner from ``to_bytes``: decoded within the payload's size, then every
@@ -188,9 +124,6 @@ class NativeLearner:
         """True when ``other`` is the same algorithm with the same hyper-parameters."""
     def check_state(self) -> None:
         """Checks the invariants ``from_bytes`` checks on the current state; raises ValueError."""
-    @staticmethod
-    def _panic_for_tests() -> None:
-        """Panics inside the guard (test hook): raises RuntimeError."""
     def force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
         learners without one."""
@@ -236,37 +169,6 @@ class NativeLearner:
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""
-
-def batch_mtl_solve(
-    x: _RowsArg,
-    tasks: NDArray[np.int64],
-    y: NDArray[np.float64],
-    n_tasks: int,
-    regularizer: str,
-    rho: float,
-    w0: NDArray[np.float64],
-    c0: NDArray[np.float64],
-    tol: float,
-    max_iter: int,
-) -> tuple[NDArray[np.float64], NDArray[np.float64], float, int, float]:
-    """The MTFL/TRML solver on one batch (for tests, INV-M1/M2): returns ``(W, c, objective,
-    n_iter, final line-search L)`` after an accelerated proximal gradient warm-started from
-    ``(w0, c0)``. ``w0`` and the returned ``W`` are flat and task-major (task ``i``'s weights are
-    ``W[i * n_features:(i + 1) * n_features]``), so ``W.reshape(n_tasks, n_features)``."""
-
-def omtl_tau(
-    losses: Sequence[float] | NDArray[np.float64],
-    sq_norms: Sequence[float] | NDArray[np.float64],
-    c: float,
-    global_norm: str,
-    explicit: bool = False,
-) -> list[float]:
-    """OMTL's step sizes of one round (for tests, INV-O3): ``tau`` for losses and squared norms."""
-
-def _svt_for_tests(m: NDArray[np.float64], theta: float, route: str) -> NDArray[np.float64] | None:
-    """Test hook for the singular value thresholding routes of ALGORITHMS.md §5.5: returns
-    ``SVT_theta(M)`` for a ``d x k`` matrix by ``route`` ("gram" = (b), "qr" = (a) as ROMCO runs it,
-    "explicit" = the literal (a) with Q formed), or None when route (b) declines."""
 
 def simd_level() -> str:
     """The SIMD build the native kernels run: the CPU's widest, capped by ``OMTL_SIMD``

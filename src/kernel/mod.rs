@@ -1,11 +1,15 @@
 //! Kernels: the base kernel K', the task kernel T, and their product, the multitask kernel
 //! `K([x,i],[x',j]) = T_ij K'(x,x')` (ALGORITHMS.md §2.4), plus the storage kernel models keep.
 
+mod active_set;
 mod base;
+pub(crate) mod kernel_sum;
 mod store;
 mod task;
 
+pub use active_set::ActiveSet;
 pub use base::{BaseKernel, KernelKind};
+pub use kernel_sum::{SparseIndex, INDEX_FROM};
 pub use store::{Query, RowStore, Scratch};
 pub use task::TaskKernel;
 

@@ -7,9 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::{dot_dense, gather_dot, Row};
+use crate::data::{gather_dot, Row};
 use crate::error::Result;
 use crate::kernel::BaseKernel;
+use crate::simd::dot4;
 use crate::state::{check_finite, check_len, checked_size, ensure};
 
 /// Per-call scratch space: a dense buffer into which a sparse query is scattered once, so that
@@ -228,7 +229,7 @@ impl RowStore {
             (Storage::Dense(data), Row::Dense(x)) => {
                 for (slot, stored) in data.chunks_exact(d.max(1)).enumerate().take(self.len()) {
                     if keep(slot) {
-                        emit(slot, dot_dense(stored, x));
+                        emit(slot, dot4(stored, x));
                     }
                 }
             }

@@ -27,7 +27,7 @@ use crate::alloc::Need;
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::svt;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -539,27 +539,38 @@ pub struct BatchMtl {
     total_iter: u64,
 }
 
-impl BatchMtl {
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        reg: Regularizer,
-        rho: f64,
-        retrain_every: u64,
-        sparse: bool,
-    ) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+learner_params! {
+    /// MTFL's and TRML's hyper-parameters (§6.5).
+    pub struct BatchMtlParams {
+        pub regularizer: Regularizer,
+        /// The penalty weight (>= 0).
+        pub rho: f64,
+        /// The model is retrained on all data every `retrain_every` examples.
+        pub retrain_every: u64,
+    }
+
+    fn check(&self) -> Result<()> {
+        let rho = self.rho;
         if !(rho >= 0.0 && rho.is_finite()) {
             return Err(invalid("rho", format!("must be a finite number >= 0, got {rho}")));
         }
-        if retrain_every == 0 {
+        if self.retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }
+        Ok(())
+    }
+}
+
+impl Build for BatchMtl {
+    type Params = BatchMtlParams;
+
+    fn from_checked(params: &BatchMtlParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features, sparse) = (setting.n_tasks, setting.n_features, setting.sparse);
+        let BatchMtlParams {
+            regularizer: reg,
+            rho,
+            retrain_every,
+        } = *params;
         if reg == Regularizer::Trace {
             // The trace-norm prox (route (a) of §5.5) works on k x k matrices (R, its singular
             // vectors, Π): about 4 k² floats at peak, whatever d is.
@@ -596,6 +607,24 @@ impl BatchMtl {
             last: SolveReport::default(),
             total_iter: 0,
         })
+    }
+}
+
+impl BatchMtl {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        reg: Regularizer,
+        rho: f64,
+        retrain_every: u64,
+        sparse: bool,
+    ) -> Result<Self> {
+        let params = BatchMtlParams {
+            regularizer: reg,
+            rho,
+            retrain_every,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, sparse))
     }
 
     pub fn with_options(mut self, opts: SolverOptions) -> Self {
@@ -818,13 +847,7 @@ impl CheckState for BatchMtl {
 }
 
 impl OnlineLearner for BatchMtl {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let d = self.n_features;
@@ -881,23 +904,11 @@ impl OnlineLearner for BatchMtl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
     fn problem(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<u32>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<u32> = (0..n).map(|t| (t % k) as u32).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                if x[t * d] + 0.4 * x[t * d + 1] + 0.5 * unif() > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        let (x, tasks, y) = stream(n, d, k, seed, |x, _, noise| x[0] + 0.4 * x[1] + 0.5 * noise > 0.0);
+        (x, tasks.into_iter().map(|t| t as u32).collect(), y)
     }
 
     /// Issue 11: NaN in the stored examples (a tampered state, or X written by another thread)
@@ -941,11 +952,7 @@ mod tests {
         let (mut w, mut c) = (vec![0.5; d * k], vec![0.25; k]);
         let mut bad = x.clone();
         bad[0] = f64::NAN;
-        let rows = Rows::Dense {
-            data: &bad,
-            n_rows: 20,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&bad, 20, d);
         let report = solve(
             &rows,
             &tasks,
@@ -982,40 +989,28 @@ mod tests {
     fn solver_decreases_the_objective_and_prox_zeroes_rows() {
         let (n, d, k) = (300, 6, 3);
         let (x, tasks, y) = problem(n, d, k, 9);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for reg in [Regularizer::L21, Regularizer::Trace] {
             let (mut w, mut c) = (vec![0.0; d * k], vec![0.0; k]);
             let start = Problem::new(&rows, &tasks, &y, k).loss(&w, &c);
-            let rep = solve(
-                &rows,
-                &tasks,
-                &y,
-                k,
-                reg,
-                0.05,
-                &mut w,
-                &mut c,
-                SolverOptions::default(),
-            )
-            .unwrap();
+            let mut run = || {
+                solve(
+                    &rows,
+                    &tasks,
+                    &y,
+                    k,
+                    reg,
+                    0.05,
+                    &mut w,
+                    &mut c,
+                    SolverOptions::default(),
+                )
+                .unwrap()
+            };
+            let rep = run();
             assert!(rep.objective < start && rep.n_iter >= 2);
             // Warm start from the solution: stops within a few iterations.
-            let again = solve(
-                &rows,
-                &tasks,
-                &y,
-                k,
-                reg,
-                0.05,
-                &mut w,
-                &mut c,
-                SolverOptions::default(),
-            )
-            .unwrap();
+            let again = run();
             assert!(again.n_iter <= rep.n_iter && (again.objective - rep.objective).abs() <= 1e-3 * rep.objective);
         }
         let mut w = vec![1.0, 0.1, 2.0, 0.1];

@@ -25,23 +25,28 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
+use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::kernel_sum::{weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
 /// When the global scale of MTFORG drops below this, it is folded into the coefficients (§4.2).
 const FOLD_BELOW: f64 = 1e-150;
 
-fn check_common(n_features: usize, budget: usize) -> Result<()> {
-    if n_features == 0 {
-        return Err(invalid("n_features", "must be >= 1"));
-    }
+fn check_budget(budget: usize) -> Result<()> {
     if budget == 0 {
         return Err(invalid("budget", "must be >= 1"));
     }
     Ok(())
+}
+
+/// What a restored state's settings must satisfy (the build checks, on the stored values).
+fn check_common(n_features: usize, budget: usize) -> Result<()> {
+    if n_features == 0 {
+        return Err(invalid("n_features", "must be >= 1"));
+    }
+    check_budget(budget)
 }
 
 /// The multitask Randomized Budget Perceptron (§4.1).
@@ -62,31 +67,42 @@ pub struct MTRBP {
     last_evicted_time: u64,
 }
 
-impl MTRBP {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        budget: usize,
-        seed: u64,
-    ) -> Result<Self> {
-        check_common(n_features, budget)?;
+learner_params! {
+    /// MTRBP's hyper-parameters.
+    pub struct MTRBPParams {
+        /// The largest number of stored examples.
+        pub budget: usize,
+        /// The seed of the eviction generator.
+        pub seed: u64,
+    }
+
+    fn check(&self) -> Result<()> {
+        check_budget(self.budget)
+    }
+}
+
+impl Build for MTRBP {
+    type Params = MTRBPParams;
+
+    fn from_checked(params: &MTRBPParams, setting: &Setting) -> Result<Self> {
+        let n_features = setting.n_features;
         Ok(Self {
-            kernel,
-            tasks,
+            kernel: setting.kernel()?,
+            tasks: setting.task_kernel()?.clone(),
             n_features,
-            budget,
-            set: ActiveSet::new(n_features, sparse),
-            index: SparseIndex::new(sparse),
-            rng: SplitMix64::new(seed),
+            budget: params.budget,
+            set: ActiveSet::new(n_features, setting.sparse),
+            index: SparseIndex::new(setting.sparse),
+            rng: SplitMix64::new(params.seed),
             n_updates: 0,
             n_seen: 0,
             n_evictions: 0,
             last_evicted_time: 0,
         })
     }
+}
 
+impl MTRBP {
     pub fn budget(&self) -> usize {
         self.budget
     }
@@ -103,10 +119,7 @@ impl MTRBP {
 impl MTRBP {
     /// Same hyper-parameters as `other` (the seed is not kept: the generator's state moves on).
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.budget == other.budget
+        same_kernel_setting!(self, other) && self.budget == other.budget
     }
 }
 
@@ -142,17 +155,7 @@ impl OnlineLearner for MTRBP {
         self.grow_tasks(n)
     }
 
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         weighted_score(
@@ -187,13 +190,7 @@ impl OnlineLearner for MTRBP {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -278,22 +275,35 @@ pub struct MTFORG {
 /// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
 pub const MAX_C_G: f64 = 1e100;
 
-impl MTFORG {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        budget: usize,
-        radius: f64,
-    ) -> Result<Self> {
-        check_common(n_features, budget)?;
+learner_params! {
+    /// MTFORG's hyper-parameters.
+    pub struct MTFORGParams {
+        /// The largest number of stored examples.
+        pub budget: usize,
+        /// R with `K'(x, x) <= R²` (1 for kernels bounded by one).
+        pub radius: f64,
+    }
+
+    fn check(&self) -> Result<()> {
+        check_budget(self.budget)?;
+        let radius = self.radius;
         if !(radius > 0.0 && radius.is_finite()) {
             return Err(invalid(
                 "radius",
                 format!("must be a positive finite number, got {radius}"),
             ));
         }
+        Ok(())
+    }
+}
+
+impl Build for MTFORG {
+    type Params = MTFORGParams;
+
+    fn from_checked(params: &MTFORGParams, setting: &Setting) -> Result<Self> {
+        let (kernel, tasks) = (setting.kernel()?, setting.task_kernel()?.clone());
+        let (n_features, sparse, budget) = (setting.n_features, setting.sparse, params.budget);
+        let radius = params.radius;
         let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
         let c_g = tasks.c_g(radius);
         // The damage bound 15/32 c_G² M must stay finite for any mistake count M < 2⁶⁴.
@@ -329,7 +339,9 @@ impl MTFORG {
             last: None,
         })
     }
+}
 
+impl MTFORG {
     /// Kernels with `K'(x, x) <= 1` for every x, for which R = 1 (§2.5).
     fn bounded_by_one(kernel: &BaseKernel) -> bool {
         matches!(kernel.kind, KernelKind::Rbf { .. }) || kernel.normalize
@@ -414,11 +426,7 @@ impl MTFORG {
 impl MTFORG {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.budget == other.budget
-            && self.radius == other.radius
+        same_kernel_setting!(self, other) && self.budget == other.budget && self.radius == other.radius
     }
 }
 
@@ -493,17 +501,7 @@ impl OnlineLearner for MTFORG {
         self.grow_tasks(n)
     }
 
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)
@@ -537,13 +535,7 @@ impl OnlineLearner for MTFORG {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let last = self.last;
@@ -593,24 +585,11 @@ impl MTFORG {
 mod tests {
     use super::*;
     use crate::data::Rows;
+    use crate::learner::test_support::stream;
     use crate::learner::{learn, MTPerceptron};
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let noise: Vec<f64> = (0..n).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                if x[t * d] + 0.3 * x[t * d + 1] + 0.5 * noise[t] > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        stream(n, d, k, seed, |x, _, noise| x[0] + 0.3 * x[1] + 0.5 * noise > 0.0)
     }
 
     /// A shrink step that is not finite (here c_G forced past its cap) is refused after the
@@ -619,7 +598,14 @@ mod tests {
     fn a_non_finite_shrink_undoes_the_append() {
         let (x, tasks, y) = random_stream(40, 3, 2, 11);
         let kernel = BaseKernel::linear();
-        let mut m = MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1.0).unwrap();
+        let mut m = MTFORG::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            kernel,
+            3,
+            false,
+            MTFORGParams { budget: 2, radius: 1.0 },
+        )
+        .unwrap();
         let mut scratch = Scratch::default();
         let mut t = 0;
         while m.set.len() < 2 {
@@ -633,15 +619,21 @@ mod tests {
         let err = m.update(row, tasks[t] as usize, -y[t], 0.0, &mut scratch).unwrap_err();
         assert!(err.to_string().contains("MTFORG shrink step is not finite"), "{err}");
         assert_eq!(m, before);
-        assert!(MTFORG::new(TaskKernel::complete(2).unwrap(), kernel, 3, false, 2, 1e101).is_err());
+        assert!(MTFORG::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            kernel,
+            3,
+            false,
+            MTFORGParams {
+                budget: 2,
+                radius: 1e101
+            }
+        )
+        .is_err());
     }
 
     fn rows(x: &[f64], d: usize) -> Rows<'_> {
-        Rows::Dense {
-            data: x,
-            n_rows: x.len() / d,
-            n_cols: d,
-        }
+        Rows::dense(x, x.len() / d, d)
     }
 
     #[test]
@@ -652,8 +644,8 @@ mod tests {
         let kernel = BaseKernel::rbf(0.8).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let mut p = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();
-        let mut a = MTRBP::new(tk.clone(), kernel, d, false, n, 3).unwrap();
-        let mut b = MTFORG::new(tk, kernel, d, false, n, 1.0).unwrap();
+        let mut a = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: n, seed: 3 }).unwrap();
+        let mut b = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: n, radius: 1.0 }).unwrap();
         let sp = learn(&mut p, &r, &tasks, &y).unwrap();
         let sa = learn(&mut a, &r, &tasks, &y).unwrap();
         let sb = learn(&mut b, &r, &tasks, &y).unwrap();
@@ -673,7 +665,7 @@ mod tests {
         let kernel = BaseKernel::rbf(2.0).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let run = |seed| {
-            let mut m = MTRBP::new(tk.clone(), kernel, d, false, 10, seed).unwrap();
+            let mut m = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: 10, seed }).unwrap();
             let mut scratch = Scratch::default();
             let mut evicted = Vec::new();
             for t in 0..n {
@@ -699,7 +691,7 @@ mod tests {
         let (x, tasks, y) = random_stream(n, d, k, 9);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
-        let mut m = MTFORG::new(tk, kernel, d, false, 4, 7.0).unwrap();
+        let mut m = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: 4, radius: 7.0 }).unwrap();
         assert_eq!(m.radius(), 1.0, "rbf forces R = 1");
         let mut scratch = Scratch::default();
         for t in 0..n {
@@ -720,9 +712,23 @@ mod tests {
     fn forgetron_rejects_a_zero_task_kernel() {
         // L^+ of a graph without edges is the zero matrix: c_G = 0.
         let tk = TaskKernel::laplacian_pinv(3, &[]).unwrap();
-        let err = MTFORG::new(tk, BaseKernel::linear(), 2, false, 5, 1.0).unwrap_err();
+        let err = MTFORG::with_kernels(
+            &tk,
+            BaseKernel::linear(),
+            2,
+            false,
+            MTFORGParams { budget: 5, radius: 1.0 },
+        )
+        .unwrap_err();
         assert!(matches!(err, Error::InvalidTaskRelation(_)));
-        assert!(MTRBP::new(TaskKernel::complete(2).unwrap(), BaseKernel::linear(), 2, false, 0, 0).is_err());
+        assert!(MTRBP::with_kernels(
+            &TaskKernel::complete(2).unwrap(),
+            BaseKernel::linear(),
+            2,
+            false,
+            MTRBPParams { budget: 0, seed: 0 }
+        )
+        .is_err());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
@@ -273,15 +273,20 @@ pub struct CwCol {
     n_global_updates: u64,
 }
 
-impl CwCol {
-    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        let constants = CwConstants::new(confidence)?;
+learner_params! {
+    /// CW-COL's hyper-parameters (§6.4).
+    pub struct CwColParams {
+        /// The confidence η of the CW update.
+        pub confidence: f64,
+        /// The initial variance.
+        pub a: f64,
+        /// The weight of the global model in the prior, in [0, 1].
+        pub omega: f64,
+    }
+
+    fn check(&self) -> Result<()> {
+        let (a, omega) = (self.a, self.omega);
+        CwConstants::new(self.confidence)?;
         if !(a > 0.0 && a.is_finite()) {
             return Err(invalid(
                 "a",
@@ -291,6 +296,17 @@ impl CwCol {
         if !(0.0..=1.0).contains(&omega) {
             return Err(invalid("omega", format!("must lie in [0, 1], got {omega}")));
         }
+        Ok(())
+    }
+}
+
+impl Build for CwCol {
+    type Params = CwColParams;
+
+    fn from_checked(params: &CwColParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let CwColParams { confidence, a, omega } = *params;
+        let constants = CwConstants::new(confidence)?;
         Ok(Self {
             n_features,
             n_tasks,
@@ -303,6 +319,13 @@ impl CwCol {
             n_updates: 0,
             n_global_updates: 0,
         })
+    }
+}
+
+impl CwCol {
+    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
+        let params = CwColParams { confidence, a, omega };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     pub fn constants(&self) -> CwConstants {
@@ -415,13 +438,7 @@ impl OnlineLearner for CwCol {
         self.grow_tasks(n)
     }
 
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let mut s = 0.0;
@@ -455,13 +472,7 @@ impl OnlineLearner for CwCol {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -556,11 +567,7 @@ mod tests {
         let y: Vec<f64> = (0..n)
             .map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
             .collect();
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
         let a = learn(&mut col, &rows, &tasks, &y).unwrap();
         let c = CwConstants::new(0.85).unwrap();

@@ -7,11 +7,99 @@
 //! the failure comes at row r > 0 (a non-finite step). The one exception is an interrupt
 //! ([`crate::interrupt`]), which keeps the rows completed before it.
 
-mod active_set;
+/// A learner's hyper-parameter type (`XParams`): the struct, with the derives every one carries
+/// (serde, `Clone`, `Copy`, `Debug`, `PartialEq`, and `FromPyObject` from a dict item per field
+/// under the `python` feature), and its [`ParamGuard`] check.
+macro_rules! learner_params {
+    (
+        $(#[$attr:meta])*
+        pub struct $name:ident { $($(#[$fattr:meta])* pub $field:ident: $ty:ty,)* }
+        $check:item
+    ) => {
+        $(#[$attr])*
+        #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+        #[cfg_attr(feature = "python", derive(pyo3::FromPyObject), pyo3(from_item_all))]
+        pub struct $name {
+            $($(#[$fattr])* pub $field: $ty,)*
+        }
+
+        impl $crate::learner::ParamGuard for $name {
+            $check
+        }
+    };
+}
+
+/// `n_tasks` and `n_features` of a learner that keeps them in fields of those names (inside an
+/// `impl OnlineLearner`).
+macro_rules! shape_fields {
+    () => {
+        fn n_tasks(&self) -> usize {
+            self.n_tasks
+        }
+
+        fn n_features(&self) -> usize {
+            self.n_features
+        }
+    };
+}
+
+/// The counters of a linear learner: `n_updates`, and the active-set size it stands for (one
+/// example per update).
+macro_rules! linear_counters {
+    () => {
+        fn n_updates(&self) -> u64 {
+            self.n_updates
+        }
+
+        fn n_active(&self) -> usize {
+            self.n_updates as usize
+        }
+    };
+}
+
+/// The counters of a learner with an active set: `n_updates` (at the given field path) and the
+/// set's size.
+macro_rules! active_set_counters {
+    ($($updates:ident).+, $set:ident) => {
+        fn n_updates(&self) -> u64 {
+            self.$($updates).+
+        }
+
+        fn n_active(&self) -> usize {
+            self.$set.len()
+        }
+    };
+}
+
+/// Whether two kernel learners share their base kernel, task kernel (up to rounding) and number
+/// of features (the start of every kernel learner's `same_settings`).
+macro_rules! same_kernel_setting {
+    ($a:expr, $b:expr) => {
+        $a.kernel == $b.kernel && $a.tasks.approx_eq(&$b.tasks) && $a.n_features == $b.n_features
+    };
+}
+
+/// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
+/// (`tasks`), and `n_features`.
+macro_rules! kernel_shape {
+    () => {
+        fn base_kernel(&self) -> Option<&BaseKernel> {
+            Some(&self.kernel)
+        }
+
+        fn n_tasks(&self) -> usize {
+            self.tasks.n_tasks()
+        }
+
+        fn n_features(&self) -> usize {
+            self.n_features
+        }
+    };
+}
+
 pub mod batch_mtl;
 mod budget;
 mod cw;
-mod kernel_sum;
 mod linear;
 mod mt_linear;
 mod omtl;
@@ -20,23 +108,35 @@ mod pa;
 mod perceptron;
 mod projectron;
 mod romco;
+mod spec;
+#[cfg(test)]
+mod test_support;
 
-pub use active_set::ActiveSet;
-pub use batch_mtl::{BatchMtl, Regularizer, SolveReport, SolverOptions};
-pub use budget::{ShrinkStep, MTFORG, MTRBP};
-pub use cw::{normal_quantile, CwCol, CwConstants, CwModel};
+pub use crate::kernel::ActiveSet;
+pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOptions};
+pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep, MTFORG, MTRBP};
+pub use cw::{normal_quantile, CwCol, CwColParams, CwConstants, CwModel};
 pub use linear::LinearWeights;
 pub use mt_linear::{logistic_margin_gain, sigmoid, Loss, MTLinear, MTLinearParams, UpdateRule, MAX_HASH_BITS};
-pub use omtl::{omtl_tau, GlobalNorm, Omtl};
-pub use omtrl::{Omtrl, RelationUpdate};
-pub use pa::{PaVariant, PassiveAggressive};
+pub use omtl::{omtl_tau, GlobalNorm, Omtl, OmtlParams};
+pub use omtrl::{Omtrl, OmtrlParams, RelationUpdate};
+pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};
 pub use perceptron::MTPerceptron;
-pub use projectron::{ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
-pub use romco::{Romco, RomcoTrigger, SvtRoute};
+pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
+pub use spec::{check_c, Build, NoParams, ParamGuard, Setting};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, Scratch};
+
+/// One round of protocol P2 (ALGORITHMS.md §1.2): rows of distinct tasks, their tasks and labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Round<'a> {
+    pub rows: &'a [Row<'a>],
+    pub tasks: &'a [usize],
+    pub y: &'a [f64],
+}
 
 pub trait OnlineLearner {
     fn n_tasks(&self) -> usize;
@@ -72,18 +172,19 @@ pub trait OnlineLearner {
     /// On `Err` the rows before the failing one may have been learned (the batch functions
     /// below make whole calls atomic). A learner that overrides this with a joint update must
     /// also return `true` from [`OnlineLearner::joint_rounds`].
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
         for (r, row) in rows.iter().enumerate() {
             scores[r] = self.learn_one(*row, tasks[r], y[r], scratch)?;
         }
         Ok(())
+    }
+
+    /// The scores of a round's rows, all by the current model (the first half of a joint round).
+    fn score_round(&self, round: Round, scores: &mut [f64], scratch: &mut Scratch) {
+        for (r, row) in round.rows.iter().enumerate() {
+            scores[r] = self.score(*row, round.tasks[r], scratch);
+        }
     }
 
     /// The base kernel of a kernel learner (`None` for linear models): the batch functions check
@@ -269,13 +370,12 @@ fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
         round_tasks.extend(tasks[start..end].iter().map(|&t| t as usize));
         round_scores.clear();
         round_scores.resize(end - start, 0.0);
-        model.learn_round(
-            &round_rows,
-            &round_tasks,
-            &y[start..end],
-            &mut round_scores,
-            &mut scratch,
-        )?;
+        let round = Round {
+            rows: &round_rows,
+            tasks: &round_tasks,
+            y: &y[start..end],
+        };
+        model.learn_round(round, &mut round_scores, &mut scratch)?;
         scores.extend_from_slice(&round_scores);
         start = end;
     }
@@ -446,11 +546,7 @@ mod tests {
     }
 
     fn dense(x: &[f64]) -> Rows<'_> {
-        Rows::Dense {
-            data: x,
-            n_rows: x.len(),
-            n_cols: 1,
-        }
+        Rows::dense(x, x.len(), 1)
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::simd::dispatch;
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -216,24 +216,19 @@ struct ComponentStats {
     sum_norm_x: f64,
 }
 
-/// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::new`].
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct MTLinearParams {
-    pub loss: Loss,
-    pub rule: UpdateRule,
-    pub learning_rate: f64,
-    pub fit_intercept: bool,
-    pub hash_bits: Option<u32>,
-}
+learner_params! {
+    /// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
+    pub struct MTLinearParams {
+        pub loss: Loss,
+        #[cfg_attr(feature = "python", pyo3(item("update")))]
+        pub rule: UpdateRule,
+        pub learning_rate: f64,
+        pub fit_intercept: bool,
+        pub hash_bits: Option<u32>,
+    }
 
-impl MTLinearParams {
-    pub fn new(
-        loss: Loss,
-        rule: UpdateRule,
-        learning_rate: f64,
-        fit_intercept: bool,
-        hash_bits: Option<u32>,
-    ) -> Result<Self> {
+    fn check(&self) -> Result<()> {
+        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
         if !(learning_rate.is_finite() && learning_rate > 0.0) {
             return Err(invalid(
                 "learning_rate",
@@ -248,13 +243,27 @@ impl MTLinearParams {
                 ));
             }
         }
-        Ok(Self {
+        Ok(())
+    }
+}
+
+impl MTLinearParams {
+    pub fn new(
+        loss: Loss,
+        rule: UpdateRule,
+        learning_rate: f64,
+        fit_intercept: bool,
+        hash_bits: Option<u32>,
+    ) -> Result<Self> {
+        let params = Self {
             loss,
             rule,
             learning_rate,
             fit_intercept,
             hash_bits,
-        })
+        };
+        params.check()?;
+        Ok(params)
     }
 }
 
@@ -506,9 +515,15 @@ pub fn slot_of(key: usize, block: u32, n_hashed: usize) -> usize {
 
 impl MTLinear {
     pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+        Self::build(&params, &Setting::over(tasks, None, n_features, false))
+    }
+}
+
+impl Build for MTLinear {
+    type Params = MTLinearParams;
+
+    fn from_checked(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
+        let (tasks, n_features, params) = (setting.task_kernel()?, setting.n_features, *params);
         let n_tasks = tasks.n_tasks();
         let dim = n_features + usize::from(params.fit_intercept);
         // Under hashing the intercept keeps one slot of the 2^b to itself.
@@ -540,7 +555,9 @@ impl MTLinear {
             pad: Scratchpad::default(),
         })
     }
+}
 
+impl MTLinear {
     fn hash_seed(&self, r: u32) -> u32 {
         hash_seed(&self.tasks, r)
     }
@@ -889,13 +906,7 @@ impl OnlineLearner for MTLinear {
         self.grow_tasks(n)
     }
 
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         self.terms[task]
@@ -955,14 +966,7 @@ impl OnlineLearner for MTLinear {
         Ok(score)
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -1052,23 +1056,11 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::learn;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
-    fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y = (0..n)
-            .map(|t| {
-                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -0.5 };
-                if x[t * d] + sign * x[t * d + 1] > 0.1 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
+    fn labelled(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+        let sign = |task: usize| if task.is_multiple_of(2) { 1.0 } else { -0.5 };
+        let (x, tasks, y) = stream(n, d, k, seed, |x, task, _| x[0] + sign(task) * x[1] > 0.1);
         (x, y, tasks)
     }
 
@@ -1111,18 +1103,14 @@ mod tests {
     }
 
     fn run(model: &mut MTLinear, x: &[f64], y: &[f64], tasks: &[i64], d: usize) -> Vec<f64> {
-        let rows = Rows::Dense {
-            data: x,
-            n_rows: y.len(),
-            n_cols: d,
-        };
+        let rows = Rows::dense(x, y.len(), d);
         learn(model, &rows, tasks, y).unwrap()
     }
 
     #[test]
     fn disconnected_equals_independent_learners() {
         let (n, d, k) = (300, 5, 3);
-        let (x, y, tasks) = stream(n, d, k, 1);
+        let (x, y, tasks) = labelled(n, d, k, 1);
         let tk = TaskKernel::disconnected(k).unwrap();
         let mut joint = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
         let joint_scores = run(&mut joint, &x, &y, &tasks, d);
@@ -1141,7 +1129,7 @@ mod tests {
     #[test]
     fn hashing_with_enough_bits_equals_no_hashing() {
         let (n, d, k) = (200, 6, 4);
-        let (x, y, tasks) = stream(n, d, k, 2);
+        let (x, y, tasks) = labelled(n, d, k, 2);
         let tk = TaskKernel::complete(k).unwrap();
         for rule in ["normalized", "adagrad", "sgd"] {
             let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
@@ -1158,7 +1146,7 @@ mod tests {
     #[test]
     fn learns_and_touches_only_its_blocks() {
         let (n, d, k) = (2000, 4, 4);
-        let (x, y, tasks) = stream(n, d, k, 3);
+        let (x, y, tasks) = labelled(n, d, k, 3);
         let tk = TaskKernel::complete(k).unwrap();
         for loss in ["logistic", "hinge", "squared"] {
             let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();

@@ -16,7 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{check_c, Build, OnlineLearner, Round, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,17 +168,33 @@ pub struct Omtl {
     n_rounds: u64,
 }
 
-impl Omtl {
-    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        if !(c > 0.0 && c.is_finite()) {
-            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
-        }
+learner_params! {
+    /// OMTL's hyper-parameters (§6.2).
+    pub struct OmtlParams {
+        /// The aggressiveness C (> 0).
+        #[cfg_attr(feature = "python", pyo3(item("C")))]
+        pub c: f64,
+        /// The absolute norm of the joint update.
+        pub global_norm: GlobalNorm,
+        /// The explicit rather than the implicit update.
+        pub explicit: bool,
+    }
+
+    fn check(&self) -> Result<()> {
+        check_c(self.c)
+    }
+}
+
+impl Build for Omtl {
+    type Params = OmtlParams;
+
+    fn from_checked(params: &OmtlParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let OmtlParams {
+            c,
+            global_norm: norm,
+            explicit,
+        } = *params;
         Ok(Self {
             n_features,
             n_tasks,
@@ -194,6 +210,17 @@ impl Omtl {
             n_updates: 0,
             n_rounds: 0,
         })
+    }
+}
+
+impl Omtl {
+    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
+        let params = OmtlParams {
+            c,
+            global_norm: norm,
+            explicit,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     fn w(&self, task: usize) -> &[f64] {
@@ -268,13 +295,7 @@ impl OnlineLearner for Omtl {
         self.grow_tasks(n)
     }
 
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         x.dot(self.w(task))
@@ -285,17 +306,9 @@ impl OnlineLearner for Omtl {
     }
 
     /// Protocol P2: every row of the round is scored with the same model, then one joint update.
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
-        for (r, row) in rows.iter().enumerate() {
-            scores[r] = self.score(*row, tasks[r], scratch);
-        }
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
+        self.score_round(round, scores, scratch);
         self.update_round(rows, tasks, y, scores)
     }
 
@@ -304,13 +317,7 @@ impl OnlineLearner for Omtl {
         self.update_round(&[x], &[task], &[y], &[score])
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![("n_rounds", self.n_rounds as f64)]

@@ -20,11 +20,12 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
-use crate::data::{dot_dense, Row};
+use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{is_update_mistake, OnlineLearner};
+use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
+use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,17 +73,36 @@ pub struct Omtrl {
     n_refresh_skipped: u64,
 }
 
-impl Omtrl {
-    pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+learner_params! {
+    /// OMTRL's hyper-parameters (§6.3).
+    pub struct OmtrlParams {
+        /// How the task coupling is learned.
+        pub relation_update: RelationUpdate,
+        /// The step of the coupling update (>= 0).
+        pub eta: f64,
+        /// The coupling is refreshed every `epoch` examples.
+        pub epoch: u64,
+    }
+
+    fn check(&self) -> Result<()> {
+        let eta = self.eta;
         if !(eta >= 0.0 && eta.is_finite()) {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
+        Ok(())
+    }
+}
+
+impl Build for Omtrl {
+    type Params = OmtrlParams;
+
+    fn from_checked(params: &OmtrlParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let OmtrlParams {
+            relation_update: update,
+            eta,
+            epoch,
+        } = *params;
         let k = n_tasks;
         let square = Need::new(
             "n_tasks",
@@ -110,6 +130,17 @@ impl Omtrl {
             n_refresh_skipped: 0,
         })
     }
+}
+
+impl Omtrl {
+    pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
+        let params = OmtrlParams {
+            relation_update: update,
+            eta,
+            epoch,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
+    }
 
     /// The current coupling `A^{-1}` (row-major `k x k`).
     pub fn coupling(&self) -> &[f64] {
@@ -123,7 +154,7 @@ impl Omtrl {
         let (k, d) = (self.n_tasks, self.n_features);
         for i in 0..k {
             for j in 0..=i {
-                let v = dot_dense(&self.weights[i * d..(i + 1) * d], &self.weights[j * d..(j + 1) * d]);
+                let v = dense_dot(&self.weights[i * d..(i + 1) * d], &self.weights[j * d..(j + 1) * d]);
                 self.gram[i * k + j] = v;
                 self.gram[j * k + i] = v;
             }
@@ -254,7 +285,7 @@ fn sqrt_gram_from_features(weights: &[f64], k: usize, d: usize) -> Option<Vec<f6
         let scale = values[r].powf(-0.25);
         let u: Vec<f64> = (0..d).map(|a| vectors.get(a, r)).collect();
         for (i, w) in weights.chunks_exact(d).take(k).enumerate() {
-            z[row * k + i] = scale * dot_dense(&u, w);
+            z[row * k + i] = scale * dense_dot(&u, w);
         }
     }
     let mut out = vec![0.0; k * k];
@@ -345,13 +376,7 @@ impl CheckState for Omtrl {
 }
 
 impl OnlineLearner for Omtrl {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let d = self.n_features;
@@ -388,13 +413,7 @@ impl OnlineLearner for Omtrl {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -438,7 +457,7 @@ mod tests {
                 }
             }
             let gram: Vec<f64> = (0..k * k)
-                .map(|ij| dot_dense(&w[(ij / k) * d..(ij / k + 1) * d], &w[(ij % k) * d..(ij % k + 1) * d]))
+                .map(|ij| dense_dot(&w[(ij / k) * d..(ij / k + 1) * d], &w[(ij % k) * d..(ij % k + 1) * d]))
                 .collect();
             let want = sym_sqrt(&SymMatrix { n: k, data: gram });
             let got = sqrt_gram_from_features(&w, k, d).unwrap();
@@ -470,11 +489,7 @@ mod tests {
     fn couplings_stay_symmetric_positive_definite() {
         let (n, d, k) = (400, 6, 4);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for update in [
             RelationUpdate::Batch,
             RelationUpdate::LogDet,
@@ -501,11 +516,7 @@ mod tests {
         use crate::learner::MTPerceptron;
         let (n, d, k) = (300, 5, 3);
         let (x, tasks, y) = stream(n, d, k);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = Omtrl::new(k, d, RelationUpdate::LogDet, 1e-3, 10_000).unwrap();
         let mut b = MTPerceptron::new(TaskKernel::complete(k).unwrap(), BaseKernel::linear(), d, false).unwrap();
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();

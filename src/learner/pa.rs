@@ -13,8 +13,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
-use crate::linalg::simd::{dense_axpy, dense_dot};
+use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,17 +61,32 @@ pub struct PassiveAggressive {
     n_updates: u64,
 }
 
-impl PassiveAggressive {
-    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        if !(c.is_finite() && c > 0.0) {
-            return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
-        }
+learner_params! {
+    /// The Passive-Aggressive learners' hyper-parameters (§6.1).
+    pub struct PassiveAggressiveParams {
+        /// PA-Global (one model for all tasks) rather than PA-Unique.
+        pub shared: bool,
+        /// The aggressiveness C (> 0).
+        #[cfg_attr(feature = "python", pyo3(item("C")))]
+        pub c: f64,
+        pub variant: PaVariant,
+    }
+
+    fn check(&self) -> Result<()> {
+        check_c(self.c)
+    }
+}
+
+impl Build for PassiveAggressive {
+    type Params = PassiveAggressiveParams;
+
+    fn from_checked(params: &PassiveAggressiveParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let PassiveAggressiveParams {
+            shared: global,
+            c,
+            variant,
+        } = *params;
         let n_blocks = if global { 1 } else { n_tasks };
         Ok(Self {
             n_tasks,
@@ -83,6 +97,17 @@ impl PassiveAggressive {
             weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
         })
+    }
+}
+
+impl PassiveAggressive {
+    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
+        let params = PassiveAggressiveParams {
+            shared: global,
+            c,
+            variant,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     fn block(&self, task: usize) -> usize {
@@ -135,19 +160,12 @@ impl OnlineLearner for PassiveAggressive {
         self.grow_tasks(n)
     }
 
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         match (&self.weights[self.block(task)], x) {
             (None, _) => 0.0,
-            (Some(w), Row::Dense(v)) => dense_dot(v, w),
-            (Some(w), sparse) => sparse.dot(w),
+            (Some(w), x) => x.dot(w),
         }
     }
 
@@ -156,10 +174,7 @@ impl OnlineLearner for PassiveAggressive {
         if loss <= 0.0 {
             return Ok(());
         }
-        let sq_norm = match x {
-            Row::Dense(v) => dense_dot(v, v),
-            sparse => sparse.sq_norm(),
-        };
+        let sq_norm = x.sq_norm();
         let tau = self.variant.step(loss, sq_norm, self.c);
         if !tau.is_finite() {
             return Err(Error::Numerical(format!(
@@ -185,22 +200,12 @@ impl OnlineLearner for PassiveAggressive {
             self.weights[b] = Some(block);
         }
         let w = self.weights[b].as_mut().expect("allocated above");
-        match x {
-            Row::Dense(v) => dense_axpy(tau * y, v, w),
-            sparse => sparse.add_to(w, tau * y),
-        }
+        x.add_to(w, tau * y);
         self.n_updates += 1;
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 }
 
 impl PassiveAggressive {
@@ -224,9 +229,10 @@ impl PassiveAggressive {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{dot_dense, Rows};
+    use crate::data::Rows;
     use crate::learner::learn;
     use crate::rng::SplitMix64;
+    use crate::simd::dense_dot;
 
     fn stream(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<f64>) {
         let mut rng = SplitMix64::new(seed);
@@ -249,7 +255,7 @@ mod tests {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
             let f = m.learn_one(row, 0, y[t], &mut scratch).unwrap();
             if 1.0 - y[t] * f > 0.0 {
-                let after = y[t] * dot_dense(&m.weights(0), &x[t * d..(t + 1) * d]);
+                let after = y[t] * dense_dot(&m.weights(0), &x[t * d..(t + 1) * d]);
                 assert!((after - 1.0).abs() < 1e-9, "{after}");
             }
         }
@@ -260,11 +266,7 @@ mod tests {
     fn reductions() {
         let (n, d) = (300, 5);
         let (x, y) = stream(n, d, 2);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let tasks = vec![0i64; n];
         let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
         let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();

@@ -9,10 +9,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::kernel_sum::{weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, LinearWeights, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, LinearWeights, NoParams, OnlineLearner, Setting};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -35,13 +35,12 @@ pub struct MTPerceptron {
 impl MTPerceptron {
     /// A multitask Perceptron; the linear kernel runs in primal form.
     pub fn new(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        let primal = matches!(kernel.kind, KernelKind::Linear);
-        Self::build(tasks, kernel, n_features, sparse, primal)
+        <Self as Build>::build(&NoParams, &Setting::over(&tasks, Some(kernel), n_features, sparse))
     }
 
     /// The same learner always kept as an active set (the oracle for the primal form).
     pub fn new_dual(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        Self::build(tasks, kernel, n_features, sparse, false)
+        Self::with_form(tasks, kernel, n_features, sparse, false)
     }
 
     /// The Perceptron battery: k independent kernel Perceptrons (T = I).
@@ -49,13 +48,8 @@ impl MTPerceptron {
         Self::new(TaskKernel::disconnected(n_tasks)?, kernel, n_features, sparse)
     }
 
-    fn build(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
-        if n_features == 0 {
-            return Err(Error::InvalidParameter {
-                name: "n_features",
-                reason: "must be >= 1".into(),
-            });
-        }
+    fn with_form(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
+        Setting::over(&tasks, Some(kernel), n_features, sparse).check_dims()?;
         let model = if primal {
             Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks)?)
         } else {
@@ -80,13 +74,20 @@ impl MTPerceptron {
     }
 }
 
+impl Build for MTPerceptron {
+    type Params = NoParams;
+
+    fn from_checked(_: &NoParams, setting: &Setting) -> Result<Self> {
+        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let primal = matches!(kernel.kind, KernelKind::Linear);
+        Self::with_form(tasks, kernel, setting.n_features, setting.sparse, primal)
+    }
+}
+
 impl MTPerceptron {
     /// Same hyper-parameters (kernel, task kernel, features, primal or dual form) as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.is_primal() == other.is_primal()
+        same_kernel_setting!(self, other) && self.is_primal() == other.is_primal()
     }
 }
 
@@ -128,17 +129,7 @@ impl OnlineLearner for MTPerceptron {
         self.grow_tasks(n)
     }
 
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         match &self.model {
@@ -199,28 +190,17 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::learn;
-    use crate::rng::SplitMix64;
+    use crate::learner::test_support::stream;
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| if x[t * d] + 0.3 * x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
-            .collect();
-        (x, tasks, y)
+        stream(n, d, k, seed, |x, _, _| x[0] + 0.3 * x[1] > 0.0)
     }
 
     #[test]
     fn primal_equals_dual_for_the_linear_kernel() {
         let (n, d, k) = (600, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 7);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         for tk in [
             TaskKernel::complete(k).unwrap(),
             TaskKernel::disconnected(k).unwrap(),
@@ -312,11 +292,7 @@ mod tests {
     fn battery_is_the_disconnected_multitask_perceptron() {
         let (n, d, k) = (400, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 11);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let kernel = BaseKernel::rbf(0.5).unwrap();
         let mut battery = MTPerceptron::battery(k, kernel, d, false).unwrap();
         let mut single: Vec<MTPerceptron> = (0..k)

@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
+use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
-use crate::learner::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
-use crate::learner::{is_update_mistake, ActiveSet, OnlineLearner};
+use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -81,23 +81,59 @@ impl Threshold {
 /// ρ of [`Threshold::squared_for`]: the projection threshold never exceeds ρ √κ.
 pub const PROJECTION_CAP_REL: f64 = 0.5;
 
-/// The settings both Projectrons share.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ProjectronParams {
-    pub budget: usize,
-    pub eta: f64,
-    pub threshold: Threshold,
-}
+learner_params! {
+    /// The settings both Projectrons share: MTBPRJ's hyper-parameters (part of its state).
+    pub struct ProjectronParams {
+        pub budget: usize,
+        pub eta: f64,
+        #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
+        pub threshold: Threshold,
+    }
 
-impl ProjectronParams {
-    pub fn new(budget: usize, eta: f64, threshold: Threshold) -> Result<Self> {
+    fn check(&self) -> Result<()> {
+        let (budget, eta) = (self.budget, self.eta);
         if budget < 1 {
             return Err(invalid("budget", format!("must be >= 1, got {budget}")));
         }
         if !(eta >= 0.0 && eta.is_finite()) {
             return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
         }
-        Ok(Self { budget, eta, threshold })
+        Ok(())
+    }
+}
+
+impl ProjectronParams {
+    pub fn new(budget: usize, eta: f64, threshold: Threshold) -> Result<Self> {
+        let params = Self { budget, eta, threshold };
+        params.check()?;
+        Ok(params)
+    }
+}
+
+learner_params! {
+    /// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
+    pub struct MTBPRJ2Params {
+        pub budget: usize,
+        pub eta: f64,
+        #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
+        pub threshold: Threshold,
+        /// Algorithm 2's line 14 as printed (§4.5, A-C7).
+        pub alg2_literal_line14: bool,
+    }
+
+    fn check(&self) -> Result<()> {
+        self.shared().check()
+    }
+}
+
+impl MTBPRJ2Params {
+    /// The settings shared with MTBPRJ.
+    pub fn shared(&self) -> ProjectronParams {
+        ProjectronParams {
+            budget: self.budget,
+            eta: self.eta,
+            threshold: self.threshold,
+        }
     }
 }
 
@@ -206,6 +242,22 @@ pub struct MTBPRJ {
     counters: Counters,
 }
 
+impl Build for MTBPRJ {
+    type Params = ProjectronParams;
+
+    fn from_checked(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
+        Ok(Self {
+            kernel: setting.kernel()?,
+            tasks: setting.task_kernel()?.clone(),
+            n_features: setting.n_features,
+            params: *params,
+            set: ActiveSet::new(setting.n_features, setting.sparse),
+            gram: InverseGram::new(params.budget.saturating_add(1)),
+            counters: Counters::default(),
+        })
+    }
+}
+
 impl MTBPRJ {
     pub fn new(
         tasks: TaskKernel,
@@ -214,16 +266,7 @@ impl MTBPRJ {
         sparse: bool,
         params: ProjectronParams,
     ) -> Result<Self> {
-        check_features(n_features)?;
-        Ok(Self {
-            kernel,
-            tasks,
-            n_features,
-            params,
-            set: ActiveSet::new(n_features, sparse),
-            gram: InverseGram::new(params.budget.saturating_add(1)),
-            counters: Counters::default(),
-        })
+        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
     }
 
     pub fn active_set(&self) -> &ActiveSet {
@@ -265,10 +308,7 @@ impl MTBPRJ {
 impl MTBPRJ {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.params == other.params
+        same_kernel_setting!(self, other) && self.params == other.params
     }
 }
 
@@ -292,17 +332,7 @@ impl OnlineLearner for MTBPRJ {
         self.grow_tasks(n)
     }
 
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and
@@ -376,13 +406,7 @@ impl OnlineLearner for MTBPRJ {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.counters.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.set.len()
-    }
+    active_set_counters!(counters.n_updates, set);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         diagnostics(&self.counters, &self.gram)
@@ -474,7 +498,23 @@ impl MTBPRJ2 {
         params: ProjectronParams,
         literal_line14: bool,
     ) -> Result<Self> {
-        check_features(n_features)?;
+        let params = MTBPRJ2Params {
+            budget: params.budget,
+            eta: params.eta,
+            threshold: params.threshold,
+            alg2_literal_line14: literal_line14,
+        };
+        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
+    }
+}
+
+impl Build for MTBPRJ2 {
+    type Params = MTBPRJ2Params;
+
+    fn from_checked(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
+        let (params, literal_line14) = (all.shared(), all.alg2_literal_line14);
+        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let (n_features, sparse) = (setting.n_features, setting.sparse);
         // Per task: its member entry (usize), its local index (u32) and its share of the block
         // slots; checked before the tables are built.
         let k = tasks.n_tasks();
@@ -507,7 +547,9 @@ impl MTBPRJ2 {
             counters: Counters::default(),
         })
     }
+}
 
+impl MTBPRJ2 {
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
     }
@@ -677,11 +719,7 @@ impl MTBPRJ2 {
 impl MTBPRJ2 {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        self.kernel == other.kernel
-            && self.tasks.approx_eq(&other.tasks)
-            && self.n_features == other.n_features
-            && self.params == other.params
-            && self.literal_line14 == other.literal_line14
+        same_kernel_setting!(self, other) && self.params == other.params && self.literal_line14 == other.literal_line14
     }
 }
 
@@ -755,17 +793,7 @@ impl OnlineLearner for MTBPRJ2 {
         self.grow_tasks(n)
     }
 
-    fn base_kernel(&self) -> Option<&BaseKernel> {
-        Some(&self.kernel)
-    }
-
-    fn n_tasks(&self) -> usize {
-        self.tasks.n_tasks()
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    kernel_shape!();
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         let Some(block) = &self.blocks[self.tasks.component(task)] else {
@@ -882,13 +910,7 @@ impl OnlineLearner for MTBPRJ2 {
         Ok(())
     }
 
-    fn n_updates(&self) -> u64 {
-        self.counters.n_updates
-    }
-
-    fn n_active(&self) -> usize {
-        self.dict.len()
-    }
+    active_set_counters!(counters.n_updates, dict);
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let mut d = diagnostics(&self.counters, &self.gram);
@@ -950,6 +972,11 @@ impl MTBPRJ2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// MTBPRJ-2 as the paper's corrected Algorithm 2 (no A-C7 ablation).
+    fn mtbprj2(tasks: TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, params: ProjectronParams) -> MTBPRJ2 {
+        MTBPRJ2::new(tasks, kernel, d, sparse, params, false).unwrap()
+    }
     use crate::data::Rows;
     use crate::learner::{learn, MTPerceptron};
     use crate::rng::SplitMix64;
@@ -1007,15 +1034,7 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 1);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let mut a = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
-        let mut b = MTBPRJ2::new(
-            TaskKernel::complete(k).unwrap(),
-            kernel,
-            d,
-            true,
-            params(12, 0.3),
-            false,
-        )
-        .unwrap();
+        let mut b = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3));
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
@@ -1193,11 +1212,7 @@ mod tests {
     }
 
     fn run(model: &mut dyn OnlineLearner, x: &[f64], tasks: &[i64], y: &[f64], d: usize) -> Vec<f64> {
-        let rows = Rows::Dense {
-            data: x,
-            n_rows: y.len(),
-            n_cols: d,
-        };
+        let rows = Rows::dense(x, y.len(), d);
         let mut scratch = Scratch::default();
         (0..y.len())
             .map(|t| {
@@ -1319,28 +1334,12 @@ mod tests {
         let (x, mut tasks, y) = stream(n, d, k, 2);
         tasks.iter_mut().for_each(|t| *t %= 2); // only tasks 0 and 1 appear
         let kernel = BaseKernel::rbf(3.0).unwrap();
-        let mut m = MTBPRJ2::new(
-            TaskKernel::disconnected(k).unwrap(),
-            kernel,
-            d,
-            false,
-            params(20, 0.1),
-            false,
-        )
-        .unwrap();
+        let mut m = mtbprj2(TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut m, &x, &tasks, &y, d);
         let diag: std::collections::HashMap<_, _> = m.diagnostics().into_iter().collect();
         assert_eq!(diag["n_allocated_blocks"], 2.0);
         assert_eq!(diag["n_weights"], 2.0 * m.n_active() as f64);
-        let mut c = MTBPRJ2::new(
-            TaskKernel::complete(k).unwrap(),
-            kernel,
-            d,
-            false,
-            params(20, 0.1),
-            false,
-        )
-        .unwrap();
+        let mut c = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut c, &x, &tasks, &y, d);
         assert_eq!(c.n_weights(), k * c.n_active());
         // An untouched task of the disconnected graph scores 0 without any kernel evaluation.
@@ -1358,15 +1357,7 @@ mod tests {
         let mut b = MTBPRJ2::new(tk, kernel, d, false, params(10, 0.05), true).unwrap();
         assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
         let ones = vec![0i64; n];
-        let mut a1 = MTBPRJ2::new(
-            TaskKernel::disconnected(1).unwrap(),
-            kernel,
-            d,
-            false,
-            params(10, 0.05),
-            false,
-        )
-        .unwrap();
+        let mut a1 = mtbprj2(TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05));
         let mut b1 = MTBPRJ2::new(
             TaskKernel::disconnected(1).unwrap(),
             kernel,
@@ -1378,17 +1369,7 @@ mod tests {
         .unwrap();
         // With T = [1] the extra factor is 1.
         assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));
-        let _ = learn(
-            &mut a1,
-            &Rows::Dense {
-                data: &x[..d],
-                n_rows: 1,
-                n_cols: d,
-            },
-            &[0],
-            &[1.0],
-        )
-        .unwrap();
+        let _ = learn(&mut a1, &Rows::dense(&x[..d], 1, d), &[0], &[1.0]).unwrap();
     }
 
     #[test]

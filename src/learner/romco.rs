@@ -26,13 +26,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
-use crate::data::{dot_dense, Row};
+use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::OnlineLearner;
+use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
-use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot};
+use crate::linalg::simd::{columns_dot, dense_dot};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -174,33 +174,6 @@ struct ColumnChange {
     alpha: f64,
 }
 
-/// `<x, w>`, with the AVX2 build for dense rows.
-#[inline]
-fn row_dot(x: &Row, w: &[f64]) -> f64 {
-    match x {
-        Row::Dense(v) => dense_dot(v, w),
-        sparse => sparse.dot(w),
-    }
-}
-
-/// `w += alpha x`, with the AVX2 build for dense rows.
-#[inline]
-fn row_axpy(x: &Row, alpha: f64, w: &mut [f64]) {
-    match x {
-        Row::Dense(v) => dense_axpy(alpha, v, w),
-        sparse => sparse.add_to(w, alpha),
-    }
-}
-
-/// `<a, b>` of two rows, with the AVX2 build for two dense rows.
-#[inline]
-fn rows_dot(a: &Row, b: &Row) -> f64 {
-    match (a, b) {
-        (Row::Dense(u), Row::Dense(v)) => dense_dot(u, v),
-        _ => a.dot_row(b),
-    }
-}
-
 /// One present task of a round: its row, task, label and pre-update score.
 struct Item<'a> {
     x: Row<'a>,
@@ -211,27 +184,28 @@ struct Item<'a> {
     vx: Option<f64>,
 }
 
-impl Romco {
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        eta1: f64,
-        eta2: f64,
-        lambda1: f64,
-        lambda2: f64,
-        trigger: RomcoTrigger,
-    ) -> Result<Self> {
-        if n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
+learner_params! {
+    /// ROMCO's hyper-parameters (§5).
+    pub struct RomcoParams {
+        /// Step sizes of U and V (>= 0, not both 0).
+        pub eta1: f64,
+        pub eta2: f64,
+        /// Trace-norm and group-lasso weights (>= 0).
+        pub lambda1: f64,
+        pub lambda2: f64,
+        /// When the model updates: on a positive loss or on a mistake.
+        pub update: RomcoTrigger,
+        /// The SVT implementation of §5.5 (`Auto` unless a test or benchmark says otherwise).
+        pub svt_route: SvtRoute,
+    }
+
+    fn check(&self) -> Result<()> {
+        let (eta1, eta2) = (self.eta1, self.eta2);
         for (name, value) in [
             ("eta1", eta1),
             ("eta2", eta2),
-            ("lambda1", lambda1),
-            ("lambda2", lambda2),
+            ("lambda1", self.lambda1),
+            ("lambda2", self.lambda2),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
@@ -243,6 +217,23 @@ impl Romco {
                 "eta1 + eta2 must be > 0 (otherwise the model never changes)",
             ));
         }
+        Ok(())
+    }
+}
+
+impl Build for Romco {
+    type Params = RomcoParams;
+
+    fn from_checked(params: &RomcoParams, setting: &Setting) -> Result<Self> {
+        let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
+        let RomcoParams {
+            eta1,
+            eta2,
+            lambda1,
+            lambda2,
+            update: trigger,
+            svt_route: route,
+        } = *params;
         let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
         let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
         let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
@@ -265,7 +256,7 @@ impl Romco {
             lambda1,
             lambda2,
             trigger,
-            route: SvtRoute::Auto,
+            route,
             u: factors.filled(&[size], 0.0)?,
             brand: None,
             v: factors.filled(&[size], 0.0)?,
@@ -288,6 +279,28 @@ impl Romco {
             n_eigen_updates: 0,
             scratch: Box::default(),
         })
+    }
+}
+
+impl Romco {
+    pub fn new(
+        n_tasks: usize,
+        n_features: usize,
+        eta1: f64,
+        eta2: f64,
+        lambda1: f64,
+        lambda2: f64,
+        trigger: RomcoTrigger,
+    ) -> Result<Self> {
+        let params = RomcoParams {
+            eta1,
+            eta2,
+            lambda1,
+            lambda2,
+            update: trigger,
+            svt_route: SvtRoute::Auto,
+        };
+        Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
     /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
@@ -339,7 +352,7 @@ impl Romco {
         if s == 0.0 {
             0.0
         } else {
-            s * row_dot(x, &self.v[i * self.n_features..(i + 1) * self.n_features])
+            s * x.dot(&self.v[i * self.n_features..(i + 1) * self.n_features])
         }
     }
 
@@ -467,7 +480,7 @@ impl Romco {
                 }
                 for (ia, a) in active.iter().enumerate() {
                     for (ib, b) in active.iter().enumerate().skip(ia) {
-                        let xy = if ia == ib { x_sq[ia] } else { rows_dot(&a.x, &b.x) };
+                        let xy = if ia == ib { x_sq[ia] } else { a.x.dot_row(&b.x) };
                         let v = step * step * a.y * b.y * xy;
                         c[a.task * k + b.task] += v;
                         if a.task != b.task {
@@ -483,7 +496,7 @@ impl Romco {
         for (it, &xx) in active.iter().zip(&x_sq) {
             let t = it.task;
             if !use_brand {
-                row_axpy(&it.x, self.eta1 * it.y, &mut self.u[t * d..(t + 1) * d]);
+                it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
             }
             self.u_live[t] |= self.eta1 != 0.0 && xx > 0.0;
             if self.eta2 == 0.0 {
@@ -498,7 +511,7 @@ impl Romco {
                 it.vx.unwrap_or_else(|| self.v_dot(t, &it.x))
             };
             let s = self.v_scale[t];
-            row_axpy(&it.x, self.eta2 * it.y / s, &mut self.v[t * d..(t + 1) * d]);
+            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
             let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * xx;
             self.v_sq_norm[t] = norm2.max(0.0);
         }
@@ -791,7 +804,7 @@ impl Romco {
                 self.n_numerical_failures += 1;
                 self.leave_factored();
                 let d = self.n_features;
-                row_axpy(&it.x, alpha, &mut self.u[it.task * d..(it.task + 1) * d]);
+                it.x.add_to(&mut self.u[it.task * d..(it.task + 1) * d], alpha);
                 self.gram = svt::gram(&self.u, d, self.n_tasks);
                 self.gram_stale = false;
             }
@@ -835,7 +848,7 @@ impl Romco {
             let s = self.v_scale[i];
             if s != 0.0 {
                 let col = &self.v[i * d..(i + 1) * d];
-                self.v_sq_norm[i] = s * s * dot_dense(col, col);
+                self.v_sq_norm[i] = s * s * dense_dot(col, col);
             }
         }
     }
@@ -936,18 +949,12 @@ impl CheckState for Romco {
 }
 
 impl OnlineLearner for Romco {
-    fn n_tasks(&self) -> usize {
-        self.n_tasks
-    }
-
-    fn n_features(&self) -> usize {
-        self.n_features
-    }
+    shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let u = match &self.brand {
             Some(f) => f.score_projected(&f.project(&x), task),
-            None => row_dot(&x, self.u_col(task)),
+            None => x.dot(self.u_col(task)),
         };
         u + self.v_dot(task, &x)
     }
@@ -969,7 +976,7 @@ impl OnlineLearner for Romco {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
         let u = match (&self.brand, &bx) {
             (Some(f), Some(bx)) => f.score_projected(bx, task),
-            _ => row_dot(&x, self.u_col(task)),
+            _ => x.dot(self.u_col(task)),
         };
         let vx = self.v_dot(task, &x);
         let score = u + vx;
@@ -988,17 +995,9 @@ impl OnlineLearner for Romco {
         true
     }
 
-    fn learn_round(
-        &mut self,
-        rows: &[Row],
-        tasks: &[usize],
-        y: &[f64],
-        scores: &mut [f64],
-        scratch: &mut Scratch,
-    ) -> Result<()> {
-        for (r, row) in rows.iter().enumerate() {
-            scores[r] = self.score(*row, tasks[r], scratch);
-        }
+    fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()> {
+        let Round { rows, tasks, y } = round;
+        self.score_round(round, scores, scratch);
         let items: Vec<Item> = (0..rows.len())
             .map(|r| Item {
                 x: rows[r],
@@ -1011,14 +1010,7 @@ impl OnlineLearner for Romco {
         self.joint_update(&items, None)
     }
 
-    fn n_updates(&self) -> u64 {
-        self.n_updates
-    }
-
-    /// A linear model: the number of updates it stands for.
-    fn n_active(&self) -> usize {
-        self.n_updates as usize
-    }
+    linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         vec![
@@ -1038,25 +1030,12 @@ impl OnlineLearner for Romco {
 mod tests {
     use super::*;
     use crate::data::Rows;
+    use crate::learner::test_support::stream;
     use crate::learner::{learn, learn_rounds, predict_sign};
-    use crate::rng::SplitMix64;
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(seed);
-        let mut unif = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
-        let x: Vec<f64> = (0..n * d).map(|_| unif()).collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| {
-                let sign = if tasks[t] % 2 == 0 { 1.0 } else { -1.0 };
-                if sign * x[t * d] + 0.3 * x[t * d + 1] > 0.0 {
-                    1.0
-                } else {
-                    -1.0
-                }
-            })
-            .collect();
-        (x, tasks, y)
+        let sign = |task: usize| if task.is_multiple_of(2) { 1.0 } else { -1.0 };
+        stream(n, d, k, seed, |x, task, _| sign(task) * x[0] + 0.3 * x[1] > 0.0)
     }
 
     fn model(k: usize, d: usize, e1: f64, e2: f64, l1: f64, l2: f64, trigger: RomcoTrigger) -> Romco {
@@ -1068,11 +1047,7 @@ mod tests {
     fn unregularised_romco_is_independent_margin_perceptrons() {
         let (n, d, k) = (500, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 3);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = model(k, d, 0.3, 0.2, 0.0, 0.0, RomcoTrigger::Loss);
         let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
@@ -1080,7 +1055,7 @@ mod tests {
         let mut z = vec![vec![0.0; d]; k];
         for t in 0..n {
             let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-            let f = dot_dense(&z[i], xt);
+            let f = dense_dot(&z[i], xt);
             assert!((f - sa[t]).abs() <= 1e-12 * f.abs().max(1.0));
             assert!((f - sb[t]).abs() <= 1e-12 * f.abs().max(1.0));
             if y[t] * f < 1.0 {
@@ -1106,20 +1081,12 @@ mod tests {
     fn updated_gram_route_follows_route_a() {
         let (n, d, k) = (3000, 40, 6);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut auto = model(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss);
         let mut qr = model(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).with_route(SvtRoute::Qr);
         let chunk = 300;
         for start in (0..n).step_by(chunk) {
-            let part = Rows::Dense {
-                data: &x[start * d..(start + chunk) * d],
-                n_rows: chunk,
-                n_cols: d,
-            };
+            let part = Rows::dense(&x[start * d..(start + chunk) * d], chunk, d);
             let (t, yy) = (&tasks[start..start + chunk], &y[start..start + chunk]);
             let (sa, sq) = (
                 learn(&mut auto, &part, t, yy).unwrap(),
@@ -1156,11 +1123,7 @@ mod tests {
         let x2: Vec<f64> = x.chunks(d).flat_map(|r| r.iter().chain(r).copied()).collect();
         let t2: Vec<i64> = (0..2 * n).map(|t| (t % 2) as i64).collect();
         let y2: Vec<f64> = y.iter().flat_map(|&v| [v, v]).collect();
-        let rows = Rows::Dense {
-            data: &x2,
-            n_rows: 2 * n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x2, 2 * n, d);
         let mut m = model(2, d, 0.1, 0.1, 1e-8, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &t2, &y2).unwrap();
         let updates = m.n_updates as f64;
@@ -1178,17 +1141,13 @@ mod tests {
     fn mistake_trigger_equals_perceptrons() {
         let (n, d, k) = (400, 4, 4);
         let (x, tasks, y) = random_stream(n, d, k, 8);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
         let s = learn(&mut m, &rows, &tasks, &y).unwrap();
         let mut z = vec![vec![0.0; d]; k];
         for t in 0..n {
             let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-            let f = dot_dense(&z[i], xt);
+            let f = dense_dot(&z[i], xt);
             assert_eq!(predict_sign(f), predict_sign(s[t]), "step {t}");
             if y[t] * f <= 0.0 {
                 z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += y[t] * v);
@@ -1201,11 +1160,7 @@ mod tests {
     fn huge_regularisation_zeroes_the_parts() {
         let (n, d, k) = (200, 5, 3);
         let (x, tasks, y) = random_stream(n, d, k, 4);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.1, 0.1, 1e12, 1e-4, RomcoTrigger::Loss);
         learn(&mut m, &rows, &tasks, &y).unwrap();
         assert!(m.u_matrix().iter().all(|&v| v == 0.0));
@@ -1224,11 +1179,7 @@ mod tests {
         let d = 3;
         let mut m = model(2, d, 0.05, 0.05, 0.01, 0.01, RomcoTrigger::Mistake);
         let x = [1.0, 2.0, 0.0, 0.0, 1.0, 1.0];
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: 2,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, 2, d);
         learn_rounds(&mut m, &rows, &[0, 1], &[1.0, 1.0], &[0, 0]).unwrap();
         let before = m.clone();
         // Positive margin below 1: the loss trigger would fire, the mistake trigger does not.
@@ -1245,11 +1196,7 @@ mod tests {
     fn maintained_quantities_track_exact_values() {
         let (n, d, k) = (700, 30, 6);
         let (x, tasks, y) = random_stream(n, d, k, 12);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let rounds: Vec<i64> = (0..n as i64).map(|t| t / k as i64).collect();
         let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
         learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
@@ -1277,11 +1224,7 @@ mod tests {
     fn rounds_share_one_model_and_singletons_equal_p1() {
         let (n, d, k) = (240, 6, 4);
         let (x, tasks, y) = random_stream(n, d, k, 21);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut a = model(k, d, 0.1, 0.2, 0.1, 0.05, RomcoTrigger::Loss);
         let mut b = a.clone();
         let singles: Vec<i64> = (0..n as i64).collect();
@@ -1301,11 +1244,7 @@ mod tests {
     fn bad_rounds_are_rejected_before_any_change() {
         let (n, d, k) = (6, 3, 3);
         let (x, tasks, y) = random_stream(n, d, k, 2);
-        let rows = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let rows = Rows::dense(&x, n, d);
         let mut m = model(k, d, 0.1, 0.1, 0.1, 0.1, RomcoTrigger::Loss);
         let before = m.clone();
         assert!(learn_rounds(&mut m, &rows, &tasks, &y, &[0, 0, 1, 0, 2, 2]).is_err());
@@ -1323,11 +1262,7 @@ mod tests {
                 *v = 0.0
             }
         });
-        let dense = Rows::Dense {
-            data: &x,
-            n_rows: n,
-            n_cols: d,
-        };
+        let dense = Rows::dense(&x, n, d);
         let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
         for r in 0..n {
             for c in 0..d {

@@ -322,10 +322,7 @@ impl ThinSvd {
                 None => c.iter_mut().zip(self.project(x)).for_each(|(ci, v)| *ci = alpha * v),
             }
             let mut p = vec![0.0; d];
-            match x {
-                Row::Dense(v) => dense_axpy(alpha, v, &mut p),
-                sparse => sparse.add_to(&mut p, alpha),
-            }
+            x.add_to(&mut p, alpha);
             sub_columns(&self.b, d, m, &c, &mut p);
             rho = dense_dot(&p, &p).sqrt();
             if rho < std::f64::consts::FRAC_1_SQRT_2 * a_norm {

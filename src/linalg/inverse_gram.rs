@@ -559,7 +559,7 @@ fn positive(x: f64) -> bool {
 
 #[inline]
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    crate::data::dot_dense(a, b)
+    crate::simd::dot4(a, b)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ mod dense;
 pub mod eigen_update;
 mod inverse_gram;
 pub(crate) mod jacobi;
-pub mod simd;
+// The SIMD kernels live below `data` (src/simd.rs); the old path stays for the linalg code.
+pub use crate::simd;
 pub mod svt;
 
 pub(crate) use dense::symmetrize as dense_symmetrize;

@@ -23,7 +23,6 @@
 
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
-use crate::data::dot_dense;
 use crate::linalg::simd::{dispatch, dot4, matmul, Lanes};
 
 /// Rows per block in the blocked QR kernel.
@@ -75,7 +74,7 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
     for i in 0..k {
         let ci = &m[i * d..(i + 1) * d];
         for j in 0..=i {
-            let v = dot_dense(ci, &m[j * d..(j + 1) * d]);
+            let v = dot4(ci, &m[j * d..(j + 1) * d]);
             c[i * k + j] = v;
             c[j * k + i] = v;
         }
@@ -691,16 +690,17 @@ mod tests {
         runs.push(("portable", out));
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
+            use crate::simd::{runnable_levels, SimdLevel};
+            let levels = runnable_levels();
+            if levels.contains(&SimdLevel::Avx2) {
                 let mut out = m.to_vec();
-                // SAFETY: AVX2 and FMA detected just above.
+                // SAFETY: the CPU runs AVX2 and FMA (a runnable level).
                 unsafe { right_multiply_avx2(&mut out, d, k, p) };
                 runs.push(("avx2", out));
             }
-            if has!("avx512f") && has!("fma") {
+            if levels.contains(&SimdLevel::Avx512) {
                 let mut out = m.to_vec();
-                // SAFETY: AVX-512F and FMA detected just above.
+                // SAFETY: the CPU runs AVX-512F and FMA (a runnable level).
                 unsafe { right_multiply_avx512(&mut out, d, k, p) };
                 runs.push(("avx512", out));
             }

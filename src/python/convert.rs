@@ -7,8 +7,22 @@ use pyo3::prelude::*;
 use crate::data::Rows;
 use crate::error::Error;
 
+pyo3::create_exception!(
+    _native,
+    StateError,
+    PyValueError,
+    "A model state (a pickle or a model file) that cannot be restored: corrupted, hostile, or of \
+     another layout version. A ValueError, as every restore failure was before it had its own kind."
+);
+
+/// The Python exception of an engine error: a state that cannot be restored is a `StateError`
+/// (a `ValueError`); every other engine error (a bad parameter, input or numerical failure, a
+/// size beyond memory) is a `ValueError`.
 pub fn to_pyerr(e: Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
+    match e {
+        Error::State(_) => StateError::new_err(e.to_string()),
+        _ => PyValueError::new_err(e.to_string()),
+    }
 }
 
 /// Runs `f`, turning a Rust panic into a Python RuntimeError instead of an abort.
@@ -65,52 +79,4 @@ pub fn slice1<'a, T: numpy::Element>(a: &'a PyReadonlyArray1<'_, T>, what: &str)
 #[pyfunction]
 pub fn splitmix64_permutation(seed: u64, n: usize) -> PyResult<Vec<usize>> {
     guarded(|| Ok(crate::rng::SplitMix64::new(seed).permutation(n)))
-}
-
-/// Test hook for the singular value thresholding routes of ALGORITHMS.md §5.5: returns
-/// `SVT_theta(M)` for a `d x k` matrix by `route` ("gram" = (b), "qr" = (a) as ROMCO runs it,
-/// "explicit" = the literal (a) with Q formed), or None when route (b) declines (θ < 1e-6 σ_max).
-#[pyfunction]
-pub fn _svt_for_tests<'py>(
-    py: Python<'py>,
-    m: numpy::PyReadonlyArray2<'py, f64>,
-    theta: f64,
-    route: &str,
-) -> PyResult<Option<Bound<'py, numpy::PyArray2<f64>>>> {
-    use crate::linalg::svt;
-    use numpy::{IntoPyArray, PyArrayMethods};
-    let (d, k) = (m.shape()[0], m.shape()[1]);
-    let a = m.as_array();
-    let mut col = vec![0.0; d * k];
-    for c in 0..k {
-        for r in 0..d {
-            col[c * d + r] = a[(r, c)];
-        }
-    }
-    let out = guarded(|| {
-        Ok(match route {
-            "gram" => svt::gram_route(&svt::gram(&col, d, k), k, theta).map(|s| {
-                svt::right_multiply_in_place(&mut col, d, k, &s.pi);
-                col
-            }),
-            "qr" => svt::qr_route(&col, d, k, theta).map(|s| {
-                svt::right_multiply_in_place(&mut col, d, k, &s.pi);
-                col
-            }),
-            "explicit" => svt::svt_explicit(&col, d, k, theta).map(|(u, _)| u),
-            other => return Err(crate::error::invalid("route", format!("unknown route {other:?}"))),
-        })
-    })?;
-    match out {
-        None => Ok(None),
-        Some(u) => {
-            let mut row = vec![0.0; d * k];
-            for c in 0..k {
-                for r in 0..d {
-                    row[r * k + c] = u[c * d + r];
-                }
-            }
-            Ok(Some(row.into_pyarray(py).reshape([d, k])?))
-        }
-    }
 }

@@ -4,6 +4,10 @@
 mod convert;
 mod kernels;
 mod learners;
+mod params;
+mod pickling;
+mod registry;
+mod testing;
 
 use pyo3::prelude::*;
 
@@ -13,12 +17,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
-    m.add_function(wrap_pyfunction!(learners::batch_mtl_solve, m)?)?;
-    m.add_function(wrap_pyfunction!(learners::omtl_tau, m)?)?;
-    m.add_function(wrap_pyfunction!(convert::_svt_for_tests, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
-    m.add("STATE_VERSION", learners::STATE_VERSION)?;
+    m.add("STATE_VERSION", pickling::STATE_VERSION)?;
+    m.add("StateError", m.py().get_type::<convert::StateError>())?;
+    m.add("LEARNER_KINDS", pyo3::types::PyTuple::new(m.py(), registry::KINDS)?)?;
+    // An attribute, not in __all__: test-only, not part of the interface.
+    m.setattr("_testing", testing::module(m.py())?)?;
     Ok(())
 }
 

@@ -11,9 +11,9 @@ use super::{decode, encode, CheckState};
 use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
 use crate::learner::{
-    decision, learn, BatchMtl, CwCol, GlobalNorm, Loss, MTLinear, MTLinearParams, MTPerceptron, Omtl, Omtrl,
-    OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoTrigger,
-    SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTFORGParams, MTLinear, MTLinearParams, MTPerceptron,
+    MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
+    RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::rng::SplitMix64;
 
@@ -80,11 +80,7 @@ impl Stream {
                 n_cols: D,
             }
         } else {
-            Rows::Dense {
-                data: &self.dense,
-                n_rows: N,
-                n_cols: D,
-            }
+            Rows::dense(&self.dense, N, D)
         }
     }
 }
@@ -168,11 +164,7 @@ where
                 let d = m.n_features().min(1 << 16);
                 let k = m.n_tasks().min(K) as i64;
                 let x: Vec<f64> = (0..8 * d).map(|i| s.dense[i % s.dense.len()]).collect();
-                let rows = Rows::Dense {
-                    data: &x,
-                    n_rows: 8,
-                    n_cols: d,
-                };
+                let rows = Rows::dense(&x, 8, d);
                 let tasks: Vec<i64> = (0..8).map(|t| t % k).collect();
                 let _ = decision(&m, &rows, &tasks);
                 let _ = learn(&mut m, &rows, &tasks, &s.y[..8]);
@@ -218,13 +210,13 @@ fn kernel_perceptrons_and_budget_learners() {
                 );
                 fuzz(
                     "rbp",
-                    MTRBP::new(tk.clone(), kernel, D, sparse, 6, 3).unwrap(),
+                    MTRBP::with_kernels(&tk, kernel, D, sparse, MTRBPParams { budget: 6, seed: 3 }).unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
                 fuzz(
                     "forg",
-                    MTFORG::new(tk.clone(), kernel, D, sparse, 6, 1.5).unwrap(),
+                    MTFORG::with_kernels(&tk, kernel, D, sparse, MTFORGParams { budget: 6, radius: 1.5 }).unwrap(),
                     sparse,
                     TRIALS / 4,
                 );

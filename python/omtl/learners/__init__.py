@@ -1,29 +1,13 @@
 """The native (Rust-backed) learners."""
 
-from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
-from .budget import MTFORG, MTRBP
-from .mt_linear import MTLinear
-from .pa import PAGlobal, PAUnique
-from .perceptron import KernelPerceptron, MTPerceptron
-from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
-from .romco import ROMCO
+from .._registry import EXPORTS
+from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML  # noqa: F401 (re-exported)
+from .budget import MTFORG, MTRBP  # noqa: F401 (re-exported)
+from .mt_linear import MTLinear  # noqa: F401 (re-exported)
+from .pa import PAGlobal, PAUnique  # noqa: F401 (re-exported)
+from .perceptron import KernelPerceptron, MTPerceptron  # noqa: F401 (re-exported)
+from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2  # noqa: F401 (re-exported)
+from .romco import ROMCO  # noqa: F401 (re-exported)
 
-__all__ = [
-    "CWCOL",
-    "MTBPRJ",
-    "MTBPRJ2",
-    "MTFL",
-    "MTFORG",
-    "MTLinear",
-    "MTPRJ",
-    "MTPRJ2",
-    "MTRBP",
-    "OMTL",
-    "OMTRL",
-    "ROMCO",
-    "TRML",
-    "KernelPerceptron",
-    "MTPerceptron",
-    "PAGlobal",
-    "PAUnique",
-]
+# The names come from the one registry (omtl._registry).
+__all__ = list(EXPORTS)

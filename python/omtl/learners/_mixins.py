@@ -44,6 +44,10 @@ class KernelParamsMixin:
             if not self._is_fitted():
                 self.__dict__.pop("_gamma_scale", None)
 
+    def _native_setting(self, n_features: int) -> dict:
+        graph, spec = self._task_graph(), self._kernel_spec(n_features)
+        return {"task_kernel": graph.native(), "kernel": spec.native()}
+
     @property
     def task_graph_(self) -> TaskGraph:
         """The task graph in use (resolved from ``graph``)."""

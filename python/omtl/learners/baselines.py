@@ -3,37 +3,12 @@ MTFL and TRML. All are linear; all run protocol P1 (OMTL also runs P2 rounds nat
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Boolean, Integer, Optional, Options, Real
 
 OMTRL_DEFAULT_EPOCH = 1000
-
-
-def _float(name, value, *, low=None, high=None, low_open=False, high_open=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    v = float(value)
-    if low is not None and (v < low or (low_open and v == low)):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low}, got {value!r}")
-    if high is not None and (v > high or (high_open and v == high)):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high}, got {value!r}")
-    return v
-
-
-def _int(name, value, *, low, high=2**63 - 1):
-    # `high`: the native core stores counts as 64-bit integers.
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
-    return int(value)
-
-
-def _choice(name, value, options):
-    if not isinstance(value, str) or value not in options:
-        raise ValueError(f"{name} must be one of {options}, got {value!r}")
-    return value
 
 
 class _ArraysMixin:
@@ -87,23 +62,14 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     _grows = True  # a new task starts from the prior, beside the global model (DECISIONS.md)
 
     def __init__(self, *, n_tasks=None, confidence=0.85, a=1.0, omega=0.5):
-        self.n_tasks = n_tasks
-        self.confidence = confidence
-        self.a = a
-        self.omega = omega
+        self._store_params(locals())
 
-    def _params(self):
-        return (
-            _float("confidence", self.confidence, low=0.5, high=1.0, low_open=True, high_open=True),
-            _float("a", self.a, low=0.0, low_open=True),
-            _float("omega", self.omega, low=0.0, high=1.0),
-        )
-
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        confidence, a, omega = self._params()
-        return NativeCore(NativeLearner.cw_col(self._check_n_tasks(), n_features, confidence, a, omega))
+    _native_kind = "cw_col"
+    _parameter_constraints = {
+        "confidence": Real(0.5, 1.0, low_open=True, high_open=True),
+        "a": Real(0.0, low_open=True),
+        "omega": Real(0.0, 1.0),
+    }
 
     def _shape(self):
         return (self.n_tasks, getattr(self, "n_features_in_", 0))
@@ -127,7 +93,7 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     @property
     def n_global_updates_(self) -> int:
         """Number of CW steps of the global model."""
-        return int(self._diagnostics().get("n_global_updates", 0))
+        return int(self._diagnostic("n_global_updates", 0))
 
 
 class OMTRL(_ArraysMixin, OnlineClassifier):
@@ -180,22 +146,14 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, relation_update="batch", eta=1e-3, epoch=None):
-        self.n_tasks = n_tasks
-        self.relation_update = relation_update
-        self.eta = eta
-        self.epoch = epoch
+        self._store_params(locals())
 
-    def _params(self):
-        update = _choice("relation_update", self.relation_update, ("batch", "logdet", "vonneumann"))
-        eta = _float("eta", self.eta, low=0.0)
-        epoch = OMTRL_DEFAULT_EPOCH if self.epoch is None else _int("epoch", self.epoch, low=0)
-        return update, eta, epoch
-
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        update, eta, epoch = self._params()
-        return NativeCore(NativeLearner.omtrl(self._check_n_tasks(), n_features, update, eta, epoch))
+    _native_kind = "omtrl"
+    _parameter_constraints = {
+        "relation_update": Options(("batch", "logdet", "vonneumann")),
+        "eta": Real(0.0),
+        "epoch": Optional(Integer(0), default=OMTRL_DEFAULT_EPOCH),
+    }
 
     @property
     def task_kernel_(self):
@@ -208,7 +166,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
 
     @property
     def n_refresh_skipped_(self) -> int:
-        return int(self._diagnostics().get("n_refresh_skipped", 0))
+        return int(self._diagnostic("n_refresh_skipped", 0))
 
 
 class OMTL(_ArraysMixin, OnlineClassifier):
@@ -247,23 +205,14 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     _grows = True  # one w_i per task; a round involves only its tasks (DECISIONS.md)
 
     def __init__(self, *, n_tasks=None, C=1.0, global_norm="linf", explicit=False):
-        self.n_tasks = n_tasks
-        self.C = C
-        self.global_norm = global_norm
-        self.explicit = explicit
+        self._store_params(locals())
 
-    def _params(self):
-        C = _float("C", self.C, low=0.0, low_open=True)
-        norm = _choice("global_norm", self.global_norm, ("linf", "l1", "l2"))
-        if not isinstance(self.explicit, (bool, np.bool_)):
-            raise ValueError(f"explicit must be a bool, got {self.explicit!r}")
-        return C, norm, bool(self.explicit)
-
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        C, norm, explicit = self._params()
-        return NativeCore(NativeLearner.omtl(self._check_n_tasks(), n_features, C, norm, explicit))
+    _native_kind = "omtl"
+    _parameter_constraints = {
+        "C": Real(0.0, low_open=True),
+        "global_norm": Options(("linf", "l1", "l2")),
+        "explicit": Boolean(),
+    }
 
     @property
     def coef_(self):
@@ -274,18 +223,13 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
     _regularizer = ""
 
     def __init__(self, *, n_tasks, rho=1e-2, retrain_every=100):
-        self.n_tasks = n_tasks
-        self.rho = rho
-        self.retrain_every = retrain_every
+        self._store_params(locals())
 
-    def _params(self):
-        return _float("rho", self.rho, low=0.0), _int("retrain_every", self.retrain_every, low=1)
+    _native_kind = "batch_mtl"
+    _parameter_constraints = {"rho": Real(0.0), "retrain_every": Integer(1)}
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        rho, every = self._params()
-        return NativeCore(NativeLearner.batch_mtl(self._check_n_tasks(), n_features, self._regularizer, rho, every, sparse))
+    def _native_params(self, n_features, sparse):
+        return {"regularizer": self._regularizer, **self._validated_params()}
 
     @property
     def coef_(self):
@@ -298,17 +242,17 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
 
     @property
     def n_retrains_(self) -> int:
-        return int(self._diagnostics().get("n_retrains", 0))
+        return int(self._diagnostic("n_retrains", 0))
 
     @property
     def last_objective_(self) -> float:
         """Objective value reached by the last retrain (nan before the first)."""
-        return float(self._diagnostics().get("last_objective", np.nan)) if self.n_retrains_ else float("nan")
+        return float(self._diagnostic("last_objective", np.nan)) if self.n_retrains_ else float("nan")
 
     @property
     def stored_bytes_(self) -> int:
         """Memory held by the stored training examples."""
-        return int(self._diagnostics().get("stored_bytes", 0))
+        return int(self._diagnostic("stored_bytes", 0))
 
 
 _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrained periodically
@@ -377,4 +321,4 @@ class TRML(_BatchMTL):
     @property
     def rank_(self) -> int:
         """Rank of the current W (singular values above 1e-12 of the largest)."""
-        return int(self._diagnostics().get("rank", 0))
+        return int(self._diagnostic("rank", 0))

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-import numbers
 import warnings
 
-import numpy as np
-
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Integer, Real
 from ._mixins import KernelParamsMixin
 
-
-def _check_budget(budget) -> int:
-    if isinstance(budget, (bool, np.bool_)) or not isinstance(budget, numbers.Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
-    if budget > 2**62:
-        raise ValueError(f"budget is too large: {budget!r}")
-    return int(budget)
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
-        raise ValueError(f"seed must be an integer in [0, 2**64), got {seed!r}")
-    return int(seed)
-
-
-def _check_radius(radius) -> float:
-    if isinstance(radius, (bool, np.bool_, str)) or not isinstance(radius, numbers.Real):
-        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
-    r = float(radius)
-    if not (r > 0.0 and np.isfinite(r)):
-        raise ValueError(f"radius must be a positive finite number, got {radius!r}")
-    return r
+# Shared with the Projectrons.
+BUDGET = Integer(1, 2**62, message="{name} must be an integer >= 1, got {value!r}", too_large="{name} is too large: {value!r}")
 
 
 class _BudgetMixin:
@@ -42,7 +20,7 @@ class _BudgetMixin:
     @property
     def n_evictions_(self) -> int:
         """Number of elements removed from the active set to respect the budget."""
-        return int(self._diagnostics().get("n_evictions", 0))
+        return int(self._diagnostic("n_evictions", 0))
 
 
 class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -64,14 +42,8 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
     budget : int
         Largest number of stored examples (``n_active_ <= budget`` after every example).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float, "scale" or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
-        Cosine-normalise the base kernel (``K(x,x) = 1``).
+    graph, kernel, gamma, degree, coef0, normalize
+        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     seed : int, default=0
         Seed of the eviction generator, in ``[0, 2**64)``.
 
@@ -92,35 +64,15 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 3)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks=None,
-        budget,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        seed=0,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.seed = seed
+    def __init__(self, *, n_tasks=None, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+        normalize=False, seed=0):
+        self._store_params(locals())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        budget, seed = _check_budget(self.budget), _check_seed(self.seed)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_rbp(graph.native(), spec.native(), n_features, sparse, budget, seed))
+    _native_kind = "mt_rbp"
+    _parameter_constraints = {
+        "budget": BUDGET,
+        "seed": Integer(0, 2**64 - 1, message="{name} must be an integer in [0, 2**64), got {value!r}"),
+    }
 
 
 class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -135,20 +87,8 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
-    budget : int
-        Largest number of stored examples (``n_active_ <= budget`` after every example).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
-        The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float, "scale" or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: ``(gamma <x,x'> + coef0)^degree``, default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
-        Cosine-normalise the base kernel (``K(x,x) = 1``).
+    n_tasks, budget, graph, kernel, gamma, degree, coef0, normalize
+        As :class:`MTRBP`. The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.
@@ -176,35 +116,15 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 2, 4, 0.4062)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks=None,
-        budget,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        radius=1.0,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.radius = radius
+    def __init__(self, *, n_tasks=None, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+        normalize=False, radius=1.0):
+        self._store_params(locals())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        budget, radius = _check_budget(self.budget), _check_radius(self.radius)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_forg(graph.native(), spec.native(), n_features, sparse, budget, radius))
+    _native_kind = "mt_forg"
+    _parameter_constraints = {
+        "budget": BUDGET,
+        "radius": Real(0.0, low_open=True, message="{name} must be a positive finite number, got {value!r}"),
+    }
 
     def _before_learn(self, core, X):
         # Before the update, in every path (learn, partial_fit, learn_rounds): under
@@ -222,14 +142,14 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     @property
     def forgetron_q_(self) -> float:
         """Accumulated removal damage Q (``Q <= 15/32 c_G^2 M`` always)."""
-        return float(self._diagnostics().get("forgetron_q", 0.0))
+        return float(self._diagnostic("forgetron_q", 0.0))
 
     @property
     def forgetron_m_(self) -> int:
         """Number of update-mistakes M."""
-        return int(self._diagnostics().get("forgetron_m", 0))
+        return int(self._diagnostic("forgetron_m", 0))
 
     @property
     def last_shrink_(self) -> float:
         """The last shrinking coefficient chi* in (0, 1] (1.0 before the first removal)."""
-        return float(self._diagnostics().get("last_shrink", 1.0))
+        return float(self._diagnostic("last_shrink", 1.0))

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Boolean, Integer, Optional, Options, Real
 from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
@@ -15,29 +14,16 @@ UPDATES = ("normalized", "adagrad", "sgd")
 MAX_HASH_BITS = 31
 
 
-def check_mt_linear_params(est) -> dict:
-    """Validated MTLinear hyper-parameters (read from ``est``, which is not changed)."""
-    if est.loss not in LOSSES:
-        raise ValueError(f"loss must be one of {LOSSES}, got {est.loss!r}")
-    if est.update not in UPDATES:
-        raise ValueError(f"update must be one of {UPDATES}, got {est.update!r}")
-    lr = est.learning_rate
-    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not np.isfinite(lr) or lr <= 0:
-        raise ValueError(f"learning_rate must be a finite number > 0, got {lr!r}")
-    if not isinstance(est.fit_intercept, (bool, np.bool_)):
-        raise ValueError(f"fit_intercept must be a bool, got {est.fit_intercept!r}")
-    bits = est.hash_bits
-    if bits is not None and (
-        isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= MAX_HASH_BITS
-    ):
-        raise ValueError(f"hash_bits must be None or an integer in [1, {MAX_HASH_BITS}], got {bits!r}")
-    return {
-        "loss": est.loss,
-        "update": est.update,
-        "learning_rate": float(lr),
-        "fit_intercept": bool(est.fit_intercept),
-        "hash_bits": None if bits is None else int(bits),
-    }
+MT_LINEAR_CONSTRAINTS = {
+    "loss": Options(LOSSES),
+    "update": Options(UPDATES),
+    "learning_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "fit_intercept": Boolean(),
+    "hash_bits": Optional(
+        Integer(1, MAX_HASH_BITS),
+        message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
+    ),
+}
 
 
 def _has_probabilities(model) -> bool:
@@ -101,24 +87,9 @@ class MTLinear(OnlineClassifier):
     [[0.274, 0.726]]
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks=None,
-        graph="complete",
-        loss="logistic",
-        update="normalized",
-        learning_rate=0.5,
-        fit_intercept=True,
-        hash_bits=None,
-    ):
-        self.n_tasks = n_tasks
-        self.graph = graph
-        self.loss = loss
-        self.update = update
-        self.learning_rate = learning_rate
-        self.fit_intercept = fit_intercept
-        self.hash_bits = hash_bits
+    def __init__(self, *, n_tasks=None, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
+        fit_intercept=True, hash_bits=None):
+        self._store_params(locals())
 
     _grows = True  # DECISIONS.md, open-ended task sets
 
@@ -132,11 +103,11 @@ class MTLinear(OnlineClassifier):
     def _task_graph(self) -> TaskGraph:
         return resolve_graph(self.graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "mt_linear"
+    _parameter_constraints = MT_LINEAR_CONSTRAINTS
 
-        params = check_mt_linear_params(self)
-        return NativeCore(NativeLearner.mt_linear(self._task_graph().native(), n_features, **params))
+    def _native_setting(self, n_features):
+        return {"task_kernel": self._task_graph().native()}
 
     @property
     def task_graph_(self) -> TaskGraph:
@@ -153,7 +124,7 @@ class MTLinear(OnlineClassifier):
 
     @property
     def memory_bytes_(self) -> int:
-        return int(self._diagnostics().get("memory_bytes", 0))
+        return int(self._diagnostic("memory_bytes", 0))
 
     @property
     def block_weights_(self) -> np.ndarray:

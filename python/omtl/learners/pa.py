@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import numbers
-
-import numpy as np
-
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Options, Real
 
 VARIANTS = ("pa", "pa1", "pa2")
 
 
-def check_pa_params(est) -> dict:
-    """Validated PA hyper-parameters (read from ``est``, which is not changed)."""
-    C = est.C
-    if isinstance(C, bool) or not isinstance(C, numbers.Real) or not np.isfinite(C) or C <= 0:
-        raise ValueError(f"C must be a finite number > 0, got {C!r}")
-    if est.variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {est.variant!r}")
-    return {"c": float(C), "variant": est.variant}
+PA_CONSTRAINTS = {
+    "C": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "variant": Options(VARIANTS),
+}
 
 
 class PAUnique(OnlineClassifier):
@@ -52,17 +45,13 @@ class PAUnique(OnlineClassifier):
     _grows = True  # DECISIONS.md, open-ended task sets
 
     def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
-        self.n_tasks = n_tasks
-        self.C = C
-        self.variant = variant
+        self._store_params(locals())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "passive_aggressive"
+    _parameter_constraints = PA_CONSTRAINTS
 
-        params = check_pa_params(self)
-        return NativeCore(
-            NativeLearner.passive_aggressive(self._check_n_tasks(), n_features, shared=self._global, **params)
-        )
+    def _native_params(self, n_features, sparse):
+        return {**self._validated_params(), "shared": self._global}
 
 
 class PAGlobal(PAUnique):
@@ -72,17 +61,13 @@ class PAGlobal(PAUnique):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task).
-    C : float, default=1.0
-    variant : {"pa", "pa1", "pa2"}, default="pa1"
+    n_tasks, C, variant
+        As :class:`PAUnique`.
 
     Examples
     --------
-    >>> import numpy as np
     >>> from omtl import PAGlobal
-    >>> X = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]])
-    >>> PAGlobal(n_tasks=2).learn(X, [1, -1, -1], tasks=[0, 1, 0]).tolist()
+    >>> PAGlobal(n_tasks=2).learn([[1.0, 0.0], [0.0, 1.0], [1.0, 0.5]], [1, -1, -1], tasks=[0, 1, 0]).tolist()
     [1, 1, 1]
     """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
 from ._mixins import KernelParamsMixin
 
 
@@ -36,22 +36,15 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     [1, 1, 1]
     """
 
-    def __init__(self, *, n_tasks=None, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
-        self.n_tasks = n_tasks
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-
     _grows = True
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    def __init__(self, *, n_tasks=None, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+        self._store_params(locals())
 
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(NativeLearner.mt_perceptron(graph.native(), spec.native(), n_features, sparse))
+    _native_kind = "mt_perceptron"
+
+    def _native_params(self, n_features, sparse):
+        return {}
 
 
 class KernelPerceptron(MTPerceptron):

@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import numbers
-
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Boolean, Options, Real
 from ._mixins import KernelParamsMixin
+from .budget import BUDGET
 
 THRESHOLDS = ("norm", "squared")
 
 
-def check_projectron_params(model) -> tuple[int, float, str]:
-    """Validated ``(budget, eta, threshold_on)`` of a Projectron (shared with the reference twins)."""
-    budget = model.budget
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 1:
-        raise ValueError(f"budget must be an integer >= 1, got {budget!r}")
-    if budget > 2**62:
-        raise ValueError(f"budget is too large: {budget!r}")
-    eta = model.eta
-    if isinstance(eta, bool) or not isinstance(eta, numbers.Real) or not (0.0 <= float(eta) < float("inf")):
-        raise ValueError(f"eta must be a finite number >= 0, got {eta!r}")
-    if model.threshold_on not in THRESHOLDS:
-        raise ValueError(f"threshold_on must be one of {THRESHOLDS}, got {model.threshold_on!r}")
-    return int(budget), float(eta), model.threshold_on
+# Both Projectrons' shared hyper-parameters.
+PROJECTRON_CONSTRAINTS = {
+    "budget": BUDGET,
+    "eta": Real(0.0, message="{name} must be a finite number >= 0, got {value!r}"),
+    "threshold_on": Options(THRESHOLDS),
+}
 
 
 class _ProjectronAttributes:
@@ -31,7 +24,7 @@ class _ProjectronAttributes:
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
     def _diag_int(self, name: str) -> int:
-        return int(self._diagnostics().get(name, 0))
+        return int(self._diagnostic(name, 0))
 
     @property
     def n_projections_(self) -> int:
@@ -51,7 +44,7 @@ class _ProjectronAttributes:
     @property
     def jitter_(self) -> float:
         """Total jitter the recomputes had to add to the Gram matrix diagonal (0 when well conditioned)."""
-        return float(self._diagnostics().get("jitter", 0.0))
+        return float(self._diagnostic("jitter", 0.0))
 
     def _force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix now (INV-Q2; for tests)."""
@@ -84,13 +77,8 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         Largest number of stored examples.
     eta : float, default=0.01
         Projection threshold (the paper's value).
-    graph : {"complete", "disconnected"} or TaskGraph, default="complete"
-    kernel : {"linear", "poly", "rbf"}, default="rbf"
-    gamma : float, "scale" or None
-        rbf: ``exp(-gamma ||x - x'||^2)``, default "scale" = 1/(n_features Var X) of the first batch; poly: default 1.
-    degree : int, default=2
-    coef0 : float, default=1.0
-    normalize : bool, default=False
+    graph, kernel, gamma, degree, coef0, normalize
+        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     threshold_on : {"norm", "squared"}, default="norm"
         Compare ``eta`` with the residual norm ``delta`` (the papers) or with ``delta**2``
         (Orabona's MATLAB Projectron++).
@@ -111,39 +99,12 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     (True, True)
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks=None,
-        budget,
-        eta=0.01,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        threshold_on="norm",
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.eta = eta
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.threshold_on = threshold_on
+    def __init__(self, *, n_tasks=None, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+        coef0=1.0, normalize=False, threshold_on="norm"):
+        self._store_params(locals())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        budget, eta, threshold_on = check_projectron_params(self)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(
-            NativeLearner.mtbprj(graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on)
-        )
+    _native_kind = "mtbprj"
+    _parameter_constraints = PROJECTRON_CONSTRAINTS
 
 
 class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
@@ -182,40 +143,15 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     --------
     >>> import numpy as np
     >>> from omtl import MTBPRJ2
-    >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(size=(200, 3))
-    >>> y = np.where(X[:, 0] > X[:, 1], 1, -1)
-    >>> model = MTBPRJ2(n_tasks=2, budget=10, gamma=2.0).partial_fit(X, y, tasks=rng.integers(0, 2, 200))
-    >>> model.n_active_ <= 10
+    >>> X = np.random.default_rng(0).uniform(size=(200, 3))
+    >>> model = MTBPRJ2(n_tasks=2, budget=10, gamma=2.0)
+    >>> model.partial_fit(X, np.where(X[:, 0] > X[:, 1], 1, -1), tasks=np.arange(200) % 2).n_active_ <= 10
     True
     """
 
-    def __init__(
-        self,
-        *,
-        n_tasks,
-        budget,
-        eta=0.01,
-        graph="complete",
-        kernel="rbf",
-        gamma=None,
-        degree=2,
-        coef0=1.0,
-        normalize=False,
-        threshold_on="norm",
-        alg2_literal_line14=False,
-    ):
-        self.n_tasks = n_tasks
-        self.budget = budget
-        self.eta = eta
-        self.graph = graph
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.normalize = normalize
-        self.threshold_on = threshold_on
-        self.alg2_literal_line14 = alg2_literal_line14
+    def __init__(self, *, n_tasks, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+        coef0=1.0, normalize=False, threshold_on="norm", alg2_literal_line14=False):
+        self._store_params(locals())
 
     def _open_graph_error(self):
         # A connected component keeps one weight row per member; a new member's row (the past
@@ -224,17 +160,8 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
             return "MTBPRJ2 grows with graph='disconnected' only (MTBPRJ grows with 'complete' too)"
         return None
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
-
-        budget, eta, threshold_on = check_projectron_params(self)
-        graph, spec = self._task_graph(), self._kernel_spec(n_features)
-        return NativeCore(
-            NativeLearner.mtbprj2(
-                graph.native(), spec.native(), n_features, sparse, budget, eta, threshold_on,
-                bool(self.alg2_literal_line14),
-            )
-        )
+    _native_kind = "mtbprj2"
+    _parameter_constraints = {**PROJECTRON_CONSTRAINTS, "alg2_literal_line14": Boolean(lenient=True)}
 
 
 #: Another name for :class:`MTBPRJ` (the paper calls it both MTBPRJ and MTPRJ; A-C9).

@@ -3,28 +3,22 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
-from .._base import NativeCore, OnlineClassifier
+from .._base import OnlineClassifier
+from .._constraints import Options, Real
 
 UPDATE_RULES = ("loss", "mistake")
 
 
-def check_romco_params(est) -> dict:
-    """Validated ROMCO hyper-parameters (read from ``est``, which is not changed)."""
-    params = {}
-    for name in ("eta1", "eta2", "lambda1", "lambda2"):
-        value = getattr(est, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
-            raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        params[name] = float(value)
+_STEP = Real(0.0, message="{name} must be a finite number >= 0, got {value!r}")
+ROMCO_CONSTRAINTS = {"eta1": _STEP, "eta2": _STEP, "lambda1": _STEP, "lambda2": _STEP, "update": Options(UPDATE_RULES)}
+
+
+def check_romco_params(params: dict) -> dict:
+    """The cross-parameter check of validated ROMCO hyper-parameters (returns them)."""
     if params["eta1"] + params["eta2"] <= 0:
         raise ValueError("eta1 + eta2 must be > 0 (otherwise the model never changes)")
-    if est.update not in UPDATE_RULES:
-        raise ValueError(f"update must be one of {UPDATE_RULES}, got {est.update!r}")
-    params["update"] = est.update
     return params
 
 
@@ -85,30 +79,25 @@ class ROMCO(OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss"):
-        self.n_tasks = n_tasks
-        self.eta1 = eta1
-        self.eta2 = eta2
-        self.lambda1 = lambda1
-        self.lambda2 = lambda2
-        self.update = update
+        self._store_params(locals())
 
-    def _make_core(self, n_features, sparse):
-        from .._native import NativeLearner
+    _native_kind = "romco"
+    _parameter_constraints = ROMCO_CONSTRAINTS
 
-        params = check_romco_params(self)
+    def _native_params(self, n_features, sparse):
+        params = check_romco_params(self._validated_params())
         # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
-        route = getattr(self, "_svt_route", "auto")
-        return NativeCore(NativeLearner.romco(self._check_n_tasks(), n_features, **params, svt_route=route))
+        return {**params, "svt_route": getattr(self, "_svt_route", "auto")}
 
     @property
     def rank_(self) -> int:
         """Rank of U after the last update (0 before the first one)."""
-        return int(self._diagnostics().get("rank", 0))
+        return int(self._diagnostic("rank", 0))
 
     @property
     def n_personalized_(self) -> int:
         """Number of non-zero columns of V."""
-        return int(self._diagnostics().get("n_personalized", 0))
+        return int(self._diagnostic("n_personalized", 0))
 
     def _factors(self):
         if not self._is_fitted():

@@ -11,7 +11,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from .. import learners
-from .perceptron import dense_row
+from ._core import ReferenceCore
 from .rounds import RoundCore
 
 # ---------------------------------------------------------------------------------------------
@@ -46,7 +46,7 @@ def _cw_checked(mu, sigma, floor):
     return mu, np.maximum(sigma, floor)
 
 
-class CWColCore:
+class CWColCore(ReferenceCore):
     def __init__(self, n_tasks, n_features, confidence, a, omega):
         self.phi, self.psi, self.zeta = cw_constants(confidence)
         self.a, self.omega = a, omega
@@ -75,11 +75,11 @@ class CWColCore:
         pi_p = pi_i + pi_g
         return (pi_i * self.mu[i, s] + pi_g * self.mu_g[s]) / pi_p, 1.0 / pi_p
 
-    def score(self, x, i):
+    def score_one(self, x, i):
         s = np.flatnonzero(x)
         return float(self.prior(i, s)[0] @ x[s])
 
-    def update(self, x, i, y):
+    def update_one(self, x, i, y, score):
         s = np.flatnonzero(x)
         xs = x[s]
         floor = VARIANCE_FLOOR * self.a
@@ -103,16 +103,6 @@ class CWColCore:
             self.mu_g[s], self.sigma_g[s] = glob
             self.n_global_updates += 1
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
-
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, i)
-            self.update(x, i, y[t])
-        return scores
 
     def diagnostics(self):
         return {
@@ -138,7 +128,7 @@ def _spectral(M, f):
     return _sym((vectors * f(values)) @ vectors.T)
 
 
-class OMTRLCore:
+class OMTRLCore(ReferenceCore):
     def __init__(self, n_tasks, n_features, update, eta, epoch):
         k = n_tasks
         self.W = np.zeros((k, n_features))
@@ -169,21 +159,16 @@ class OMTRLCore:
         else:
             self.n_refresh_skipped += 1
 
-    def decision(self, X, tasks):
-        return np.array([dense_row(X, t) @ self.W[tasks[t]] for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return x @ self.W[i]
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = x @ self.W[i]
-            self.n_seen += 1
-            if y[t] * scores[t] <= 0:
-                self.W += y[t] * np.outer(self.Ainv[:, i], x)
-                self.n_updates += 1
-            if self.n_seen >= self.epoch:
-                self.refresh()
-        return scores
+    def update_one(self, x, i, y, score):
+        self.n_seen += 1
+        if y * score <= 0:
+            self.W += y * np.outer(self.Ainv[:, i], x)
+            self.n_updates += 1
+        if self.n_seen >= self.epoch:
+            self.refresh()
 
     def diagnostics(self):
         return {"n_refreshes": float(self.n_refreshes), "n_refresh_skipped": float(self.n_refresh_skipped), "epoch": float(self.epoch)}
@@ -296,8 +281,8 @@ class OMTLCore(RoundCore):
     def n_active(self):
         return self.n_updates
 
-    def decision(self, X, tasks):
-        return np.array([dense_row(X, t) @ self.W[tasks[t]] for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return x @ self.W[i]
 
     def round(self, xs, tasks, ys):
         """One P2 round: predict every row with the same W, then one joint update."""
@@ -406,7 +391,7 @@ def fista(X, tasks, y, k, reg, rho, W0, c0, tol=1e-4, max_iter=1000):
     return Wz, cz, obj, it
 
 
-class BatchMTLCore:
+class BatchMTLCore(ReferenceCore):
     def __init__(self, n_tasks, n_features, reg, rho, retrain_every):
         self.k, self.reg, self.rho, self.every = n_tasks, reg, rho, retrain_every
         self.W, self.c = np.zeros((n_tasks, n_features)), np.zeros(n_tasks)
@@ -418,24 +403,19 @@ class BatchMTLCore:
     def n_active(self):
         return len(self.y)
 
-    def decision(self, X, tasks):
-        return np.array([dense_row(X, t) @ self.W[tasks[t]] + self.c[tasks[t]] for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return x @ self.W[i] + self.c[i]
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = x @ self.W[i] + self.c[i]
-            # The training copy is kept in single precision (saturating), as the native store.
-            big = float(np.finfo(np.float32).max)
-            self.X.append(np.clip(x, -big, big).astype(np.float32).astype(np.float64))
-            self.tasks.append(i)
-            self.y.append(y[t])
-            if len(self.y) % self.every == 0:
-                self.W, self.c, obj, it = fista(np.array(self.X), np.array(self.tasks), np.array(self.y), self.k, self.reg, self.rho, self.W, self.c)
-                self.last = (obj, it)
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        # The training copy is kept in single precision (saturating), as the native store.
+        big = float(np.finfo(np.float32).max)
+        self.X.append(np.clip(x, -big, big).astype(np.float32).astype(np.float64))
+        self.tasks.append(i)
+        self.y.append(y)
+        if len(self.y) % self.every == 0:
+            self.W, self.c, obj, it = fista(np.array(self.X), np.array(self.tasks), np.array(self.y), self.k, self.reg, self.rho, self.W, self.c)
+            self.last = (obj, it)
+            self.n_updates += 1
 
     def diagnostics(self):
         s = np.linalg.svd(self.W, compute_uv=False)
@@ -455,36 +435,20 @@ class BatchMTLCore:
 # ---------------------------------------------------------------------------------------------
 
 
-class CWCOL(learners.CWCOL):
-    __doc__ = "Reference twin of :class:`omtl.CWCOL` (NumPy)."
+def _linear_twin(native: type, core: type, *leading) -> type:
+    """The reference twin of a linear baseline: ``native`` with a core builder that passes
+    ``(n_tasks, n_features, *leading, *validated hyper-parameters)`` to the NumPy ``core``."""
 
     def _make_core(self, n_features, sparse):
-        return CWColCore(self._check_n_tasks(), n_features, *self._params())
+        return core(self._check_n_tasks(), n_features, *leading, *self._validated_params().values())
+
+    name = native.__name__
+    doc = f"Reference twin of :class:`omtl.{name}` (NumPy)."
+    return type(name, (native,), {"__doc__": doc, "__module__": __name__, "__qualname__": name, "_make_core": _make_core})
 
 
-class OMTRL(learners.OMTRL):
-    __doc__ = "Reference twin of :class:`omtl.OMTRL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return OMTRLCore(self._check_n_tasks(), n_features, *self._params())
-
-
-class OMTL(learners.OMTL):
-    __doc__ = "Reference twin of :class:`omtl.OMTL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return OMTLCore(self._check_n_tasks(), n_features, *self._params())
-
-
-class MTFL(learners.MTFL):
-    __doc__ = "Reference twin of :class:`omtl.MTFL` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "l21", *self._params())
-
-
-class TRML(learners.TRML):
-    __doc__ = "Reference twin of :class:`omtl.TRML` (NumPy)."
-
-    def _make_core(self, n_features, sparse):
-        return BatchMTLCore(self._check_n_tasks(), n_features, "trace", *self._params())
+CWCOL = _linear_twin(learners.CWCOL, CWColCore)
+OMTRL = _linear_twin(learners.OMTRL, OMTRLCore)
+OMTL = _linear_twin(learners.OMTL, OMTLCore)
+MTFL = _linear_twin(learners.MTFL, BatchMTLCore, "l21")
+TRML = _linear_twin(learners.TRML, BatchMTLCore, "trace")

@@ -11,10 +11,10 @@ import numpy as np
 
 from .. import learners
 from .._rng import SplitMix64
-from ..learners.budget import _check_budget, _check_radius, _check_seed
+from ._core import dense_row
 from .graph import GrowsTasks, attach_graph, task_kernel
 from .kernels import kernel_matrix
-from .perceptron import SupportSet, dense_row
+from .perceptron import SupportSet
 
 
 class _BudgetCore(GrowsTasks):
@@ -33,23 +33,15 @@ class _BudgetCore(GrowsTasks):
     def n_active(self) -> int:
         return len(self.support)
 
-    def score(self, x, task) -> float:
+    def score_one(self, x, task) -> float:
         return self.support.score(self.kernel, self.T, x, task)
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
-
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, i)
-            self.n_seen += 1
-            self.observe(x)
-            if y[t] * scores[t] <= 0:  # update-mistake
-                self.n_updates += 1
-                self.on_mistake(x, i, float(y[t]))
-        return scores
+    def update_one(self, x, i, y, score):
+        self.n_seen += 1
+        self.observe(x)
+        if y * score <= 0:  # update-mistake
+            self.n_updates += 1
+            self.on_mistake(x, i, y)
 
     def observe(self, x) -> None:
         pass
@@ -142,7 +134,7 @@ class MTRBP(learners.MTRBP):
     __doc__ = "Reference twin of :class:`omtl.MTRBP` (NumPy, dual form, same generator)."
 
     def _make_core(self, n_features, sparse):
-        budget, seed = _check_budget(self.budget), _check_seed(self.seed)
+        budget, seed = self._validated_params().values()
         graph = self._task_graph()
         return attach_graph(RBPCore(task_kernel(graph), self._kernel_spec(n_features), n_features, budget, seed), graph)
 
@@ -151,7 +143,7 @@ class MTFORG(learners.MTFORG):
     __doc__ = "Reference twin of :class:`omtl.MTFORG` (NumPy, coefficients kept unscaled)."
 
     def _make_core(self, n_features, sparse):
-        budget, radius = _check_budget(self.budget), _check_radius(self.radius)
+        budget, radius = self._validated_params().values()
         spec = self._kernel_spec(n_features)
         if spec.name == "rbf" or spec.normalize:
             radius = 1.0  # K'(x, x) <= 1 (§2.5)

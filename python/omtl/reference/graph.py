@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._core import ReferenceCore
+
 
 def laplacian(n_tasks: int, edges, weights) -> np.ndarray:
     L = np.zeros((n_tasks, n_tasks))
@@ -40,7 +42,7 @@ def task_kernel(graph) -> np.ndarray:
     raise ValueError(f"unknown task graph kind {graph.kind!r}")
 
 
-class GrowsTasks:
+class GrowsTasks(ReferenceCore):
     """``add_tasks`` of a reference core that holds T and the TaskGraph it came from (``graph``,
     set by ``_make_core``), as the engine's ``TaskKernel::grow``: the disconnected and the
     open-ended complete graph keep every entry; other graphs cannot grow in a fitted model."""

@@ -8,9 +8,8 @@ import numpy as np
 from scipy.sparse.csgraph import connected_components
 
 from .. import learners
-from ..learners.mt_linear import check_mt_linear_params
+from ._core import ReferenceCore
 from .graph import task_kernel
-from .perceptron import dense_row
 
 M64 = (1 << 64) - 1
 
@@ -108,7 +107,7 @@ def invariant_step(loss, y, p, eta, h):
     return (y - p) * (1.0 - math.exp(-eta * h)) / h
 
 
-class MTLinearCore:
+class MTLinearCore(ReferenceCore):
     def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
         self.graph = graph
         self.loss, self.rule, self.eta = loss, update, learning_rate
@@ -183,13 +182,11 @@ class MTLinearCore:
         k = self.graph.n_tasks
         return OPEN_SHARED_SEED if self.graph.kind == "complete_open" and k >= 2 and block == k else block
 
-    def score(self, x, task):
+    def score_one(self, x, task):
         return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
 
-    def update(self, x, task, y, p):
+    def update_one(self, x, task, y, p):
         c = self.comp[task]
         self.t[c] += 1
         g = loss_derivative(self.loss, y, p)
@@ -241,17 +238,10 @@ class MTLinearCore:
         self.sum_norm_x[c] += norm_x
         self.n_updates += 1
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, task = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, task)
-            self.update(x, task, y[t], scores[t])
-        return scores
 
 
 class MTLinear(learners.MTLinear):
     __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return MTLinearCore(self._task_graph(), n_features, **check_mt_linear_params(self))
+        return MTLinearCore(self._task_graph(), n_features, **self._validated_params())

@@ -5,15 +5,14 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
-from ..learners.pa import check_pa_params
-from .perceptron import dense_row
+from ._core import ReferenceCore
 
 
-class PACore:
+class PACore(ReferenceCore):
     """w ← w + tau y x after every example with hinge loss > 0 (Crammer et al., JMLR 2006)."""
 
-    def __init__(self, n_tasks, n_features, *, shared, c, variant):
-        self.shared, self.C, self.variant = shared, c, variant
+    def __init__(self, n_tasks, n_features, *, shared, C, variant):
+        self.shared, self.C, self.variant = shared, C, variant
         self.W = np.zeros((1 if shared else n_tasks, n_features))
         self.n_updates = 0
 
@@ -38,37 +37,33 @@ class PACore:
             return min(self.C, loss / sq_norm)
         return loss / (sq_norm + 1.0 / (2.0 * self.C))
 
-    def decision(self, X, tasks):
-        return np.array([self.W[0 if self.shared else tasks[t]] @ dense_row(X, t) for t in range(len(tasks))])
+    def score_one(self, x, task):
+        return self.W[0 if self.shared else task] @ x
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, b = dense_row(X, t), 0 if self.shared else int(tasks[t])
-            scores[t] = self.W[b] @ x
-            loss = 1.0 - y[t] * scores[t]
-            if loss > 0:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    tau = self.tau(loss, x @ x)
-                    new = self.W[b] + tau * y[t] * x
-                # As the native learner: a step or result that is not finite is refused.
-                if not (np.isfinite(tau) and np.all(np.isfinite(new))):
-                    raise ValueError(f"numerical failure: PA step tau is not finite (tau = {tau})")
-                if tau > 0:
-                    self.W[b] = new
-                    self.n_updates += 1
-        return scores
+    def update_one(self, x, task, y, score):
+        b = 0 if self.shared else task
+        loss = 1.0 - y * score
+        if loss > 0:
+            with np.errstate(over="ignore", invalid="ignore"):
+                tau = self.tau(loss, x @ x)
+                new = self.W[b] + tau * y * x
+            # As the native learner: a step or result that is not finite is refused.
+            if not (np.isfinite(tau) and np.all(np.isfinite(new))):
+                raise ValueError(f"numerical failure: PA step tau is not finite (tau = {tau})")
+            if tau > 0:
+                self.W[b] = new
+                self.n_updates += 1
 
 
 class PAUnique(learners.PAUnique):
     __doc__ = "Reference twin of :class:`omtl.PAUnique` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return PACore(self._check_n_tasks(), n_features, shared=False, **check_pa_params(self))
+        return PACore(self._check_n_tasks(), n_features, shared=False, **self._validated_params())
 
 
 class PAGlobal(learners.PAGlobal):
     __doc__ = "Reference twin of :class:`omtl.PAGlobal` (NumPy)."
 
     def _make_core(self, n_features, sparse):
-        return PACore(self._check_n_tasks(), n_features, shared=True, **check_pa_params(self))
+        return PACore(self._check_n_tasks(), n_features, shared=True, **self._validated_params())

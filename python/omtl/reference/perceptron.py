@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import learners
 from .graph import GrowsTasks, attach_graph, task_kernel
@@ -42,10 +41,6 @@ class SupportSet:
         return float(self.beta @ self.multitask_kernel_row(kernel, T, x, task))
 
 
-def dense_row(X, t: int) -> np.ndarray:
-    return X[t].toarray()[0] if sp.issparse(X) else X[t]
-
-
 class PerceptronCore(GrowsTasks):
     """f_i(x) = sum_j beta_j T[i_j, i] K'(x_j, x); on y f <= 0 append (x, i, y)."""
 
@@ -62,18 +57,13 @@ class PerceptronCore(GrowsTasks):
     def diagnostics(self) -> dict:
         return {}
 
-    def decision(self, X, tasks):
-        return np.array([self.support.score(self.kernel, self.T, dense_row(X, t), tasks[t]) for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return self.support.score(self.kernel, self.T, x, i)
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.support.score(self.kernel, self.T, x, i)
-            if y[t] * scores[t] <= 0:
-                self.support.append(x, i, y[t], y[t])
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        if y * score <= 0:
+            self.support.append(x, i, y, y)
+            self.n_updates += 1
 
 
 class MTPerceptron(learners.MTPerceptron):

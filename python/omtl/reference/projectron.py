@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
-from ..learners.projectron import check_projectron_params
 from .graph import GrowsTasks, attach_graph, task_kernel
 from .kernels import kernel_matrix
-from .perceptron import SupportSet, dense_row
+from .perceptron import SupportSet
 
 EPS_INS = 1e-10  # N1 (§4.3)
 
@@ -67,18 +66,13 @@ class MTBPRJCore(GrowsTasks):
         S = self.support
         return self.T[np.ix_(S.tasks, S.tasks)] * kernel_matrix(self.kernel, S.X, S.X)
 
-    def decision(self, X, tasks):
-        return np.array([self.support.score(self.kernel, self.T, dense_row(X, t), tasks[t]) for t in range(len(tasks))])
+    def score_one(self, x, i):
+        return self.support.score(self.kernel, self.T, x, i)
 
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.support.score(self.kernel, self.T, x, i)
-            if y[t] * scores[t] <= 0:
-                self.mistake(x, i, float(y[t]))
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        if y * score <= 0:
+            self.mistake(x, i, y)
+            self.n_updates += 1
 
     def mistake(self, x, i, y):
         S = self.support
@@ -134,23 +128,15 @@ class MTBPRJ2Core(GrowsTasks):
     def diagnostics(self) -> dict:
         return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
 
-    def score(self, x, i) -> float:
+    def score_one(self, x, i) -> float:
         if self.n_active == 0:
             return 0.0
         return float(self.W[i] @ kernel_matrix(self.kernel, self.D, x[None, :])[:, 0])
 
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), int(tasks[t])) for t in range(len(tasks))])
-
-    def learn(self, X, tasks, y):
-        scores = np.zeros(len(tasks))
-        for t in range(len(tasks)):
-            x, i = dense_row(X, t), int(tasks[t])
-            scores[t] = self.score(x, i)
-            if y[t] * scores[t] <= 0:
-                self.mistake(x, i, float(y[t]))
-                self.n_updates += 1
-        return scores
+    def update_one(self, x, i, y, score):
+        if y * score <= 0:
+            self.mistake(x, i, y)
+            self.n_updates += 1
 
     def mistake(self, x, i, y):
         K = kernel_matrix(self.kernel, self.D, self.D)
@@ -191,7 +177,7 @@ class MTBPRJ(learners.MTBPRJ):
     __doc__ = "Reference twin of :class:`omtl.MTBPRJ` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
+        budget, eta, threshold_on = self._validated_params().values()
         graph = self._task_graph()
         core = MTBPRJCore(task_kernel(graph), self._kernel_spec(n_features), n_features, budget, eta, threshold_on)
         return attach_graph(core, graph)
@@ -204,10 +190,10 @@ class MTBPRJ2(learners.MTBPRJ2):
     __doc__ = "Reference twin of :class:`omtl.MTBPRJ2` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
-        budget, eta, threshold_on = check_projectron_params(self)
+        budget, eta, threshold_on, literal_line14 = self._validated_params().values()
         graph = self._task_graph()
         spec = self._kernel_spec(n_features)
-        core = MTBPRJ2Core(task_kernel(graph), spec, n_features, budget, eta, threshold_on, bool(self.alg2_literal_line14))
+        core = MTBPRJ2Core(task_kernel(graph), spec, n_features, budget, eta, threshold_on, literal_line14)
         return attach_graph(core, graph)
 
     def _force_rebuild(self):

@@ -6,7 +6,6 @@ import numpy as np
 
 from .. import learners
 from ..learners.romco import check_romco_params
-from .perceptron import dense_row
 from .rounds import RoundCore
 
 
@@ -32,15 +31,12 @@ class RomcoCore(RoundCore):
     def factors(self):
         return self.U.copy(), self.V.copy()
 
-    def score(self, x, i) -> float:
+    def score_one(self, x, i) -> float:
         return float((self.U[:, i] + self.V[:, i]) @ x)
-
-    def decision(self, X, tasks):
-        return np.array([self.score(dense_row(X, t), tasks[t]) for t in range(len(tasks))])
 
     def round(self, xs, tasks, ys) -> np.ndarray:
         """One round: predict every present task with the same (U, V), then one joint update."""
-        p = np.array([self.score(x, i) for x, i in zip(xs, tasks)])
+        p = np.array([self.score_one(x, i) for x, i in zip(xs, tasks)])
         margins = np.asarray(ys) * p
         fire = np.any(margins < 1.0) if self.update == "loss" else np.any(margins <= 0.0)
         if not fire:
@@ -79,4 +75,4 @@ class ROMCO(learners.ROMCO):
     __doc__ = "Reference twin of :class:`omtl.ROMCO` (NumPy, numpy.linalg.svd at every update)."
 
     def _make_core(self, n_features, sparse):
-        return RomcoCore(self._check_n_tasks(), n_features, **check_romco_params(self))
+        return RomcoCore(self._check_n_tasks(), n_features, **check_romco_params(self._validated_params()))

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .perceptron import dense_row
+from ._core import ReferenceCore, dense_row
 
 
-class RoundCore:
+class RoundCore(ReferenceCore):
     """A core defining ``round(rows, tasks, ys) -> scores`` (predict every row with the same
-    model, then one joint update, §1.2) gets both protocols: P1 as singleton rounds (§1.3) and P2."""
+    model, then one joint update, §1.2) and ``score_one`` gets both protocols: P1 as singleton
+    rounds (§1.3) and P2, and ``decision``."""
 
     def learn(self, X, tasks, y):
         return np.array([self.round([dense_row(X, t)], [int(tasks[t])], [y[t]])[0] for t in range(len(tasks))])

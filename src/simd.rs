@@ -45,7 +45,16 @@ impl SimdLevel {
     }
 }
 
-/// The widest build this CPU runs.
+/// Every build this CPU runs, narrowest first (what the tests run each kernel under).
+pub fn runnable_levels() -> Vec<SimdLevel> {
+    let top = detected_level();
+    [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512]
+        .into_iter()
+        .filter(|&l| l <= top)
+        .collect()
+}
+
+/// The widest build this CPU runs: the one place that asks the CPU.
 pub fn detected_level() -> SimdLevel {
     #[cfg(target_arch = "x86_64")]
     {
@@ -91,7 +100,7 @@ macro_rules! dispatch {
         $(#[$doc])*
         $vis fn $name($($arg: $ty),*) $(-> $ret)? {
             #[cfg(target_arch = "x86_64")]
-            if $crate::linalg::simd::has_avx2() {
+            if $crate::simd::has_avx2() {
                 // SAFETY: the CPU supports AVX2 (checked at run time), the only requirement.
                 return unsafe { $avx($($arg),*) };
             }
@@ -102,13 +111,64 @@ macro_rules! dispatch {
 
 pub(crate) use dispatch;
 
+/// Defines `$name`, dispatching on [`level`] to builds of a body that may fuse multiply-adds (it
+/// chooses with a `const FAST` flag): `avx512` compiled for AVX-512F + AVX2 + FMA (when given),
+/// `avx2` for AVX2 + FMA (also run at the AVX-512 level without an `avx512` body), `portable`
+/// otherwise. The fused builds change last bits, which is why `make test-simd-levels` exists.
+macro_rules! fma_builds {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? {
+        avx512: $avx512:expr, avx2: $avx2:expr, portable: $portable:expr $(,)?
+    }) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
+                    $avx512
+                }
+                if $crate::simd::level() == $crate::simd::SimdLevel::Avx512 {
+                    // SAFETY: the CPU runs AVX-512F, AVX2 and FMA (a level never exceeds the CPU's).
+                    return unsafe { avx512($($arg),*) };
+                }
+            }
+            $crate::simd::fma_builds!(@avx2 ($($arg: $ty),*) $(-> $ret)?, $avx2);
+            $portable
+        }
+    };
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? {
+        avx2: $avx2:expr, portable: $portable:expr $(,)?
+    }) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            $crate::simd::fma_builds!(@avx2 ($($arg: $ty),*) $(-> $ret)?, $avx2);
+            $portable
+        }
+    };
+    (@avx2 ($($arg:ident: $ty:ty),*) $(-> $ret:ty)?, $avx2:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2,fma")]
+            unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+                $avx2
+            }
+            if $crate::simd::level() >= $crate::simd::SimdLevel::Avx2 {
+                // SAFETY: the CPU runs AVX2 and FMA (a level never exceeds the CPU's).
+                return unsafe { avx2($($arg),*) };
+            }
+        }
+    };
+}
+
+pub(crate) use fma_builds;
+
 dispatch! {
     /// `<a, b>` for dense slices (AVX2 when available).
     pub fn dense_dot(a: &[f64], b: &[f64]) -> f64 => dot4, dense_dot_avx2
 }
 
 /// `<a, b>` with four independent accumulators (the same order of operations as
-/// `data::dot_dense`), always inlined so that it takes the vector width of its caller.
+/// the dispatching [`dense_dot`]), always inlined so that it takes the vector width of its caller.
 #[inline(always)]
 pub(crate) fn dot4(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
@@ -735,15 +795,15 @@ mod tests {
         )];
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx2") && has!("fma") {
+            let levels = runnable_levels();
+            if levels.contains(&SimdLevel::Avx2) {
                 out.push((
                     "avx2",
                     |b, d, m, x, o| unsafe { columns_dot_avx2(b, d, m, x, o) },
                     |a, b, r, i, c, o| unsafe { matmul_avx2(a, b, r, i, c, o) },
                 ));
             }
-            if has!("avx512f") && has!("fma") {
+            if levels.contains(&SimdLevel::Avx512) {
                 out.push((
                     "avx512",
                     |b, d, m, x, o| unsafe { columns_dot_avx512(b, d, m, x, o) },

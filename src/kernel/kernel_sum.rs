@@ -18,10 +18,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::{dot_dense, Row};
+use crate::data::Row;
+use crate::kernel::ActiveSet;
 use crate::kernel::{BaseKernel, KernelKind, Query, RowStore, Scratch, TaskKernel};
-use crate::learner::ActiveSet;
 use crate::linalg::simd::dot4_lanes;
+use crate::simd::{dot4, fma_builds};
 
 const CHUNK: usize = 64;
 
@@ -43,54 +44,44 @@ pub(crate) fn weighted_score(
         (Row::Sparse { indices, values }, Row::Sparse { .. }) if index.is_built() => {
             index.score(set, kernel, tasks, indices, values, q, task)
         }
-        _ => set.score(kernel, tasks, q, task, scratch),
+        _ => generic_score(set, kernel, tasks, q, task, scratch),
     }
+}
+
+/// The same sum over any storage, one kernel value at a time
+/// ([`crate::kernel::RowStore::for_each_kernel`]): the fallback, and the oracle of the tests.
+pub(crate) fn generic_score(
+    set: &ActiveSet,
+    kernel: &BaseKernel,
+    tasks: &TaskKernel,
+    q: &Query,
+    task: usize,
+    scratch: &mut Scratch,
+) -> f64 {
+    let component = tasks.component(task);
+    let (slot_tasks, beta) = (set.task_ids(), set.betas());
+    let mut f = 0.0;
+    set.rows().for_each_kernel(
+        kernel,
+        q,
+        scratch,
+        |slot| tasks.component(slot_tasks[slot] as usize) == component,
+        |slot, kv| f += beta[slot] * tasks.get(slot_tasks[slot] as usize, task) * kv,
+    );
+    f
 }
 
 // ---- dense rows ---------------------------------------------------------------------------------
 
-fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::linalg::simd::{level, SimdLevel};
-        if level() == SimdLevel::Avx512 {
-            // SAFETY: the CPU supports AVX-512F, AVX2 and FMA (a level never exceeds the CPU's).
-            return unsafe { dense_score_avx512(set, kernel, tasks, x, q, task) };
-        }
-        if level() >= SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            return unsafe { dense_score_avx2(set, kernel, tasks, x, q, task) };
-        }
+fma_builds! {
+    /// The dense score; the AVX-512 build runs the same loops as the AVX2 one (256-bit dot
+    /// products), with the kernel map, the exponentials and the weighted sum free to use 512-bit
+    /// registers.
+    fn dense_score(set: &ActiveSet, kernel: &BaseKernel, tasks: &TaskKernel, x: &[f64], q: &Query, task: usize) -> f64 {
+        avx512: dense_score_generic::<true>(set, kernel, tasks, x, q, task),
+        avx2: dense_score_generic::<true>(set, kernel, tasks, x, q, task),
+        portable: dense_score_generic::<false>(set, kernel, tasks, x, q, task),
     }
-    dense_score_generic::<false>(set, kernel, tasks, x, q, task)
-}
-
-/// The same loops as the AVX2 build (256-bit dot products), with the kernel map, the
-/// exponentials and the weighted sum free to use 512-bit registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dense_score_avx512(
-    set: &ActiveSet,
-    kernel: &BaseKernel,
-    tasks: &TaskKernel,
-    x: &[f64],
-    q: &Query,
-    task: usize,
-) -> f64 {
-    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense_score_avx2(
-    set: &ActiveSet,
-    kernel: &BaseKernel,
-    tasks: &TaskKernel,
-    x: &[f64],
-    q: &Query,
-    task: usize,
-) -> f64 {
-    dense_score_generic::<true>(set, kernel, tasks, x, q, task)
 }
 
 /// `a * b + c`, fused when compiled for FMA.
@@ -258,34 +249,14 @@ pub(crate) fn dense_coef_sum(rows: &RowStore, kernel: &BaseKernel, q: &Query, co
     if rows.is_empty() {
         return Some(0.0);
     }
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            return Some(unsafe { dense_coef_sum_avx2(data, rows.sq_norms(), kernel, x, q, coefs) });
-        }
-    }
-    Some(all_slots_sum::<false, _>(
-        data,
-        rows.sq_norms(),
-        kernel,
-        x,
-        q,
-        &Plain(coefs),
-    ))
+    Some(coef_sum(data, rows.sq_norms(), kernel, x, q, coefs))
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dense_coef_sum_avx2(
-    data: &[f64],
-    sqs: &[f64],
-    kernel: &BaseKernel,
-    x: &[f64],
-    q: &Query,
-    coefs: &[f64],
-) -> f64 {
-    all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs))
+fma_builds! {
+    fn coef_sum(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, coefs: &[f64]) -> f64 {
+        avx2: all_slots_sum::<true, _>(data, sqs, kernel, x, q, &Plain(coefs)),
+        portable: all_slots_sum::<false, _>(data, sqs, kernel, x, q, &Plain(coefs)),
+    }
 }
 
 /// `out[j] = K'(x_j, q)` for every slot of a dense store and a dense query, by the vectorised
@@ -295,22 +266,15 @@ pub(crate) fn dense_kernel_row(rows: &RowStore, kernel: &BaseKernel, q: &Query, 
         return false;
     };
     let out = &mut out[..rows.len()];
-    #[cfg(target_arch = "x86_64")]
-    {
-        if crate::linalg::simd::level() >= crate::linalg::simd::SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            unsafe { all_slots_kernel_avx2(data, rows.sq_norms(), kernel, x, q, out) };
-            return true;
-        }
-    }
-    all_slots_kernel::<false>(data, rows.sq_norms(), kernel, x, q, out);
+    kernel_row(data, rows.sq_norms(), kernel, x, q, out);
     true
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn all_slots_kernel_avx2(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, out: &mut [f64]) {
-    all_slots_kernel::<true>(data, sqs, kernel, x, q, out)
+fma_builds! {
+    fn kernel_row(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, out: &mut [f64]) {
+        avx2: all_slots_kernel::<true>(data, sqs, kernel, x, q, out),
+        portable: all_slots_kernel::<false>(data, sqs, kernel, x, q, out),
+    }
 }
 
 /// `vals[j] = K'(x_j, q)` for the `m = sqs.len() <= CHUNK` rows of `block` (row-major, `d =
@@ -337,7 +301,7 @@ fn chunk_kernel_values<const FAST: bool>(
         p += 4;
     }
     for j in p..m {
-        vals[j] = dot_dense(&block[j * d..(j + 1) * d], x);
+        vals[j] = dot4(&block[j * d..(j + 1) * d], x);
     }
     kernel_map::<FAST>(kernel, q, vals, sqs);
 }
@@ -431,7 +395,7 @@ fn dense_chunk<const FAST: bool>(
         p += 4;
     }
     for j in p..m {
-        vals[j] = dot_dense(dense_row(rows, slots[j]), x);
+        vals[j] = dot4(dense_row(rows, slots[j]), x);
     }
     kernel_map::<FAST>(kernel, q, vals, &chunk.sq[..m]);
     // Four partial sums: no single dependency chain through the chunk.
@@ -809,7 +773,7 @@ mod tests {
                                 },
                             ] {
                                 let q = Query::new(row, &kernel);
-                                let expect = set.score(&kernel, &tasks, &q, task, &mut scratch);
+                                let expect = generic_score(&set, &kernel, &tasks, &q, task, &mut scratch);
                                 let tol = 1e-12 * expect.abs().max(1.0);
                                 let got = weighted_score(&set, &index, &kernel, &tasks, &q, task, &mut scratch);
                                 assert!((got - expect).abs() <= tol, "{got} {expect}");
@@ -890,7 +854,7 @@ mod tests {
         let mut scratch = Scratch::default();
         let a = weighted_score(&set, &index, &kernel, &tasks, &q, 1, &mut scratch);
         let b = weighted_score(&set, &rebuilt, &kernel, &tasks, &q, 1, &mut scratch);
-        let c = set.score(&kernel, &tasks, &q, 1, &mut scratch);
+        let c = generic_score(&set, &kernel, &tasks, &q, 1, &mut scratch);
         assert_eq!(a.to_bits(), b.to_bits());
         assert_eq!(a.to_bits(), c.to_bits());
     }

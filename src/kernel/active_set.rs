@@ -150,18 +150,12 @@ impl ActiveSet {
         &mut self.beta
     }
 
-    /// `sum_j beta_j T[i_j, task] K'(x_j, x)` over the elements in `task`'s component.
+    /// `sum_j beta_j T[i_j, task] K'(x_j, x)` over the elements in `task`'s component, by the
+    /// kernel-sum machinery ([`crate::kernel::kernel_sum::weighted_score`], without an inverted
+    /// index).
     pub fn score(&self, kernel: &BaseKernel, tasks: &TaskKernel, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
-        let component = tasks.component(task);
-        let mut f = 0.0;
-        self.rows.for_each_kernel(
-            kernel,
-            q,
-            scratch,
-            |slot| tasks.component(self.tasks[slot] as usize) == component,
-            |slot, kv| f += self.beta[slot] * tasks.get(self.tasks[slot] as usize, task) * kv,
-        );
-        f
+        let no_index = crate::kernel::SparseIndex::new(false);
+        crate::kernel::kernel_sum::weighted_score(self, &no_index, kernel, tasks, q, task, scratch)
     }
 
     /// The multitask kernel values `T[i_j, task] K'(x_j, x)` for every slot (0 across components).
@@ -175,7 +169,7 @@ impl ActiveSet {
     ) -> Vec<f64> {
         let component = tasks.component(task);
         let mut out = vec![0.0; self.len()];
-        if crate::learner::kernel_sum::dense_kernel_row(&self.rows, kernel, q, &mut out) {
+        if crate::kernel::kernel_sum::dense_kernel_row(&self.rows, kernel, q, &mut out) {
             for (slot, v) in out.iter_mut().enumerate() {
                 let owner = self.tasks[slot] as usize;
                 *v = if tasks.component(owner) == component {

@@ -1,0 +1,124 @@
+//! How a learner is specified and built: its hyper-parameters as one validated type
+//! (`XParams::check`, as linfa's `ParamGuard`) and the shape of the problem ([`Setting`]), joined
+//! by [`Build::build`]. The binding builds every learner through this one path.
+
+use crate::error::{invalid, Result};
+use crate::kernel::{BaseKernel, TaskKernel};
+
+/// What a learner is built for besides its hyper-parameters: the number of tasks and features,
+/// the row storage, and, for the kernel learners, the task kernel (which fixes the number of
+/// tasks) and the base kernel.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting<'a> {
+    pub n_tasks: usize,
+    pub n_features: usize,
+    pub sparse: bool,
+    pub task_kernel: Option<&'a TaskKernel>,
+    pub kernel: Option<BaseKernel>,
+}
+
+impl<'a> Setting<'a> {
+    /// A linear learner's setting: `n_tasks` tasks, `n_features` features.
+    pub fn new(n_tasks: usize, n_features: usize, sparse: bool) -> Self {
+        Self {
+            n_tasks,
+            n_features,
+            sparse,
+            task_kernel: None,
+            kernel: None,
+        }
+    }
+
+    /// A setting over a task kernel (its number of tasks) and, for kernel learners, a base kernel.
+    pub fn over(task_kernel: &'a TaskKernel, kernel: Option<BaseKernel>, n_features: usize, sparse: bool) -> Self {
+        Self {
+            n_tasks: task_kernel.n_tasks(),
+            n_features,
+            sparse,
+            task_kernel: Some(task_kernel),
+            kernel,
+        }
+    }
+
+    /// The one dimension check every build runs first: at least one task and one feature, and a
+    /// task kernel (when given) over exactly `n_tasks` tasks.
+    pub fn check_dims(&self) -> Result<()> {
+        if self.n_tasks == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if self.n_features == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        match self.task_kernel {
+            Some(t) if t.n_tasks() != self.n_tasks => Err(invalid(
+                "n_tasks",
+                format!("is {} but the task kernel has {} tasks", self.n_tasks, t.n_tasks()),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The task kernel of a learner that needs one.
+    pub fn task_kernel(&self) -> Result<&'a TaskKernel> {
+        self.task_kernel
+            .ok_or_else(|| invalid("task_kernel", "this learner needs a task kernel"))
+    }
+
+    /// The base kernel of a kernel learner.
+    pub fn kernel(&self) -> Result<BaseKernel> {
+        self.kernel
+            .ok_or_else(|| invalid("kernel", "this learner needs a base kernel"))
+    }
+}
+
+/// A learner's hyper-parameter type (`XParams`): one check of every value, returning the
+/// engine's error (linfa's `ParamGuard`).
+pub trait ParamGuard {
+    fn check(&self) -> Result<()>;
+}
+
+/// A learner built from its hyper-parameters and a [`Setting`].
+pub trait Build: Sized {
+    /// The learner's hyper-parameter type (`XParams`).
+    type Params: ParamGuard;
+
+    /// Builds the learner from a checked setting and checked parameters.
+    fn from_checked(params: &Self::Params, setting: &Setting) -> Result<Self>;
+
+    /// The one entry point: checks the setting ([`Setting::check_dims`]), then the parameters
+    /// ([`ParamGuard::check`]), then builds, so every learner checks in the same order.
+    fn build(params: &Self::Params, setting: &Setting) -> Result<Self> {
+        setting.check_dims()?;
+        params.check()?;
+        Self::from_checked(params, setting)
+    }
+
+    /// A kernel learner over `tasks` and `kernel` (the shorthand of the Rust tests and benches).
+    fn with_kernels(
+        tasks: &TaskKernel,
+        kernel: BaseKernel,
+        n_features: usize,
+        sparse: bool,
+        params: Self::Params,
+    ) -> Result<Self> {
+        Self::build(&params, &Setting::over(tasks, Some(kernel), n_features, sparse))
+    }
+}
+
+/// The hyper-parameters of a learner that has none (MTPerceptron: its kernels are its setting).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct NoParams;
+
+impl ParamGuard for NoParams {
+    fn check(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The aggressiveness C of the PA-style learners (PA, OMTL): a finite number > 0.
+pub fn check_c(c: f64) -> Result<()> {
+    if !(c.is_finite() && c > 0.0) {
+        return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
+    }
+    Ok(())
+}

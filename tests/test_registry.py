@@ -1,0 +1,65 @@
+"""The one learner registry: every public name has a native class, a reference twin, a native
+kind the engine registers, and an entry in the conformance table."""
+
+import numpy as np
+import pytest
+from learner_table import LEARNERS
+
+import omtl
+import omtl.learners
+import omtl.reference
+from omtl import _native, _registry
+from omtl._native import NativeLearner
+
+
+def test_both_packages_export_the_registry():
+    assert omtl.learners.__all__ == omtl.reference.__all__ == _registry.EXPORTS
+    for name in _registry.EXPORTS:
+        native, twin = getattr(omtl.learners, name), getattr(omtl.reference, name)
+        assert issubclass(twin, native), name
+
+
+def test_every_native_class_builds_a_registered_kind_and_every_kind_is_used():
+    kinds = {getattr(omtl.learners, name)._native_kind for name in _registry.LEARNERS}
+    assert kinds == set(_native.LEARNER_KINDS)
+
+
+def test_the_conformance_table_covers_every_learner():
+    covered = {native.__name__ for _, native, _, _ in LEARNERS}
+    assert covered == set(_registry.LEARNERS)
+
+
+def test_build_refuses_an_unknown_kind_and_a_missing_shape():
+    with pytest.raises(ValueError, match='unknown learner kind "nope"'):
+        NativeLearner.build("nope", {}, n_features=2, n_tasks=1)
+    with pytest.raises(ValueError, match="n_tasks or a task_kernel"):
+        NativeLearner.build("omtl", {"C": 1.0, "global_norm": "linf", "explicit": False}, n_features=2)
+
+
+def test_build_checks_dimensions_and_parameters_in_one_place():
+    params = {"C": 1.0, "global_norm": "linf", "explicit": False}
+    with pytest.raises(ValueError, match="n_features"):
+        NativeLearner.build("omtl", params, n_features=0, n_tasks=2)
+    with pytest.raises(ValueError, match="`C`"):
+        NativeLearner.build("omtl", {**params, "C": -1.0}, n_features=2, n_tasks=2)
+    with pytest.raises(ValueError, match="global_norm|norm"):
+        NativeLearner.build("omtl", {**params, "global_norm": "l7"}, n_features=2, n_tasks=2)
+    graph = omtl.TaskGraph.complete(3).native()
+    with pytest.raises(ValueError, match="task kernel has 3 tasks"):
+        NativeLearner.build("mt_linear", {"loss": "logistic", "update": "sgd", "learning_rate": 0.5,
+                                          "fit_intercept": True, "hash_bits": None},
+                            n_features=2, n_tasks=2, task_kernel=graph)
+
+
+def test_a_built_learner_learns_and_reports_its_kind():
+    m = NativeLearner.build("passive_aggressive", {"shared": False, "C": 1.0, "variant": "pa1"}, n_features=2, n_tasks=2)
+    scores = m.learn(np.array([[1.0, 0.0], [0.0, 1.0]]), np.array([0, 1]), np.array([1.0, -1.0]))
+    assert m.kind == "passive_aggressive" and scores.shape == (2,) and m.n_updates == 2
+
+
+def test_a_state_that_cannot_be_restored_is_a_state_error_and_still_a_value_error():
+    assert issubclass(omtl.StateError, ValueError)
+    with pytest.raises(omtl.StateError, match="layout version"):
+        NativeLearner.from_bytes(b"\x07\x00\x00\x00" + bytes(8))
+    with pytest.raises(omtl.StateError):
+        NativeLearner.from_bytes(b"\x01")
