@@ -81,20 +81,15 @@ class NativeCore:
     def __init__(self, learner):
         self._learner = learner
 
+    # With n_new > 0 the engine adds the tasks and learns (or scores) the batch atomically.
     def learn(self, X, tasks, y, n_new=0):
-        if n_new:  # the engine adds the tasks and learns the batch atomically
-            return self._learner.learn_grown(_as_native_rows(X), tasks, y, n_new)
-        return self._learner.learn(_as_native_rows(X), tasks, y)
+        return self._learner.learn(_as_native_rows(X), tasks, y, n_new)
 
     def decision(self, X, tasks, n_new=0):
-        if n_new:
-            return self._learner.decision_grown(_as_native_rows(X), tasks, n_new)
-        return self._learner.decision(_as_native_rows(X), tasks)
+        return self._learner.decision(_as_native_rows(X), tasks, n_new)
 
     def learn_rounds(self, X, tasks, y, rounds, n_new=0):
-        if n_new:
-            return self._learner.learn_rounds_grown(_as_native_rows(X), tasks, y, rounds, n_new)
-        return self._learner.learn_rounds(_as_native_rows(X), tasks, y, rounds)
+        return self._learner.learn_rounds(_as_native_rows(X), tasks, y, rounds, n_new)
 
     def add_tasks(self, n):
         self._learner.add_tasks(n)

@@ -132,29 +132,29 @@ class NativeLearner:
     def arrays(self) -> dict[str, NDArray[np.float64]]:
         """Learner-specific fitted arrays by name (copies)."""
     def learn_rounds(
-        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], rounds: NDArray[np.int64]
+        self,
+        x: _RowsArg,
+        tasks: NDArray[np.int64],
+        y: NDArray[np.float64],
+        rounds: NDArray[np.int64],
+        n_new: int = 0,
     ) -> NDArray[np.float64]:
         """Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
-        Learners without a round rule flatten it (§1.3). Returns the pre-update scores."""
+        Learners without a round rule flatten it (§1.3). Returns the pre-update scores. With
+        ``n_new > 0``, ``n_new`` tasks are added first, atomically with the batch."""
     def factors(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """ROMCO's ``(U, V)``, each ``n_features x n_tasks``; ValueError for other learners."""
-    def learn(self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Online protocol over a batch; returns the pre-update scores. Releases the GIL."""
-    def decision(self, x: _RowsArg, tasks: NDArray[np.int64]) -> NDArray[np.float64]:
-        """Scores a batch without changing the model. Releases the GIL."""
+    def learn(
+        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], n_new: int = 0
+    ) -> NDArray[np.float64]:
+        """Online protocol over a batch; returns the pre-update scores. Releases the GIL. With
+        ``n_new > 0``, ``n_new`` tasks are added first, atomically with the batch (which may name them)."""
+    def decision(self, x: _RowsArg, tasks: NDArray[np.int64], n_new: int = 0) -> NDArray[np.float64]:
+        """Scores a batch without changing the model. Releases the GIL. With ``n_new > 0``, as if
+        ``n_new`` tasks with no examples had been added (the model is unchanged)."""
     def add_tasks(self, n: int) -> None:
         """Adds ``n`` tasks with no examples (open-ended task sets); atomic. ValueError for a
         learner or task graph that cannot grow."""
-    def learn_grown(
-        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], n_new: int
-    ) -> NDArray[np.float64]:
-        """``learn`` after adding ``n_new`` tasks, atomically (the batch may name them)."""
-    def learn_rounds_grown(
-        self, x: _RowsArg, tasks: NDArray[np.int64], y: NDArray[np.float64], rounds: NDArray[np.int64], n_new: int
-    ) -> NDArray[np.float64]:
-        """``learn_rounds`` after adding ``n_new`` tasks, atomically."""
-    def decision_grown(self, x: _RowsArg, tasks: NDArray[np.int64], n_new: int) -> NDArray[np.float64]:
-        """``decision`` as if ``n_new`` tasks with no examples had been added (no change)."""
     @property
     def n_updates(self) -> int: ...
     @property

@@ -257,43 +257,10 @@ impl NativeLearner {
     }
 
     /// Protocol P2 over a batch (§1.2): rows with equal consecutive round ids form a round.
-    /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores.
+    /// Learners without a round rule flatten it (§1.3). Returns the pre-update scores. With
+    /// `n_new > 0`, `n_new` tasks are added first, atomically with the batch (which may name them).
+    #[pyo3(signature = (x, tasks, y, rounds, n_new=0))]
     fn learn_rounds<'py>(
-        &self,
-        py: Python<'py>,
-        x: RowsArg<'py>,
-        tasks: PyReadonlyArray1<'py, i64>,
-        y: PyReadonlyArray1<'py, f64>,
-        rounds: PyReadonlyArray1<'py, i64>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let rows = x.view()?;
-        let (tasks, y, rounds) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?, slice1(&rounds, "rounds")?);
-        let scores = self.run_interruptible(py, |m| learner::learn_rounds(m, &rows, tasks, y, rounds))?;
-        Ok(scores.into_pyarray(py))
-    }
-
-    /// Adds `n` tasks with no examples (open-ended task sets); atomic.
-    fn add_tasks(&self, py: Python<'_>, n: usize) -> PyResult<()> {
-        self.run(py, |m| m.add_tasks(n))
-    }
-
-    /// `learn` after adding `n_new` tasks, atomically (the batch may name them).
-    fn learn_grown<'py>(
-        &self,
-        py: Python<'py>,
-        x: RowsArg<'py>,
-        tasks: PyReadonlyArray1<'py, i64>,
-        y: PyReadonlyArray1<'py, f64>,
-        n_new: usize,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let rows = x.view()?;
-        let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
-        let scores = self.run_interruptible(py, |m| learner::learn_grown(m, n_new, &rows, tasks, y))?;
-        Ok(scores.into_pyarray(py))
-    }
-
-    /// `learn_rounds` after adding `n_new` tasks, atomically.
-    fn learn_rounds_grown<'py>(
         &self,
         py: Python<'py>,
         x: RowsArg<'py>,
@@ -308,18 +275,9 @@ impl NativeLearner {
         Ok(scores.into_pyarray(py))
     }
 
-    /// `decision` as if `n_new` tasks (with no examples) had been added; the model is unchanged.
-    fn decision_grown<'py>(
-        &self,
-        py: Python<'py>,
-        x: RowsArg<'py>,
-        tasks: PyReadonlyArray1<'py, i64>,
-        n_new: usize,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let rows = x.view()?;
-        let tasks = slice1(&tasks, "tasks")?;
-        let scores = self.run_interruptible(py, |m| learner::decision_grown(m, n_new, &rows, tasks))?;
-        Ok(scores.into_pyarray(py))
+    /// Adds `n` tasks with no examples (open-ended task sets); atomic.
+    fn add_tasks(&self, py: Python<'_>, n: usize) -> PyResult<()> {
+        self.run(py, |m| m.add_tasks(n))
     }
 
     /// ROMCO's `(U, V)`, each `n_features x n_tasks`.
@@ -332,30 +290,36 @@ impl NativeLearner {
         Ok((u.into_pyarray(py).reshape(shape)?, v.into_pyarray(py).reshape(shape)?))
     }
 
-    /// Online protocol over a batch; returns the pre-update scores. Releases the GIL.
+    /// Online protocol over a batch; returns the pre-update scores. Releases the GIL. With
+    /// `n_new > 0`, `n_new` tasks are added first, atomically with the batch (which may name them).
+    #[pyo3(signature = (x, tasks, y, n_new=0))]
     fn learn<'py>(
         &self,
         py: Python<'py>,
         x: RowsArg<'py>,
         tasks: PyReadonlyArray1<'py, i64>,
         y: PyReadonlyArray1<'py, f64>,
+        n_new: usize,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let (tasks, y) = (slice1(&tasks, "tasks")?, slice1(&y, "y")?);
-        let scores = self.run_interruptible(py, |m| learner::learn(m, &rows, tasks, y))?;
+        let scores = self.run_interruptible(py, |m| learner::learn_grown(m, n_new, &rows, tasks, y))?;
         Ok(scores.into_pyarray(py))
     }
 
-    /// Scores a batch without changing the model. Releases the GIL.
+    /// Scores a batch without changing the model. Releases the GIL. With `n_new > 0`, scores as
+    /// if `n_new` tasks with no examples had been added (the model is unchanged).
+    #[pyo3(signature = (x, tasks, n_new=0))]
     fn decision<'py>(
         &self,
         py: Python<'py>,
         x: RowsArg<'py>,
         tasks: PyReadonlyArray1<'py, i64>,
+        n_new: usize,
     ) -> PyResult<Bound<'py, PyArray1<f64>>> {
         let rows = x.view()?;
         let tasks = slice1(&tasks, "tasks")?;
-        let scores = self.run_interruptible(py, |m| learner::decision(m, &rows, tasks))?;
+        let scores = self.run_interruptible(py, |m| learner::decision_grown(m, n_new, &rows, tasks))?;
         Ok(scores.into_pyarray(py))
     }
 

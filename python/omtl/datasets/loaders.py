@@ -31,16 +31,6 @@ import scipy.sparse as sp
 
 from ._stream import Stream
 
-__all__ = [
-    "default_data_dir",
-    "load_ecml2006",
-    "load_landmine",
-    "load_newsgroups",
-    "load_pu_spam",
-    "load_school",
-    "load_sentiment",
-]
-
 _HINT = "pass data_dir=<folder holding the data-set folders> or set the OMTL_DATA environment variable"
 
 
@@ -103,6 +93,23 @@ def _cells(mat: dict, key: str, path: Path, what: str) -> list[np.ndarray]:
         raise ValueError(f"{path}: variable {key!r} should be a 1 x k cell array ({what}); got {type(cell).__name__} "
                          f"{getattr(cell, 'shape', '')} {getattr(cell, 'dtype', '')}")
     return list(cell.ravel())
+
+
+def _paired_cells(mat: dict, x_key: str, y_key: str, path: Path, what: str):
+    """The cell arrays ``x_key`` (2-D float64 blocks of one width) and ``y_key`` (one value per
+    row of the block, flattened) of a MALSAR-style ``.mat`` file, paired by task."""
+    xs, ys = _cells(mat, x_key, path, what), _cells(mat, y_key, path, what)
+    if len(xs) != len(ys) or not xs:
+        raise ValueError(f"{path}: {x_key} has {len(xs)} cells and {y_key} has {len(ys)}; expected {what}")
+    blocks, targets = [], []
+    for t, (xt, yt) in enumerate(zip(xs, ys)):
+        xt, yt = np.asarray(xt, dtype=np.float64), np.asarray(yt).ravel()
+        if xt.ndim != 2 or xt.shape[0] != yt.shape[0] or (blocks and xt.shape[1] != blocks[0].shape[1]):
+            raise ValueError(f"{path}: cell {t} has {x_key} of shape {xt.shape} and {y_key} of length "
+                             f"{yt.shape[0]}; expected {what}")
+        blocks.append(xt)
+        targets.append(yt)
+    return blocks, targets
 
 
 def _min_max(X: np.ndarray, columns: np.ndarray) -> None:
@@ -203,19 +210,9 @@ def load_school(data_dir=None) -> Stream:
     path = _root(data_dir) / "school" / "school.mat"
     what = "MALSAR school.mat with 1 x 139 cell arrays X (n_t x 28) and Y (n_t x 1 scores)"
     mat = _loadmat(path, what, ("X", "Y"))
-    xs, ys = _cells(mat, "X", path, what), _cells(mat, "Y", path, what)
-    if len(xs) != len(ys) or not xs:
-        raise ValueError(f"{path}: X has {len(xs)} cells and Y has {len(ys)}; expected {what}")
-    blocks, scores = [], []
-    for t, (xt, yt) in enumerate(zip(xs, ys)):
-        xt, yt = np.asarray(xt, dtype=np.float64), np.asarray(yt, dtype=np.float64).ravel()
-        if xt.ndim != 2 or xt.shape[0] != yt.shape[0] or (blocks and xt.shape[1] != blocks[0].shape[1]):
-            raise ValueError(f"{path}: cell {t} has X of shape {xt.shape} and Y of length {yt.shape[0]}; "
-                             f"expected {what}")
-        blocks.append(xt)
-        scores.append(yt)
+    blocks, scores = _paired_cells(mat, "X", "Y", path, what)
     X = np.ascontiguousarray(np.vstack(blocks), dtype=np.float64)
-    score = np.concatenate(scores)
+    score = np.concatenate(scores).astype(np.float64)
     if not np.all(np.isfinite(X)) or not np.all(np.isfinite(score)):
         raise ValueError(f"{path}: non-finite values; expected {what}")
     threshold = np.percentile(score, 75)
@@ -260,19 +257,10 @@ def load_landmine(data_dir=None) -> Stream:
     path = _root(data_dir) / "landmine" / "LandmineData.mat"
     what = "LandmineData.mat with 1 x 29 cell arrays feature (n_t x 9) and label (n_t x 1 in {0,1})"
     mat = _loadmat(path, what, ("feature", "label"))
-    fs, ls = _cells(mat, "feature", path, what), _cells(mat, "label", path, what)
-    if len(fs) != len(ls) or not fs:
-        raise ValueError(f"{path}: feature has {len(fs)} cells and label has {len(ls)}; expected {what}")
-    blocks, labels = [], []
-    for t, (ft, lt) in enumerate(zip(fs, ls)):
-        ft, lt = np.asarray(ft, dtype=np.float64), np.asarray(lt).ravel()
-        if ft.ndim != 2 or ft.shape[0] != lt.shape[0] or (blocks and ft.shape[1] != blocks[0].shape[1]):
-            raise ValueError(f"{path}: cell {t} has features of shape {ft.shape} and {lt.shape[0]} labels; "
-                             f"expected {what}")
+    blocks, labels = _paired_cells(mat, "feature", "label", path, what)
+    for t, lt in enumerate(labels):
         if not np.all(np.isin(lt, (0, 1))):
             raise ValueError(f"{path}: cell {t} has labels {np.unique(lt)[:5]}; expected {what}")
-        blocks.append(ft)
-        labels.append(lt)
     X = np.vstack(blocks)
     if not np.all(np.isfinite(X)):
         raise ValueError(f"{path}: non-finite feature values; expected {what}")
