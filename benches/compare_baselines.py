@@ -12,10 +12,10 @@ number of examples seen (the chunk of ``retrain_every`` examples that ends in a 
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
+from _common import synthetic_stream, synthetic_stream_args
 
 import omtl
 import omtl.reference
@@ -58,15 +58,8 @@ def run_sklearn_refit(X, y, tasks, k, every=100):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=18000)
-    parser.add_argument("--d", type=int, default=400)
-    parser.add_argument("--k", type=int, default=12)
-    parser.add_argument("--quick", action="store_true", help="a 3,000-row stream and short prefixes")
-    args = parser.parse_args()
-    n = 3000 if args.quick else args.n
-    stream = omtl.datasets.make_multitask_stream(n_samples=n, n_tasks=args.k, n_features=args.d, seed=0)
-    X, y, tasks = stream.X, stream.y.astype(np.int64), stream.tasks
+    args = synthetic_stream_args(__doc__.splitlines()[0], "a 3,000-row stream and short prefixes")
+    n, X, y, tasks = synthetic_stream(args)
     k = args.k
     prefix = min(n, 1000 if args.quick else 2000)
     learners = [

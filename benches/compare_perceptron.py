@@ -10,10 +10,10 @@ time, and River's Perceptron (one per task, learn_one). Prints examples/second a
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
+from _common import synthetic_stream, synthetic_stream_args
 
 import omtl
 import omtl.reference
@@ -53,15 +53,8 @@ def run_river(X, y, tasks, k):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=18000)
-    parser.add_argument("--d", type=int, default=400)
-    parser.add_argument("--k", type=int, default=12)
-    parser.add_argument("--quick", action="store_true", help="a 3,000-row stream and short baselines")
-    args = parser.parse_args()
-    n = 3000 if args.quick else args.n
-    stream = omtl.datasets.make_multitask_stream(n_samples=n, n_tasks=args.k, n_features=args.d, seed=0)
-    X, y, tasks = stream.X, stream.y.astype(np.int64), stream.tasks
+    args = synthetic_stream_args(__doc__.splitlines()[0], "a 3,000-row stream and short baselines")
+    n, X, y, tasks = synthetic_stream(args)
     # The slow contenders run on a prefix; examples/second is what is compared.
     prefix = min(n, 1500 if args.quick else 4000)
     results = {}

@@ -6,7 +6,8 @@
 //!
 //! `cargo bench --bench projectron`
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion};
 use omtl::data::Row;
 use omtl::kernel::{BaseKernel, Scratch, TaskKernel};
 use omtl::learner::{OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
@@ -45,40 +46,39 @@ fn budget_step(c: &mut Criterion) {
         for &b in &[100usize, 250, 500, 1000, 2000] {
             let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
             let tasks = TaskKernel::complete(K).unwrap();
-            let mut scratch = Scratch::default();
-            let mut which = 0usize;
             if two {
                 let model = filled(MTBPRJ2::new(tasks, kernel, D, false, params, false).unwrap(), b);
-                group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
-                    bench.iter_batched(
-                        || model.clone(),
-                        |mut m| {
-                            which = (which + 1) % 64;
-                            let x = &candidates[which * D..(which + 1) * D];
-                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch).unwrap();
-                            m
-                        },
-                        BatchSize::LargeInput,
-                    )
-                });
+                bench_step(&mut group, b, &model, &candidates);
             } else {
                 let model = filled(MTBPRJ::new(tasks, kernel, D, false, params).unwrap(), b);
-                group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
-                    bench.iter_batched(
-                        || model.clone(),
-                        |mut m| {
-                            which = (which + 1) % 64;
-                            let x = &candidates[which * D..(which + 1) * D];
-                            m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch).unwrap();
-                            m
-                        },
-                        BatchSize::LargeInput,
-                    )
-                });
+                bench_step(&mut group, b, &model, &candidates);
             }
         }
         group.finish();
     }
+}
+
+/// Times one mistake on the next of `candidates`, each from a clone of the full `model`.
+fn bench_step<L: OnlineLearner + Clone>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    b: usize,
+    model: &L,
+    candidates: &[f64],
+) {
+    let mut scratch = Scratch::default();
+    let mut which = 0usize;
+    group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
+        bench.iter_batched(
+            || model.clone(),
+            |mut m| {
+                which = (which + 1) % 64;
+                let x = &candidates[which * D..(which + 1) * D];
+                m.update(Row::Dense(x), which % K, -1.0, 0.0, &mut scratch).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
 }
 
 fn recompute(c: &mut Criterion) {
