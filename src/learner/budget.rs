@@ -151,11 +151,7 @@ impl CheckState for MTRBP {
 }
 
 impl OnlineLearner for MTRBP {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    kernel_shape!();
+    kernel_shape!(grows);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         weighted_score(
@@ -497,11 +493,7 @@ impl CheckState for MTFORG {
 }
 
 impl OnlineLearner for MTFORG {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    kernel_shape!();
+    kernel_shape!(grows);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         self.raw_score(&Query::new(x, &self.kernel), task, scratch)

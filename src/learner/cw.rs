@@ -434,11 +434,7 @@ impl CheckState for CwCol {
 }
 
 impl OnlineLearner for CwCol {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    shape_fields!();
+    shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let mut s = 0.0;
@@ -513,11 +509,7 @@ impl CwCol {
     /// sigma = a, allocated on its first update) combined with the global model, as a task that
     /// has not been updated yet; nothing learned changes. Atomic.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
-        let new_k = self
-            .n_tasks
-            .checked_add(n)
-            .filter(|&k| u32::try_from(k).is_ok())
-            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        let new_k = super::grown_n_tasks(self.n_tasks, n)?;
         Need::new("n_tasks", new_k, "the per-task model slots").reserve(&mut self.individual, n)?;
         self.individual.extend((0..n).map(|_| None));
         self.n_tasks = new_k;

@@ -29,9 +29,23 @@ macro_rules! learner_params {
     };
 }
 
+/// `add_tasks` of a learner that can grow, by its inherent `grow_tasks` (inside an `impl
+/// OnlineLearner`; the shape macros take `grows` for it).
+macro_rules! grows {
+    () => {
+        fn add_tasks(&mut self, n: usize) -> Result<()> {
+            self.grow_tasks(n)
+        }
+    };
+}
+
 /// `n_tasks` and `n_features` of a learner that keeps them in fields of those names (inside an
-/// `impl OnlineLearner`).
+/// `impl OnlineLearner`); `shape_fields!(grows)` adds [`grows!`].
 macro_rules! shape_fields {
+    (grows) => {
+        grows!();
+        shape_fields!();
+    };
     () => {
         fn n_tasks(&self) -> usize {
             self.n_tasks
@@ -80,8 +94,12 @@ macro_rules! same_kernel_setting {
 }
 
 /// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
-/// (`tasks`), and `n_features`.
+/// (`tasks`), and `n_features`; `kernel_shape!(grows)` adds [`grows!`].
 macro_rules! kernel_shape {
+    (grows) => {
+        grows!();
+        kernel_shape!();
+    };
     () => {
         fn base_kernel(&self) -> Option<&BaseKernel> {
             Some(&self.kernel)
@@ -380,6 +398,15 @@ fn learn_joint_rounds<L: OnlineLearner + ?Sized>(
         start = end;
     }
     Ok(())
+}
+
+/// `n_tasks + n`, the task count after adding `n` tasks, refused when task ids would no longer
+/// fit in a `u32`.
+fn grown_n_tasks(n_tasks: usize, n: usize) -> Result<usize> {
+    n_tasks
+        .checked_add(n)
+        .filter(|&k| u32::try_from(k).is_ok())
+        .ok_or_else(|| crate::error::invalid("n_tasks", format!("{n_tasks} + {n} tasks is too many")))
 }
 
 /// `model` with `n_new` more tasks, on a copy ([`OnlineLearner::add_tasks`]); `None` when no

@@ -902,11 +902,7 @@ impl PartialEq for MTLinear {
 }
 
 impl OnlineLearner for MTLinear {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    shape_fields!();
+    shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         self.terms[task]

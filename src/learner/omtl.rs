@@ -291,11 +291,7 @@ impl CheckState for Omtl {
 }
 
 impl OnlineLearner for Omtl {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    shape_fields!();
+    shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         x.dot(self.w(task))
@@ -332,11 +328,7 @@ impl Omtl {
     /// Adds `n` tasks with `w = 0` (open-ended task sets): a round involves only the tasks
     /// present in it, so a new task is exactly a task that has not appeared yet. Atomic.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
-        let new_k = self
-            .n_tasks
-            .checked_add(n)
-            .filter(|&k| u32::try_from(k).is_ok())
-            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        let new_k = super::grown_n_tasks(self.n_tasks, n)?;
         let need = Need::new(
             "n_tasks",
             new_k,

@@ -156,11 +156,7 @@ impl CheckState for PassiveAggressive {
 }
 
 impl OnlineLearner for PassiveAggressive {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    shape_fields!();
+    shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         match (&self.weights[self.block(task)], x) {
@@ -212,11 +208,7 @@ impl PassiveAggressive {
     /// Adds `n` tasks: PA-Unique gets `n` empty weight slots, PA-Global (one `w` for all
     /// tasks) only a larger range of valid task ids. Atomic.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
-        let new_k = self
-            .n_tasks
-            .checked_add(n)
-            .filter(|&k| u32::try_from(k).is_ok())
-            .ok_or_else(|| invalid("n_tasks", format!("{} + {n} tasks is too many", self.n_tasks)))?;
+        let new_k = super::grown_n_tasks(self.n_tasks, n)?;
         if !self.global {
             Need::new("n_tasks", new_k, "the per-task weight slots").reserve(&mut self.weights, n)?;
             self.weights.extend((0..n).map(|_| None));

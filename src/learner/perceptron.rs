@@ -125,11 +125,7 @@ impl CheckState for MTPerceptron {
 }
 
 impl OnlineLearner for MTPerceptron {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    kernel_shape!();
+    kernel_shape!(grows);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         match &self.model {

@@ -328,11 +328,7 @@ impl CheckState for MTBPRJ {
 }
 
 impl OnlineLearner for MTBPRJ {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    kernel_shape!();
+    kernel_shape!(grows);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and
@@ -789,11 +785,7 @@ impl CheckState for MTBPRJ2 {
 }
 
 impl OnlineLearner for MTBPRJ2 {
-    fn add_tasks(&mut self, n: usize) -> Result<()> {
-        self.grow_tasks(n)
-    }
-
-    kernel_shape!();
+    kernel_shape!(grows);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         let Some(block) = &self.blocks[self.tasks.component(task)] else {
