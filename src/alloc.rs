@@ -125,6 +125,14 @@ impl<'a> Need<'a> {
             .map_err(|e| self.error(bytes, format!("the allocation failed ({e})")))
     }
 
+    /// Appends `n` empty slots (`None`) to `v`, fallibly and against the cap: the per-task slots
+    /// of a learner that gains `n` tasks. On `Err`, `v` is unchanged.
+    pub fn append_empty<T>(&self, v: &mut Vec<Option<T>>, n: usize) -> Result<()> {
+        self.reserve(v, n)?;
+        v.extend((0..n).map(|_| None));
+        Ok(())
+    }
+
     /// Like [`Need::reserve`] but to the exact size (for buffers that do not grow again).
     pub fn reserve_exact<T>(&self, v: &mut Vec<T>, additional: usize) -> Result<()> {
         let total = v.len() as u128 + additional as u128;

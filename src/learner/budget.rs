@@ -151,7 +151,9 @@ impl CheckState for MTRBP {
 }
 
 impl OnlineLearner for MTRBP {
-    kernel_shape!(grows);
+    // Adding tasks grows only the task kernel: the active set and the eviction draws do not
+    // depend on the number of tasks.
+    kernel_shape!(grows_task_kernel);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         weighted_score(
@@ -549,14 +551,6 @@ impl OnlineLearner for MTFORG {
             ("last_phi", get(|s| s.phi, 0.0)),
             ("last_sigma", get(|s| s.sigma, 0.0)),
         ]
-    }
-}
-
-impl MTRBP {
-    /// Adds `n` tasks: only the task kernel grows (the active set and the eviction draws do
-    /// not depend on the number of tasks). Atomic.
-    fn grow_tasks(&mut self, n: usize) -> Result<()> {
-        self.tasks.grow(n)
     }
 }
 

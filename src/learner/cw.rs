@@ -510,8 +510,7 @@ impl CwCol {
     /// has not been updated yet; nothing learned changes. Atomic.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
         let new_k = super::grown_n_tasks(self.n_tasks, n)?;
-        Need::new("n_tasks", new_k, "the per-task model slots").reserve(&mut self.individual, n)?;
-        self.individual.extend((0..n).map(|_| None));
+        Need::new("n_tasks", new_k, "the per-task model slots").append_empty(&mut self.individual, n)?;
         self.n_tasks = new_k;
         Ok(())
     }

@@ -86,8 +86,7 @@ impl LinearWeights {
     /// forms only: a dense kernel does not grow). On `Err` nothing has changed.
     pub fn grow(&mut self, n: usize) -> Result<()> {
         let new_k = self.blocks.len().saturating_add(n);
-        Need::new("n_tasks", new_k, "the per-task weight slots").reserve(&mut self.blocks, n)?;
-        self.blocks.extend((0..n).map(|_| None));
+        Need::new("n_tasks", new_k, "the per-task weight slots").append_empty(&mut self.blocks, n)?;
         Ok(())
     }
 

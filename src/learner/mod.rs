@@ -94,10 +94,21 @@ macro_rules! same_kernel_setting {
 }
 
 /// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
-/// (`tasks`), and `n_features`; `kernel_shape!(grows)` adds [`grows!`].
+/// (`tasks`), and `n_features`; `kernel_shape!(grows)` adds [`grows!`], and
+/// `kernel_shape!(grows_task_kernel)` an `add_tasks` that grows the task kernel alone (atomic, as
+/// [`TaskKernel::grow`]), for a learner whose stored state does not depend on the number of tasks.
+///
+/// [`TaskKernel::grow`]: crate::kernel::TaskKernel::grow
 macro_rules! kernel_shape {
     (grows) => {
         grows!();
+        kernel_shape!();
+    };
+    (grows_task_kernel) => {
+        fn add_tasks(&mut self, n: usize) -> Result<()> {
+            self.tasks.grow(n)
+        }
+
         kernel_shape!();
     };
     () => {

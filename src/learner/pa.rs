@@ -210,8 +210,7 @@ impl PassiveAggressive {
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
         let new_k = super::grown_n_tasks(self.n_tasks, n)?;
         if !self.global {
-            Need::new("n_tasks", new_k, "the per-task weight slots").reserve(&mut self.weights, n)?;
-            self.weights.extend((0..n).map(|_| None));
+            Need::new("n_tasks", new_k, "the per-task weight slots").append_empty(&mut self.weights, n)?;
         }
         self.n_tasks = new_k;
         Ok(())

@@ -328,7 +328,9 @@ impl CheckState for MTBPRJ {
 }
 
 impl OnlineLearner for MTBPRJ {
-    kernel_shape!(grows);
+    // Adding tasks grows only the task kernel: the dictionary's Gram entries
+    // `T[i_a, i_b] K'(x_a, x_b)` keep their values under `TaskKernel::grow`.
+    kernel_shape!(grows_task_kernel);
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and
@@ -909,14 +911,6 @@ impl OnlineLearner for MTBPRJ2 {
         d.push(("n_weights", self.n_weights() as f64));
         d.push(("n_allocated_blocks", self.allocated.len() as f64));
         d
-    }
-}
-
-impl MTBPRJ {
-    /// Adds `n` tasks: only the task kernel grows (the dictionary's Gram entries
-    /// `T[i_a, i_b] K'(x_a, x_b)` keep their values under [`TaskKernel::grow`]). Atomic.
-    fn grow_tasks(&mut self, n: usize) -> Result<()> {
-        self.tasks.grow(n)
     }
 }
 
