@@ -27,6 +27,23 @@ def random_stream(n=300, d=8, k=4, *, seed=0, sparse=False, density=0.4):
     return X, y, tasks
 
 
+def round_stream(n=240, d=7, k=4, *, seed=5, sparse=False, round_seed=3, scale=1.0):
+    """``random_stream`` (rows times ``scale``) cut into protocol-P2 rounds: ``(X, y, tasks, rounds)``."""
+    from omtl.datasets import Stream
+
+    X, y, tasks = random_stream(n=n, d=d, k=k, seed=seed, sparse=sparse)
+    s = Stream(X=X * scale, y=y, tasks=tasks, n_tasks=k, name="test").as_rounds(round_seed)
+    return s.X, s.y, s.tasks, s.rounds
+
+
+def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
+    """learn_rounds over the stream in chunks of whole rounds; returns the predictions."""
+    from parity import round_chunks
+
+    parts = round_chunks(rounds, chunk_rounds)
+    return np.concatenate([model.learn_rounds(X[c], y[c], tasks=tasks[c], rounds=rounds[c]) for c in parts])
+
+
 def random_graph(k, *, seed=0, weighted=False):
     import omtl
 

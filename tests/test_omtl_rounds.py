@@ -7,12 +7,12 @@ import pickle
 
 import numpy as np
 import pytest
-from conftest import random_stream
+from conftest import round_stream as shared_round_stream
+from conftest import run_rounds
 from parity import compare_runs, round_chunks
 
 import omtl
 import omtl.reference as ref
-from omtl.datasets import Stream
 
 K = 4
 CONFIGS = [
@@ -25,19 +25,9 @@ CONFIGS = [
 ]
 
 
-def round_stream(n=240, d=7, k=K, *, seed=5, sparse=False, round_seed=3, scale=2.0):
-    X, y, tasks = random_stream(n=n, d=d, k=k, seed=seed, sparse=sparse)
-    s = Stream(X=X * scale, y=y, tasks=tasks, n_tasks=k, name="test").as_rounds(round_seed)
-    return s.X, s.y, s.tasks, s.rounds
-
-
-def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
-    out = []
-    bounds = np.flatnonzero(np.diff(rounds)) + 1
-    starts = np.concatenate([[0], bounds[chunk_rounds - 1 :: chunk_rounds], [len(y)]])
-    for a, b in zip(starts[:-1], starts[1:]):
-        out.append(model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b]))
-    return np.concatenate(out)
+def round_stream(*, scale=2.0, **kwargs):
+    """The shared round stream, its rows scaled by 2 unless said otherwise."""
+    return shared_round_stream(scale=scale, **kwargs)
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])

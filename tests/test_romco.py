@@ -7,31 +7,14 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import random_stream
+from conftest import random_stream, round_stream, run_rounds
 from parity import check_scores, compare_runs, pre_update_scores, round_chunks
 
 import omtl
 import omtl.reference as ref
 from omtl import _native
-from omtl.datasets import Stream
 
 K = 4
-
-
-def round_stream(n=240, d=7, k=K, *, seed=5, sparse=False, round_seed=3):
-    X, y, tasks = random_stream(n=n, d=d, k=k, seed=seed, sparse=sparse)
-    s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="test").as_rounds(round_seed)
-    return s.X, s.y, s.tasks, s.rounds
-
-
-def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
-    """learn_rounds over the stream in chunks of whole rounds; returns the predictions."""
-    out = []
-    bounds = np.flatnonzero(np.diff(rounds)) + 1
-    starts = np.concatenate([[0], bounds[chunk_rounds - 1 :: chunk_rounds], [len(y)]])
-    for a, b in zip(starts[:-1], starts[1:]):
-        out.append(model.learn_rounds(X[a:b], y[a:b], tasks=tasks[a:b], rounds=rounds[a:b]))
-    return np.concatenate(out)
 
 
 CONFIGS = [
