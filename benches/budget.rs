@@ -120,7 +120,7 @@ fn bench_learner<L: OnlineLearner + Clone>(
         }
         let (a, b) = (t, t + STEPS);
         let mut buf = Vec::new();
-        let slice = slice_rows(rows, a, b, &mut buf);
+        let slice = rows.range(a, b, &mut buf);
         g.bench_with_input(BenchmarkId::from_parameter(budget), &budget, |bench, _| {
             bench.iter_batched(
                 || model.clone(),
@@ -134,32 +134,6 @@ fn bench_learner<L: OnlineLearner + Clone>(
         });
     }
     g.finish();
-}
-
-/// Rows `a..b` of a batch; a CSR slice gets its own `indptr` starting at 0 (kept in `buf`).
-fn slice_rows<'a>(rows: &Rows<'a>, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a> {
-    match *rows {
-        Rows::Dense { data, n_cols, .. } => Rows::Dense {
-            data: &data[a * n_cols..b * n_cols],
-            n_rows: b - a,
-            n_cols,
-        },
-        Rows::Csr {
-            indptr,
-            indices,
-            data,
-            n_cols,
-        } => {
-            let (lo, hi) = (indptr[a] as usize, indptr[b] as usize);
-            *buf = indptr[a..=b].iter().map(|p| p - indptr[a]).collect();
-            Rows::Csr {
-                indptr: buf,
-                indices: &indices[lo..hi],
-                data: &data[lo..hi],
-                n_cols,
-            }
-        }
-    }
 }
 
 fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: BaseKernel, rows: &Rows) {

@@ -141,6 +141,29 @@ impl<'a> Rows<'a> {
         Rows::Dense { data, n_rows, n_cols }
     }
 
+    /// Rows `a..b` of the batch (`a <= b <= len`). A CSR slice needs its own `indptr` starting at
+    /// 0, which is written into `buf`.
+    pub fn range(&self, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a> {
+        match *self {
+            Rows::Dense { data, n_cols, .. } => Rows::dense(&data[a * n_cols..b * n_cols], b - a, n_cols),
+            Rows::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            } => {
+                let (lo, hi) = (indptr[a] as usize, indptr[b] as usize);
+                *buf = indptr[a..=b].iter().map(|p| p - indptr[a]).collect();
+                Rows::Csr {
+                    indptr: buf,
+                    indices: &indices[lo..hi],
+                    data: &data[lo..hi],
+                    n_cols,
+                }
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         match *self {
             Rows::Dense { n_rows, .. } => n_rows,

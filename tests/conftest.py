@@ -44,6 +44,20 @@ def run_rounds(model, X, y, tasks, rounds, *, chunk_rounds=7):
     return np.concatenate([model.learn_rounds(X[c], y[c], tasks=tasks[c], rounds=rounds[c]) for c in parts])
 
 
+def pickled_midway(model, X, y, tasks, rounds, half):
+    """Learns the rounds of rows ``:half``, pickles the model, then has both learn the rest: their
+    predictions must be identical. Returns ``(model, restored)`` for further checks."""
+    import pickle
+
+    model.learn_rounds(X[:half], y[:half], tasks=tasks[:half], rounds=rounds[:half])
+    restored = pickle.loads(pickle.dumps(model))
+    rest = slice(half, None)
+    p_model = model.learn_rounds(X[rest], y[rest], tasks=tasks[rest], rounds=rounds[rest])
+    p_restored = restored.learn_rounds(X[rest], y[rest], tasks=tasks[rest], rounds=rounds[rest])
+    np.testing.assert_array_equal(p_model, p_restored)
+    return model, restored
+
+
 def random_graph(k, *, seed=0, weighted=False):
     import omtl
 

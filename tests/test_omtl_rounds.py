@@ -7,8 +7,8 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import pickled_midway, run_rounds
 from conftest import round_stream as shared_round_stream
-from conftest import run_rounds
 from parity import compare_runs, round_chunks
 
 import omtl
@@ -75,12 +75,7 @@ def test_singleton_rounds_equal_the_p1_run_and_pickling_mid_rounds():
     np.testing.assert_array_equal(a.learn(X, y, tasks=tasks), b.learn_rounds(X, y, tasks=tasks, rounds=np.arange(len(y))))
     np.testing.assert_array_equal(a.coef_, b.coef_)
     half = int(np.searchsorted(rounds, rounds.max() // 2))
-    m = omtl.OMTL(n_tasks=K, global_norm="l2")
-    m.learn_rounds(X[:half], y[:half], tasks=tasks[:half], rounds=rounds[:half])
-    clone = pickle.loads(pickle.dumps(m))
-    p1 = m.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
-    p2 = clone.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
-    np.testing.assert_array_equal(p1, p2)
+    m, clone = pickled_midway(omtl.OMTL(n_tasks=K, global_norm="l2"), X, y, tasks, rounds, half)
     np.testing.assert_array_equal(m.coef_, clone.coef_)
 
 

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import random_stream, round_stream, run_rounds
+from conftest import pickled_midway, random_stream, round_stream, run_rounds
 from parity import check_scores, compare_runs, pre_update_scores, round_chunks
 
 import omtl
@@ -261,12 +261,7 @@ def test_pickling_mid_stream_continues_identically(cls, protocol):
     if protocol == "P1":
         rounds = np.arange(len(y))
     half = np.flatnonzero(rounds >= rounds[len(y) // 2])[0]
-    a = cls(n_tasks=K, lambda1=0.1, lambda2=0.05)
-    a.learn_rounds(X[:half], y[:half], tasks=tasks[:half], rounds=rounds[:half])
-    b = pickle.loads(pickle.dumps(a))
-    pa = a.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
-    pb = b.learn_rounds(X[half:], y[half:], tasks=tasks[half:], rounds=rounds[half:])
-    np.testing.assert_array_equal(pa, pb)
+    a, b = pickled_midway(cls(n_tasks=K, lambda1=0.1, lambda2=0.05), X, y, tasks, rounds, half)
     np.testing.assert_array_equal(a.U_, b.U_)
     np.testing.assert_array_equal(a.V_, b.V_)
     assert (a.rank_, a.n_personalized_, a.n_seen_) == (b.rank_, b.n_personalized_, b.n_seen_)

@@ -123,24 +123,8 @@ where
     let s = Stream::new();
     let rows = s.rows(sparse);
     let half = N / 2;
-    let head = match rows {
-        Rows::Dense { data, n_cols, .. } => Rows::Dense {
-            data: &data[..half * n_cols],
-            n_rows: half,
-            n_cols,
-        },
-        Rows::Csr {
-            indptr,
-            indices,
-            data,
-            n_cols,
-        } => Rows::Csr {
-            indptr: &indptr[..=half],
-            indices,
-            data,
-            n_cols,
-        },
-    };
+    let mut buf = Vec::new();
+    let head = rows.range(0, half, &mut buf);
     learn(&mut model, &head, &s.tasks[..half], &s.y[..half]).unwrap();
     model
         .check_state()
