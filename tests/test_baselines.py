@@ -19,6 +19,21 @@ import omtl.reference as ref
 from omtl import _native
 from omtl.reference.baselines import cw_step, fista, logistic_grad, logistic_loss, omtl_tau, penalty, prox
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    ("cwcol", omtl.CWCOL, ref.CWCOL, {}),
+    ("cwcol-w0", omtl.CWCOL, ref.CWCOL, {"omega": 0.0, "confidence": 0.9}),
+    ("cwcol-w1", omtl.CWCOL, ref.CWCOL, {"omega": 1.0, "a": 0.5}),
+    ("omtrl-batch", omtl.OMTRL, ref.OMTRL, {"epoch": 40}),
+    ("omtrl-logdet", omtl.OMTRL, ref.OMTRL, {"relation_update": "logdet", "epoch": 40, "eta": 1e-2}),
+    ("omtrl-vonneumann", omtl.OMTRL, ref.OMTRL, {"relation_update": "vonneumann", "epoch": 40}),
+    ("omtl-linf", omtl.OMTL, ref.OMTL, {}),
+    ("omtl-l2-explicit", omtl.OMTL, ref.OMTL, {"global_norm": "l2", "explicit": True, "C": 0.5}),
+    ("omtl-l1", omtl.OMTL, ref.OMTL, {"global_norm": "l1", "C": 0.3}),
+    ("mtfl", omtl.MTFL, ref.MTFL, {"retrain_every": 30}),
+    ("trml", omtl.TRML, ref.TRML, {"retrain_every": 40, "rho": 0.05}),
+]
+
 # ---------------------------------------------------------------------------------------------
 # CW-COL
 

@@ -15,6 +15,16 @@ import omtl
 import omtl.reference as ref
 from omtl._rng import SplitMix64
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    ("rbp-rbf-C-B20", omtl.MTRBP, ref.MTRBP, {"budget": 20, "kernel": "rbf", "gamma": 0.7, "seed": 3}),
+    ("rbp-linear-D-B7", omtl.MTRBP, ref.MTRBP, {"budget": 7, "graph": "disconnected", "kernel": "linear", "seed": 12345678901234567890}),
+    ("rbp-poly-C-B1", omtl.MTRBP, ref.MTRBP, {"budget": 1, "kernel": "poly", "degree": 3, "normalize": True}),
+    ("forg-rbf-C-B20", omtl.MTFORG, ref.MTFORG, {"budget": 20, "kernel": "rbf", "gamma": 0.7}),
+    ("forg-linear-D-B7", omtl.MTFORG, ref.MTFORG, {"budget": 7, "graph": "disconnected", "kernel": "linear", "radius": 3.0}),
+    ("forg-poly-C-B1", omtl.MTFORG, ref.MTFORG, {"budget": 1, "kernel": "poly", "degree": 2, "normalize": True}),
+]
+
 BUDGET_CLASSES = [(omtl.MTRBP, ref.MTRBP), (omtl.MTFORG, ref.MTFORG)]
 BUDGET_IDS = ["MTRBP", "MTFORG"]
 

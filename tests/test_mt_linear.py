@@ -18,6 +18,18 @@ import omtl
 import omtl.reference as ref
 from omtl.reference.mt_linear import invariant_step, logistic_gain
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    # MTLinear: every loss and update rule, the three factor shapes, hashing with collisions.
+    ("mtlinear-default", omtl.MTLinear, ref.MTLinear, {}),
+    ("mtlinear-hinge-D", omtl.MTLinear, ref.MTLinear, {"loss": "hinge", "graph": "disconnected"}),
+    ("mtlinear-squared-adagrad", omtl.MTLinear, ref.MTLinear, {"loss": "squared", "update": "adagrad", "learning_rate": 0.2}),
+    ("mtlinear-sgd-nobias", omtl.MTLinear, ref.MTLinear, {"update": "sgd", "fit_intercept": False, "learning_rate": 1.0}),
+    ("mtlinear-hash2", omtl.MTLinear, ref.MTLinear, {"hash_bits": 2}),
+    ("mtlinear-graph", omtl.MTLinear, ref.MTLinear,
+     {"graph": omtl.TaskGraph.from_edges(4, [(0, 1), (1, 2)], [1.0, 0.5]), "loss": "hinge"}),
+]
+
 BOTH = [pytest.param(omtl.MTLinear, id="native"), pytest.param(ref.MTLinear, id="reference")]
 
 

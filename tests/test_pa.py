@@ -12,6 +12,14 @@ from conftest import random_stream
 import omtl
 import omtl.reference as ref
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    ("pa-global-pa1", omtl.PAGlobal, ref.PAGlobal, {}),
+    ("pa-global-pa", omtl.PAGlobal, ref.PAGlobal, {"variant": "pa"}),
+    ("pa-unique-pa1", omtl.PAUnique, ref.PAUnique, {"C": 0.3}),
+    ("pa-unique-pa2", omtl.PAUnique, ref.PAUnique, {"variant": "pa2", "C": 0.5}),
+]
+
 K = 4
 VARIANTS = ["pa", "pa1", "pa2"]
 

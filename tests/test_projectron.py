@@ -21,6 +21,18 @@ import omtl
 import omtl.reference as ref
 from omtl.reference.kernels import kernel_matrix
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    # Budget Projectrons (§4.4, §4.5): budgets small enough that the parity streams exercise
+    # insertions, projections and evictions. They meet the 1e-9 parity tolerance.
+    ("mtbprj-rbf-C", omtl.MTBPRJ, ref.MTBPRJ, {"budget": 10, "gamma": 0.3, "eta": 0.4}),
+    ("mtbprj-poly-D-squared", omtl.MTBPRJ, ref.MTBPRJ,
+     {"budget": 15, "graph": "disconnected", "kernel": "poly", "normalize": True, "threshold_on": "squared", "eta": 0.3}),
+    ("mtbprj2-rbf-C", omtl.MTBPRJ2, ref.MTBPRJ2, {"budget": 10, "gamma": 0.3, "eta": 0.4}),
+    ("mtbprj2-linear-D", omtl.MTBPRJ2, ref.MTBPRJ2, {"budget": 12, "graph": "disconnected", "kernel": "linear", "eta": 0.1}),
+    ("mtbprj2-literal14", omtl.MTBPRJ2, ref.MTBPRJ2, {"budget": 10, "gamma": 0.3, "eta": 0.4, "alg2_literal_line14": True}),
+]
+
 NATIVE = {"MTBPRJ": omtl.MTBPRJ, "MTBPRJ2": omtl.MTBPRJ2}
 REFERENCE = {"MTBPRJ": ref.MTBPRJ, "MTBPRJ2": ref.MTBPRJ2}
 

@@ -1,9 +1,12 @@
 """The one learner registry: every public name has a native class, a reference twin, a native
 kind the engine registers, and an entry in the conformance table."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
-from learner_table import LEARNERS
+from learner_table import LEARNERS, learner_modules
 
 import omtl
 import omtl.learners
@@ -27,6 +30,42 @@ def test_every_native_class_builds_a_registered_kind_and_every_kind_is_used():
 def test_the_conformance_table_covers_every_learner():
     covered = {native.__name__ for _, native, _, _ in LEARNERS}
     assert covered == set(_registry.LEARNERS)
+
+
+def readme_learner_names() -> set[str]:
+    """The class names (and aliases) in the first column of the README's learner table."""
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = text[text.index("| class | algorithm | memory | source |") :].split("\n\n", 1)[0]
+    rows = table.splitlines()[2:]
+    return {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
+
+
+def test_every_kind_has_a_class_a_twin_test_settings_and_a_readme_row():
+    """Adding a learner is the Rust learner, its line in learner_table! (src/learner/mod.rs), the
+    Python class, its twin, its test file (with CONFORMANCE) and its README row: this holds them
+    together, so a learner missing any of them fails here by name."""
+    classes = {name: getattr(omtl.learners, name) for name in _registry.LEARNERS}
+    by_kind = {}
+    for name, cls in classes.items():
+        by_kind.setdefault(cls._native_kind, []).append(name)
+    assert sorted(by_kind) == sorted(_native.LEARNER_KINDS), "a kind without a class, or a class of no kind"
+    for name, cls in classes.items():
+        assert name in omtl.reference.__all__ and issubclass(getattr(omtl.reference, name), cls), name
+        assert getattr(omtl.reference, name).__module__ == f"omtl.reference.{cls.__module__.rsplit('.', 1)[1]}", name
+    tested = {native.__name__ for _, native, twin, _ in LEARNERS}
+    assert tested == set(classes), f"no CONFORMANCE entries in tests/test_<module>.py for {set(classes) - tested}"
+    assert {cls.__module__.rsplit(".", 1)[1] for cls in classes.values()} == set(learner_modules())
+    assert readme_learner_names() == set(_registry.EXPORTS), "the README's learner table and the registry differ"
+
+
+def test_the_registry_finds_only_learners():
+    """Discovery takes the public classes that declare a native kind, defined in the module it reads
+    (not those a module imports), and the aliases of such classes."""
+    assert _registry.ALIASES == {"MTPRJ": "MTBPRJ", "MTPRJ2": "MTBPRJ2"}
+    for name in _registry.EXPORTS:
+        cls = getattr(omtl.learners, name)
+        assert cls._native_kind in _native.LEARNER_KINDS and cls.__module__.startswith("omtl.learners."), name
+    assert not {"KernelParamsMixin", "OnlineClassifier", "RoundCore", "ReferenceCore"} & set(_registry.EXPORTS)
 
 
 def test_build_refuses_an_unknown_kind_and_a_missing_shape():

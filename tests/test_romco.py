@@ -14,6 +14,14 @@ import omtl
 import omtl.reference as ref
 from omtl import _native
 
+# This module's learners in the conformance and parity suites (see learner_table.py).
+CONFORMANCE = [
+    ("romco-default", omtl.ROMCO, ref.ROMCO, {}),
+    ("romco-strong", omtl.ROMCO, ref.ROMCO, {"eta1": 0.2, "eta2": 0.05, "lambda1": 0.5, "lambda2": 0.3}),
+    ("romco-mistake", omtl.ROMCO, ref.ROMCO, {"lambda1": 0.05, "lambda2": 0.02, "update": "mistake"}),
+    ("romco-lambda1-0", omtl.ROMCO, ref.ROMCO, {"lambda1": 0.0, "lambda2": 0.1}),
+]
+
 K = 4
 
 

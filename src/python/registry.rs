@@ -1,21 +1,16 @@
-//! The one list of native learners. Each line of [`learners!`] names a learner's kind (the string
-//! `NativeLearner.build` takes), its [`AnyLearner`] variant, its type and its parameter type; the
-//! macro generates the enum, every dispatch over it, the tuple of kinds and the builder. Adding a
-//! learner to the binding is adding one line here.
+//! The binding's learners: from the one list of native learners (`learner_table!` in
+//! src/learner/mod.rs, one line per learner: kind, variant, type, parameter type), [`learners!`]
+//! generates the [`AnyLearner`] enum, every dispatch over it, the tuple of kinds and the builder.
+//! Adding a learner adds nothing here.
 //!
-//! The enum is serialised (pickles, model files): its variants keep their order, and a new
-//! learner goes at the end.
+//! The enum is serialised (pickles, model files): its variants keep the table's order.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::convert::guarded;
-use crate::learner::{
-    BatchMtl, BatchMtlParams, Build, CwCol, CwColParams, MTBPRJ2Params, MTFORGParams, MTLinear, MTLinearParams,
-    MTPerceptron, MTRBPParams, NoParams, Omtl, OmtlParams, Omtrl, OmtrlParams, OnlineLearner, PassiveAggressive,
-    PassiveAggressiveParams, ProjectronParams, Romco, RomcoParams, Setting, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
-};
+use crate::learner::{learner_table, Build, OnlineLearner, Setting};
 use crate::state::CheckState;
 
 /// A parameter the derived extraction rejected: its `ValueError` (a bad option name, with the
@@ -27,8 +22,12 @@ fn value_error_first(py: Python<'_>, err: PyErr) -> PyErr {
     }
 }
 
+/// The binding's side of [`learner_table!`]: the enum over every learner and its dispatch.
 macro_rules! learners {
-    ($($kind:literal => $variant:ident($ty:ty, $params:ty);)*) => {
+    ($($vis:vis mod $module:ident { $($kind:literal => $variant:ident($ty:ident, $params:ident);)* })*) => {
+        learners!(@flat $($($kind => $variant(crate::learner::$ty, crate::learner::$params);)*)*);
+    };
+    (@flat $($kind:literal => $variant:ident($ty:path, $params:path);)*) => {
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
         pub(super) enum AnyLearner {
@@ -91,18 +90,5 @@ macro_rules! learners {
     };
 }
 
-// The order is the serialised layout of STATE_VERSION 3: append only.
-learners! {
-    "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams);
-    "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
-    "mtbprj2" => Mtbprj2(MTBPRJ2, MTBPRJ2Params);
-    "cw_col" => CwCol(CwCol, CwColParams);
-    "omtrl" => Omtrl(Omtrl, OmtrlParams);
-    "omtl" => Omtl(Omtl, OmtlParams);
-    "batch_mtl" => BatchMtl(BatchMtl, BatchMtlParams);
-    "romco" => Romco(Romco, RomcoParams);
-    "passive_aggressive" => PassiveAggressive(PassiveAggressive, PassiveAggressiveParams);
-    "mt_rbp" => MTRBP(MTRBP, MTRBPParams);
-    "mt_forg" => MTFORG(MTFORG, MTFORGParams);
-    "mt_linear" => MTLinear(MTLinear, MTLinearParams);
-}
+// The list itself, in its serialised order, is in src/learner/mod.rs.
+learner_table!(learners);

@@ -1,13 +1,8 @@
-"""The native (Rust-backed) learners."""
+"""The native (Rust-backed) learners: every learner class the modules of this package define
+(found by ``omtl._registry.discover``; a new module's classes join without a line here)."""
 
-from .._registry import EXPORTS
-from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML  # noqa: F401 (re-exported)
-from .budget import MTFORG, MTRBP  # noqa: F401 (re-exported)
-from .mt_linear import MTLinear  # noqa: F401 (re-exported)
-from .pa import PAGlobal, PAUnique  # noqa: F401 (re-exported)
-from .perceptron import KernelPerceptron, MTPerceptron  # noqa: F401 (re-exported)
-from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2  # noqa: F401 (re-exported)
-from .romco import ROMCO  # noqa: F401 (re-exported)
+from .._registry import discover
 
-# The names come from the one registry (omtl._registry).
-__all__ = list(EXPORTS)
+_LEARNERS = discover(__name__, __path__)
+globals().update(_LEARNERS)
+__all__ = list(_LEARNERS)

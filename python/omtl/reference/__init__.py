@@ -4,14 +4,10 @@ They share the public API (and its input checking) with the native classes and a
 the tests compare the Rust engine against. They are slow by design.
 """
 
-from .._registry import EXPORTS
-from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML  # noqa: F401 (re-exported)
-from .budget import MTFORG, MTRBP  # noqa: F401 (re-exported)
-from .mt_linear import MTLinear  # noqa: F401 (re-exported)
-from .pa import PAGlobal, PAUnique  # noqa: F401 (re-exported)
-from .perceptron import KernelPerceptron, MTPerceptron  # noqa: F401 (re-exported)
-from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2  # noqa: F401 (re-exported)
-from .romco import ROMCO  # noqa: F401 (re-exported)
+from .._registry import discover
 
-# The names come from the one registry (omtl._registry).
-__all__ = list(EXPORTS)
+# Every twin the modules of this package define (omtl._registry.discover), under the names
+# omtl.learners exports.
+_TWINS = discover(__name__, __path__)
+globals().update(_TWINS)
+__all__ = list(_TWINS)
