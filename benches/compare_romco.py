@@ -28,6 +28,7 @@ import numpy as np
 
 import omtl
 import omtl.reference as ref
+from omtl.reference.rounds import round_spans
 
 
 def numpy_romco(X, y, tasks, rounds, k, *, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4):
@@ -35,11 +36,7 @@ def numpy_romco(X, y, tasks, rounds, k, *, eta1=0.1, eta2=0.1, lambda1=1e-4, lam
     d = X.shape[1]
     U, V = np.zeros((d, k)), np.zeros((d, k))
     preds = np.empty(len(y))
-    start = 0
-    while start < len(y):
-        end = start + 1
-        while end < len(y) and rounds[end] == rounds[start]:
-            end += 1
+    for start, end in round_spans(rounds):
         idx = range(start, end)
         p = np.array([(U[:, tasks[t]] + V[:, tasks[t]]) @ X[t] for t in idx])
         preds[start:end] = np.where(p >= 0, 1, -1)
@@ -53,7 +50,6 @@ def numpy_romco(X, y, tasks, rounds, k, *, eta1=0.1, eta2=0.1, lambda1=1e-4, lam
             U = (P * np.maximum(s - eta1 * lambda1, 0.0)) @ Qt
             norms = np.linalg.norm(V, axis=0)
             V *= np.maximum(0.0, 1.0 - eta2 * lambda2 / np.where(norms > 0, norms, np.inf))
-        start = end
     return preds
 
 

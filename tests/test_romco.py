@@ -13,6 +13,7 @@ from parity import check_scores, compare_runs, pre_update_scores, round_chunks
 import omtl
 import omtl.reference as ref
 from omtl import _native
+from omtl.reference.rounds import round_spans
 
 # This module's learners in the conformance and parity suites (see learner_table.py).
 CONFORMANCE = [
@@ -108,18 +109,13 @@ def margin_perceptrons(X, y, tasks, step, k, rounds=None, trigger=1.0):
     Z = np.zeros((k, Xd.shape[1]))
     rounds = np.arange(len(y)) if rounds is None else rounds
     scores = np.zeros(len(y))
-    start = 0
-    while start < len(y):
-        end = start + 1
-        while end < len(y) and rounds[end] == rounds[start]:
-            end += 1
+    for start, end in round_spans(rounds):
         rows = range(start, end)
         for t in rows:
             scores[t] = Z[tasks[t]] @ Xd[t]
         for t in rows:
             if y[t] * scores[t] < trigger:
                 Z[tasks[t]] += step * y[t] * Xd[t]
-        start = end
     return scores
 
 

@@ -7,6 +7,17 @@ import numpy as np
 from ._core import ReferenceCore, dense_row
 
 
+def round_spans(rounds):
+    """``(start, end)`` of each protocol-P2 round in order: the runs of equal consecutive round ids."""
+    start = 0
+    while start < len(rounds):
+        end = start + 1
+        while end < len(rounds) and rounds[end] == rounds[start]:
+            end += 1
+        yield start, end
+        start = end
+
+
 class RoundCore(ReferenceCore):
     """A core defining ``round(rows, tasks, ys) -> scores`` (predict every row with the same
     model, then one joint update, §1.2) and ``score_one`` gets both protocols: P1 as singleton
@@ -17,14 +28,9 @@ class RoundCore(ReferenceCore):
 
     def learn_rounds(self, X, tasks, y, rounds):
         scores = np.zeros(len(tasks))
-        start = 0
-        while start < len(tasks):
-            end = start + 1
-            while end < len(tasks) and rounds[end] == rounds[start]:
-                end += 1
+        for start, end in round_spans(rounds):
             idx = range(start, end)
             scores[start:end] = self.round(
                 [dense_row(X, t) for t in idx], [int(tasks[t]) for t in idx], [y[t] for t in idx]
             )
-            start = end
         return scores
