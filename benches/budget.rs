@@ -10,7 +10,8 @@
 //!
 //! `cargo bench --bench budget` (add `-- dense` or `-- sparse` to select).
 
-use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use omtl::data::{Row, Rows};
 use omtl::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
 use omtl::learner::{learn, Build, MTFORGParams, MTRBPParams, OnlineLearner, MTFORG, MTRBP};
@@ -92,6 +93,21 @@ fn sparse_stream(n: usize, d: usize, k: usize, nnz: usize, seed: u64) -> Sparse 
     }
 }
 
+/// A group timing STEPS examples per iteration: 10 samples, measured for `measure` after `warm_up`.
+fn step_group<'a>(
+    c: &'a mut Criterion,
+    name: &str,
+    measure: Duration,
+    warm_up: Duration,
+) -> BenchmarkGroup<'a, WallTime> {
+    let mut g = c.benchmark_group(name);
+    g.sample_size(10)
+        .measurement_time(measure)
+        .warm_up_time(warm_up)
+        .throughput(Throughput::Elements(STEPS as u64));
+    g
+}
+
 /// A model filled on the first `fill` examples, then the protocol over the next STEPS.
 fn bench_learner<L: OnlineLearner + Clone>(
     c: &mut Criterion,
@@ -102,11 +118,7 @@ fn bench_learner<L: OnlineLearner + Clone>(
     tasks: &[i64],
     y: &[f64],
 ) {
-    let mut g = c.benchmark_group(group);
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(3))
-        .warm_up_time(Duration::from_millis(500))
-        .throughput(Throughput::Elements(STEPS as u64));
+    let mut g = step_group(c, group, Duration::from_secs(3), Duration::from_millis(500));
     for &budget in budgets {
         let mut model = make(budget);
         let n = rows.len();
@@ -137,11 +149,7 @@ fn bench_learner<L: OnlineLearner + Clone>(
 }
 
 fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: BaseKernel, rows: &Rows) {
-    let mut g = c.benchmark_group(group);
-    g.sample_size(10)
-        .measurement_time(Duration::from_secs(2))
-        .warm_up_time(Duration::from_millis(300))
-        .throughput(Throughput::Elements(STEPS as u64));
+    let mut g = step_group(c, group, Duration::from_secs(2), Duration::from_millis(300));
     for &budget in budgets {
         let mut store = RowStore::new(rows.n_cols(), rows.is_sparse());
         (0..budget).for_each(|t| {
@@ -163,66 +171,64 @@ fn kernel_row_bound(c: &mut Criterion, group: &str, budgets: &[usize], kernel: B
     g.finish();
 }
 
+/// MTRBP and MTFORG (with `radius`) over `rows` under the complete graph of `k` tasks, and the
+/// kernel-row bound, in the groups `{prefix}/...`.
+#[allow(clippy::too_many_arguments)]
+fn bench_budget_learners(
+    c: &mut Criterion,
+    prefix: &str,
+    budgets: &[usize],
+    kernel: BaseKernel,
+    k: usize,
+    radius: f64,
+    rows: &Rows,
+    tasks: &[i64],
+    y: &[f64],
+) {
+    let (d, sparse) = (rows.n_cols(), rows.is_sparse());
+    let tk = TaskKernel::complete(k).unwrap();
+    bench_learner(
+        c,
+        &format!("{prefix}/mtrbp_learn"),
+        budgets,
+        |b| MTRBP::with_kernels(&tk, kernel, d, sparse, MTRBPParams { budget: b, seed: 0 }).unwrap(),
+        rows,
+        tasks,
+        y,
+    );
+    bench_learner(
+        c,
+        &format!("{prefix}/mtforg_learn"),
+        budgets,
+        |b| MTFORG::with_kernels(&tk, kernel, d, sparse, MTFORGParams { budget: b, radius }).unwrap(),
+        rows,
+        tasks,
+        y,
+    );
+    kernel_row_bound(c, &format!("{prefix}/kernel_row"), budgets, kernel, rows);
+}
+
 fn dense(c: &mut Criterion) {
     let (d, k) = (28, 139);
     let s = dense_stream(30_000, d, k, 1);
     let rows = Rows::dense(&s.x, s.y.len(), s.d);
     let kernel = BaseKernel::rbf(1.0 / d as f64).unwrap();
-    let tk = TaskKernel::complete(k).unwrap();
     let budgets = [100, 200, 1000, 5000];
-    bench_learner(
-        c,
-        "dense_rbf/mtrbp_learn",
-        &budgets,
-        |b| MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: b, seed: 0 }).unwrap(),
-        &rows,
-        &s.tasks,
-        &s.y,
-    );
-    bench_learner(
-        c,
-        "dense_rbf/mtforg_learn",
-        &budgets,
-        |b| MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: b, radius: 1.0 }).unwrap(),
-        &rows,
-        &s.tasks,
-        &s.y,
-    );
-    kernel_row_bound(c, "dense_rbf/kernel_row", &budgets, kernel, &rows);
+    bench_budget_learners(c, "dense_rbf", &budgets, kernel, k, 1.0, &rows, &s.tasks, &s.y);
 }
 
 fn sparse(c: &mut Criterion) {
     let k = 4;
     let s = sparse_stream(12_000, 100_000, k, 200, 2);
-    let d = s.d;
     let rows = Rows::Csr {
         indptr: &s.indptr,
         indices: &s.indices,
         data: &s.data,
-        n_cols: d,
+        n_cols: s.d,
     };
     let kernel = BaseKernel::poly(2, 1.0, 1.0).unwrap();
-    let tk = TaskKernel::complete(k).unwrap();
     let budgets = [100, 1000, 5000];
-    bench_learner(
-        c,
-        "sparse_poly/mtrbp_learn",
-        &budgets,
-        |b| MTRBP::with_kernels(&tk, kernel, d, true, MTRBPParams { budget: b, seed: 0 }).unwrap(),
-        &rows,
-        &s.tasks,
-        &s.y,
-    );
-    bench_learner(
-        c,
-        "sparse_poly/mtforg_learn",
-        &budgets,
-        |b| MTFORG::with_kernels(&tk, kernel, d, true, MTFORGParams { budget: b, radius: 2.0 }).unwrap(),
-        &rows,
-        &s.tasks,
-        &s.y,
-    );
-    kernel_row_bound(c, "sparse_poly/kernel_row", &budgets, kernel, &rows);
+    bench_budget_learners(c, "sparse_poly", &budgets, kernel, k, 2.0, &rows, &s.tasks, &s.y);
 }
 
 criterion_group!(benches, dense, sparse);
