@@ -75,66 +75,55 @@ fn matrix_arg(m: &PyReadonlyArray2<'_, f64>) -> PyResult<SymMatrix> {
     guarded(|| SymMatrix::new(shape[0], m.as_array().iter().copied().collect()))
 }
 
+/// A task kernel from a constructor of the engine, its error mapped to Python's.
+fn built(make: impl FnOnce() -> crate::Result<TaskKernel>) -> PyResult<NativeTaskKernel> {
+    Ok(NativeTaskKernel { inner: guarded(make)? })
+}
+
 #[pymethods]
 impl NativeTaskKernel {
     #[staticmethod]
     fn complete(k: usize) -> PyResult<Self> {
-        Ok(Self {
-            inner: guarded(|| TaskKernel::complete(k))?,
-        })
+        built(|| TaskKernel::complete(k))
     }
 
     /// The open-ended complete graph: `T_ii = 1`, `T_ij = 1/2` whatever k.
     #[staticmethod]
     fn complete_open(k: usize) -> PyResult<Self> {
-        Ok(Self {
-            inner: guarded(|| TaskKernel::complete_open(k))?,
-        })
+        built(|| TaskKernel::complete_open(k))
     }
 
     #[staticmethod]
     fn disconnected(k: usize) -> PyResult<Self> {
-        Ok(Self {
-            inner: guarded(|| TaskKernel::disconnected(k))?,
-        })
+        built(|| TaskKernel::disconnected(k))
     }
 
     #[staticmethod]
     fn from_edges(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        Ok(Self {
-            inner: guarded(|| TaskKernel::from_edges(k, &edges))?,
-        })
+        built(|| TaskKernel::from_edges(k, &edges))
     }
 
     #[staticmethod]
     fn laplacian_pinv(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        Ok(Self {
-            inner: guarded(|| TaskKernel::laplacian_pinv(k, &edges))?,
-        })
+        built(|| TaskKernel::laplacian_pinv(k, &edges))
     }
 
     #[staticmethod]
     fn from_interaction(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&a)?;
-        Ok(Self {
-            inner: guarded(|| TaskKernel::from_interaction(m))?,
-        })
+        built(|| TaskKernel::from_interaction(m))
     }
 
     #[staticmethod]
     fn from_psd_plus_identity(a: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&a)?;
-        Ok(Self {
-            inner: guarded(|| TaskKernel::from_psd_plus_identity(m))?,
-        })
+        built(|| TaskKernel::from_psd_plus_identity(m))
     }
 
     #[staticmethod]
     fn from_task_kernel(t: PyReadonlyArray2<'_, f64>) -> PyResult<Self> {
         let m = matrix_arg(&t)?;
-        Ok(Self {
-            inner: guarded(|| TaskKernel::from_task_kernel(m))?,
-        })
+        built(|| TaskKernel::from_task_kernel(m))
     }
 
     #[getter]
