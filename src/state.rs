@@ -109,24 +109,26 @@ mod tests {
         }
     }
 
-    #[test]
-    fn round_trip_and_layout_of_bincode_serialize() {
+    /// A valid two-value state and its bytes.
+    fn two_values() -> (Sized2, Vec<u8>) {
         let v = Sized2 {
             values: vec![1.0, 2.0],
             n: 2,
         };
         let bytes = encode(&v).unwrap();
+        (v, bytes)
+    }
+
+    #[test]
+    fn round_trip_and_layout_of_bincode_serialize() {
+        let (v, bytes) = two_values();
         assert_eq!(bytes, bincode::serialize(&v).unwrap());
         assert_eq!(decode::<Sized2>(&bytes).unwrap(), v);
     }
 
     #[test]
     fn rejects_lies_truncation_trailing_bytes_and_invalid_values() {
-        let v = Sized2 {
-            values: vec![1.0, 2.0],
-            n: 2,
-        };
-        let bytes = encode(&v).unwrap();
+        let (_, bytes) = two_values();
         // A length field claiming 2^60 elements: the limit stops it before any allocation.
         let mut huge = bytes.clone();
         huge[..8].copy_from_slice(&(1u64 << 60).to_le_bytes());
