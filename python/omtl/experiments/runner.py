@@ -8,6 +8,7 @@ loads each data set once and keeps it.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import os
@@ -288,6 +289,15 @@ def environment() -> dict:
         "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "argv": sys.argv,
     }
+
+
+def write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
+    """``rows`` as CSV with the columns ``fields`` (a missing or None value is an empty cell)."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
 
 
 def write_json(path: Path, obj) -> None:

@@ -16,7 +16,6 @@ reference line that the paper does not print.
 
 from __future__ import annotations
 
-import csv
 import math
 import time
 from pathlib import Path
@@ -37,6 +36,7 @@ from .runner import (
     run_jobs,
     run_p1,
     select,
+    write_csv,
     write_json,
 )
 
@@ -264,14 +264,6 @@ CSV_FIELDS = ["dataset", "algorithm", "graph", "percent", "f1_micro_mean", "f1_m
               "seconds_mean"]
 RUN_FIELDS = ["dataset", "seed", "kind", "algorithm", "graph", "percent", "budget", "n", "f1_micro", "f1_macro",
               "error_rate", "n_active", "n_updates", "seconds", "examples_per_second"]
-
-
-def write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
 
 
 def _cell(row: dict | None) -> str:

@@ -16,7 +16,6 @@ The data sets are the substitutes of §7.3: ROMCO's MHC-I and EachMovie could no
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 import time
@@ -39,6 +38,7 @@ from .runner import (
     run_jobs,
     run_p2,
     select,
+    write_csv,
     write_json,
 )
 
@@ -333,14 +333,6 @@ RUN_FIELDS = ["dataset", "seed", "algorithm", "n", "error_rate", "f1_macro", "f1
               "examples_per_second", "protocol", "params"]
 
 
-def _write_csv(path: Path, rows: list[dict], fields: list[str]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in fields})
-
-
 def _cell(mean, std, ref=None) -> str:
     txt = fmt_pct(mean, std, 2)
     if ref not in (None, "") and not math.isnan(mean):
@@ -429,11 +421,11 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
 
 
 def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list[dict], settings: dict) -> None:
-    _write_csv(out / "table2.csv", summary, CSV_FIELDS)
-    _write_csv(out / "table2_runs.csv", runs, RUN_FIELDS)
+    write_csv(out / "table2.csv", summary, CSV_FIELDS)
+    write_csv(out / "table2_runs.csv", runs, RUN_FIELDS)
     trial_fields = ["dataset", "algorithm"] + sorted({k for t in trials for k in t} - {"dataset", "algorithm",
                                                                                       "error_rate", "error"})
-    _write_csv(out / "table2_tuning.csv", trials, trial_fields + ["error_rate", "error"])
+    write_csv(out / "table2_tuning.csv", trials, trial_fields + ["error_rate", "error"])
     write_json(out / "table2_settings.json", settings)
     (out / "table2.md").write_text(render_markdown(summary, settings))
     from .figures import plot_cumulative_error
