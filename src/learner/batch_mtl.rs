@@ -764,24 +764,7 @@ impl BatchMtl {
 pub const MAX_RESTORED_ITER: usize = 1_000_000;
 
 impl BatchMtl {
-    /// Same hyper-parameters as `other`.
-    pub fn same_settings(&self, other: &Self) -> bool {
-        (
-            self.n_tasks,
-            self.n_features,
-            self.reg,
-            self.rho,
-            self.retrain_every,
-            self.opts,
-        ) == (
-            other.n_tasks,
-            other.n_features,
-            other.reg,
-            other.rho,
-            other.retrain_every,
-            other.opts,
-        )
-    }
+    same_settings_fields!(n_tasks, n_features, reg, rho, retrain_every, opts);
 }
 
 impl CheckState for BatchMtl {

@@ -402,11 +402,7 @@ impl CwModel {
 }
 
 impl CwCol {
-    /// Same hyper-parameters as `other`.
-    pub fn same_settings(&self, other: &Self) -> bool {
-        (self.n_tasks, self.n_features) == (other.n_tasks, other.n_features)
-            && (self.confidence, self.a, self.omega) == (other.confidence, other.a, other.omega)
-    }
+    same_settings_fields!(n_tasks, n_features, confidence, a, omega);
 }
 
 impl CheckState for CwCol {

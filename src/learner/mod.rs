@@ -85,6 +85,17 @@ macro_rules! active_set_counters {
     };
 }
 
+/// `same_settings` of a learner whose shape and hyper-parameters are the named fields (inside an
+/// inherent `impl`): the same when every one of them is equal.
+macro_rules! same_settings_fields {
+    ($($field:ident),+) => {
+        /// Same hyper-parameters as `other`.
+        pub fn same_settings(&self, other: &Self) -> bool {
+            $(self.$field == other.$field)&&+
+        }
+    };
+}
+
 /// Whether two kernel learners share their base kernel, task kernel (up to rounding) and number
 /// of features (the start of every kernel learner's `same_settings`).
 macro_rules! same_kernel_setting {

@@ -256,11 +256,7 @@ impl Omtl {
 }
 
 impl Omtl {
-    /// Same hyper-parameters as `other`.
-    pub fn same_settings(&self, other: &Self) -> bool {
-        (self.n_tasks, self.n_features, self.c, self.norm, self.explicit)
-            == (other.n_tasks, other.n_features, other.c, other.norm, other.explicit)
-    }
+    same_settings_fields!(n_tasks, n_features, c, norm, explicit);
 }
 
 impl CheckState for Omtl {

@@ -335,11 +335,7 @@ fn symmetrize(m: &mut [f64], n: usize) {
 }
 
 impl Omtrl {
-    /// Same hyper-parameters as `other`.
-    pub fn same_settings(&self, other: &Self) -> bool {
-        (self.n_tasks, self.n_features, self.update, self.eta, self.epoch)
-            == (other.n_tasks, other.n_features, other.update, other.eta, other.epoch)
-    }
+    same_settings_fields!(n_tasks, n_features, update, eta, epoch);
 }
 
 impl CheckState for Omtrl {

@@ -127,11 +127,7 @@ impl PassiveAggressive {
 }
 
 impl PassiveAggressive {
-    /// Same hyper-parameters as `other`.
-    pub fn same_settings(&self, other: &Self) -> bool {
-        (self.n_tasks, self.n_features, self.global, self.variant, self.c)
-            == (other.n_tasks, other.n_features, other.global, other.variant, other.c)
-    }
+    same_settings_fields!(n_tasks, n_features, global, variant, c);
 }
 
 impl CheckState for PassiveAggressive {
