@@ -25,7 +25,7 @@ def experiment_client(scheduler: str | None = None, jobs: int = 1):
         return
     if jobs < 1:
         raise ValueError(f"jobs must be >= 1, got {jobs!r}")
-    with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
         yield client
 

@@ -101,7 +101,7 @@ class ShardedLearner:
             return distributed.default_client()
         except ValueError:  # no client yet: the embedded default
             cluster = distributed.LocalCluster(n_workers=int(n_shards or 2), threads_per_worker=1, processes=True,
-                                               dashboard_address=None)
+                                               dashboard_address=":0")
             self._own_cluster = cluster
             return distributed.Client(cluster)
 

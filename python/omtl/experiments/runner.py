@@ -18,6 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -231,18 +232,47 @@ def _call(fn, job):
         return JobResult(job, None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
 
 
+#: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
+#: --scheduler/--jobs``); None: this process, or a process pool.
+_DASK_CLIENT = None
+
+
+@contextmanager
+def run_on_dask(client):
+    """Within this block :func:`run_jobs` sends every job to the Dask ``client`` as a task."""
+    global _DASK_CLIENT
+    previous, _DASK_CLIENT = _DASK_CLIENT, client
+    try:
+        yield client
+    finally:
+        _DASK_CLIENT = previous
+
+
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
              label: Callable | None = None) -> list[JobResult]:
     """Runs ``fn(job)`` for every job (in order when ``n_jobs == 1``), with a tqdm bar.
 
     ``fn`` must be a top-level function (picklable). Results come back in the order of ``jobs``.
-    Exceptions are caught per job and returned as ``JobResult.error``.
+    Exceptions are caught per job and returned as ``JobResult.error``. Inside
+    :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
     from tqdm.auto import tqdm
 
     results: list[JobResult | None] = [None] * len(jobs)
     bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not progress, file=sys.stderr)
-    if n_jobs <= 1 or len(jobs) <= 1:
+    if _DASK_CLIENT is not None and jobs:
+        from distributed import as_completed as dask_completed
+
+        # pure=False: two equal jobs are still two runs (a job's key must not be shared)
+        futures = _DASK_CLIENT.map(_call, [fn] * len(jobs), jobs, pure=False)
+        index = {fut.key: i for i, fut in enumerate(futures)}
+        for fut in dask_completed(futures):
+            i = index[fut.key]
+            results[i] = fut.result()
+            if label is not None:
+                bar.set_postfix_str(label(jobs[i]), refresh=False)
+            bar.update(1)
+    elif n_jobs <= 1 or len(jobs) <= 1:
         for i, job in enumerate(jobs):
             if label is not None:
                 bar.set_postfix_str(label(job), refresh=True)
