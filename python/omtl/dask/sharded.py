@@ -146,7 +146,8 @@ class ShardedLearner:
                                allow_other_workers=False)
             for s, blob in enumerate(blobs)
         ]
-        actors = [f.result() for f in futures]
+        with self.client.as_current():  # an actor handle binds to the current client (it may not be the default)
+            actors = [f.result() for f in futures]
         self._plan, self._actors, self._actor_futures, self._fmt = plan, actors, futures, fmt
 
     # ---- calling the shards ---------------------------------------------------------------------

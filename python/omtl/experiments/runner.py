@@ -264,14 +264,15 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
         from distributed import as_completed as dask_completed
 
         # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-        futures = _DASK_CLIENT.map(_call, [fn] * len(jobs), jobs, pure=False)
-        index = {fut.key: i for i, fut in enumerate(futures)}
-        for fut in dask_completed(futures):
-            i = index[fut.key]
-            results[i] = fut.result()
-            if label is not None:
-                bar.set_postfix_str(label(jobs[i]), refresh=False)
-            bar.update(1)
+        with _DASK_CLIENT.as_current():  # the client need not be the default one
+            futures = _DASK_CLIENT.map(_call, [fn] * len(jobs), jobs, pure=False)
+            index = {fut.key: i for i, fut in enumerate(futures)}
+            for fut in dask_completed(futures):
+                i = index[fut.key]
+                results[i] = fut.result()
+                if label is not None:
+                    bar.set_postfix_str(label(jobs[i]), refresh=False)
+                bar.update(1)
     elif n_jobs <= 1 or len(jobs) <= 1:
         for i, job in enumerate(jobs):
             if label is not None:
