@@ -176,7 +176,7 @@ def main():
         report["router"] = bench_router(clients["LocalCluster 1 worker(s)"][0], args.repeat, 20_000, [100, 1_000, 10_000])
         report["machine"]["loadavg_at_end"] = os.getloadavg()
     finally:
-        for name, (client, _) in clients.items():
+        for client, _ in clients.values():
             if client is not None:
                 client.close()
         for cluster in clusters.values():

@@ -141,6 +141,9 @@ WHOLE_STREAM = [
     (omtl.MTRBP, {"budget": 10_000, "kernel": "rbf", "seed": 3}),
     (omtl.MTFORG, {"budget": 10_000, "kernel": "rbf"}),
     (omtl.MTBPRJ, {"budget": 10_000, "kernel": "rbf", "eta": 0.3}),
+    (omtl.MTLinear, {}),
+    (omtl.MTLinear, {"loss": "hinge", "update": "adagrad", "hash_bits": 3}),
+    (omtl.OMTL, {"global_norm": "l1", "C": 0.3}),
     (ref.MTPerceptron, {"kernel": "rbf", "gamma": 0.7}),
 ]
 

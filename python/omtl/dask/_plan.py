@@ -18,15 +18,18 @@ import numpy as np
 from ..graph import TaskGraph
 
 #: Learners whose state splits by connected component of the task graph (ALGORITHMS.md §3-4,
-#: §6.1): sharded by component they equal the one model on the whole stream; the budget learners
-#: up to their budget, which becomes a per-shard budget. (To move into the learner registry.)
-COMPONENT_LOCAL = frozenset({"KernelPerceptron", "MTPerceptron", "PAUnique", "MTRBP", "MTFORG", "MTBPRJ", "MTPRJ"})
+#: §6.1-6.2; MTLinear keeps its factor of T and its normalizer per component; OMTL's joint step
+#: couples only the tasks of one round, and a sharded stream is protocol P1): sharded by component
+#: they equal the one model on the whole stream; the budget learners up to their budget, which
+#: becomes a per-shard budget. (To move into the learner registry.)
+COMPONENT_LOCAL = frozenset({"KernelPerceptron", "MTPerceptron", "PAUnique", "MTRBP", "MTFORG", "MTBPRJ", "MTPRJ",
+                             "MTLinear", "OMTL"})
 
 #: Learners with a state shared by all tasks whatever the graph (MTBPRJ-2's span in the base-kernel
 #: space, ROMCO's low-rank U, PA-Global's and CW-COL's global model, OMTRL's learned coupling, the
-#: MTFL/TRML penalties, MTLinear's and OMTL's shared steps): sharded, each shard is an independent
-#: model of its tasks, a different model, so they are refused unless ``independent_shards=True``.
-SHARED_STATE = frozenset({"MTBPRJ2", "MTPRJ2", "ROMCO", "PAGlobal", "CWCOL", "OMTRL", "MTFL", "TRML", "MTLinear", "OMTL"})
+#: MTFL/TRML penalties): sharded, each shard is an independent model of its tasks, a different
+#: model, so they are refused unless ``independent_shards=True``.
+SHARED_STATE = frozenset({"MTBPRJ2", "MTPRJ2", "ROMCO", "PAGlobal", "CWCOL", "OMTRL", "MTFL", "TRML"})
 
 #: Learners whose budget (``budget``) is one global number; sharded it bounds each shard.
 PER_SHARD_BUDGET = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTPRJ", "MTBPRJ2", "MTPRJ2"})

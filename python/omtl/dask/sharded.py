@@ -63,8 +63,8 @@ class ShardedLearner:
         ("tasks") or by its number of rows in the first batch learned ("rows").
     independent_shards : bool
         Learners whose state is shared by all tasks (ROMCO, PA-Global, CW-COL, MTBPRJ-2, OMTRL, MTFL,
-        TRML, MTLinear, OMTL) change meaning when sharded; they are refused unless this is True, and
-        then each shard is an independent model of its tasks.
+        TRML) change meaning when sharded; they are refused unless this is True, and then each shard
+        is an independent model of its tasks.
 
     A global ``budget`` becomes a per-shard budget: each shard stores at most ``budget`` examples.
     Within a shard rows are learned in input order; results come back in input order.
