@@ -368,16 +368,20 @@ def _without_timing(path):
 
 
 @pytest.mark.parametrize("table,dataset", [("table1", "school"), ("table2", "landmine")])
-def test_reproduce_on_a_local_cluster_equals_one_process(tmp_path, data_dir, table, dataset):
+def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_dir, table, dataset):
+    """--jobs 2 (a LocalCluster of its own) and, for table1, --scheduler (the module's cluster)
+    write the same outputs as --jobs 1, timings aside."""
     from omtl.cli import main
 
-    outs = {}
-    for jobs in ("1", "2"):
-        out = tmp_path / f"jobs{jobs}"
-        assert main(["reproduce", table, "--quick", "--datasets", dataset, "--jobs", jobs, "--out", str(out),
+    runs = {"jobs1": ["--jobs", "1"], "jobs2": ["--jobs", "2"]}
+    if table == "table1":
+        runs["scheduler"] = ["--scheduler", client.cluster.scheduler_address]
+    for name, option in runs.items():
+        assert main(["reproduce", table, "--quick", "--datasets", dataset, *option, "--out", str(tmp_path / name),
                      "--data-dir", str(data_dir), "--no-progress"]) == 0
-        outs[jobs] = out
-    csvs = sorted(p.name for p in outs["1"].glob("*.csv"))
-    assert csvs and csvs == sorted(p.name for p in outs["2"].glob("*.csv"))
-    for name in csvs:
-        assert _without_timing(outs["1"] / name) == _without_timing(outs["2"] / name), name
+    csvs = sorted(p.name for p in (tmp_path / "jobs1").glob("*.csv"))
+    assert len(csvs) >= 2
+    for name in runs:
+        assert sorted(p.name for p in (tmp_path / name).glob("*.csv")) == csvs
+        for csv_name in csvs:
+            assert _without_timing(tmp_path / name / csv_name) == _without_timing(tmp_path / "jobs1" / csv_name), csv_name
