@@ -351,9 +351,10 @@ def test_scoring_rejects_in_memory_input():
 def test_run_jobs_on_dask_keeps_job_order(client):
     from omtl.experiments.runner import run_jobs, run_on_dask
 
+    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1]  # more jobs than tasks: several per task
     with run_on_dask(client):
-        results = run_jobs(abs, [-3, 1, -2, 0], progress=False)
-    assert [r.record for r in results] == [3, 1, 2, 0]
+        results = run_jobs(abs, jobs, progress=False)
+    assert [r.job for r in results] == jobs and [r.record for r in results] == [abs(j) for j in jobs]
     with run_on_dask(client):
         failed = run_jobs(abs, ["x"], progress=False)
     assert failed[0].record is None and failed[0].error.startswith("TypeError")
