@@ -351,7 +351,7 @@ def test_scoring_rejects_in_memory_input():
 def test_run_jobs_on_dask_keeps_job_order(client):
     from omtl.experiments.runner import run_jobs, run_on_dask
 
-    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1]  # more jobs than tasks: several per task
+    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1, 8, 2, -6, 3, 9, -7, 10, -5]  # more jobs than 8 per worker
     with run_on_dask(client):
         results = run_jobs(abs, jobs, progress=False)
     assert [r.job for r in results] == jobs and [r.record for r in results] == [abs(j) for j in jobs]
@@ -386,3 +386,18 @@ def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_
         assert sorted(p.name for p in (tmp_path / name).glob("*.csv")) == csvs
         for csv_name in csvs:
             assert _without_timing(tmp_path / name / csv_name) == _without_timing(tmp_path / "jobs1" / csv_name), csv_name
+
+
+def test_without_a_client_it_starts_and_stops_its_own_cluster(client, monkeypatch):
+    import distributed
+
+    def no_client():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(distributed, "default_client", no_client)
+    X, y, tasks = grouped_stream(n=60, seed=8)
+    with ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2) as sharded:
+        own = sharded._own_cluster
+        assert own is not None and sharded.client is not client and len(sharded._workers()) == 2
+        assert np.array_equal(sharded.learn(X, y, tasks=tasks), omtl.PAUnique(n_tasks=K).learn(X, y, tasks=tasks))
+    assert sharded._own_cluster is None and own.status.name == "closed"

@@ -103,7 +103,7 @@ class ShardedLearner:
             cluster = distributed.LocalCluster(n_workers=int(n_shards or 2), threads_per_worker=1, processes=True,
                                                dashboard_address=":0")
             self._own_cluster = cluster
-            return distributed.Client(cluster)
+            return distributed.Client(cluster, set_as_default=False)  # private to this learner
 
     def _workers(self) -> list[str]:
         return sorted(self.client.scheduler_info(n_workers=-1)["workers"])

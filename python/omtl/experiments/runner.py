@@ -269,8 +269,9 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
         from distributed import as_completed as dask_completed
 
         # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-        # 2 tasks per worker, jobs dealt round-robin (neighbouring jobs often cost alike)
-        n_tasks = min(len(jobs), 2 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
+        # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
+        # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
+        n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
         chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
         with _DASK_CLIENT.as_current():  # the client need not be the default one
             futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk], pure=False) for chunk in chunks]
