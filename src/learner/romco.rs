@@ -148,6 +148,18 @@ pub struct Romco {
     n_brand_svt: u64,
     /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
     n_eigen_updates: u64,
+    /// Route (b) on the row side (wide U: more live columns than features, `q > d`): U's
+    /// Gram matrix is held as `D = UUᵀ = P diag(μ) Pᵀ` (`d x d`) instead of C, so C is not
+    /// maintained while this is set (`gram` is meaningless, `svt_vectors` empty) and is
+    /// formed exactly when the column side needs it again ([`Romco::fresh_gram`]).
+    gram_unknown: bool,
+    /// P (row-major `d x d`, column r the eigenvector of `row_mu[r]`) and `μ_r = (σ_r - θ)_+²`
+    /// of `D = UUᵀ` after the last row-side SVT; empty when unknown (then the next row-side
+    /// SVT forms `D̂` exactly).
+    row_vectors: Vec<f64>,
+    row_mu: Vec<f64>,
+    /// Route-(b) SVTs that ran on the row side (counted in `n_gram_svt` too).
+    n_row_svt: u64,
     #[serde(skip)]
     scratch: Box<UpdateScratch>,
 }
@@ -158,6 +170,8 @@ pub struct Romco {
 struct UpdateScratch {
     eigen: eigen_update::ColumnUpdater,
     updated: eigen_update::Eigen,
+    /// `d x k` buffer of the row side's product `Π_L Û`.
+    product: Vec<f64>,
 }
 
 impl PartialEq for UpdateScratch {
@@ -286,6 +300,10 @@ impl Romco {
             n_numerical_failures: 0,
             n_brand_svt: 0,
             n_eigen_updates: 0,
+            gram_unknown: false,
+            row_vectors: Vec::new(),
+            row_mu: Vec::new(),
+            n_row_svt: 0,
             scratch: Box::default(),
         })
     }
@@ -325,6 +343,7 @@ impl Romco {
             self.u = f.materialize();
             self.gram = svt::gram(&self.u, d, k);
             self.gram_stale = false;
+            self.forget_row_side();
             self.forget_svt_vectors();
             self.qr_pending = false;
         }
@@ -432,13 +451,34 @@ impl Romco {
             self.leave_factored();
         }
         let shrink_u = self.lambda1 > 0.0 && !use_brand;
+        // Wide U (more live columns than features after this step): route (b) on the `d x d`
+        // Gram matrix of the rows, the smaller side. Otherwise C must be known (formed exactly
+        // from the pre-update U if the row side held the Gram until now).
+        let row_side = shrink_u
+            && !self.qr_pending
+            && matches!(self.route, SvtRoute::Auto | SvtRoute::Gram)
+            && self.live_after(&active, &x_sq) > d;
+        let mut row_change = None;
+        if row_side {
+            self.enter_row_side();
+            if let [it] = active.as_slice() {
+                if self.row_mu.len() == d {
+                    // D̂ = D + u aᵀ + a uᵀ + a aᵀ with u = u^t before the step, a = η1 y x.
+                    let mut a = vec![0.0; d];
+                    row_axpy(&it.x, self.eta1 * it.y, &mut a);
+                    row_change = Some((self.u_col(it.task).to_vec(), a));
+                }
+            }
+        } else if self.gram_unknown {
+            self.fresh_gram();
+        }
 
         // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U. With one
         // active task the change of C is described by `Uᵀa` and `||a||²` alone (and Ĉ is formed
         // only if its eigendecomposition cannot be updated).
         let mut c_hat = None;
         let mut column_change = None;
-        if shrink_u && !self.qr_pending && self.route != SvtRoute::Qr {
+        if shrink_u && !row_side && !self.qr_pending && self.route != SvtRoute::Qr {
             let step = self.eta1;
             let mut ux = vec![0.0; k];
             if let ([it], [xx]) = (active.as_slice(), x_sq.as_slice()) {
@@ -506,6 +546,8 @@ impl Romco {
         // U ← SVT_{η1 λ1}(Û).
         if use_brand {
             self.brand_threshold(items, bx);
+        } else if row_side {
+            self.threshold_rows(row_change);
         } else if shrink_u {
             self.threshold_u(c_hat, column_change);
         } else {
@@ -707,6 +749,13 @@ impl Romco {
     /// Forms `C = Z diag(μ) Zᵀ` (over the live columns) if the explicit C is stale. Called
     /// before U changes (or after the SVT), while the factors describe the current U.
     fn fresh_gram(&mut self) {
+        if self.gram_unknown {
+            // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
+            self.gram = svt::gram(&self.u, self.n_features, self.n_tasks);
+            self.gram_unknown = false;
+            self.forget_row_side();
+            return;
+        }
         if !self.gram_stale {
             return;
         }
@@ -750,6 +799,128 @@ impl Romco {
                 &mut scratch.updated,
             )
             .is_some()
+    }
+
+    /// The number of live columns once the active tasks of this round have taken their step.
+    fn live_after(&self, active: &[&Item], x_sq: &[f64]) -> usize {
+        let fresh = active
+            .iter()
+            .zip(x_sq)
+            .filter(|(it, &xx)| !self.u_live[it.task] && self.eta1 != 0.0 && xx > 0.0)
+            .count();
+        self.u_live.iter().filter(|&&l| l).count() + fresh
+    }
+
+    /// From now on the row side holds U's Gram (C and its factors are dropped).
+    fn enter_row_side(&mut self) {
+        if !self.gram_unknown {
+            self.gram_stale = false;
+            self.forget_svt_vectors();
+            self.gram_unknown = true;
+        }
+    }
+
+    fn forget_row_side(&mut self) {
+        self.row_vectors.clear();
+        self.row_mu.clear();
+    }
+
+    /// Route (b) on the row side: `U ← SVT_θ(Û) = Π_L Û` with `Π_L = P diag(π) Pᵀ` from the
+    /// eigendecomposition `D̂ = ÛÛᵀ = P diag(σ²) Pᵀ` (`d x d`, `d < q`): `O(d² k)` for the
+    /// product, `O(d³)` for `Π_L`. When one column changed (`change`: its values before the
+    /// step and the step) the eigendecomposition of D is updated (two secular equations and
+    /// two `d x d` basis products, [`eigen_update::ColumnUpdater::update_vector`]), otherwise
+    /// `D̂` is formed exactly (`O(d² k)`) and eigendecomposed. Inaccurate eigenvalues (the same
+    /// test as the column side) send the SVT to route (a).
+    fn threshold_rows(&mut self, change: Option<(Vec<f64>, Vec<f64>)>) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let theta = self.eta1 * self.lambda1;
+        let mut eig = std::mem::take(&mut self.scratch.updated);
+        let updated = match &change {
+            Some((u, a)) if self.row_mu.len() == d => self
+                .scratch
+                .eigen
+                .update_vector(&self.row_vectors, &self.row_mu, a, u, 1.0, &mut eig)
+                .is_some(),
+            _ => false,
+        };
+        let have_eigen = updated || {
+            let d_hat = svt::row_gram(&self.u, d, k);
+            match svt::symmetric_eigen(&d_hat, d) {
+                Some((values, vectors)) => {
+                    eig.values = values;
+                    eig.vectors = vectors;
+                    true
+                }
+                None => false,
+            }
+        };
+        let shrink = if have_eigen {
+            svt::gram_route_from_eigen(
+                std::mem::take(&mut eig.values),
+                std::mem::take(&mut eig.vectors),
+                theta,
+                false,
+            )
+        } else {
+            None
+        };
+        let Some(mut s) = shrink else {
+            // Route (a) on the column side (exact; it forms C).
+            self.scratch.updated = eig;
+            self.gram_unknown = false;
+            self.forget_row_side();
+            self.threshold_u(None, None);
+            return;
+        };
+        if updated {
+            self.n_eigen_updates += 1;
+        }
+        self.n_gram_svt += 1;
+        self.n_row_svt += 1;
+        self.rank = Some(s.rank);
+        if s.pi.iter().all(|&p| p == 0.0) {
+            self.scratch.updated = eig;
+            self.u.fill(0.0);
+            self.gram.fill(0.0);
+            self.gram_unknown = false;
+            self.u_live.fill(false);
+            self.forget_row_side();
+            return;
+        }
+        let product = &mut self.scratch.product;
+        product.resize(d * k, 0.0);
+        svt::symmetric_left_multiply(&self.u, d, k, &s.pi, product);
+        std::mem::swap(&mut self.u, product);
+        // D = P diag((σ - θ)_+²) Pᵀ from now on; the old P's buffer serves the next update.
+        eig.vectors = std::mem::replace(&mut self.row_vectors, std::mem::take(&mut s.z));
+        self.row_mu.clear();
+        self.row_mu
+            .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
+        self.scratch.updated = eig;
+    }
+
+    /// Exact `D = UUᵀ` compared with the maintained `P diag(μ) Pᵀ` (drift sends the next SVT
+    /// to route (a)); the factors are dropped, so the next row-side SVT starts from the exact
+    /// `D̂` (rounding in updated eigenvectors cannot build up).
+    fn resync_row_side(&mut self) {
+        let d = self.n_features;
+        if self.row_mu.len() == d {
+            let exact = svt::row_gram(&self.u, d, self.n_tasks);
+            let kept = svt::weighted_outer_product(&self.row_vectors, d, d, &self.row_mu);
+            let drift: f64 = exact
+                .iter()
+                .zip(&kept)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            if drift > DRIFT_TOL * scale {
+                self.qr_pending = true;
+                self.n_drift_resyncs += 1;
+            }
+        }
+        self.forget_row_side();
     }
 
     fn forget_svt_vectors(&mut self) {
@@ -811,6 +982,26 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations, and the updated
         // eigendecomposition rounding: restart both from the exact C now and then.
+        if self.gram_unknown {
+            self.resync_row_side();
+        } else {
+            self.resync_gram();
+        }
+        if !self.n_updates.is_multiple_of(V_RESYNC_EVERY) {
+            return;
+        }
+        for i in 0..k {
+            let s = self.v_scale[i];
+            if s != 0.0 {
+                let col = &self.v[i * d..(i + 1) * d];
+                self.v_sq_norm[i] = s * s * dot_dense(col, col);
+            }
+        }
+    }
+
+    /// Exact `C = UᵀU`; drift of the maintained C sends the next SVT to route (a).
+    fn resync_gram(&mut self) {
+        let (d, k) = (self.n_features, self.n_tasks);
         self.fresh_gram();
         self.forget_svt_vectors();
         if self.lambda1 > 0.0 && self.brand.is_none() {
@@ -827,16 +1018,6 @@ impl Romco {
                 self.n_drift_resyncs += 1;
             }
             self.gram = exact;
-        }
-        if !self.n_updates.is_multiple_of(V_RESYNC_EVERY) {
-            return;
-        }
-        for i in 0..k {
-            let s = self.v_scale[i];
-            if s != 0.0 {
-                let col = &self.v[i * d..(i + 1) * d];
-                self.v_sq_norm[i] = s * s * dot_dense(col, col);
-            }
         }
     }
 }
@@ -889,12 +1070,17 @@ impl CheckState for Romco {
             ("C = UᵀU", &self.gram),
             ("SVT vectors", &self.svt_vectors),
             ("SVT eigenvalues", &self.svt_mu),
+            ("row-side eigenvectors", &self.row_vectors),
+            ("row-side eigenvalues", &self.row_mu),
         ] {
             check_finite(what, values)?;
         }
         let nonnegative = |v: &[f64]| v.iter().all(|&x| x >= 0.0);
         ensure(
-            nonnegative(&self.v_scale) && nonnegative(&self.v_sq_norm) && nonnegative(&self.svt_mu),
+            nonnegative(&self.v_scale)
+                && nonnegative(&self.v_sq_norm)
+                && nonnegative(&self.svt_mu)
+                && nonnegative(&self.row_mu),
             || "a V scale, V column norm or SVT eigenvalue is negative".into(),
         )?;
         // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
@@ -905,6 +1091,22 @@ impl CheckState for Romco {
         ensure(
             !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
             || "C is marked stale without factors of the live columns".into(),
+        )?;
+        // The row side: D's factors are d eigenvalues with d x d vectors (or none), held only
+        // while C is not maintained, and then neither C's factors nor route (c) are in use.
+        let p = self.row_mu.len();
+        ensure(
+            (p == 0 || (p == d && self.gram_unknown)) && p.checked_mul(p) == Some(self.row_vectors.len()),
+            || {
+                format!(
+                    "{p} row-side eigenvalues with {} vector entries",
+                    self.row_vectors.len()
+                )
+            },
+        )?;
+        ensure(
+            !self.gram_unknown || (!self.gram_stale && q == 0 && self.brand.is_none()),
+            || "the row side holds U's Gram alongside C's factors or route (c)".into(),
         )?;
         ensure(self.rank.is_none_or(|r| r <= k), || {
             format!("rank {:?} exceeds k = {k}", self.rank)
@@ -927,6 +1129,7 @@ impl CheckState for Romco {
                 self.n_numerical_failures,
                 self.n_brand_svt,
                 self.n_eigen_updates,
+                self.n_row_svt,
             ],
         )?;
         ensure(self.n_updates <= self.n_seen, || {
@@ -1030,6 +1233,7 @@ impl OnlineLearner for Romco {
             ("n_numerical_failures", self.n_numerical_failures as f64),
             ("n_brand_svt", self.n_brand_svt as f64),
             ("n_eigen_updates", self.n_eigen_updates as f64),
+            ("n_row_svt", self.n_row_svt as f64),
         ]
     }
 }

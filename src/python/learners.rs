@@ -25,8 +25,9 @@ use crate::learner::{
 };
 use crate::state::{self, CheckState};
 
-/// Bumped whenever the serialised layout of a learner changes.
-pub const STATE_VERSION: u32 = 3;
+/// Bumped whenever the serialised layout of a learner changes (4: ROMCO's row-side Gram
+/// route for wide U holds the eigendecomposition of `D = UUᵀ`).
+pub const STATE_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
