@@ -36,6 +36,12 @@ use crate::linalg::simd::{columns_dot, dense_axpy, dense_dot, matmul};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
+/// A round changing at most this many columns of U updates the eigendecomposition of U's Gram
+/// matrix column by column (a rank-two change each: two secular equations and two basis
+/// products, `O(n³)` with n = q or d) instead of recomputing it (`O(n³)` with a larger
+/// constant, plus forming the Gram matrix: `O(d k²)` on the row side).
+pub const MAX_UPDATED_TASKS: usize = 4;
+
 /// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
 
@@ -195,6 +201,8 @@ struct UpdateScratch {
     updated: eigen_update::Eigen,
     /// `d x k` buffer of the row side's product `Π_L Û`.
     product: Vec<f64>,
+    /// The intermediate eigendecomposition of a chain of column updates (a round of several tasks).
+    chain: eigen_update::Eigen,
 }
 
 impl PartialEq for UpdateScratch {
@@ -494,15 +502,17 @@ impl Romco {
             && !self.qr_pending
             && matches!(self.route, SvtRoute::Auto | SvtRoute::Gram)
             && self.live_after(&active, &x_sq) > d;
-        let mut row_change = None;
+        let mut row_changes = Vec::new();
         if row_side {
             self.enter_row_side();
-            if let [it] = active.as_slice() {
-                if self.row_mu.len() == d {
-                    // D̂ = D + u aᵀ + a uᵀ + a aᵀ with u = u^t before the step, a = η1 y x.
+            if active.len() <= MAX_UPDATED_TASKS && self.row_mu.len() == d {
+                // D̂ = D + Σ (u aᵀ + a uᵀ + a aᵀ) over the changed columns, u = u^t before the
+                // step, a = η1 y x: one rank-two change per column (the columns differ, so
+                // each u is the column as it was).
+                for it in &active {
                     let mut a = vec![0.0; d];
                     row_axpy(&it.x, self.eta1 * it.y, &mut a);
-                    row_change = Some((self.u_col(it.task).to_vec(), a));
+                    row_changes.push((self.u_col(it.task).to_vec(), a));
                 }
             }
         } else if self.gram_unknown {
@@ -513,7 +523,7 @@ impl Romco {
         // active task the change of C is described by `Uᵀa` and `||a||²` alone (and Ĉ is formed
         // only if its eigendecomposition cannot be updated).
         let mut c_hat = None;
-        let mut column_change = None;
+        let mut column_changes = Vec::new();
         if shrink_u && !row_side && !self.qr_pending && self.route != SvtRoute::Qr {
             let step = self.eta1;
             let mut ux = vec![0.0; k];
@@ -524,11 +534,30 @@ impl Romco {
                 }
                 self.columns_dot_row(&it.x, &mut ux);
                 ux.iter_mut().for_each(|v| *v *= step * it.y);
-                column_change = Some(ColumnChange {
+                column_changes.push(ColumnChange {
                     task: it.task,
                     g: ux,
                     alpha: step * step * xx,
                 });
+            } else if active.len() <= MAX_UPDATED_TASKS
+                && active.iter().all(|it| self.u_live[it.task])
+                && self.svt_matches_live()
+            {
+                // A few columns change: one column change after the other, each seeing the
+                // columns changed before it (`g = U'ᵀa` picks up `e_b <a_b, a>` from each).
+                for (ia, (it, &xx)) in active.iter().zip(&x_sq).enumerate() {
+                    let mut g = vec![0.0; k];
+                    self.columns_dot_row(&it.x, &mut g);
+                    g.iter_mut().for_each(|v| *v *= step * it.y);
+                    for b in &active[..ia] {
+                        g[b.task] += step * step * b.y * it.y * rows_dot(&b.x, &it.x);
+                    }
+                    column_changes.push(ColumnChange {
+                        task: it.task,
+                        g,
+                        alpha: step * step * xx,
+                    });
+                }
             } else {
                 self.fresh_gram();
                 let mut c = self.gram.clone();
@@ -583,9 +612,9 @@ impl Romco {
         if use_brand {
             self.brand_threshold(items, bx);
         } else if row_side {
-            self.threshold_rows(row_change);
+            self.threshold_rows(&row_changes);
         } else if shrink_u {
-            self.threshold_u(c_hat, column_change);
+            self.threshold_u(c_hat, &column_changes);
         } else {
             self.rank = None;
         }
@@ -663,7 +692,7 @@ impl Romco {
     /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
     /// When one column changed (`change`), route (b) updates the last eigendecomposition of C
     /// in `O(k²)` + two `k x k` products instead of recomputing it.
-    fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, change: Option<ColumnChange>) {
+    fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, changes: &[ColumnChange]) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -673,9 +702,9 @@ impl Romco {
         }
         let q = live.len();
         let mut updated = false;
-        let gram_result = if self.qr_pending || self.gram_route_hopeless(q, c_hat.as_deref(), change.as_ref()) {
+        let gram_result = if self.qr_pending || self.gram_route_hopeless(q, c_hat.as_deref(), changes) {
             None
-        } else if change.as_ref().is_some_and(|ch| self.update_eigen(&live, ch)) {
+        } else if !changes.is_empty() && self.update_eigen(&live, changes) {
             updated = true;
             self.n_eigen_updates += 1;
             let eig = &mut self.scratch.updated;
@@ -686,7 +715,7 @@ impl Romco {
                 false,
             )
         } else {
-            let c_hat = c_hat.or_else(|| change.map(|ch| self.singleton_c_hat(&ch)));
+            let c_hat = c_hat.or_else(|| (!changes.is_empty()).then(|| self.changed_c_hat(changes)));
             c_hat.and_then(|c_hat| {
                 let c_hat = &c_hat;
                 let sub: Vec<f64> = live
@@ -758,7 +787,7 @@ impl Romco {
     /// (rank ≤ d < q), so route (b) is accepted only if `θ ≥ 10⁻⁶ σ_max`; σ_max is estimated
     /// by that of C after the last thresholding (a step changes it little), or bounded by
     /// `trace(Ĉ)/q ≤ σ_max²`. Taking route (a) is always exact, so a wrong guess costs time only.
-    fn gram_route_hopeless(&self, q: usize, c_hat: Option<&[f64]>, change: Option<&ColumnChange>) -> bool {
+    fn gram_route_hopeless(&self, q: usize, c_hat: Option<&[f64]>, changes: &[ColumnChange]) -> bool {
         let (d, k) = (self.n_features, self.n_tasks);
         if q <= d {
             return false;
@@ -768,31 +797,34 @@ impl Romco {
         if mu_max > 0.0 && theta < GRAM_MIN_THETA * mu_max.sqrt() {
             return true;
         }
-        let trace = match (c_hat, change) {
-            (Some(c), _) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
-            (None, Some(ch)) => {
+        let trace = match c_hat {
+            Some(c) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
+            None if !changes.is_empty() => {
                 let trace_c = if self.gram_stale {
                     self.svt_mu.iter().sum::<f64>()
                 } else {
                     (0..k).map(|i| self.gram[i * k + i]).sum::<f64>()
                 };
-                trace_c + 2.0 * ch.g[ch.task] + ch.alpha
+                trace_c + changes.iter().map(|ch| 2.0 * ch.g[ch.task] + ch.alpha).sum::<f64>()
             }
-            (None, None) => return false,
+            None => return false,
         };
         svt::gram_route_ruled_out(trace, q, theta)
     }
 
-    /// `Ĉ = C + g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ` for a round in which only column t changes.
-    fn singleton_c_hat(&mut self, change: &ColumnChange) -> Vec<f64> {
-        let (k, t) = (self.n_tasks, change.task);
+    /// `Ĉ = C + Σ (g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ)` over the column changes of a round (in order).
+    fn changed_c_hat(&mut self, changes: &[ColumnChange]) -> Vec<f64> {
+        let k = self.n_tasks;
         self.fresh_gram();
         let mut c = self.gram.clone();
-        for (j, &g) in change.g.iter().enumerate() {
-            c[j * k + t] += g;
-            c[t * k + j] += g;
+        for change in changes {
+            let t = change.task;
+            for (j, &g) in change.g.iter().enumerate() {
+                c[j * k + t] += g;
+                c[t * k + j] += g;
+            }
+            c[t * k + t] += change.alpha;
         }
-        c[t * k + t] += change.alpha;
         c
     }
 
@@ -834,31 +866,39 @@ impl Romco {
     /// The eigendecomposition of `Ĉ` over the live columns, updated from that of C after the
     /// last SVT, into `scratch.updated`; false when there is none for the same live columns
     /// (or the update fails).
-    fn update_eigen(&mut self, live: &[usize], change: &ColumnChange) -> bool {
+    fn update_eigen(&mut self, live: &[usize], changes: &[ColumnChange]) -> bool {
         let q = live.len();
         if !self.svt_covers(q) {
             return false; // the live set grew (it only grows), or no SVT since the last reset
         }
-        let Some(pos) = live.iter().position(|&c| c == change.task) else {
-            return false;
-        };
-        let g: std::borrow::Cow<[f64]> = if q == self.n_tasks {
-            std::borrow::Cow::Borrowed(&change.g)
-        } else {
-            live.iter().map(|&c| change.g[c]).collect()
-        };
-        let scratch = &mut self.scratch;
-        scratch
-            .eigen
-            .update(
-                &self.svt_vectors,
-                &self.svt_mu,
-                pos,
-                &g,
-                change.alpha,
-                &mut scratch.updated,
-            )
-            .is_some()
+        for (n, change) in changes.iter().enumerate() {
+            let Some(pos) = live.iter().position(|&c| c == change.task) else {
+                return false;
+            };
+            let g: std::borrow::Cow<[f64]> = if q == self.n_tasks {
+                std::borrow::Cow::Borrowed(&change.g)
+            } else {
+                live.iter().map(|&c| change.g[c]).collect()
+            };
+            let scratch = &mut self.scratch;
+            // Each change starts from the previous one's result (`chain`), the first from C's.
+            if n > 0 {
+                std::mem::swap(&mut scratch.chain, &mut scratch.updated);
+            }
+            let (z, mu) = if n == 0 {
+                (&self.svt_vectors, &self.svt_mu)
+            } else {
+                (&scratch.chain.vectors, &scratch.chain.values)
+            };
+            if scratch
+                .eigen
+                .update(z, mu, pos, &g, change.alpha, &mut scratch.updated)
+                .is_none()
+            {
+                return false;
+            }
+        }
+        true
     }
 
     /// The number of live columns once the active tasks of this round have taken their step.
@@ -1030,18 +1070,27 @@ impl Romco {
     /// two `d x d` basis products, [`eigen_update::ColumnUpdater::update_vector`]), otherwise
     /// `D̂` is formed exactly (`O(d² k)`) and eigendecomposed. Inaccurate eigenvalues (the same
     /// test as the column side) send the SVT to route (a).
-    fn threshold_rows(&mut self, change: Option<(Vec<f64>, Vec<f64>)>) {
+    fn threshold_rows(&mut self, changes: &[(Vec<f64>, Vec<f64>)]) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let mut eig = std::mem::take(&mut self.scratch.updated);
-        let updated = match &change {
-            Some((u, a)) if self.row_mu.len() == d => self
-                .scratch
-                .eigen
-                .update_vector(&self.row_vectors, &self.row_mu, a, u, 1.0, &mut eig)
-                .is_some(),
-            _ => false,
-        };
+        let mut updated = !changes.is_empty() && self.row_mu.len() == d;
+        for (n, (u, a)) in changes.iter().enumerate() {
+            if !updated {
+                break;
+            }
+            let mut from = std::mem::take(&mut self.scratch.chain);
+            if n > 0 {
+                std::mem::swap(&mut from, &mut eig);
+            }
+            let (z, mu) = if n == 0 {
+                (&self.row_vectors, &self.row_mu)
+            } else {
+                (&from.vectors, &from.values)
+            };
+            updated = self.scratch.eigen.update_vector(z, mu, a, u, 1.0, &mut eig).is_some();
+            self.scratch.chain = from;
+        }
         let have_eigen = updated || {
             let d_hat = svt::row_gram(&self.u, d, k);
             match svt::symmetric_eigen(&d_hat, d) {
@@ -1068,7 +1117,7 @@ impl Romco {
             self.scratch.updated = eig;
             self.gram_unknown = false;
             self.forget_row_side();
-            self.threshold_u(None, None);
+            self.threshold_u(None, &[]);
             return;
         };
         if updated {
