@@ -189,6 +189,9 @@ pub struct Romco {
     row_mu: Vec<f64>,
     /// Route-(b) SVTs that ran on the row side (counted in `n_gram_svt` too).
     n_row_svt: u64,
+    /// Folds of the factored form `U = W Π` back into W by a thresholding (Π singular or
+    /// ill-conditioned).
+    n_folds: u64,
     #[serde(skip)]
     scratch: Box<UpdateScratch>,
 }
@@ -338,6 +341,7 @@ impl Romco {
             row_vectors: Vec::new(),
             row_mu: Vec::new(),
             n_row_svt: 0,
+            n_folds: 0,
             scratch: Box::default(),
         })
     }
@@ -1020,6 +1024,7 @@ impl Romco {
             (prod, std::mem::take(&mut self.u_right_inv))
         };
         if factors.contains(&0.0) || factors.len() != q {
+            self.n_folds += 1;
             self.u_right.clear();
             self.u_right_inv.clear();
             svt::right_multiply_in_place(&mut self.u, d, k, &pi);
@@ -1039,6 +1044,7 @@ impl Romco {
         };
         let frob = |m: &[f64]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
         if frob(&pi) * frob(&inv) > FOLD_CONDITION * k as f64 || !inv.iter().all(|v| v.is_finite()) {
+            self.n_folds += 1;
             self.u_right.clear();
             self.u_right_inv.clear();
             svt::right_multiply_in_place(&mut self.u, d, k, &pi);
@@ -1401,6 +1407,7 @@ impl CheckState for Romco {
                 self.n_brand_svt,
                 self.n_eigen_updates,
                 self.n_row_svt,
+                self.n_folds,
             ],
         )?;
         ensure(self.n_updates <= self.n_seen, || {
@@ -1506,6 +1513,7 @@ impl OnlineLearner for Romco {
             ("n_eigen_updates", self.n_eigen_updates as f64),
             ("n_row_svt", self.n_row_svt as f64),
             ("u_factored", if self.u_right.is_empty() { 0.0 } else { 1.0 }),
+            ("n_folds", self.n_folds as f64),
         ]
     }
 }
