@@ -32,8 +32,8 @@ from ._validation import (
 # Bumped whenever a native model's serialized layout changes (2: ROMCO keeps the eigenvalues
 # of C after the last thresholding, for the updated eigendecomposition of route (b); 3: the
 # Projectrons' drift-probe count, OMTRL's "coupling is fresh" flag, and MTLinear, whose weights
-# and statistics are stored in single precision; 4: ROMCO's row-side Gram route for wide U, the
-# eigendecomposition of D = UUᵀ and its counter).
+# and statistics are stored in single precision; 4: ROMCO's row-side Gram route for wide U (the
+# eigendecomposition of D = UUᵀ), its factored tall U = W Π (Π, Π⁻¹) and their counters).
 STATE_VERSION = 4
 
 # `rounds` of a protocol-P1 call (None is a user's missing round ids, an error).

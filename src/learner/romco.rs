@@ -22,6 +22,15 @@
 //! thin SVD under Brand's rank-one modifications) can be selected for singleton rounds.
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
+//!
+//! The shape picks the side and the form of U (issue 12; docs/romco.md items 11-14):
+//! - wide U (more live columns than features): route (b) on the `d x d` Gram of the rows,
+//!   `D = UUᵀ`, and `U ← Π_L Û` (`O(d² k + d³)` per update instead of `O(d k² + k³)`);
+//! - tall U with `d >= 8 k²`: `U = W Π`, the `k x k` Π and Π⁻¹ accumulated lazily, so an update
+//!   writes only the non-zero rows of x into W (`O(nnz k + k³)`, independent of d), folded
+//!   back into W when Π turns singular or ill-conditioned;
+//! - rounds of at most [`MAX_UPDATED_TASKS`] active tasks update the eigendecomposition column
+//!   by column instead of recomputing it.
 
 use serde::{Deserialize, Serialize};
 

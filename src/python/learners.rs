@@ -26,7 +26,8 @@ use crate::learner::{
 use crate::state::{self, CheckState};
 
 /// Bumped whenever the serialised layout of a learner changes (4: ROMCO's row-side Gram
-/// route for wide U holds the eigendecomposition of `D = UUᵀ`).
+/// route for wide U holds the eigendecomposition of `D = UUᵀ`, its factored tall U holds
+/// `Π` and `Π⁻¹` of `U = W Π`).
 pub const STATE_VERSION: u32 = 4;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
