@@ -1636,6 +1636,66 @@ mod tests {
         assert_eq!(diagnostic(&qr, "n_gram_svt"), 0.0);
     }
 
+    /// The shape-driven forms (issue 12) follow route (a): wide U on the row side (`D = UUᵀ`,
+    /// eigendecomposition updated per example) and tall U held factored (`U = W Π`), on P1 and
+    /// on P2 rounds (of three tasks), on rows with and without many zeros.
+    #[test]
+    fn row_side_and_factored_forms_follow_route_a() {
+        for &(d, k, zeros) in &[
+            (5, 12, false),
+            (5, 12, true),
+            (8 * 16 + 1, 4, false),
+            (8 * 16 + 1, 4, true),
+        ] {
+            let n = 1200;
+            let (mut x, tasks, y) = random_stream(n, d, k, 33);
+            if zeros {
+                x.iter_mut().enumerate().for_each(|(j, v)| {
+                    if j % 4 != 0 {
+                        *v = 0.0
+                    }
+                });
+            }
+            let rows = Rows::Dense {
+                data: &x,
+                n_rows: n,
+                n_cols: d,
+            };
+            let rounds: Vec<i64> = (0..n as i64).map(|t| t / 3).collect();
+            for p2 in [false, true] {
+                let mut auto = model(k, d, 0.2, 0.1, 0.05, 1e-3, RomcoTrigger::Loss);
+                let mut qr = model(k, d, 0.2, 0.1, 0.05, 1e-3, RomcoTrigger::Loss).with_route(SvtRoute::Qr);
+                let (sa, sq) = if p2 {
+                    (
+                        learn_rounds(&mut auto, &rows, &tasks, &y, &rounds).unwrap(),
+                        learn_rounds(&mut qr, &rows, &tasks, &y, &rounds).unwrap(),
+                    )
+                } else {
+                    (
+                        learn(&mut auto, &rows, &tasks, &y).unwrap(),
+                        learn(&mut qr, &rows, &tasks, &y).unwrap(),
+                    )
+                };
+                let scale = sq.iter().fold(0.0f64, |a, &f| a.max(f.abs()));
+                sa.iter()
+                    .zip(&sq)
+                    .for_each(|(a, q)| assert!((a - q).abs() <= 1e-9 * scale, "d={d} k={k} p2={p2}: {a} vs {q}"));
+                assert!(
+                    relative_difference(&auto.u_matrix(), &qr.u_matrix()) < 1e-9,
+                    "d={d} k={k} p2={p2}"
+                );
+                let side = if d < k { "n_row_svt" } else { "u_factored" };
+                assert!(
+                    diagnostic(&auto, side) > 0.0,
+                    "d={d} k={k} p2={p2}: {:?}",
+                    auto.diagnostics()
+                );
+                assert_eq!(diagnostic(&auto, "n_qr_svt"), 0.0);
+                auto.check_state().unwrap();
+            }
+        }
+    }
+
     /// With two identical tasks U has two equal columns after every update of the second: `Ĉ`
     /// is singular, its small eigenvalue inaccurate, and with `θ = 10⁻⁹ < 10⁻⁶ σ_max` route (b)
     /// declines in favour of route (a) (on those updates: after an update of the first task the
