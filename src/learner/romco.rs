@@ -266,6 +266,8 @@ struct Item<'a> {
     score: f64,
     /// `<v^task, x>` before the update, when the score already computed it.
     vx: Option<f64>,
+    /// `Uᵀx` before the update, when the score already computed it (the factored form).
+    ux: Option<Vec<f64>>,
 }
 
 impl Romco {
@@ -545,7 +547,10 @@ impl Romco {
                     // No eigendecomposition to update: Ĉ will be needed, from the current C.
                     self.fresh_gram();
                 }
-                self.columns_dot_row(&it.x, &mut ux);
+                match &it.ux {
+                    Some(known) => ux.copy_from_slice(known),
+                    None => self.columns_dot_row(&it.x, &mut ux),
+                }
                 ux.iter_mut().for_each(|v| *v *= step * it.y);
                 column_changes.push(ColumnChange {
                     task: it.task,
@@ -972,17 +977,9 @@ impl Romco {
         if self.u_right.is_empty() {
             return row_dot(x, self.u_col(task));
         }
-        let k = self.n_tasks;
-        (0..k)
-            .map(|j| {
-                let p = self.u_right[j * k + task];
-                if p == 0.0 {
-                    0.0
-                } else {
-                    p * row_dot(x, self.u_col(j))
-                }
-            })
-            .sum()
+        let mut ux = vec![0.0; self.n_tasks];
+        self.columns_dot_row(x, &mut ux);
+        ux[task]
     }
 
     /// Exact `C = UᵀU`: `Πᵀ (WᵀW) Π` in the factored form (`O(d k²)` either way).
@@ -1196,6 +1193,16 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         match x {
             Row::Dense(v) => columns_dot(&self.u, d, k, v, out),
+            Row::Sparse { indices, values } if !self.u_right.is_empty() => {
+                // One pass over the non-zeros for all k columns of W (a tall, sparse U).
+                out.fill(0.0);
+                for (&i, &v) in indices.iter().zip(values.iter()) {
+                    let i = i as usize;
+                    for (j, o) in out.iter_mut().enumerate() {
+                        *o += v * self.u[j * d + i];
+                    }
+                }
+            }
             sparse => out
                 .iter_mut()
                 .enumerate()
@@ -1450,6 +1457,7 @@ impl OnlineLearner for Romco {
             y,
             score,
             vx: None,
+            ux: None,
         };
         self.joint_update(&[item], None)
     }
@@ -1457,8 +1465,15 @@ impl OnlineLearner for Romco {
     /// Under route (c), `Bᵀx` serves both the score and the update.
     fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
-        let u = match (&self.brand, &bx) {
-            (Some(f), Some(bx)) => f.score_projected(bx, task),
+        // In the factored form the score is a coordinate of Uᵀx, which the update needs too.
+        let ux = (!self.u_right.is_empty()).then(|| {
+            let mut ux = vec![0.0; self.n_tasks];
+            self.columns_dot_row(&x, &mut ux);
+            ux
+        });
+        let u = match (&self.brand, &bx, &ux) {
+            (Some(f), Some(bx), _) => f.score_projected(bx, task),
+            (_, _, Some(ux)) => ux[task],
             _ => self.u_dot(&x, task),
         };
         let vx = self.v_dot(task, &x);
@@ -1469,6 +1484,7 @@ impl OnlineLearner for Romco {
             y,
             score,
             vx: Some(vx),
+            ux,
         };
         self.joint_update(&[item], bx.as_deref())?;
         Ok(score)
@@ -1496,6 +1512,7 @@ impl OnlineLearner for Romco {
                 y: y[r],
                 score: scores[r],
                 vx: None,
+                ux: None,
             })
             .collect();
         self.joint_update(&items, None)
