@@ -69,11 +69,12 @@ pub const DRIFT_TOL: f64 = 1e-8;
 pub const FACTORED_MIN_RATIO: usize = 8;
 
 /// The factored form is folded back (`W ← W Π`, `O(d k²)`) once `||Π||_F ||Π⁻¹||_F / k` (1 for
-/// `Π = I`, at least the condition number over k) exceeds this, or when a thresholding zeroes
+/// `Π = I`, at least the condition number over k) exceeds this, at every exact resync of C
+/// (same cost), or when a thresholding zeroes
 /// a singular value (Π singular): the gradient step goes through `Π⁻¹`, so W's rounding, seen
 /// through Π, grows with Π's condition number. With the defaults Π stays within 1.01 of
 /// orthogonal-times-scalar over a whole pass and never folds; a strong threshold folds now and then.
-pub const FOLD_CONDITION: f64 = 100.0;
+pub const FOLD_CONDITION: f64 = 10.0;
 
 /// A column scale below this is folded into the stored column (keeps `1/s` finite).
 const MIN_SCALE: f64 = 1e-150;
@@ -687,10 +688,16 @@ impl Romco {
                 || if self.u_right.is_empty() {
                     it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1)
                 } else {
-                    (0..self.n_tasks).all(|j| {
-                        let f = self.u_right_inv[t * self.n_tasks + j];
-                        f == 0.0 || it.x.axpy_stays_finite(&self.u[j * d..(j + 1) * d], s1 * f)
-                    })
+                    let k = self.n_tasks;
+                    let r = &self.u_right_inv[t * k..(t + 1) * k];
+                    let mut ok = true;
+                    it.x.for_each(|i, v| {
+                        ok &= self.u[i * k..(i + 1) * k]
+                            .iter()
+                            .zip(r)
+                            .all(|(&w, &f)| (w + s1 * v * f).is_finite());
+                    });
+                    ok
                 };
             let v_ok = self.v_scale[t] == 0.0
                 || it
@@ -940,36 +947,51 @@ impl Romco {
 
     /// U in the dense column-major form (a copy: `W Π` in the factored form).
     fn dense_u(&self) -> Vec<f64> {
-        let mut u = self.u.clone();
-        if !self.u_right.is_empty() {
-            svt::right_multiply_in_place(&mut u, self.n_features, self.n_tasks, &self.u_right);
+        if self.u_right.is_empty() {
+            return self.u.clone();
         }
+        let (d, k) = (self.n_features, self.n_tasks);
+        let mut u = vec![0.0; d * k];
+        unfactor(&self.u, d, k, &self.u_right, &mut u);
         u
     }
 
-    /// `W ← W Π`, `Π ← I`: U dense again (`O(d k²)`).
+    /// `U = W Π` back in the dense column-major form, `Π ← I` (`O(d k²)`).
     fn fold_u(&mut self) {
         if !self.u_right.is_empty() {
-            svt::right_multiply_in_place(&mut self.u, self.n_features, self.n_tasks, &self.u_right);
-            self.u_right.clear();
-            self.u_right_inv.clear();
+            let pi = std::mem::take(&mut self.u_right);
+            self.fold_with(&pi);
         }
     }
 
+    /// `U = W P` (W row-major) into the dense column-major `u`; the factors are dropped.
+    fn fold_with(&mut self, p: &[f64]) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let product = &mut self.scratch.product;
+        product.resize(d * k, 0.0);
+        unfactor(&self.u, d, k, p, product);
+        std::mem::swap(&mut self.u, product);
+        self.u_right.clear();
+        self.u_right_inv.clear();
+    }
+
     /// The gradient step `u^t += alpha x`; in the factored form `W += alpha x (Π⁻ᵀ e_t)ᵀ`
-    /// (`Û = (W + alpha x e_tᵀ Π⁻¹) Π`), `O(nnz k)`.
+    /// (`Û = (W + alpha x e_tᵀ Π⁻¹) Π`): W is row-major there, so each non-zero of x updates
+    /// one row of k contiguous values, `O(nnz k)`.
     fn u_step(&mut self, x: &Row, alpha: f64, t: usize) {
         let (d, k) = (self.n_features, self.n_tasks);
         if self.u_right.is_empty() {
             row_axpy(x, alpha, &mut self.u[t * d..(t + 1) * d]);
             return;
         }
-        for j in 0..k {
-            let f = self.u_right_inv[t * k + j];
-            if f != 0.0 {
-                row_axpy(x, alpha * f, &mut self.u[j * d..(j + 1) * d]);
-            }
-        }
+        let r = &self.u_right_inv[t * k..(t + 1) * k];
+        x.for_each(|i, v| {
+            let a = alpha * v;
+            self.u[i * k..(i + 1) * k]
+                .iter_mut()
+                .zip(r)
+                .for_each(|(w, &f)| *w += a * f);
+        });
     }
 
     /// `<x, u^task>`: in the factored form `Σ_j <x, w^j> Π[j][task]`, `O(nnz k)`.
@@ -985,9 +1007,20 @@ impl Romco {
     /// Exact `C = UᵀU`: `Πᵀ (WᵀW) Π` in the factored form (`O(d k²)` either way).
     fn exact_gram(&self) -> Vec<f64> {
         let (d, k) = (self.n_features, self.n_tasks);
-        let g = svt::gram(&self.u, d, k);
         if self.u_right.is_empty() {
-            return g;
+            return svt::gram(&self.u, d, k);
+        }
+        // WᵀW from the rows of the row-major W.
+        let mut g = vec![0.0; k * k];
+        for row in self.u.chunks_exact(k) {
+            for (a, &ra) in row.iter().enumerate() {
+                if ra != 0.0 {
+                    g[a * k..(a + 1) * k]
+                        .iter_mut()
+                        .zip(row)
+                        .for_each(|(o, &rb)| *o += ra * rb);
+                }
+            }
         }
         let p = &self.u_right;
         let mut pt = vec![0.0; k * k];
@@ -1022,7 +1055,8 @@ impl Romco {
             .iter()
             .map(|&sg| if sg > theta { (sg - theta) / sg } else { 0.0 })
             .collect();
-        let (pi, pi_inv) = if self.u_right.is_empty() {
+        let entering = self.u_right.is_empty();
+        let (pi, pi_inv) = if entering {
             (pi_new, Vec::new())
         } else {
             let mut prod = vec![0.0; k * k];
@@ -1030,10 +1064,8 @@ impl Romco {
             (prod, std::mem::take(&mut self.u_right_inv))
         };
         if factors.contains(&0.0) || factors.len() != q {
-            self.n_folds += 1;
-            self.u_right.clear();
-            self.u_right_inv.clear();
-            svt::right_multiply_in_place(&mut self.u, d, k, &pi);
+            self.n_folds += u64::from(!entering);
+            self.fold_or_multiply(entering, &pi);
             return;
         }
         let inv_factors: Vec<f64> = factors.iter().map(|f| 1.0 / f).collect();
@@ -1050,14 +1082,32 @@ impl Romco {
         };
         let frob = |m: &[f64]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
         if frob(&pi) * frob(&inv) > FOLD_CONDITION * k as f64 || !inv.iter().all(|v| v.is_finite()) {
-            self.n_folds += 1;
-            self.u_right.clear();
-            self.u_right_inv.clear();
-            svt::right_multiply_in_place(&mut self.u, d, k, &pi);
+            self.n_folds += u64::from(!entering);
+            self.fold_or_multiply(entering, &pi);
             return;
+        }
+        if entering {
+            // W = U, stored row-major from now on (one row of k values per feature).
+            let product = &mut self.scratch.product;
+            product.resize(d * k, 0.0);
+            for (c, col) in self.u.chunks_exact(d).enumerate() {
+                for (r, &v) in col.iter().enumerate() {
+                    product[r * k + c] = v;
+                }
+            }
+            std::mem::swap(&mut self.u, product);
         }
         self.u_right = pi;
         self.u_right_inv = inv;
+    }
+
+    /// `U ← U P` for the dense U (`entering`: U is not factored yet), else `U = W P` folded.
+    fn fold_or_multiply(&mut self, entering: bool, p: &[f64]) {
+        if entering {
+            svt::right_multiply_in_place(&mut self.u, self.n_features, self.n_tasks, p);
+        } else {
+            self.fold_with(p);
+        }
     }
 
     /// From now on the row side holds U's Gram (C and its factors are dropped).
@@ -1192,17 +1242,16 @@ impl Romco {
     fn columns_dot_row(&self, x: &Row, out: &mut [f64]) {
         let (d, k) = (self.n_features, self.n_tasks);
         match x {
-            Row::Dense(v) => columns_dot(&self.u, d, k, v, out),
-            Row::Sparse { indices, values } if !self.u_right.is_empty() => {
-                // One pass over the non-zeros for all k columns of W (a tall, sparse U).
+            _ if !self.u_right.is_empty() => {
+                // W is row-major: one pass over the non-zeros, one row of k values each.
                 out.fill(0.0);
-                for (&i, &v) in indices.iter().zip(values.iter()) {
-                    let i = i as usize;
-                    for (j, o) in out.iter_mut().enumerate() {
-                        *o += v * self.u[j * d + i];
-                    }
-                }
+                x.for_each(|i, v| {
+                    out.iter_mut()
+                        .zip(&self.u[i * k..(i + 1) * k])
+                        .for_each(|(o, &w)| *o += v * w);
+                });
             }
+            Row::Dense(v) => columns_dot(&self.u, d, k, v, out),
             sparse => out
                 .iter_mut()
                 .enumerate()
@@ -1262,6 +1311,9 @@ impl Romco {
             self.resync_row_side();
         } else if self.resync_work >= (d as u64).saturating_mul((k * k) as u64) {
             self.resync_work = 0;
+            // The factored form's rounding (W's, and Π's accumulated products) grows by about
+            // ε cond(Π) per update: folding it here, at the same O(d k²) cost, bounds it.
+            self.fold_u();
             self.resync_gram();
         } else {
             // Not yet worth an exact C: the eigendecomposition restarts from the maintained one.
@@ -1298,6 +1350,16 @@ impl Romco {
                 self.n_drift_resyncs += 1;
             }
             self.gram = exact;
+        }
+    }
+}
+
+/// `out = W P` in the dense column-major layout, for the row-major `d x k` W of the factored
+/// form and a row-major `k x k` P (`O(d k²)`).
+fn unfactor(w: &[f64], d: usize, k: usize, p: &[f64], out: &mut [f64]) {
+    for (r, row) in w.chunks_exact(k).take(d).enumerate() {
+        for j in 0..k {
+            out[j * d + r] = row.iter().enumerate().map(|(i, &v)| v * p[i * k + j]).sum();
         }
     }
 }
@@ -1406,7 +1468,15 @@ impl CheckState for Romco {
         })?;
         // A column never updated is exactly zero (the SVT runs on the live columns only).
         if self.brand.is_none() {
-            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && self.u[i * d..(i + 1) * d].iter().any(|&x| x != 0.0));
+            let factored = !self.u_right.is_empty();
+            let column = |i: usize| -> Vec<f64> {
+                if factored {
+                    self.u.iter().skip(i).step_by(k).copied().collect()
+                } else {
+                    self.u[i * d..(i + 1) * d].to_vec()
+                }
+            };
+            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && column(i).iter().any(|&x| x != 0.0));
             ensure(!dead_nonzero, || {
                 "a column of U outside the live set is not zero".into()
             })?;
