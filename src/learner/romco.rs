@@ -500,6 +500,7 @@ impl Romco {
         }
         self.check_steps(items)?;
         self.n_seen += items.len() as u64;
+        self.enter_factored_form();
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
@@ -964,6 +965,50 @@ impl Romco {
         }
     }
 
+    /// The factored form for a tall U: W row-major, `Π = Π⁻¹ = I`. Free while U is zero (at the
+    /// start, or after a thresholding removed everything); a transposition (`O(d k)`) after
+    /// route (a) handed U back dense.
+    fn enter_factored_form(&mut self) {
+        if !self.u_right.is_empty() || !self.factored() {
+            return;
+        }
+        let (d, k) = (self.n_features, self.n_tasks);
+        if self.u_live.iter().any(|&l| l) {
+            let product = &mut self.scratch.product;
+            product.resize(d * k, 0.0);
+            for (c, col) in self.u.chunks_exact(d).enumerate() {
+                for (r, &v) in col.iter().enumerate() {
+                    product[r * k + c] = v;
+                }
+            }
+            std::mem::swap(&mut self.u, product);
+        }
+        let mut identity = vec![0.0; k * k];
+        (0..k).for_each(|i| identity[i * k + i] = 1.0);
+        self.u_right_inv = identity.clone();
+        self.u_right = identity;
+    }
+
+    /// `W ← W P` in place, row by row (W row-major), and `Π = Π⁻¹ = I`: the factored form
+    /// restarted from the current U (`O(d k²)`, no second `d x k` buffer).
+    fn refold_with(&mut self, p: &[f64]) {
+        let k = self.n_tasks;
+        let mut row_in = vec![0.0; k];
+        for row in self.u.chunks_exact_mut(k) {
+            if row.iter().all(|&v| v == 0.0) {
+                continue;
+            }
+            row_in.copy_from_slice(row);
+            for (j, out) in row.iter_mut().enumerate() {
+                *out = row_in.iter().enumerate().map(|(i, &v)| v * p[i * k + j]).sum();
+            }
+        }
+        let mut identity = vec![0.0; k * k];
+        (0..k).for_each(|i| identity[i * k + i] = 1.0);
+        self.u_right_inv = identity.clone();
+        self.u_right = identity;
+    }
+
     /// `U = W P` (W row-major) into the dense column-major `u`; the factors are dropped.
     fn fold_with(&mut self, p: &[f64]) {
         let (d, k) = (self.n_features, self.n_tasks);
@@ -1101,12 +1146,13 @@ impl Romco {
         self.u_right_inv = inv;
     }
 
-    /// `U ← U P` for the dense U (`entering`: U is not factored yet), else `U = W P` folded.
+    /// `U ← U P` for the dense U (`entering`: U is not factored yet), else `W ← W P` with
+    /// `Π = I` (the factored form restarted).
     fn fold_or_multiply(&mut self, entering: bool, p: &[f64]) {
         if entering {
             svt::right_multiply_in_place(&mut self.u, self.n_features, self.n_tasks, p);
         } else {
-            self.fold_with(p);
+            self.refold_with(p);
         }
     }
 
@@ -1312,8 +1358,11 @@ impl Romco {
         } else if self.resync_work >= (d as u64).saturating_mul((k * k) as u64) {
             self.resync_work = 0;
             // The factored form's rounding (W's, and Π's accumulated products) grows by about
-            // ε cond(Π) per update: folding it here, at the same O(d k²) cost, bounds it.
-            self.fold_u();
+            // ε cond(Π) per update: restarting it here, at the same O(d k²) cost, bounds it.
+            if !self.u_right.is_empty() {
+                let pi = std::mem::take(&mut self.u_right);
+                self.refold_with(&pi);
+            }
             self.resync_gram();
         } else {
             // Not yet worth an exact C: the eigendecomposition restarts from the maintained one.
