@@ -404,6 +404,15 @@ unsafe fn matmul_lanes<L: Lanes, H: Lanes>(
         let a4 = &a[i * inner..(i + 4) * inner];
         let out4 = &mut out[i * cols..(i + 4) * cols];
         let mut c = 0;
+        while c + 2 * L::N <= cols {
+            // Two column blocks: eight independent chains, enough to hide the latency.
+            let (lo, hi) = rows4_block2::<L>(a4, inner, b, cols, c);
+            for (r, (v, w)) in lo.into_iter().zip(hi).enumerate() {
+                v.store(&mut out4[r * cols + c..]);
+                w.store(&mut out4[r * cols + c + L::N..]);
+            }
+            c += 2 * L::N;
+        }
         while c + L::N <= cols {
             let acc = rows4_block::<L>(a4, inner, b, cols, c);
             for (r, v) in acc.into_iter().enumerate() {
@@ -468,6 +477,27 @@ unsafe fn rows4_block<L: Lanes>(a4: &[f64], inner: usize, b: &[f64], cols: usize
         acc[3] = L::splat(a3[k]).mul_add(bk, acc[3]);
     }
     acc
+}
+
+/// Columns `c..c + 2 L::N` of four consecutive rows of `A · B` (as two blocks).
+///
+/// # Safety
+/// As for [`Lanes`].
+#[inline(always)]
+unsafe fn rows4_block2<L: Lanes>(a4: &[f64], inner: usize, b: &[f64], cols: usize, c: usize) -> ([L; 4], [L; 4]) {
+    let (a0, rest) = a4.split_at(inner);
+    let (a1, rest) = rest.split_at(inner);
+    let (a2, a3) = rest.split_at(inner);
+    let (mut lo, mut hi) = ([L::zero(); 4], [L::zero(); 4]);
+    for k in 0..inner {
+        let (b0, b1) = (L::load(&b[k * cols + c..]), L::load(&b[k * cols + c + L::N..]));
+        let s = [L::splat(a0[k]), L::splat(a1[k]), L::splat(a2[k]), L::splat(a3[k])];
+        for r in 0..4 {
+            lo[r] = s[r].mul_add(b0, lo[r]);
+            hi[r] = s[r].mul_add(b1, hi[r]);
+        }
+    }
+    (lo, hi)
 }
 
 /// Columns `c..c + L::N` of `a_row · B`.
