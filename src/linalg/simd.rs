@@ -925,7 +925,15 @@ mod tests {
 
     #[test]
     fn matmul_matches_naive_products_in_every_build() {
-        for &(rows, inner, cols) in &[(1, 1, 1), (12, 12, 12), (5, 3, 13), (9, 0, 4), (3, 7, 2), (16, 16, 17)] {
+        for &(rows, inner, cols) in &[
+            (1, 1, 1),
+            (12, 12, 12),
+            (5, 3, 13),
+            (9, 0, 4),
+            (3, 7, 2),
+            (16, 16, 17),
+            (11, 28, 28),
+        ] {
             let a = random(rows * inner, 3);
             let b = random(inner * cols, 4);
             for (name, _, mm) in builds() {
