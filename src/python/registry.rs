@@ -91,7 +91,7 @@ macro_rules! learners {
     };
 }
 
-// The order is the serialised layout of STATE_VERSION 3: append only.
+// The order is the serialised layout (since STATE_VERSION 3): append only.
 learners! {
     "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams);
     "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
