@@ -15,12 +15,18 @@ Contenders (each runs the prequential protocol: predict, then learn, row by row)
   Wabbit's Python binding (one workspace per task, hinge loss, ``learn`` on text lines prepared in
   advance) if ``vowpalwabbit`` is installed.
 
-Usage: ``PYTHONPATH=python python benches/compare_romco.py [--quick]``
+With the real data sets at hand (``--data-dir`` or ``$OMTL_DATA``) two more groups run on the
+stream shapes of issue 12: School (wide U: d = 28, k = 139; native against the NumPy-SVD ROMCO
+and the twin, defaults, P1) and Sentiment (sparse, d = 473,856, k = 4; a native ROMCO pass
+against a native PA-Unique pass, as the issue states its target).
+
+Usage: ``PYTHONPATH=python python benches/compare_romco.py [--quick] [--data-dir DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 import warnings
 
@@ -125,6 +131,50 @@ def vw_pa(X, y, tasks, k):
     return run
 
 
+def real_streams(data_dir, results, routes):
+    """School (wide U) and Sentiment (sparse, high-d), when the data are available."""
+    if not data_dir:
+        print("no --data-dir / $OMTL_DATA: School and Sentiment skipped")
+        return
+    try:
+        school = omtl.datasets.load_school(data_dir).shuffled(0)
+        sentiment = omtl.datasets.load_sentiment(data_dir)
+    except (OSError, ValueError) as exc:
+        print(f"School/Sentiment skipped: {exc}")
+        return
+
+    def record(group, name, n, seconds, note=""):
+        results.append((group, name, n / seconds, note + f" ({seconds:.3f} s per pass)"))
+
+    X, y, tasks, k = school.X, school.y.astype(np.float64), school.tasks, school.n_tasks
+    n = len(y)
+    m = omtl.ROMCO(n_tasks=k)
+    sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+    record(
+        "ROMCO P1, School",
+        "omtl.ROMCO (native)",
+        n,
+        sec,
+        routes(m) + f"; {m._diagnostics()['n_row_svt']:.0f} on the row side",
+    )
+    sec, _ = timed(lambda: numpy_romco(X, y, tasks, np.arange(n), k))
+    record("ROMCO P1, School", "NumPy ROMCO, numpy.linalg.svd per update", n, sec)
+    m = ref.ROMCO(n_tasks=k)
+    sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+    record("ROMCO P1, School", "omtl.reference.ROMCO (twin)", n, sec)
+
+    X, y, tasks, k = sentiment.X, sentiment.y.astype(np.float64), sentiment.tasks, sentiment.n_tasks
+    n = len(y)
+    m = omtl.ROMCO(n_tasks=k)
+    sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+    record(
+        "Sentiment", "omtl.ROMCO (native)", n, sec, routes(m) + f"; U factored: {m._diagnostics()['u_factored']:.0f}"
+    )
+    m = omtl.PAUnique(n_tasks=k)
+    sec, _ = timed(lambda: m.learn(X, y, tasks=tasks))
+    record("Sentiment", "omtl.PAUnique (native)", n, sec, "the issue's yardstick: ROMCO within 10x of this pass")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n-samples", type=int, default=18_000)
@@ -137,6 +187,11 @@ def main(argv=None) -> int:
         type=int,
         default=1,
         help="BLAS threads for NumPy/scikit-learn (default 1: every contender single-threaded, like the native engine)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="folder holding school/ and sentiment/ (default: $OMTL_DATA; skipped if absent)",
     )
     args = parser.parse_args(argv)
     try:
@@ -213,6 +268,8 @@ def main(argv=None) -> int:
     else:
         sec, _ = timed(run)
         record("PA-Unique", "Vowpal Wabbit (hinge, learn)", sec, "SGD, not PA; learn only")
+
+    real_streams(args.data_dir or os.environ.get("OMTL_DATA"), results, routes)
 
     print()
     print("| group | contender | examples/s | native / this | note |")

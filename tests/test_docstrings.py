@@ -16,7 +16,16 @@ import omtl.persistence
 
 # The modules whose public names make up the API, and the classes whose public methods do.
 MODULES = (omtl, omtl.datasets, omtl.evaluate, omtl.graph, omtl.kernels, omtl.persistence)
-CLASSES = (omtl.TaskGraph, omtl.datasets.Stream, omtl.EvaluationReport)
+CLASSES = (omtl.TaskGraph, omtl.datasets.Stream, omtl.EvaluationReport,
+           # the learners' shared methods, MTLinear's own, and the River adapters'
+           omtl._base.OnlineClassifier, omtl._sklearn.SklearnClassifierMixin,
+           *(getattr(omtl.learners, name) for name in omtl.learners.__all__))
+try:
+    import omtl.river
+
+    CLASSES += (omtl.river.RiverClassifier,)
+except ImportError:  # River is an optional extra
+    pass
 
 
 def public_names(module) -> list[str]:
@@ -37,6 +46,7 @@ def public_functions() -> dict:
     for cls in CLASSES:
         for name, attr in vars(cls).items():
             func = attr.__func__ if isinstance(attr, (staticmethod, classmethod)) else attr
+            func = getattr(func, "fn", func)  # available_if-style descriptors (predict_proba)
             if not name.startswith("_") and inspect.isfunction(func):
                 found[f"{cls.__module__}.{cls.__qualname__}.{name}"] = func
     return found

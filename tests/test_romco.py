@@ -13,6 +13,7 @@ from parity import check_scores, compare_runs, pre_update_scores, round_chunks
 import omtl
 import omtl.reference as ref
 from omtl import _native
+from omtl.datasets import Stream
 from omtl.reference.rounds import round_spans
 
 # This module's learners in the conformance and parity suites (see learner_table.py).
@@ -557,3 +558,78 @@ def test_auto_route_updates_the_gram_eigendecomposition_on_p1(d):
     assert diag["n_brand_svt"] == 0 and diag["n_gram_svt"] == updates > 200, diag
     # Full eigendecompositions: the first update of each column and the first after a resync.
     assert diag["n_eigen_updates"] >= updates - K - updates // 100 - 1, diag
+
+
+@pytest.mark.parametrize("protocol", ["P1", "P2"])
+@pytest.mark.parametrize("params", [{}, {"eta1": 0.5, "lambda1": 0.3}], ids=["defaults", "strong-lambda1"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_wide_u_takes_the_row_side_and_matches_the_reference(protocol, params, sparse):
+    """Wide U (more live tasks than features, like School: d = 28, k = 139): route (b) runs on
+    the d x d Gram matrix of the rows, D = UUᵀ, with its eigendecomposition updated when one
+    column changed (P1) and recomputed from the exact D̂ otherwise (P2 rounds of several tasks,
+    and after each resync); U follows the reference's SVD to 1e-9 at every checkpoint."""
+    k, d = 16, 5
+    X, y, tasks = random_stream(n=1600, d=d, k=k, seed=7, sparse=sparse)
+    rounds = None
+    if protocol == "P2":
+        s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="wide").as_rounds(2)
+        X, y, tasks, rounds = s.X, s.y, s.tasks, s.rounds
+    m, r = omtl.ROMCO(n_tasks=k, **params), ref.ROMCO(n_tasks=k, **params)
+    slices = round_chunks(rounds, 20) if rounds is not None else [slice(a, a + 200) for a in range(0, len(y), 200)]
+    for sl in slices:
+        kw = {} if rounds is None else {"rounds": rounds[sl]}
+        assert compare_runs(m, r, X[sl], y[sl], tasks[sl], **kw).complete, "a tie parted the runs: pick another stream"
+        assert rel_err(m.U_, r.U_) <= 1e-9
+        assert rel_err(m.V_, r.V_) <= 1e-9
+        assert m.rank_ == r.rank_
+    diag = m._diagnostics()
+    assert diag["n_numerical_failures"] == 0 and diag["n_qr_svt"] == 0, diag
+    if params:  # a strong threshold zeroes U now and then: the live set restarts from the column side
+        assert diag["n_row_svt"] >= 0.5 * m.n_updates_, diag
+        return
+    assert diag["n_row_svt"] >= m.n_updates_ - 2 * d, diag  # the column side only while <= d tasks are live
+    if protocol == "P1":
+        assert diag["n_eigen_updates"] >= m.n_updates_ - 2 * d - m.n_updates_ // 100 - 2, diag
+
+
+@pytest.mark.parametrize("protocol", ["P1", "P2"])
+@pytest.mark.parametrize(
+    "params", [{}, {"eta1": 0.5, "lambda1": 1.0, "lambda2": 0.01}], ids=["defaults", "strong-lambda1"]
+)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_tall_u_held_factored_matches_the_reference(protocol, params, sparse):
+    """Tall U (d >= 8 k², like Sentiment: d = 473,856, k = 4) is held as U = W Π with the k x k
+    Π accumulated lazily, so an update touches only the non-zero rows of x (plus k x k work);
+    a strong threshold zeroes singular values now and then, which folds Π back into W. U, V
+    and the scores follow the reference's SVD to 1e-9 at every checkpoint, and a pickle taken
+    while U is factored continues bit-identically."""
+    k, d = K, 8 * K * K + 10
+    X, y, tasks = random_stream(n=1600, d=d, k=k, seed=11, sparse=sparse, density=0.1)
+    rounds = None
+    if protocol == "P2":
+        s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="tall").as_rounds(4)
+        X, y, tasks, rounds = s.X, s.y, s.tasks, s.rounds
+    m, r = omtl.ROMCO(n_tasks=k, **params), ref.ROMCO(n_tasks=k, **params)
+    slices = round_chunks(rounds, 50) if rounds is not None else [slice(a, a + 200) for a in range(0, len(y), 200)]
+    factored_seen = 0
+    for i, sl in enumerate(slices):
+        kw = {} if rounds is None else {"rounds": rounds[sl]}
+        twin = pickle.loads(pickle.dumps(m)) if i == len(slices) // 2 else None
+        assert compare_runs(m, r, X[sl], y[sl], tasks[sl], **kw).complete, "a tie parted the runs: pick another stream"
+        if twin is not None:
+            if rounds is None:
+                twin.learn(X[sl], y[sl], tasks=tasks[sl])
+            else:
+                twin.learn_rounds(X[sl], y[sl], tasks=tasks[sl], rounds=rounds[sl])
+            np.testing.assert_array_equal(twin.U_, m.U_)
+            np.testing.assert_array_equal(twin.V_, m.V_)
+        assert rel_err(m.U_, r.U_) <= 1e-9 or (not m.U_.any() and not r.U_.any())
+        assert rel_err(m.V_, r.V_) <= 1e-9
+        assert m.rank_ == r.rank_
+        factored_seen += m._diagnostics()["u_factored"]
+    diag = m._diagnostics()
+    assert diag["n_numerical_failures"] == 0 and diag["n_qr_svt"] == 0, diag
+    if not params:
+        assert factored_seen >= 1 and diag["n_folds"] == 0, diag
+    elif protocol == "P1":  # the strong threshold zeroes singular values of the factored U
+        assert diag["n_folds"] > 0, diag

@@ -188,13 +188,36 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     @_locked
     def get_params(self, deep: bool = True) -> dict:
+        """The hyper-parameters, as given to the constructor (scikit-learn's convention).
+
+        Parameters
+        ----------
+        deep : bool, default=True
+            Accepted for scikit-learn; omtl learners hold no nested estimators.
+
+        Returns
+        -------
+        dict
+            Parameter name -> value.
+        """
         return {name: getattr(self, name) for name in self._param_names()}
 
     @_locked
     def set_params(self, **params):
-        """Sets hyper-parameters; all of them or, on an error, none. ``n_tasks`` fixes the shape
-        of a fitted model and cannot change after the first batch (the others are read when the
-        core is built, on the first batch)."""
+        """Sets hyper-parameters; all of them or, on an error, none.
+
+        ``n_tasks`` fixes the shape of a fitted model and cannot change after the first batch (the
+        others are read when the core is built, on the first batch).
+
+        Parameters
+        ----------
+        **params
+            Parameter name -> new value (names as in ``get_params``).
+
+        Returns
+        -------
+        self
+        """
         valid = set(self._param_names())
         for name in params:
             if name not in valid:
@@ -468,34 +491,95 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     def partial_fit(self, X, y, *, tasks=None, classes=None):
         """Runs the online protocol on the rows of ``X`` in order (predict, then update).
-        ``classes`` (scikit-learn's convention): the two labels, needed on a first batch of
-        labels other than -1/+1, 0/1 or bool when it holds a single one of them."""
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        y : array-like of shape (n_samples,)
+            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
+        tasks : array-like of shape (n_samples,), scalar or None, default=None
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        classes : array-like of shape (2,), default=None
+            The two labels (scikit-learn's convention): needed on a first batch of labels other than
+            -1/+1, 0/1 or bool when it holds a single one of them.
+
+        Returns
+        -------
+        self
+        """
         self._run_learn(X, y, tasks, classes=classes)
         return self
 
     def learn(self, X, y, *, tasks=None) -> np.ndarray:
-        """Like ``partial_fit``, returning the prediction made for each row before its update,
-        in the label form of ``y`` (-1/+1, 0/1 or bool)."""
+        """Like ``partial_fit``, returning the prediction made for each row before its update.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        y : array-like of shape (n_samples,)
+            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
+        tasks : array-like of shape (n_samples,), scalar or None, default=None
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The pre-update predictions, in the label form of ``y``.
+        """
         scores, form = self._run_learn(X, y, tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     def learn_rounds(self, X, y, *, tasks, rounds) -> np.ndarray:
-        """Runs protocol P2 (ALGORITHMS.md §1.2) and returns the predictions made before each
-        update, in the label form of ``y``.
+        """Runs protocol P2 (ALGORITHMS.md §1.2) and returns the predictions made before each update.
 
-        Consecutive rows with the same id in ``rounds`` (non-decreasing integers, one per row)
-        form a round, which holds at most one row per task. Round-based learners (ROMCO) predict
-        every row of a round with the same model and then make one joint update; every other
-        learner runs the rows one by one in the given order (flattening, §1.3), exactly as
-        ``learn`` would. Round ids are compared within one call only: do not split a round
-        across calls.
+        Consecutive rows with the same id in ``rounds`` (non-decreasing integers, one per row) form a
+        round, which holds at most one row per task. Round-based learners (ROMCO) predict every row
+        of a round with the same model and then make one joint update; every other learner runs the
+        rows one by one in the given order (flattening, §1.3), exactly as ``learn`` would. Round ids
+        are compared within one call only: do not split a round across calls.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        y : array-like of shape (n_samples,)
+            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
+        tasks : array-like of shape (n_samples,) or scalar
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        rounds : array-like of shape (n_samples,)
+            The round id of each row.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The pre-update predictions, in the label form of ``y``.
         """
         scores, form = self._run_learn(X, y, tasks, rounds)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     @_locked
     def decision_function(self, X, *, tasks=None) -> np.ndarray:
-        """The real-valued score f_task(x) of the current model for each row (no update)."""
+        """The real-valued score f_task(x) of the current model for each row (no update).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        tasks : array-like of shape (n_samples,), scalar or None, default=None
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+            A label never seen scores as a new task with no examples (the model is not changed).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The scores (0 before the first batch).
+        """
         self._check_columns(X)
         self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
@@ -518,7 +602,21 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     @_locked
     def predict(self, X, *, tasks=None) -> np.ndarray:
-        """Labels by the sign of the score (0 counts as positive), in the last label form seen."""
+        """Labels by the sign of the score (0 counts as positive), in the last label form seen.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        tasks : array-like of shape (n_samples,), scalar or None, default=None
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            The predicted labels (no update).
+        """
         scores = self.decision_function(X, tasks=tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
 

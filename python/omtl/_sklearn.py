@@ -267,33 +267,108 @@ class SklearnClassifierMixin:
         return self
 
     def set_fit_request(self, *, tasks=UNCHANGED, n_epochs=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks`` / ``n_epochs`` to ``fit`` (True: yes, False:
-        no, None: error if given, a string: the name it is given under). ``tasks`` is requested
-        by default, ``n_epochs`` not."""
+        """Whether a meta-estimator passes ``tasks``, ``n_epochs`` to ``fit`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+        n_epochs : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (not requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("fit", tasks=tasks, n_epochs=n_epochs)
 
     def set_partial_fit_request(self, *, tasks=UNCHANGED):
-        """As ``set_fit_request``, for ``partial_fit``."""
+        """Whether a meta-estimator passes ``tasks`` to ``partial_fit`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("partial_fit", tasks=tasks)
 
     def set_predict_request(self, *, tasks=UNCHANGED):
-        """As ``set_fit_request``, for ``predict``."""
+        """Whether a meta-estimator passes ``tasks`` to ``predict`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("predict", tasks=tasks)
 
     def set_decision_function_request(self, *, tasks=UNCHANGED):
-        """As ``set_fit_request``, for ``decision_function``."""
+        """Whether a meta-estimator passes ``tasks`` to ``decision_function`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("decision_function", tasks=tasks)
 
     def set_predict_proba_request(self, *, tasks=UNCHANGED):
-        """As ``set_fit_request``, for ``predict_proba`` (where the model has one)."""
+        """Whether a meta-estimator passes ``tasks`` to ``predict_proba`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("predict_proba", tasks=tasks)
 
     def set_score_request(self, *, tasks=UNCHANGED, sample_weight=UNCHANGED):
-        """As ``set_fit_request``, for ``score`` (``sample_weight`` is not requested by default)."""
+        """Whether a meta-estimator passes ``tasks``, ``sample_weight`` to ``score`` (metadata routing).
+
+        Parameters
+        ----------
+        tasks : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (requested by default).
+        sample_weight : bool, None or str, optional
+            True: pass it; False: do not; None: error if given; a string: the name it is
+            given under; unchanged if omitted (not requested by default).
+
+        Returns
+        -------
+        self
+        """
         return self._set_request("score", tasks=tasks, sample_weight=sample_weight)
 
     def get_metadata_routing(self):
-        """The metadata each method consumes, as scikit-learn's ``MetadataRequest``."""
+        """The metadata each method consumes (scikit-learn's metadata routing).
+
+        Returns
+        -------
+        sklearn.utils.metadata_routing.MetadataRequest
+        """
         from sklearn.utils.metadata_routing import MetadataRequest
 
         request = MetadataRequest(owner=self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import contextmanager
 
 
 def demo_learners(n_tasks: int) -> list[tuple[str, object]]:
@@ -142,15 +143,32 @@ def run_reproduce(args) -> int:
               "progress": show_progress(args),
               "datasets": args.datasets.split(",") if args.datasets else None,
               "learners": args.learners.split(",") if args.learners else None}
-    if args.table == "table1":
-        if args.full_grid:
-            print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
-        result = run_table1(**common)
-    else:
-        result = run_table2(full_grid=args.full_grid, **common)
+    if args.table == "table1" and args.full_grid:
+        print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
+    with grid_executor(args):
+        if args.table == "table1":
+            result = run_table1(**common)
+        else:
+            result = run_table2(full_grid=args.full_grid, **common)
     print((out / f"{args.table}.md").read_text())
     print(f"outputs written to {out}/")
     return 1 if result["settings"]["failures"] else 0
+
+
+@contextmanager
+def grid_executor(args):
+    """Where ``omtl reproduce`` runs its jobs: on the Dask cluster at ``--scheduler``, on a Dask
+    LocalCluster of ``--jobs`` workers, or (``--jobs 1``, or Dask not installed) as before."""
+    from .dask.cluster import distributed_available, experiment_client
+    from .experiments.runner import run_on_dask
+
+    if args.scheduler is None and (args.jobs <= 1 or not distributed_available()):
+        yield  # one process, or a process pool without Dask
+        return
+    if args.scheduler is not None and not distributed_available():
+        raise SystemExit('--scheduler needs Dask distributed: pip install "omtl[dask]"')
+    with experiment_client(args.scheduler, args.jobs) as client, run_on_dask(client):
+        yield
 
 
 def main(argv=None) -> int:
@@ -172,7 +190,10 @@ def main(argv=None) -> int:
                      "10 for table2, 2 with --quick)")
     rep.add_argument("--out", default=None, help="output folder (default: a new folder omtl-results/<table>-<UTC "
                      "date-time>; an existing folder named here is overwritten)")
-    rep.add_argument("--jobs", type=int, default=1, help="parallel processes (default 1)")
+    rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes, a Dask LocalCluster when Dask "
+                     "is installed (default 1: this process)")
+    rep.add_argument("--scheduler", default=None, metavar="ADDRESS", help="run the jobs on the Dask cluster at "
+                     "ADDRESS (e.g. tcp://host:8786; its workers need omtl and the data); needs omtl[dask]")
     rep.add_argument("--data-dir", default=None, help="folder holding the data-set folders (default $OMTL_DATA or "
                      "../shared/data)")
     rep.add_argument("--full-grid", action="store_true", help="table2: tune ROMCO on the paper's full 11^4 grid")

@@ -148,12 +148,42 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         return pair
 
     def learn_one(self, x, y):
+        """Updates the model with one example (River's ``learn_one``; as in every omtl pass,
+        the learner scores the row before its update).
+
+        Parameters
+        ----------
+        x : dict
+            One example: feature name -> number, with the task id under ``task_key`` (or read by
+            ``task_fn``).
+        y : bool or label
+            Its label.
+
+        Returns
+        -------
+        None
+        """
         labels = self._label_pair(y)
         classes = None if self.learner._is_fitted() else self.classes
         self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x), classes=classes)
         self._labels = labels
 
     def predict_one(self, x, **kwargs):
+        """The predicted label of one example (no update).
+
+        Parameters
+        ----------
+        x : dict
+            One example: feature name -> number, with the task id under ``task_key`` (or read by
+            ``task_fn``).
+        **kwargs
+            Ignored (River passes extra arguments to some models).
+
+        Returns
+        -------
+        label
+            In the form of the stream's labels (bool before the first example).
+        """
         if not self.learner._is_fitted():
             return True  # the empty model's score 0 predicts the positive class
         score = self.learner.decision_function(self._row(x), tasks=self._tasks(x))[0]
@@ -162,7 +192,21 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
 
     def predict_proba_one(self, x, **kwargs):
         """``{negative: P, positive: P}`` where the learner has probabilities (``MTLinear`` with
-        ``loss="logistic"``); otherwise ``NotImplementedError``, River's convention."""
+        ``loss="logistic"``); otherwise ``NotImplementedError``, River's convention.
+
+        Parameters
+        ----------
+        x : dict
+            One example: feature name -> number, with the task id under ``task_key`` (or read by
+            ``task_fn``).
+        **kwargs
+            Ignored.
+
+        Returns
+        -------
+        dict
+            Label -> probability.
+        """
         if not hasattr(self.learner, "predict_proba"):
             raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
         p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
@@ -208,6 +252,19 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         return pair
 
     def learn_many(self, X, y):
+        """Learns a mini-batch in row order (River's mini-batch interface; one learner call).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+        y : pandas.Series or array-like
+            The labels.
+
+        Returns
+        -------
+        None
+        """
         y = np.asarray(y)
         labels = self._label_pair_many(y)
         classes = None if self.learner._is_fitted() else self.classes
@@ -215,6 +272,17 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         self._labels = labels
 
     def predict_many(self, X):
+        """The predicted labels of a mini-batch (no update).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+
+        Returns
+        -------
+        pandas.Series
+        """
         import pandas as pd
 
         if not self.learner._is_fitted():
@@ -224,6 +292,18 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         return pd.Series(np.where(scores >= 0.0, positive, negative), index=X.index)
 
     def predict_proba_many(self, X):
+        """Class probabilities of a mini-batch, where the learner has them (else ``NotImplementedError``).
+
+        Parameters
+        ----------
+        X : pandas.DataFrame
+            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+
+        Returns
+        -------
+        pandas.DataFrame
+            One column per label.
+        """
         import pandas as pd
 
         if not hasattr(self.learner, "predict_proba"):

@@ -144,7 +144,7 @@ macro_rules! kernel_shape {
 /// (src/python/registry.rs) makes its enum, every dispatch over it, the kinds and the builder.
 /// Adding a learner is one line here (and its `mod` group if the module is new).
 ///
-/// The binding's enum is serialised (pickles, model files) in this order, the layout of
+/// The binding's enum is serialised (pickles, model files) in this order, the layout since
 /// STATE_VERSION 3: append only.
 macro_rules! learner_table {
     ($callback:ident) => {

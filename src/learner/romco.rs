@@ -22,6 +22,15 @@
 //! thin SVD under Brand's rank-one modifications) can be selected for singleton rounds.
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
+//!
+//! The shape picks the side and the form of U (issue 12; docs/romco.md items 11-14):
+//! - wide U (more live columns than features): route (b) on the `d x d` Gram of the rows,
+//!   `D = UUᵀ`, and `U ← Π_L Û` (`O(d² k + d³)` per update instead of `O(d k² + k³)`);
+//! - tall U with `d >= 8 k²`: `U = W Π`, the `k x k` Π and Π⁻¹ accumulated lazily, so an update
+//!   writes only the non-zero rows of x into W (`O(nnz k + k³)`, independent of d), folded
+//!   back into W when Π turns singular or ill-conditioned;
+//! - rounds of at most [`MAX_UPDATED_TASKS`] active tasks update the eigendecomposition column
+//!   by column instead of recomputing it.
 
 use serde::{Deserialize, Serialize};
 
@@ -32,9 +41,15 @@ use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
-use crate::linalg::simd::{columns_dot, dense_dot};
+use crate::linalg::simd::{columns_dot, dense_dot, matmul};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
+
+/// A round changing at most this many columns of U updates the eigendecomposition of U's Gram
+/// matrix column by column (a rank-two change each: two secular equations and two basis
+/// products, `O(n³)` with n = q or d) instead of recomputing it (`O(n³)` with a larger
+/// constant, plus forming the Gram matrix: `O(d k²)` on the row side).
+pub const MAX_UPDATED_TASKS: usize = 4;
 
 /// Exact recomputation of `C = UᵀU` every this many updates (§5.5 b, step 4).
 pub const RESYNC_EVERY: u64 = 100;
@@ -46,6 +61,20 @@ pub const V_RESYNC_EVERY: u64 = 10_000;
 
 /// After a resync, a drift `||C - UᵀU||_F > DRIFT_TOL ||C||_F` sends the next SVT to route (a).
 pub const DRIFT_TOL: f64 = 1e-8;
+
+/// U is held factored, `U = W Π` (`Π` k x k, accumulated and applied lazily), when
+/// `d >= FACTORED_MIN_RATIO k²`: then an update costs `O(nnz k + k³)` instead of the `O(d k²)`
+/// of `U ← Û Π`, and a score `O(nnz k)` instead of `O(nnz)` (measured: at d = 400, k = 12 the
+/// dense form is faster; at d = 473,856, k = 4 the factored one is ~50x faster).
+pub const FACTORED_MIN_RATIO: usize = 8;
+
+/// The factored form is folded back (`W ← W Π`, `O(d k²)`) once `||Π||_F ||Π⁻¹||_F / k` (1 for
+/// `Π = I`, at least the condition number over k) exceeds this, at every exact resync of C
+/// (same cost), or when a thresholding zeroes
+/// a singular value (Π singular): the gradient step goes through `Π⁻¹`, so W's rounding, seen
+/// through Π, grows with Π's condition number. With the defaults Π stays within 1.01 of
+/// orthogonal-times-scalar over a whole pass and never folds; a strong threshold folds now and then.
+pub const FOLD_CONDITION: f64 = 10.0;
 
 /// A column scale below this is folded into the stored column (keeps `1/s` finite).
 const MIN_SCALE: f64 = 1e-150;
@@ -112,8 +141,18 @@ pub struct Romco {
     lambda2: f64,
     trigger: RomcoTrigger,
     route: SvtRoute,
-    /// U, column-major: `u^i = u[i*d..(i+1)*d]` (empty while `brand` holds U).
+    /// U, column-major: `u^i = u[i*d..(i+1)*d]` (empty while `brand` holds U); in the
+    /// factored form (`u_right` not empty) this is W and `U = W Π`.
     u: Vec<f64>,
+    /// Π (row-major `k x k`) and Π⁻¹ of the factored form `U = W Π` (tall U, `d >=
+    /// FACTORED_MIN_RATIO k²`); both empty when `Π = I` (then `u` is U itself). Π is the
+    /// identity on the columns that are not live, so they stay exactly zero.
+    u_right: Vec<f64>,
+    u_right_inv: Vec<f64>,
+    /// Work (multiply-adds) of the updates since the last exact resync of C: the exact `C = UᵀU`
+    /// costs `O(d k²)`, and runs only once the updates since the last one did as much work,
+    /// so that it adds at most as much again whatever d is (every 100 updates for a dense U).
+    resync_work: u64,
     /// U as a factored thin SVD (route (c)), while singleton rounds run; `None` otherwise.
     brand: Option<ThinSvd>,
     /// ṽ, column-major; `v^i = v_scale[i] * ṽ^i`. A column with scale 0 is zero (ṽ is stale).
@@ -148,6 +187,21 @@ pub struct Romco {
     n_brand_svt: u64,
     /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
     n_eigen_updates: u64,
+    /// Route (b) on the row side (wide U: more live columns than features, `q > d`): U's
+    /// Gram matrix is held as `D = UUᵀ = P diag(μ) Pᵀ` (`d x d`) instead of C, so C is not
+    /// maintained while this is set (`gram` is meaningless, `svt_vectors` empty) and is
+    /// formed exactly when the column side needs it again ([`Romco::fresh_gram`]).
+    gram_unknown: bool,
+    /// P (row-major `d x d`, column r the eigenvector of `row_mu[r]`) and `μ_r = (σ_r - θ)_+²`
+    /// of `D = UUᵀ` after the last row-side SVT; empty when unknown (then the next row-side
+    /// SVT forms `D̂` exactly).
+    row_vectors: Vec<f64>,
+    row_mu: Vec<f64>,
+    /// Route-(b) SVTs that ran on the row side (counted in `n_gram_svt` too).
+    n_row_svt: u64,
+    /// Folds of the factored form `U = W Π` back into W by a thresholding (Π singular or
+    /// ill-conditioned).
+    n_folds: u64,
     #[serde(skip)]
     scratch: Box<UpdateScratch>,
 }
@@ -158,6 +212,10 @@ pub struct Romco {
 struct UpdateScratch {
     eigen: eigen_update::ColumnUpdater,
     updated: eigen_update::Eigen,
+    /// `d x k` buffer of the row side's product `Π_L Û`.
+    product: Vec<f64>,
+    /// The intermediate eigendecomposition of a chain of column updates (a round of several tasks).
+    chain: eigen_update::Eigen,
 }
 
 impl PartialEq for UpdateScratch {
@@ -182,6 +240,8 @@ struct Item<'a> {
     score: f64,
     /// `<v^task, x>` before the update, when the score already computed it.
     vx: Option<f64>,
+    /// `Uᵀx` before the update, when the score already computed it (the factored form).
+    ux: Option<Vec<f64>>,
 }
 
 learner_params! {
@@ -258,6 +318,9 @@ impl Build for Romco {
             trigger,
             route,
             u: factors.filled(&[size], 0.0)?,
+            u_right: Vec::new(),
+            u_right_inv: Vec::new(),
+            resync_work: 0,
             brand: None,
             v: factors.filled(&[size], 0.0)?,
             v_scale: per_task.filled(&[n_tasks], 0.0)?,
@@ -277,6 +340,11 @@ impl Build for Romco {
             n_numerical_failures: 0,
             n_brand_svt: 0,
             n_eigen_updates: 0,
+            gram_unknown: false,
+            row_vectors: Vec::new(),
+            row_mu: Vec::new(),
+            n_row_svt: 0,
+            n_folds: 0,
             scratch: Box::default(),
         })
     }
@@ -319,6 +387,7 @@ impl Romco {
     /// Switches U to the factored form (an `O(d k²)` thin SVD; free when U = 0). False (and no
     /// change) if U holds non-finite values.
     fn enter_factored(&mut self) -> bool {
+        self.fold_u();
         let (d, k) = (self.n_features, self.n_tasks);
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
         match ThinSvd::from_matrix(&self.u, d, k, &live) {
@@ -338,6 +407,7 @@ impl Romco {
             self.u = f.materialize();
             self.gram = svt::gram(&self.u, d, k);
             self.gram_stale = false;
+            self.forget_row_side();
             self.forget_svt_vectors();
             self.qr_pending = false;
         }
@@ -361,6 +431,11 @@ impl Romco {
         match &self.brand {
             Some(f) => {
                 let u = f.materialize();
+                let d = self.n_features;
+                self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
+            }
+            None if !self.u_right.is_empty() => {
+                let u = self.dense_u();
                 let d = self.n_features;
                 self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
             }
@@ -400,6 +475,10 @@ impl Romco {
                         dense = f.materialize();
                         &dense
                     }
+                    None if !self.u_right.is_empty() => {
+                        dense = self.dense_u();
+                        &dense
+                    }
                     None => &self.u,
                 };
                 svt::qr_route_cols(u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
@@ -434,6 +513,7 @@ impl Romco {
         }
         self.check_steps(items)?;
         self.n_seen += items.len() as u64;
+        self.enter_factored_form();
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
@@ -445,13 +525,36 @@ impl Romco {
             self.leave_factored();
         }
         let shrink_u = self.lambda1 > 0.0 && !use_brand;
+        // Wide U (more live columns than features after this step): route (b) on the `d x d`
+        // Gram matrix of the rows, the smaller side. Otherwise C must be known (formed exactly
+        // from the pre-update U if the row side held the Gram until now).
+        let row_side = shrink_u
+            && !self.qr_pending
+            && matches!(self.route, SvtRoute::Auto | SvtRoute::Gram)
+            && self.live_after(&active, &x_sq) > d;
+        let mut row_changes = Vec::new();
+        if row_side {
+            self.enter_row_side();
+            if active.len() <= MAX_UPDATED_TASKS && self.row_mu.len() == d {
+                // D̂ = D + Σ (u aᵀ + a uᵀ + a aᵀ) over the changed columns, u = u^t before the
+                // step, a = η1 y x: one rank-two change per column (the columns differ, so
+                // each u is the column as it was).
+                for it in &active {
+                    let mut a = vec![0.0; d];
+                    it.x.add_to(&mut a, self.eta1 * it.y);
+                    row_changes.push((self.u_col(it.task).to_vec(), a));
+                }
+            }
+        } else if self.gram_unknown {
+            self.fresh_gram();
+        }
 
         // Ĉ = ÛᵀÛ from the maintained C (§5.5 b, step 1), with U still the pre-update U. With one
         // active task the change of C is described by `Uᵀa` and `||a||²` alone (and Ĉ is formed
         // only if its eigendecomposition cannot be updated).
         let mut c_hat = None;
-        let mut column_change = None;
-        if shrink_u && !self.qr_pending && self.route != SvtRoute::Qr {
+        let mut column_changes = Vec::new();
+        if shrink_u && !row_side && !self.qr_pending && self.route != SvtRoute::Qr {
             let step = self.eta1;
             let mut ux = vec![0.0; k];
             if let ([it], [xx]) = (active.as_slice(), x_sq.as_slice()) {
@@ -459,13 +562,35 @@ impl Romco {
                     // No eigendecomposition to update: Ĉ will be needed, from the current C.
                     self.fresh_gram();
                 }
-                self.columns_dot_row(&it.x, &mut ux);
+                match &it.ux {
+                    Some(known) => ux.copy_from_slice(known),
+                    None => self.columns_dot_row(&it.x, &mut ux),
+                }
                 ux.iter_mut().for_each(|v| *v *= step * it.y);
-                column_change = Some(ColumnChange {
+                column_changes.push(ColumnChange {
                     task: it.task,
                     g: ux,
                     alpha: step * step * xx,
                 });
+            } else if active.len() <= MAX_UPDATED_TASKS
+                && active.iter().all(|it| self.u_live[it.task])
+                && self.svt_matches_live()
+            {
+                // A few columns change: one column change after the other, each seeing the
+                // columns changed before it (`g = U'ᵀa` picks up `e_b <a_b, a>` from each).
+                for (ia, (it, &xx)) in active.iter().zip(&x_sq).enumerate() {
+                    let mut g = vec![0.0; k];
+                    self.columns_dot_row(&it.x, &mut g);
+                    g.iter_mut().for_each(|v| *v *= step * it.y);
+                    for b in &active[..ia] {
+                        g[b.task] += step * step * b.y * it.y * b.x.dot_row(&it.x);
+                    }
+                    column_changes.push(ColumnChange {
+                        task: it.task,
+                        g,
+                        alpha: step * step * xx,
+                    });
+                }
             } else {
                 self.fresh_gram();
                 let mut c = self.gram.clone();
@@ -496,7 +621,7 @@ impl Romco {
         for (it, &xx) in active.iter().zip(&x_sq) {
             let t = it.task;
             if !use_brand {
-                it.x.add_to(&mut self.u[t * d..(t + 1) * d], self.eta1 * it.y);
+                self.u_step(&it.x, self.eta1 * it.y, t);
             }
             self.u_live[t] |= self.eta1 != 0.0 && xx > 0.0;
             if self.eta2 == 0.0 {
@@ -519,8 +644,10 @@ impl Romco {
         // U ← SVT_{η1 λ1}(Û).
         if use_brand {
             self.brand_threshold(items, bx);
+        } else if row_side {
+            self.threshold_rows(&row_changes);
         } else if shrink_u {
-            self.threshold_u(c_hat, column_change);
+            self.threshold_u(c_hat, &column_changes);
         } else {
             self.rank = None;
         }
@@ -549,6 +676,13 @@ impl Romco {
         }
 
         self.n_updates += 1;
+        let work = if self.factored() {
+            let nnz: usize = active.iter().map(|it| it.x.nnz()).sum();
+            nnz * k + k * k * k
+        } else {
+            d * k * k
+        };
+        self.resync_work = self.resync_work.saturating_add(work as u64);
         if self.n_updates.is_multiple_of(RESYNC_EVERY) {
             self.resync();
         }
@@ -564,7 +698,21 @@ impl Romco {
             let xx = it.x.sq_norm();
             let (s1, s2) = (self.eta1 * it.y, self.eta2 * it.y);
             let sq_ok = (self.eta1 * self.eta1 * xx).is_finite() && (self.eta2 * self.eta2 * xx).is_finite();
-            let u_ok = self.brand.is_some() || it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1);
+            let u_ok = self.brand.is_some()
+                || if self.u_right.is_empty() {
+                    it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1)
+                } else {
+                    let k = self.n_tasks;
+                    let r = &self.u_right_inv[t * k..(t + 1) * k];
+                    let mut ok = true;
+                    it.x.for_each(|i, v| {
+                        ok &= self.u[i * k..(i + 1) * k]
+                            .iter()
+                            .zip(r)
+                            .all(|(&w, &f)| (w + s1 * v * f).is_finite());
+                    });
+                    ok
+                };
             let v_ok = self.v_scale[t] == 0.0
                 || it
                     .x
@@ -583,7 +731,7 @@ impl Romco {
     /// `U ← SVT_θ(Û)`: route (b) from `c_hat` when given and accurate enough, else route (a).
     /// When one column changed (`change`), route (b) updates the last eigendecomposition of C
     /// in `O(k²)` + two `k x k` products instead of recomputing it.
-    fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, change: Option<ColumnChange>) {
+    fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, changes: &[ColumnChange]) {
         let (d, k) = (self.n_features, self.n_tasks);
         let theta = self.eta1 * self.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -593,9 +741,9 @@ impl Romco {
         }
         let q = live.len();
         let mut updated = false;
-        let gram_result = if self.qr_pending || self.gram_route_hopeless(q, c_hat.as_deref(), change.as_ref()) {
+        let gram_result = if self.qr_pending || self.gram_route_hopeless(q, c_hat.as_deref(), changes) {
             None
-        } else if change.as_ref().is_some_and(|ch| self.update_eigen(&live, ch)) {
+        } else if !changes.is_empty() && self.update_eigen(&live, changes) {
             updated = true;
             self.n_eigen_updates += 1;
             let eig = &mut self.scratch.updated;
@@ -606,7 +754,7 @@ impl Romco {
                 false,
             )
         } else {
-            let c_hat = c_hat.or_else(|| change.map(|ch| self.singleton_c_hat(&ch)));
+            let c_hat = c_hat.or_else(|| (!changes.is_empty()).then(|| self.changed_c_hat(changes)));
             c_hat.and_then(|c_hat| {
                 let c_hat = &c_hat;
                 let sub: Vec<f64> = live
@@ -624,6 +772,7 @@ impl Romco {
             None => {
                 self.qr_pending = false;
                 self.n_qr_svt += 1;
+                self.fold_u();
                 let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
                 svt::qr_route_cols(&self.u, d, &live, theta, warm)
             }
@@ -637,13 +786,21 @@ impl Romco {
                 self.svt_mu.clear();
                 self.svt_mu
                     .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
-                let s = svt::embed(s, &live, k);
+                let mut s = svt::embed(s, &live, k);
                 if s.pi.iter().all(|&p| p == 0.0) {
                     self.u.fill(0.0);
+                    self.u_right.clear();
+                    self.u_right_inv.clear();
                     self.gram.fill(0.0);
                     self.gram_stale = false;
                     self.u_live.fill(false);
                     self.forget_svt_vectors();
+                } else if self.factored() {
+                    self.compose_right(&s, &live);
+                    self.gram_stale = updated;
+                    if !updated {
+                        self.gram = std::mem::take(&mut s.gram);
+                    }
                 } else {
                     svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
                     // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
@@ -657,7 +814,7 @@ impl Romco {
             None => {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
                 self.n_numerical_failures += 1;
-                self.gram = svt::gram(&self.u, d, k);
+                self.gram = self.exact_gram();
                 self.gram_stale = false;
                 self.forget_svt_vectors();
             }
@@ -669,7 +826,7 @@ impl Romco {
     /// (rank ≤ d < q), so route (b) is accepted only if `θ ≥ 10⁻⁶ σ_max`; σ_max is estimated
     /// by that of C after the last thresholding (a step changes it little), or bounded by
     /// `trace(Ĉ)/q ≤ σ_max²`. Taking route (a) is always exact, so a wrong guess costs time only.
-    fn gram_route_hopeless(&self, q: usize, c_hat: Option<&[f64]>, change: Option<&ColumnChange>) -> bool {
+    fn gram_route_hopeless(&self, q: usize, c_hat: Option<&[f64]>, changes: &[ColumnChange]) -> bool {
         let (d, k) = (self.n_features, self.n_tasks);
         if q <= d {
             return false;
@@ -679,31 +836,34 @@ impl Romco {
         if mu_max > 0.0 && theta < GRAM_MIN_THETA * mu_max.sqrt() {
             return true;
         }
-        let trace = match (c_hat, change) {
-            (Some(c), _) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
-            (None, Some(ch)) => {
+        let trace = match c_hat {
+            Some(c) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
+            None if !changes.is_empty() => {
                 let trace_c = if self.gram_stale {
                     self.svt_mu.iter().sum::<f64>()
                 } else {
                     (0..k).map(|i| self.gram[i * k + i]).sum::<f64>()
                 };
-                trace_c + 2.0 * ch.g[ch.task] + ch.alpha
+                trace_c + changes.iter().map(|ch| 2.0 * ch.g[ch.task] + ch.alpha).sum::<f64>()
             }
-            (None, None) => return false,
+            None => return false,
         };
         svt::gram_route_ruled_out(trace, q, theta)
     }
 
-    /// `Ĉ = C + g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ` for a round in which only column t changes.
-    fn singleton_c_hat(&mut self, change: &ColumnChange) -> Vec<f64> {
-        let (k, t) = (self.n_tasks, change.task);
+    /// `Ĉ = C + Σ (g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ)` over the column changes of a round (in order).
+    fn changed_c_hat(&mut self, changes: &[ColumnChange]) -> Vec<f64> {
+        let k = self.n_tasks;
         self.fresh_gram();
         let mut c = self.gram.clone();
-        for (j, &g) in change.g.iter().enumerate() {
-            c[j * k + t] += g;
-            c[t * k + j] += g;
+        for change in changes {
+            let t = change.task;
+            for (j, &g) in change.g.iter().enumerate() {
+                c[j * k + t] += g;
+                c[t * k + j] += g;
+            }
+            c[t * k + t] += change.alpha;
         }
-        c[t * k + t] += change.alpha;
         c
     }
 
@@ -720,6 +880,13 @@ impl Romco {
     /// Forms `C = Z diag(μ) Zᵀ` (over the live columns) if the explicit C is stale. Called
     /// before U changes (or after the SVT), while the factors describe the current U.
     fn fresh_gram(&mut self) {
+        if self.gram_unknown {
+            // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
+            self.gram = self.exact_gram();
+            self.gram_unknown = false;
+            self.forget_row_side();
+            return;
+        }
         if !self.gram_stale {
             return;
         }
@@ -727,7 +894,7 @@ impl Romco {
         let k = self.n_tasks;
         debug_assert!(self.svt_matches_live(), "stale C without matching factors");
         if !self.svt_matches_live() {
-            self.gram = svt::gram(&self.u, self.n_features, k);
+            self.gram = self.exact_gram();
             return;
         }
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
@@ -738,31 +905,390 @@ impl Romco {
     /// The eigendecomposition of `Ĉ` over the live columns, updated from that of C after the
     /// last SVT, into `scratch.updated`; false when there is none for the same live columns
     /// (or the update fails).
-    fn update_eigen(&mut self, live: &[usize], change: &ColumnChange) -> bool {
+    fn update_eigen(&mut self, live: &[usize], changes: &[ColumnChange]) -> bool {
         let q = live.len();
         if !self.svt_covers(q) {
             return false; // the live set grew (it only grows), or no SVT since the last reset
         }
-        let Some(pos) = live.iter().position(|&c| c == change.task) else {
-            return false;
-        };
-        let g: std::borrow::Cow<[f64]> = if q == self.n_tasks {
-            std::borrow::Cow::Borrowed(&change.g)
+        for (n, change) in changes.iter().enumerate() {
+            let Some(pos) = live.iter().position(|&c| c == change.task) else {
+                return false;
+            };
+            let g: std::borrow::Cow<[f64]> = if q == self.n_tasks {
+                std::borrow::Cow::Borrowed(&change.g)
+            } else {
+                live.iter().map(|&c| change.g[c]).collect()
+            };
+            let scratch = &mut self.scratch;
+            // Each change starts from the previous one's result (`chain`), the first from C's.
+            if n > 0 {
+                std::mem::swap(&mut scratch.chain, &mut scratch.updated);
+            }
+            let (z, mu) = if n == 0 {
+                (&self.svt_vectors, &self.svt_mu)
+            } else {
+                (&scratch.chain.vectors, &scratch.chain.values)
+            };
+            if scratch
+                .eigen
+                .update(z, mu, pos, &g, change.alpha, &mut scratch.updated)
+                .is_none()
+            {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The number of live columns once the active tasks of this round have taken their step.
+    fn live_after(&self, active: &[&Item], x_sq: &[f64]) -> usize {
+        let fresh = active
+            .iter()
+            .zip(x_sq)
+            .filter(|(it, &xx)| !self.u_live[it.task] && self.eta1 != 0.0 && xx > 0.0)
+            .count();
+        self.u_live.iter().filter(|&&l| l).count() + fresh
+    }
+
+    /// True when U is held as `W Π` (tall U, `d >= FACTORED_MIN_RATIO k²`, with a trace-norm
+    /// term; route (c) keeps its own factored form).
+    fn factored(&self) -> bool {
+        let k = self.n_tasks;
+        self.lambda1 > 0.0
+            && self.route != SvtRoute::Brand
+            && self.n_features >= FACTORED_MIN_RATIO.saturating_mul(k).saturating_mul(k)
+    }
+
+    /// U in the dense column-major form (a copy: `W Π` in the factored form).
+    fn dense_u(&self) -> Vec<f64> {
+        if self.u_right.is_empty() {
+            return self.u.clone();
+        }
+        let (d, k) = (self.n_features, self.n_tasks);
+        let mut u = vec![0.0; d * k];
+        unfactor(&self.u, d, k, &self.u_right, &mut u);
+        u
+    }
+
+    /// `U = W Π` back in the dense column-major form, `Π ← I` (`O(d k²)`).
+    fn fold_u(&mut self) {
+        if !self.u_right.is_empty() {
+            let pi = std::mem::take(&mut self.u_right);
+            self.fold_with(&pi);
+        }
+    }
+
+    /// The factored form for a tall U: W row-major, `Π = Π⁻¹ = I`. Free while U is zero (at the
+    /// start, or after a thresholding removed everything); a transposition (`O(d k)`) after
+    /// route (a) handed U back dense.
+    fn enter_factored_form(&mut self) {
+        if !self.u_right.is_empty() || !self.factored() {
+            return;
+        }
+        let (d, k) = (self.n_features, self.n_tasks);
+        if self.u_live.iter().any(|&l| l) {
+            let product = &mut self.scratch.product;
+            product.resize(d * k, 0.0);
+            for (c, col) in self.u.chunks_exact(d).enumerate() {
+                for (r, &v) in col.iter().enumerate() {
+                    product[r * k + c] = v;
+                }
+            }
+            std::mem::swap(&mut self.u, product);
+        }
+        let mut identity = vec![0.0; k * k];
+        (0..k).for_each(|i| identity[i * k + i] = 1.0);
+        self.u_right_inv = identity.clone();
+        self.u_right = identity;
+    }
+
+    /// `W ← W P` in place, row by row (W row-major), and `Π = Π⁻¹ = I`: the factored form
+    /// restarted from the current U (`O(d k²)`, no second `d x k` buffer).
+    fn refold_with(&mut self, p: &[f64]) {
+        let k = self.n_tasks;
+        let mut row_in = vec![0.0; k];
+        for row in self.u.chunks_exact_mut(k) {
+            if row.iter().all(|&v| v == 0.0) {
+                continue;
+            }
+            row_in.copy_from_slice(row);
+            for (j, out) in row.iter_mut().enumerate() {
+                *out = row_in.iter().enumerate().map(|(i, &v)| v * p[i * k + j]).sum();
+            }
+        }
+        let mut identity = vec![0.0; k * k];
+        (0..k).for_each(|i| identity[i * k + i] = 1.0);
+        self.u_right_inv = identity.clone();
+        self.u_right = identity;
+    }
+
+    /// `U = W P` (W row-major) into the dense column-major `u`; the factors are dropped.
+    fn fold_with(&mut self, p: &[f64]) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let product = &mut self.scratch.product;
+        product.resize(d * k, 0.0);
+        unfactor(&self.u, d, k, p, product);
+        std::mem::swap(&mut self.u, product);
+        self.u_right.clear();
+        self.u_right_inv.clear();
+    }
+
+    /// The gradient step `u^t += alpha x`; in the factored form `W += alpha x (Π⁻ᵀ e_t)ᵀ`
+    /// (`Û = (W + alpha x e_tᵀ Π⁻¹) Π`): W is row-major there, so each non-zero of x updates
+    /// one row of k contiguous values, `O(nnz k)`.
+    fn u_step(&mut self, x: &Row, alpha: f64, t: usize) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        if self.u_right.is_empty() {
+            x.add_to(&mut self.u[t * d..(t + 1) * d], alpha);
+            return;
+        }
+        let r = &self.u_right_inv[t * k..(t + 1) * k];
+        x.for_each(|i, v| {
+            let a = alpha * v;
+            self.u[i * k..(i + 1) * k]
+                .iter_mut()
+                .zip(r)
+                .for_each(|(w, &f)| *w += a * f);
+        });
+    }
+
+    /// `<x, u^task>`: in the factored form `Σ_j <x, w^j> Π[j][task]`, `O(nnz k)`.
+    fn u_dot(&self, x: &Row, task: usize) -> f64 {
+        if self.u_right.is_empty() {
+            return x.dot(self.u_col(task));
+        }
+        let mut ux = vec![0.0; self.n_tasks];
+        self.columns_dot_row(x, &mut ux);
+        ux[task]
+    }
+
+    /// Exact `C = UᵀU`: `Πᵀ (WᵀW) Π` in the factored form (`O(d k²)` either way).
+    fn exact_gram(&self) -> Vec<f64> {
+        let (d, k) = (self.n_features, self.n_tasks);
+        if self.u_right.is_empty() {
+            return svt::gram(&self.u, d, k);
+        }
+        // WᵀW from the rows of the row-major W.
+        let mut g = vec![0.0; k * k];
+        for row in self.u.chunks_exact(k) {
+            for (a, &ra) in row.iter().enumerate() {
+                if ra != 0.0 {
+                    g[a * k..(a + 1) * k]
+                        .iter_mut()
+                        .zip(row)
+                        .for_each(|(o, &rb)| *o += ra * rb);
+                }
+            }
+        }
+        let p = &self.u_right;
+        let mut pt = vec![0.0; k * k];
+        for a in 0..k {
+            for b in 0..k {
+                pt[b * k + a] = p[a * k + b];
+            }
+        }
+        let (mut gp, mut c) = (vec![0.0; k * k], vec![0.0; k * k]);
+        matmul(&g, p, k, k, k, &mut gp);
+        matmul(&pt, &gp, k, k, k, &mut c);
+        for a in 0..k {
+            for b in 0..a {
+                c[b * k + a] = c[a * k + b];
+            }
+        }
+        c
+    }
+
+    /// `U ← Û Π_new` in the factored form: `Π ← Π Π_new`, `Π⁻¹ ← Π_new⁻¹ Π⁻¹` (`O(k³)`), with
+    /// `Π_new` the identity on the columns that are not live. Folds (`W ← W Π Π_new`) when a
+    /// singular value was thresholded to zero (`Π_new` singular) or Π became ill-conditioned.
+    fn compose_right(&mut self, s: &Shrinkage, live: &[usize]) {
+        let (d, k, q) = (self.n_features, self.n_tasks, live.len());
+        let theta = self.eta1 * self.lambda1;
+        let mut pi_new = s.pi.clone();
+        let mut is_live = vec![false; k];
+        live.iter().for_each(|&c| is_live[c] = true);
+        (0..k).filter(|&i| !is_live[i]).for_each(|i| pi_new[i * k + i] = 1.0);
+        let factors: Vec<f64> = s
+            .sigma
+            .iter()
+            .map(|&sg| if sg > theta { (sg - theta) / sg } else { 0.0 })
+            .collect();
+        let entering = self.u_right.is_empty();
+        let (pi, pi_inv) = if entering {
+            (pi_new, Vec::new())
         } else {
-            live.iter().map(|&c| change.g[c]).collect()
+            let mut prod = vec![0.0; k * k];
+            matmul(&self.u_right, &pi_new, k, k, k, &mut prod);
+            (prod, std::mem::take(&mut self.u_right_inv))
         };
-        let scratch = &mut self.scratch;
-        scratch
-            .eigen
-            .update(
-                &self.svt_vectors,
-                &self.svt_mu,
-                pos,
-                &g,
-                change.alpha,
-                &mut scratch.updated,
+        if factors.contains(&0.0) || factors.len() != q {
+            self.n_folds += u64::from(!entering);
+            self.fold_or_multiply(entering, &pi);
+            return;
+        }
+        let inv_factors: Vec<f64> = factors.iter().map(|f| 1.0 / f).collect();
+        // Z (q x q) is in `svt_vectors` by now (moved out of the shrinkage).
+        let z = if s.z.is_empty() { &self.svt_vectors } else { &s.z };
+        let mut inv_new = svt::embed_square(&svt::weighted_outer_product(z, q, q, &inv_factors), live, k);
+        (0..k).filter(|&i| !is_live[i]).for_each(|i| inv_new[i * k + i] = 1.0);
+        let inv = if pi_inv.is_empty() {
+            inv_new
+        } else {
+            let mut prod = vec![0.0; k * k];
+            matmul(&inv_new, &pi_inv, k, k, k, &mut prod);
+            prod
+        };
+        let frob = |m: &[f64]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
+        if frob(&pi) * frob(&inv) > FOLD_CONDITION * k as f64 || !inv.iter().all(|v| v.is_finite()) {
+            self.n_folds += u64::from(!entering);
+            self.fold_or_multiply(entering, &pi);
+            return;
+        }
+        if entering {
+            // W = U, stored row-major from now on (one row of k values per feature).
+            let product = &mut self.scratch.product;
+            product.resize(d * k, 0.0);
+            for (c, col) in self.u.chunks_exact(d).enumerate() {
+                for (r, &v) in col.iter().enumerate() {
+                    product[r * k + c] = v;
+                }
+            }
+            std::mem::swap(&mut self.u, product);
+        }
+        self.u_right = pi;
+        self.u_right_inv = inv;
+    }
+
+    /// `U ← U P` for the dense U (`entering`: U is not factored yet), else `W ← W P` with
+    /// `Π = I` (the factored form restarted).
+    fn fold_or_multiply(&mut self, entering: bool, p: &[f64]) {
+        if entering {
+            svt::right_multiply_in_place(&mut self.u, self.n_features, self.n_tasks, p);
+        } else {
+            self.refold_with(p);
+        }
+    }
+
+    /// From now on the row side holds U's Gram (C and its factors are dropped).
+    fn enter_row_side(&mut self) {
+        self.fold_u();
+        if !self.gram_unknown {
+            self.gram_stale = false;
+            self.forget_svt_vectors();
+            self.gram_unknown = true;
+        }
+    }
+
+    fn forget_row_side(&mut self) {
+        self.row_vectors.clear();
+        self.row_mu.clear();
+    }
+
+    /// Route (b) on the row side: `U ← SVT_θ(Û) = Π_L Û` with `Π_L = P diag(π) Pᵀ` from the
+    /// eigendecomposition `D̂ = ÛÛᵀ = P diag(σ²) Pᵀ` (`d x d`, `d < q`): `O(d² k)` for the
+    /// product, `O(d³)` for `Π_L`. When one column changed (`change`: its values before the
+    /// step and the step) the eigendecomposition of D is updated (two secular equations and
+    /// two `d x d` basis products, [`eigen_update::ColumnUpdater::update_vector`]), otherwise
+    /// `D̂` is formed exactly (`O(d² k)`) and eigendecomposed. Inaccurate eigenvalues (the same
+    /// test as the column side) send the SVT to route (a).
+    fn threshold_rows(&mut self, changes: &[(Vec<f64>, Vec<f64>)]) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let theta = self.eta1 * self.lambda1;
+        let mut eig = std::mem::take(&mut self.scratch.updated);
+        let mut updated = !changes.is_empty() && self.row_mu.len() == d;
+        for (n, (u, a)) in changes.iter().enumerate() {
+            if !updated {
+                break;
+            }
+            let mut from = std::mem::take(&mut self.scratch.chain);
+            if n > 0 {
+                std::mem::swap(&mut from, &mut eig);
+            }
+            let (z, mu) = if n == 0 {
+                (&self.row_vectors, &self.row_mu)
+            } else {
+                (&from.vectors, &from.values)
+            };
+            updated = self.scratch.eigen.update_vector(z, mu, a, u, 1.0, &mut eig).is_some();
+            self.scratch.chain = from;
+        }
+        let have_eigen = updated || {
+            let d_hat = svt::row_gram(&self.u, d, k);
+            match svt::symmetric_eigen(&d_hat, d) {
+                Some((values, vectors)) => {
+                    eig.values = values;
+                    eig.vectors = vectors;
+                    true
+                }
+                None => false,
+            }
+        };
+        let shrink = if have_eigen {
+            svt::gram_route_from_eigen(
+                std::mem::take(&mut eig.values),
+                std::mem::take(&mut eig.vectors),
+                theta,
+                false,
             )
-            .is_some()
+        } else {
+            None
+        };
+        let Some(mut s) = shrink else {
+            // Route (a) on the column side (exact; it forms C).
+            self.scratch.updated = eig;
+            self.gram_unknown = false;
+            self.forget_row_side();
+            self.threshold_u(None, &[]);
+            return;
+        };
+        if updated {
+            self.n_eigen_updates += 1;
+        }
+        self.n_gram_svt += 1;
+        self.n_row_svt += 1;
+        self.rank = Some(s.rank);
+        if s.pi.iter().all(|&p| p == 0.0) {
+            self.scratch.updated = eig;
+            self.u.fill(0.0);
+            self.gram.fill(0.0);
+            self.gram_unknown = false;
+            self.u_live.fill(false);
+            self.forget_row_side();
+            return;
+        }
+        let product = &mut self.scratch.product;
+        product.resize(d * k, 0.0);
+        svt::symmetric_left_multiply(&self.u, d, k, &s.pi, product);
+        std::mem::swap(&mut self.u, product);
+        // D = P diag((σ - θ)_+²) Pᵀ from now on; the old P's buffer serves the next update.
+        eig.vectors = std::mem::replace(&mut self.row_vectors, std::mem::take(&mut s.z));
+        self.row_mu.clear();
+        self.row_mu
+            .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
+        self.scratch.updated = eig;
+    }
+
+    /// Exact `D = UUᵀ` compared with the maintained `P diag(μ) Pᵀ` (drift sends the next SVT
+    /// to route (a)); the factors are dropped, so the next row-side SVT starts from the exact
+    /// `D̂` (rounding in updated eigenvectors cannot build up).
+    fn resync_row_side(&mut self) {
+        let d = self.n_features;
+        if self.row_mu.len() == d {
+            let exact = svt::row_gram(&self.u, d, self.n_tasks);
+            let kept = svt::weighted_outer_product(&self.row_vectors, d, d, &self.row_mu);
+            let drift: f64 = exact
+                .iter()
+                .zip(&kept)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            if drift > DRIFT_TOL * scale {
+                self.qr_pending = true;
+                self.n_drift_resyncs += 1;
+            }
+        }
+        self.forget_row_side();
     }
 
     fn forget_svt_vectors(&mut self) {
@@ -775,11 +1301,27 @@ impl Romco {
     fn columns_dot_row(&self, x: &Row, out: &mut [f64]) {
         let (d, k) = (self.n_features, self.n_tasks);
         match x {
+            _ if !self.u_right.is_empty() => {
+                // W is row-major: one pass over the non-zeros, one row of k values each.
+                out.fill(0.0);
+                x.for_each(|i, v| {
+                    out.iter_mut()
+                        .zip(&self.u[i * k..(i + 1) * k])
+                        .for_each(|(o, &w)| *o += v * w);
+                });
+            }
             Row::Dense(v) => columns_dot(&self.u, d, k, v, out),
             sparse => out
                 .iter_mut()
                 .enumerate()
                 .for_each(|(j, o)| *o = sparse.dot(self.u_col(j))),
+        }
+        if !self.u_right.is_empty() {
+            // Uᵀx = Πᵀ (Wᵀx).
+            let wx = out.to_vec();
+            for (i, o) in out.iter_mut().enumerate() {
+                *o = (0..k).map(|j| wx[j] * self.u_right[j * k + i]).sum();
+            }
         }
     }
 
@@ -824,10 +1366,40 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations, and the updated
         // eigendecomposition rounding: restart both from the exact C now and then.
+        if self.gram_unknown {
+            self.resync_row_side();
+        } else if self.resync_work >= (d as u64).saturating_mul((k * k) as u64) {
+            self.resync_work = 0;
+            // The factored form's rounding (W's, and Π's accumulated products) grows by about
+            // ε cond(Π) per update: restarting it here, at the same O(d k²) cost, bounds it.
+            if !self.u_right.is_empty() {
+                let pi = std::mem::take(&mut self.u_right);
+                self.refold_with(&pi);
+            }
+            self.resync_gram();
+        } else {
+            // Not yet worth an exact C: the eigendecomposition restarts from the maintained one.
+            self.fresh_gram();
+            self.forget_svt_vectors();
+        }
+        if !self.n_updates.is_multiple_of(V_RESYNC_EVERY) {
+            return;
+        }
+        for i in 0..k {
+            let s = self.v_scale[i];
+            if s != 0.0 {
+                let col = &self.v[i * d..(i + 1) * d];
+                self.v_sq_norm[i] = s * s * dense_dot(col, col);
+            }
+        }
+    }
+
+    /// Exact `C = UᵀU`; drift of the maintained C sends the next SVT to route (a).
+    fn resync_gram(&mut self) {
         self.fresh_gram();
         self.forget_svt_vectors();
         if self.lambda1 > 0.0 && self.brand.is_none() {
-            let exact = svt::gram(&self.u, d, k);
+            let exact = self.exact_gram();
             let drift: f64 = exact
                 .iter()
                 .zip(&self.gram)
@@ -841,15 +1413,15 @@ impl Romco {
             }
             self.gram = exact;
         }
-        if !self.n_updates.is_multiple_of(V_RESYNC_EVERY) {
-            return;
-        }
-        for i in 0..k {
-            let s = self.v_scale[i];
-            if s != 0.0 {
-                let col = &self.v[i * d..(i + 1) * d];
-                self.v_sq_norm[i] = s * s * dense_dot(col, col);
-            }
+    }
+}
+
+/// `out = W P` in the dense column-major layout, for the row-major `d x k` W of the factored
+/// form and a row-major `k x k` P (`O(d k²)`).
+fn unfactor(w: &[f64], d: usize, k: usize, p: &[f64], out: &mut [f64]) {
+    for (r, row) in w.chunks_exact(k).take(d).enumerate() {
+        for j in 0..k {
+            out[j * d + r] = row.iter().enumerate().map(|(i, &v)| v * p[i * k + j]).sum();
         }
     }
 }
@@ -902,12 +1474,19 @@ impl CheckState for Romco {
             ("C = UᵀU", &self.gram),
             ("SVT vectors", &self.svt_vectors),
             ("SVT eigenvalues", &self.svt_mu),
+            ("row-side eigenvectors", &self.row_vectors),
+            ("the right factor of U", &self.u_right),
+            ("the inverse right factor of U", &self.u_right_inv),
+            ("row-side eigenvalues", &self.row_mu),
         ] {
             check_finite(what, values)?;
         }
         let nonnegative = |v: &[f64]| v.iter().all(|&x| x >= 0.0);
         ensure(
-            nonnegative(&self.v_scale) && nonnegative(&self.v_sq_norm) && nonnegative(&self.svt_mu),
+            nonnegative(&self.v_scale)
+                && nonnegative(&self.v_sq_norm)
+                && nonnegative(&self.svt_mu)
+                && nonnegative(&self.row_mu),
             || "a V scale, V column norm or SVT eigenvalue is negative".into(),
         )?;
         // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
@@ -919,12 +1498,47 @@ impl CheckState for Romco {
             !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
             || "C is marked stale without factors of the live columns".into(),
         )?;
+        // The factored form U = W Π: Π and Π⁻¹ both k x k, or both absent.
+        let right = self.u_right.len();
+        ensure(
+            right == self.u_right_inv.len() && (right == 0 || (right == k * k && self.brand.is_none())),
+            || {
+                format!(
+                    "U's right factor has {right} entries, its inverse {}",
+                    self.u_right_inv.len()
+                )
+            },
+        )?;
+        // The row side: D's factors are d eigenvalues with d x d vectors (or none), held only
+        // while C is not maintained, and then neither C's factors nor route (c) are in use.
+        let p = self.row_mu.len();
+        ensure(
+            (p == 0 || (p == d && self.gram_unknown)) && p.checked_mul(p) == Some(self.row_vectors.len()),
+            || {
+                format!(
+                    "{p} row-side eigenvalues with {} vector entries",
+                    self.row_vectors.len()
+                )
+            },
+        )?;
+        ensure(
+            !self.gram_unknown || (!self.gram_stale && q == 0 && self.brand.is_none()),
+            || "the row side holds U's Gram alongside C's factors or route (c)".into(),
+        )?;
         ensure(self.rank.is_none_or(|r| r <= k), || {
             format!("rank {:?} exceeds k = {k}", self.rank)
         })?;
         // A column never updated is exactly zero (the SVT runs on the live columns only).
         if self.brand.is_none() {
-            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && self.u[i * d..(i + 1) * d].iter().any(|&x| x != 0.0));
+            let factored = !self.u_right.is_empty();
+            let column = |i: usize| -> Vec<f64> {
+                if factored {
+                    self.u.iter().skip(i).step_by(k).copied().collect()
+                } else {
+                    self.u[i * d..(i + 1) * d].to_vec()
+                }
+            };
+            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && column(i).iter().any(|&x| x != 0.0));
             ensure(!dead_nonzero, || {
                 "a column of U outside the live set is not zero".into()
             })?;
@@ -940,6 +1554,8 @@ impl CheckState for Romco {
                 self.n_numerical_failures,
                 self.n_brand_svt,
                 self.n_eigen_updates,
+                self.n_row_svt,
+                self.n_folds,
             ],
         )?;
         ensure(self.n_updates <= self.n_seen, || {
@@ -954,7 +1570,7 @@ impl OnlineLearner for Romco {
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
         let u = match &self.brand {
             Some(f) => f.score_projected(&f.project(&x), task),
-            None => x.dot(self.u_col(task)),
+            None => self.u_dot(&x, task),
         };
         u + self.v_dot(task, &x)
     }
@@ -967,6 +1583,7 @@ impl OnlineLearner for Romco {
             y,
             score,
             vx: None,
+            ux: None,
         };
         self.joint_update(&[item], None)
     }
@@ -974,9 +1591,16 @@ impl OnlineLearner for Romco {
     /// Under route (c), `Bᵀx` serves both the score and the update.
     fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let bx = self.brand.as_ref().map(|f| f.project(&x));
-        let u = match (&self.brand, &bx) {
-            (Some(f), Some(bx)) => f.score_projected(bx, task),
-            _ => x.dot(self.u_col(task)),
+        // In the factored form the score is a coordinate of Uᵀx, which the update needs too.
+        let ux = (!self.u_right.is_empty()).then(|| {
+            let mut ux = vec![0.0; self.n_tasks];
+            self.columns_dot_row(&x, &mut ux);
+            ux
+        });
+        let u = match (&self.brand, &bx, &ux) {
+            (Some(f), Some(bx), _) => f.score_projected(bx, task),
+            (_, _, Some(ux)) => ux[task],
+            _ => self.u_dot(&x, task),
         };
         let vx = self.v_dot(task, &x);
         let score = u + vx;
@@ -986,6 +1610,7 @@ impl OnlineLearner for Romco {
             y,
             score,
             vx: Some(vx),
+            ux,
         };
         self.joint_update(&[item], bx.as_deref())?;
         Ok(score)
@@ -1005,6 +1630,7 @@ impl OnlineLearner for Romco {
                 y: y[r],
                 score: scores[r],
                 vx: None,
+                ux: None,
             })
             .collect();
         self.joint_update(&items, None)
@@ -1022,6 +1648,9 @@ impl OnlineLearner for Romco {
             ("n_numerical_failures", self.n_numerical_failures as f64),
             ("n_brand_svt", self.n_brand_svt as f64),
             ("n_eigen_updates", self.n_eigen_updates as f64),
+            ("n_row_svt", self.n_row_svt as f64),
+            ("u_factored", if self.u_right.is_empty() { 0.0 } else { 1.0 }),
+            ("n_folds", self.n_folds as f64),
         ]
     }
 }
@@ -1108,6 +1737,66 @@ mod tests {
         // Full eigendecompositions only for the first updates of each column and after resyncs.
         assert!(diagnostic(&auto, "n_eigen_updates") >= updates - (k as f64 + updates / RESYNC_EVERY as f64) - 1.0);
         assert_eq!(diagnostic(&qr, "n_gram_svt"), 0.0);
+    }
+
+    /// The shape-driven forms (issue 12) follow route (a): wide U on the row side (`D = UUᵀ`,
+    /// eigendecomposition updated per example) and tall U held factored (`U = W Π`), on P1 and
+    /// on P2 rounds (of three tasks), on rows with and without many zeros.
+    #[test]
+    fn row_side_and_factored_forms_follow_route_a() {
+        for &(d, k, zeros) in &[
+            (5, 12, false),
+            (5, 12, true),
+            (8 * 16 + 1, 4, false),
+            (8 * 16 + 1, 4, true),
+        ] {
+            let n = 1200;
+            let (mut x, tasks, y) = random_stream(n, d, k, 33);
+            if zeros {
+                x.iter_mut().enumerate().for_each(|(j, v)| {
+                    if j % 4 != 0 {
+                        *v = 0.0
+                    }
+                });
+            }
+            let rows = Rows::Dense {
+                data: &x,
+                n_rows: n,
+                n_cols: d,
+            };
+            let rounds: Vec<i64> = (0..n as i64).map(|t| t / 3).collect();
+            for p2 in [false, true] {
+                let mut auto = model(k, d, 0.2, 0.1, 0.05, 1e-3, RomcoTrigger::Loss);
+                let mut qr = model(k, d, 0.2, 0.1, 0.05, 1e-3, RomcoTrigger::Loss).with_route(SvtRoute::Qr);
+                let (sa, sq) = if p2 {
+                    (
+                        learn_rounds(&mut auto, &rows, &tasks, &y, &rounds).unwrap(),
+                        learn_rounds(&mut qr, &rows, &tasks, &y, &rounds).unwrap(),
+                    )
+                } else {
+                    (
+                        learn(&mut auto, &rows, &tasks, &y).unwrap(),
+                        learn(&mut qr, &rows, &tasks, &y).unwrap(),
+                    )
+                };
+                let scale = sq.iter().fold(0.0f64, |a, &f| a.max(f.abs()));
+                sa.iter()
+                    .zip(&sq)
+                    .for_each(|(a, q)| assert!((a - q).abs() <= 1e-9 * scale, "d={d} k={k} p2={p2}: {a} vs {q}"));
+                assert!(
+                    relative_difference(&auto.u_matrix(), &qr.u_matrix()) < 1e-9,
+                    "d={d} k={k} p2={p2}"
+                );
+                let side = if d < k { "n_row_svt" } else { "u_factored" };
+                assert!(
+                    diagnostic(&auto, side) > 0.0,
+                    "d={d} k={k} p2={p2}: {:?}",
+                    auto.diagnostics()
+                );
+                assert_eq!(diagnostic(&auto, "n_qr_svt"), 0.0);
+                auto.check_state().unwrap();
+            }
+        }
     }
 
     /// With two identical tasks U has two equal columns after every update of the second: `Ĉ`

@@ -550,11 +550,19 @@ pub fn column_update(z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64) -> 
     Some(out)
 }
 
+/// The direction `e` of a Gram change: a coordinate vector `eᵢ` (its image `Zᵀeᵢ` is row i
+/// of Z) or any vector.
+#[derive(Clone, Copy)]
+enum Basis<'a> {
+    Row(usize),
+    Vector(&'a [f64]),
+}
+
 /// Reusable scratch for [`column_update`], so that an update per example does not allocate.
 #[derive(Debug, Clone, Default)]
 pub struct ColumnUpdater {
     solver: RankOneSolver,
-    /// ĝ, q1, q2, v₊, v₋ and W₁ᵀv₋ (n each).
+    /// ĝ, q1, q2, v₊, v₋, W₁ᵀv₋ and ê (n each).
     vectors: Vec<f64>,
     /// The first rank-one step's result, and a product buffer.
     first: Eigen,
@@ -568,23 +576,71 @@ impl ColumnUpdater {
     /// basis products, `O(n²)` otherwise. `None` for non-finite input.
     pub fn update(&mut self, z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64, out: &mut Eigen) -> Option<()> {
         let n = mu.len();
-        assert!(z.len() == n * n && g.len() == n && i < n);
+        assert!(z.len() == n * n && i < n);
+        self.update_in_basis(z, mu, Basis::Row(i), g, alpha, out)
+    }
+
+    /// Writes the eigendecomposition of `D̂ = Z diag(mu) Zᵀ + g eᵀ + e gᵀ + α e eᵀ` into `out`
+    /// for any vector `e` (not only a coordinate vector): with `D = UUᵀ`, `g = Ue_t` (column
+    /// t of U) and `α = 1`, `D̂` is the Gram matrix `ÛÛᵀ` of the rows of `Û = U + e e_tᵀ`,
+    /// the change ROMCO's row-side Gram route (wide U) sees. Same cost as [`Self::update`].
+    pub fn update_vector(
+        &mut self,
+        z: &[f64],
+        mu: &[f64],
+        e: &[f64],
+        g: &[f64],
+        alpha: f64,
+        out: &mut Eigen,
+    ) -> Option<()> {
+        let n = mu.len();
+        assert!(z.len() == n * n && e.len() == n);
+        self.update_in_basis(z, mu, Basis::Vector(e), g, alpha, out)
+    }
+
+    fn update_in_basis(
+        &mut self,
+        z: &[f64],
+        mu: &[f64],
+        e: Basis,
+        g: &[f64],
+        alpha: f64,
+        out: &mut Eigen,
+    ) -> Option<()> {
+        let n = mu.len();
+        assert!(g.len() == n);
         self.vectors.clear();
-        self.vectors.resize(6 * n, 0.0);
+        self.vectors.resize(7 * n, 0.0);
         let (g_hat, rest) = self.vectors.split_at_mut(n);
         let (q1, rest) = rest.split_at_mut(n);
         let (q2, rest) = rest.split_at_mut(n);
         let (v_big, rest) = rest.split_at_mut(n);
-        let (v_small, v2) = rest.split_at_mut(n);
-        // In the eigenbasis: ê = Zᵀeᵢ (row i of Z), ĝ = Zᵀg.
-        let e_hat = &z[i * n..(i + 1) * n];
+        let (v_small, rest) = rest.split_at_mut(n);
+        let (v2, e_rotated) = rest.split_at_mut(n);
+        // In the eigenbasis: ê = Zᵀe (row i of Z for e = eᵢ), ĝ = Zᵀg.
         for (row, &gr) in z.chunks_exact(n).zip(g) {
             g_hat.iter_mut().zip(row).for_each(|(o, &zr)| *o += zr * gr);
         }
+        let e_hat: &[f64] = match e {
+            Basis::Row(i) => &z[i * n..(i + 1) * n],
+            Basis::Vector(e) => {
+                for (row, &er) in z.chunks_exact(n).zip(e) {
+                    e_rotated.iter_mut().zip(row).for_each(|(o, &zr)| *o += zr * er);
+                }
+                e_rotated
+            }
+        };
         // Orthonormal q1 ∝ ê, q2 ∝ ĝ - (ĝ·q1) q1: the change is [[2be + αe², eh], [eh, 0]] there.
         let e = e_hat.iter().map(|x| x * x).sum::<f64>().sqrt();
-        if e == 0.0 || !e.is_finite() {
+        if !e.is_finite() {
             return None;
+        }
+        if e == 0.0 {
+            // e = 0 (a zero row, or a coordinate vector outside the basis): nothing changes.
+            resize(out, n);
+            out.values.copy_from_slice(mu);
+            out.vectors.copy_from_slice(z);
+            return Some(());
         }
         q1.iter_mut().zip(e_hat).for_each(|(q, x)| *q = x / e);
         let b: f64 = g_hat.iter().zip(q1.iter()).map(|(x, y)| x * y).sum();
@@ -780,6 +836,56 @@ mod tests {
                 let got = column_update(&z, &mu, i, &g, alpha).expect("finite");
                 let (rec, orth) = residuals(&want, &got, k);
                 assert!(rec < 1e-13 && orth < 1e-13, "d={d} k={k} i={i}: {rec:e} {orth:e}");
+            }
+        }
+    }
+
+    /// The Gram matrix of the rows, `ÛÛᵀ` for `Û = U + a e_tᵀ`, from the eigendecomposition of
+    /// `UUᵀ` (wide U, rank-deficient included, and a zero step).
+    #[test]
+    fn vector_update_matches_the_row_gram_of_the_changed_matrix() {
+        let mut rng = SplitMix64::new(12);
+        for &(d, k, rank, scale_a) in &[(6, 20, 6, 1.0), (28, 139, 23, 0.1), (5, 9, 3, 10.0), (4, 7, 4, 0.0)] {
+            // U = A B with A d x rank, B rank x k (column-major U): rank-deficient when rank < d.
+            let a_f: Vec<f64> = (0..d * rank).map(|_| uniform(&mut rng)).collect();
+            let b_f: Vec<f64> = (0..rank * k).map(|_| uniform(&mut rng)).collect();
+            let u: Vec<f64> = (0..d * k)
+                .map(|idx| {
+                    (0..rank)
+                        .map(|c| a_f[(idx % d) * rank + c] * b_f[c * k + idx / d])
+                        .sum()
+                })
+                .collect();
+            let row_gram = |m: &[f64]| -> Vec<f64> {
+                let mut g = vec![0.0; d * d];
+                for r in 0..d {
+                    for s in 0..d {
+                        g[r * d + s] = (0..k).map(|j| m[j * d + r] * m[j * d + s]).sum();
+                    }
+                }
+                g
+            };
+            let eig = SymmetricEigen::new(DMatrix::from_row_slice(d, d, &row_gram(&u)));
+            let z: Vec<f64> = (0..d * d).map(|idx| eig.eigenvectors[(idx / d, idx % d)]).collect();
+            let mu: Vec<f64> = eig.eigenvalues.iter().copied().collect();
+            for t in [0, k - 1, k / 2] {
+                // A step inside the column space of U (as ROMCO's rows are in School's span).
+                let w: Vec<f64> = (0..rank).map(|_| scale_a * uniform(&mut rng)).collect();
+                let a: Vec<f64> = (0..d)
+                    .map(|r| (0..rank).map(|c| a_f[r * rank + c] * w[c]).sum())
+                    .collect();
+                let column = u[t * d..(t + 1) * d].to_vec();
+                let mut changed = u.clone();
+                changed[t * d..(t + 1) * d]
+                    .iter_mut()
+                    .zip(&a)
+                    .for_each(|(x, y)| *x += y);
+                let mut got = Eigen::default();
+                ColumnUpdater::default()
+                    .update_vector(&z, &mu, &a, &column, 1.0, &mut got)
+                    .expect("finite");
+                let (rec, orth) = residuals(&row_gram(&changed), &got, d);
+                assert!(rec < 1e-13 && orth < 1e-13, "d={d} k={k} t={t}: {rec:e} {orth:e}");
             }
         }
     }

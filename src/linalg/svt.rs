@@ -23,7 +23,7 @@
 
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
-use crate::linalg::simd::{dispatch, dot4, matmul, Lanes};
+use crate::linalg::simd::{dense_dot, dispatch, dot4, matmul, Lanes};
 
 /// Rows per block in the blocked QR kernel.
 const BLOCK: usize = 512;
@@ -80,6 +80,34 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
         }
     }
     c
+}
+
+/// `MMᵀ` (`d x d` row-major) of a column-major `d x k` matrix: the Gram matrix of its rows, the
+/// smaller side when `d < k`. `O(d² k)`: the rows are gathered once (a transposed copy), then
+/// each entry is one contiguous dot product.
+pub fn row_gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
+    let mut rows = vec![0.0; d * k];
+    for (c, col) in m.chunks_exact(d).take(k).enumerate() {
+        for (r, &v) in col.iter().enumerate() {
+            rows[r * k + c] = v;
+        }
+    }
+    let mut out = vec![0.0; d * d];
+    for a in 0..d {
+        let ra = &rows[a * k..(a + 1) * k];
+        for b in 0..=a {
+            let v = dense_dot(ra, &rows[b * k..(b + 1) * k]);
+            out[a * d + b] = v;
+            out[b * d + a] = v;
+        }
+    }
+    out
+}
+
+/// `out = P M` for a column-major `d x k` `M` and a symmetric row-major `d x d` `P` (the
+/// row-side SVT `Π_L Û`, `O(d² k)`). In memory this is the row-major `k x d` product `Mᵀ P`.
+pub fn symmetric_left_multiply(m: &[f64], d: usize, k: usize, p: &[f64], out: &mut [f64]) {
+    matmul(m, p, k, d, d, out);
 }
 
 /// `M ← M P` in place for a column-major `d x k` matrix `M` and a row-major `k x k` `P`.
@@ -393,13 +421,18 @@ pub fn gram_route(c_hat: &[f64], k: usize, theta: f64) -> Option<Shrinkage> {
     if k == 0 || c_hat.iter().any(|v| !v.is_finite()) {
         return None;
     }
-    let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(k, k, c_hat), f64::EPSILON, MAX_ITER)?;
-    gram_route_from_eigen(
-        eig.eigenvalues.iter().copied().collect(),
-        row_major(&eig.eigenvectors),
-        theta,
-        true,
-    )
+    let (values, vectors) = symmetric_eigen(c_hat, k)?;
+    gram_route_from_eigen(values, vectors, theta, true)
+}
+
+/// Eigenvalues and eigenvectors (row-major `n x n`, column r for value r) of the symmetric
+/// row-major `n x n` `m` (nalgebra); `None` for non-finite input or no convergence.
+pub fn symmetric_eigen(m: &[f64], n: usize) -> Option<(Vec<f64>, Vec<f64>)> {
+    if n == 0 || m.iter().any(|v| !v.is_finite()) {
+        return None;
+    }
+    let eig = SymmetricEigen::try_new(DMatrix::from_row_slice(n, n, m), f64::EPSILON, MAX_ITER)?;
+    Some((eig.eigenvalues.iter().copied().collect(), row_major(&eig.eigenvectors)))
 }
 
 /// Route (b) from an eigendecomposition of `Ĉ` already at hand (`vectors` row-major `k x k`,

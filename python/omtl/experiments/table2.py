@@ -226,6 +226,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {line}")
     started = time.time()
     runs, trials, failures, tuned, streams_info = [], [], [], {}, {}
+    plotted: set[str] = set()  # data sets whose figure is final (drawn once, not after every data set)
     def _finish(partial: bool) -> dict:
         """Aggregates and writes every output; called after each data set, so an interrupted run
         still leaves the tables of the data sets it finished."""
@@ -252,7 +253,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "environment": environment(),
             "partial": partial,
         }
-        write_outputs(out, summary, runs, trials, settings)
+        write_outputs(out, summary, runs, trials, settings, plotted=plotted)
         return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
 
 
@@ -420,7 +421,10 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
     return "\n".join(lines)
 
 
-def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list[dict], settings: dict) -> None:
+def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list[dict], settings: dict,
+                  plotted: set | None = None) -> None:
+    """Writes the tables, CSVs, settings and one figure per data set; the data sets in ``plotted``
+    (finished ones whose figure is already written) are skipped, and the ones drawn are added."""
     write_csv(out / "table2.csv", summary, CSV_FIELDS)
     write_csv(out / "table2_runs.csv", runs, RUN_FIELDS)
     trial_fields = ["dataset", "algorithm"] + sorted({k for t in trials for k in t} - {"dataset", "algorithm",
@@ -431,7 +435,11 @@ def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list
     from .figures import plot_cumulative_error
 
     for key in settings["datasets"]:
+        if plotted is not None and key in plotted:
+            continue
         curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
         plot_cumulative_error(curves, f"{DATASETS[key].title}\ncumulative error rate, mean over "
                               f"{len(settings['seeds'])} shuffle(s)",
                               out / f"fig_cumulative_error_{key}.png")
+        if plotted is not None:
+            plotted.add(key)

@@ -116,8 +116,22 @@ class MTLinear(OnlineClassifier):
 
     @available_if(_has_probabilities)
     def predict_proba(self, X, *, tasks=None) -> np.ndarray:
-        """``[P(y = -1), P(y = +1)]`` per row, the logistic model's probabilities (``loss="logistic"``
-        only: for the other losses the attribute does not exist, so ``hasattr`` is False)."""
+        """The logistic model's class probabilities (``loss="logistic"`` only: for the other
+        losses the attribute does not exist, so ``hasattr`` is False).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Rows (dense float arrays or any scipy.sparse matrix).
+        tasks : array-like of shape (n_samples,), scalar or None, default=None
+            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
+            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, 2)
+            ``[P(y = negative), P(y = positive)]`` per row (columns in ``classes_`` order).
+        """
         z = self.decision_function(X, tasks=tasks)
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         return np.column_stack([1.0 - p, p])
