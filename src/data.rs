@@ -144,20 +144,19 @@ impl<'a> Rows<'a> {
     /// Rows `a..b` of the batch (`a <= b <= len`). A CSR slice needs its own `indptr` starting at
     /// 0, which is written into `buf`.
     pub fn range(&self, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a> {
+        let n_cols = self.n_cols();
         match *self {
-            Rows::Dense { data, n_cols, .. } => Rows::dense(&data[a * n_cols..b * n_cols], b - a, n_cols),
+            Rows::Dense { data, .. } => Rows::dense(&data[a * n_cols..b * n_cols], b - a, n_cols),
             Rows::Csr {
-                indptr,
-                indices,
-                data,
-                n_cols,
+                indptr, indices, data, ..
             } => {
                 let (lo, hi) = (indptr[a] as usize, indptr[b] as usize);
                 *buf = indptr[a..=b].iter().map(|p| p - indptr[a]).collect();
+                let (indices, data) = (&indices[lo..hi], &data[lo..hi]);
                 Rows::Csr {
                     indptr: buf,
-                    indices: &indices[lo..hi],
-                    data: &data[lo..hi],
+                    indices,
+                    data,
                     n_cols,
                 }
             }

@@ -81,6 +81,23 @@ pub(crate) fn check_counts(what: &str, counts: &[u64]) -> Result<()> {
     }
 }
 
+/// Stored examples: every task in `[0, n_tasks)` and every label -1 or +1. `example` and `label`
+/// name one of them in the messages ("a stored example", "a stored label").
+pub(crate) fn check_tasks_and_labels(
+    tasks: &[u32],
+    labels: &[f64],
+    n_tasks: usize,
+    example: &str,
+    label: &str,
+) -> Result<()> {
+    ensure(tasks.iter().all(|&t| (t as usize) < n_tasks), || {
+        format!("{example} names a task outside [0, {n_tasks})")
+    })?;
+    ensure(labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
+        format!("{label} is not -1 or +1")
+    })
+}
+
 /// `a * b` without overflow (a size computed from restored fields).
 pub(crate) fn checked_size(what: &str, a: usize, b: usize) -> Result<usize> {
     a.checked_mul(b)

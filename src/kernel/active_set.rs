@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
-use crate::state::{check_finite, check_len, ensure};
+use crate::state::{check_finite, check_len, check_tasks_and_labels, ensure};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActiveSet {
@@ -48,12 +48,13 @@ impl ActiveSet {
         ] {
             check_len(what, len, n)?;
         }
-        ensure(self.tasks.iter().all(|&t| (t as usize) < n_tasks), || {
-            format!("an active-set element names a task outside [0, {n_tasks})")
-        })?;
-        ensure(self.labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
-            "an active-set label is not -1 or +1".into()
-        })?;
+        check_tasks_and_labels(
+            &self.tasks,
+            &self.labels,
+            n_tasks,
+            "an active-set element",
+            "an active-set label",
+        )?;
         check_finite("active-set coefficients", &self.beta)?;
         let mut seen = vec![false; n];
         let mut last_time = 0u64;

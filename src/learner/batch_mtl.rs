@@ -29,7 +29,9 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::linalg::svt;
-use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
+use crate::state::{
+    check_counts, check_finite, check_len, check_tasks_and_labels, checked_size, ensure, param, CheckState,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Regularizer {
@@ -781,12 +783,7 @@ impl CheckState for BatchMtl {
         check_finite("MTL biases", &self.bias)?;
         let n = self.labels.len();
         check_len("stored tasks", self.tasks.len(), n)?;
-        ensure(self.tasks.iter().all(|&t| (t as usize) < k), || {
-            format!("a stored example names a task outside [0, {k})")
-        })?;
-        ensure(self.labels.iter().all(|&y| y == 1.0 || y == -1.0), || {
-            "a stored label is not -1 or +1".into()
-        })?;
+        check_tasks_and_labels(&self.tasks, &self.labels, k, "a stored example", "a stored label")?;
         let finite32 = |v: &[f32]| v.iter().all(|x| x.is_finite());
         match &self.store {
             Store::Dense(data) => {
