@@ -27,7 +27,7 @@ use crate::alloc::Need;
 use crate::data::{Row, Rows};
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{check_nonnegative, Build, OnlineLearner, Setting};
 use crate::linalg::svt;
 use crate::state::{
     check_counts, check_finite, check_len, check_tasks_and_labels, checked_size, ensure, param, CheckState,
@@ -552,10 +552,7 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let rho = self.rho;
-        if !(rho >= 0.0 && rho.is_finite()) {
-            return Err(invalid("rho", format!("must be a finite number >= 0, got {rho}")));
-        }
+        check_nonnegative("rho", self.rho)?;
         if self.retrain_every == 0 {
             return Err(invalid("retrain_every", "must be >= 1"));
         }

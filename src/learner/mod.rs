@@ -198,7 +198,7 @@ pub use omtrl::{OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressiveParams};
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};
 pub use romco::{RomcoParams, RomcoTrigger, SvtRoute};
-pub use spec::{check_c, Build, NoParams, ParamGuard, Setting};
+pub use spec::{check_c, check_nonnegative, Build, NoParams, ParamGuard, Setting};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};

@@ -23,7 +23,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{is_update_mistake, Build, OnlineLearner, Setting};
+use crate::learner::{check_nonnegative, is_update_mistake, Build, OnlineLearner, Setting};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -85,11 +85,7 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let eta = self.eta;
-        if !(eta >= 0.0 && eta.is_finite()) {
-            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
-        }
-        Ok(())
+        check_nonnegative("eta", self.eta)
     }
 }
 

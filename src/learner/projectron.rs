@@ -30,7 +30,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -95,10 +95,7 @@ learner_params! {
         if budget < 1 {
             return Err(invalid("budget", format!("must be >= 1, got {budget}")));
         }
-        if !(eta >= 0.0 && eta.is_finite()) {
-            return Err(invalid("eta", format!("must be a finite number >= 0, got {eta}")));
-        }
-        Ok(())
+        check_nonnegative("eta", eta)
     }
 }
 

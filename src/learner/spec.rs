@@ -115,6 +115,14 @@ impl ParamGuard for NoParams {
     }
 }
 
+/// A step size or penalty weight `name`: a finite number >= 0.
+pub fn check_nonnegative(name: &'static str, value: f64) -> Result<()> {
+    if !(value >= 0.0 && value.is_finite()) {
+        return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
+    }
+    Ok(())
+}
+
 /// The aggressiveness C of the PA-style learners (PA, OMTL): a finite number > 0.
 pub fn check_c(c: f64) -> Result<()> {
     if !(c.is_finite() && c > 0.0) {
