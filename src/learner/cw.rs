@@ -516,8 +516,7 @@ impl CwCol {
 mod tests {
     use super::*;
     use crate::data::Rows;
-    use crate::learner::learn;
-    use crate::rng::SplitMix64;
+    use crate::learner::{learn, test_support};
 
     #[test]
     fn quantile_is_accurate() {
@@ -546,14 +545,7 @@ mod tests {
     #[test]
     fn omega_zero_is_independent_cw_and_variances_stay_positive() {
         let (n, d, k) = (500, 5, 3);
-        let mut rng = SplitMix64::new(3);
-        let x: Vec<f64> = (0..n * d)
-            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-            .collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| if x[t * d] - x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
-            .collect();
+        let (x, tasks, y) = test_support::stream(n, d, k, 3, |x, _, _| x[0] - x[1] > 0.0);
         let rows = Rows::dense(&x, n, d);
         let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
         let a = learn(&mut col, &rows, &tasks, &y).unwrap();

@@ -428,7 +428,7 @@ impl OnlineLearner for Omtrl {
 mod tests {
     use super::*;
     use crate::data::Rows;
-    use crate::learner::learn;
+    use crate::learner::{learn, test_support};
     use crate::rng::SplitMix64;
 
     #[test]
@@ -466,15 +466,7 @@ mod tests {
     }
 
     fn stream(n: usize, d: usize, k: usize) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
-        let mut rng = SplitMix64::new(5);
-        let x: Vec<f64> = (0..n * d)
-            .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0)
-            .collect();
-        let tasks: Vec<i64> = (0..n).map(|t| (t % k) as i64).collect();
-        let y: Vec<f64> = (0..n)
-            .map(|t| if x[t * d] + 0.5 * x[t * d + 2] > 0.0 { 1.0 } else { -1.0 })
-            .collect();
-        (x, tasks, y)
+        test_support::stream(n, d, k, 5, |x, _, _| x[0] + 0.5 * x[2] > 0.0)
     }
 
     #[test]
