@@ -1037,6 +1037,29 @@ mod tests {
         assert!(a.gram.residual() < 1e-8 && b.gram.residual() < 1e-8);
     }
 
+    /// Feeds the stream row by row and calls `check(before, after, t)` after every row that
+    /// evicted an element (`evictions` reads the count); returns how many rows did.
+    fn each_eviction<L: OnlineLearner + Clone>(
+        m: &mut L,
+        (x, tasks, y): (&[f64], &[i64], &[f64]),
+        d: usize,
+        evictions: impl Fn(&L) -> u64,
+        mut check: impl FnMut(&L, &L, usize),
+    ) -> usize {
+        let mut scratch = Scratch::default();
+        let mut checked = 0;
+        for t in 0..y.len() {
+            let before = m.clone();
+            let row = Row::Dense(&x[t * d..(t + 1) * d]);
+            m.learn_one(row, tasks[t] as usize, y[t], &mut scratch).unwrap();
+            if evictions(m) != evictions(&before) {
+                check(&before, m, t);
+                checked += 1;
+            }
+        }
+        checked
+    }
+
     /// INV-P3: the H-norm of the change made by a budget step equals score_r.
     #[test]
     fn removal_damage_equals_the_score() {
@@ -1045,51 +1068,42 @@ mod tests {
         let kernel = BaseKernel::rbf(4.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
         let mut m = MTBPRJ::new(tk.clone(), kernel, d, false, params(10, 0.05)).unwrap();
-        let mut scratch = Scratch::default();
-        let mut checked = 0;
-        for t in 0..n {
-            let row = Row::Dense(&x[t * d..(t + 1) * d]);
+        let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ| m.n_evictions(), |before, m, t| {
             let i = tasks[t] as usize;
-            let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch).unwrap();
-            if m.n_evictions() == before.n_evictions() {
-                continue;
-            }
-            // S ∪ {z} in insertion order, with β_pre, and β_post matched by insertion time.
-            let mut elems = elements(&before.set);
-            let mut pre: Vec<f64> = elems.iter().map(|e| before.set.beta(e.3)).collect();
-            elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
-            pre.push(y[t]);
-            let post_map: Vec<(u64, f64)> = elements(&m.set).iter().map(|e| (e.2, m.set.beta(e.3))).collect();
-            let post: Vec<f64> = elems
-                .iter()
-                .map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1))
-                .collect();
-            let nn = elems.len();
-            let h = DMatrix::from_fn(nn, nn, |a, b| {
-                tk.get(elems[a].1, elems[b].1) * kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
-            });
-            let diff = DVector::from_fn(nn, |a, _| pre[a] - post[a]);
-            let damage = (diff.transpose() * &h * &diff)[(0, 0)].sqrt();
-            let qinv = h.clone().try_inverse().unwrap();
-            let scores: Vec<f64> = (0..nn - 1).map(|j| pre[j].abs() / qinv[(j, j)].sqrt()).collect();
-            let r = post
-                .iter()
-                .take(nn - 1)
-                .position(|&b| b == 0.0)
-                .expect("one element removed");
-            let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
-            assert!(
-                (scores[r] - best).abs() <= 1e-9 * best.max(1e-12),
-                "removed a non-minimal element"
-            );
-            assert!(
-                (damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9),
-                "damage {damage} vs score {}",
-                scores[r]
-            );
-            checked += 1;
-        }
+        // S ∪ {z} in insertion order, with β_pre, and β_post matched by insertion time.
+        let mut elems = elements(&before.set);
+        let mut pre: Vec<f64> = elems.iter().map(|e| before.set.beta(e.3)).collect();
+        elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
+        pre.push(y[t]);
+        let post_map: Vec<(u64, f64)> = elements(&m.set).iter().map(|e| (e.2, m.set.beta(e.3))).collect();
+        let post: Vec<f64> = elems
+            .iter()
+            .map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1))
+            .collect();
+        let nn = elems.len();
+        let h = DMatrix::from_fn(nn, nn, |a, b| {
+            tk.get(elems[a].1, elems[b].1) * kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
+        });
+        let diff = DVector::from_fn(nn, |a, _| pre[a] - post[a]);
+        let damage = (diff.transpose() * &h * &diff)[(0, 0)].sqrt();
+        let qinv = h.clone().try_inverse().unwrap();
+        let scores: Vec<f64> = (0..nn - 1).map(|j| pre[j].abs() / qinv[(j, j)].sqrt()).collect();
+        let r = post
+            .iter()
+            .take(nn - 1)
+            .position(|&b| b == 0.0)
+            .expect("one element removed");
+        let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
+        assert!(
+            (scores[r] - best).abs() <= 1e-9 * best.max(1e-12),
+            "removed a non-minimal element"
+        );
+        assert!(
+            (damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9),
+            "damage {damage} vs score {}",
+            scores[r]
+        );
+        });
         assert!(checked > 20, "too few budget steps: {checked}");
     }
 
@@ -1101,52 +1115,43 @@ mod tests {
         let kernel = BaseKernel::rbf(4.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0), (1, 2, 0.5)]).unwrap();
         let mut m = MTBPRJ2::new(tk, kernel, d, false, params(9, 0.05), false).unwrap();
-        let mut scratch = Scratch::default();
-        let mut checked = 0;
-        for t in 0..n {
-            let row = Row::Dense(&x[t * d..(t + 1) * d]);
+        let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ2| m.counters.n_evictions, |before, m, t| {
             let i = tasks[t] as usize;
-            let before = m.clone();
-            m.learn_one(row, i, y[t], &mut scratch).unwrap();
-            if m.counters.n_evictions == before.counters.n_evictions {
-                continue;
-            }
-            let mut elems = elements(&before.dict);
-            let mut pre: Vec<Vec<f64>> = (0..k)
-                .map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect())
-                .collect();
-            elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
-            for (l, p) in pre.iter_mut().enumerate() {
-                p.push(y[t] * before.tasks.get(l, i));
-            }
-            let post_elems = elements(&m.dict);
-            let nn = elems.len();
-            let h = DMatrix::from_fn(nn, nn, |a, b| {
-                kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
-            });
-            let qinv = h.clone().try_inverse().unwrap();
-            let mut damage2 = 0.0;
-            for (l, pre_l) in pre.iter().enumerate() {
-                let post: Vec<f64> = elems
-                    .iter()
-                    .map(|e| post_elems.iter().find(|p| p.2 == e.2).map_or(0.0, |p| m.weight(l, p.3)))
-                    .collect();
-                let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
-                damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
-            }
-            let r = elems
-                .iter()
-                .position(|e| !post_elems.iter().any(|p| p.2 == e.2))
-                .unwrap();
-            let norm: f64 = (0..k).map(|l| pre[l][r] * pre[l][r]).sum::<f64>().sqrt();
-            let dr = norm / qinv[(r, r)].sqrt();
-            assert!(
-                (damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9),
-                "{} vs {dr}",
-                damage2.sqrt()
-            );
-            checked += 1;
+        let mut elems = elements(&before.dict);
+        let mut pre: Vec<Vec<f64>> = (0..k)
+            .map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect())
+            .collect();
+        elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
+        for (l, p) in pre.iter_mut().enumerate() {
+            p.push(y[t] * before.tasks.get(l, i));
         }
+        let post_elems = elements(&m.dict);
+        let nn = elems.len();
+        let h = DMatrix::from_fn(nn, nn, |a, b| {
+            kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
+        });
+        let qinv = h.clone().try_inverse().unwrap();
+        let mut damage2 = 0.0;
+        for (l, pre_l) in pre.iter().enumerate() {
+            let post: Vec<f64> = elems
+                .iter()
+                .map(|e| post_elems.iter().find(|p| p.2 == e.2).map_or(0.0, |p| m.weight(l, p.3)))
+                .collect();
+            let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
+            damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
+        }
+        let r = elems
+            .iter()
+            .position(|e| !post_elems.iter().any(|p| p.2 == e.2))
+            .unwrap();
+        let norm: f64 = (0..k).map(|l| pre[l][r] * pre[l][r]).sum::<f64>().sqrt();
+        let dr = norm / qinv[(r, r)].sqrt();
+        assert!(
+            (damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9),
+            "{} vs {dr}",
+            damage2.sqrt()
+        );
+        });
         assert!(checked > 20, "too few budget steps: {checked}");
     }
 
