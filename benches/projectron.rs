@@ -10,7 +10,7 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion};
 use omtl::data::Row;
 use omtl::kernel::{BaseKernel, Scratch, TaskKernel};
-use omtl::learner::{OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+use omtl::learner::{Build, MTBPRJ2Params, OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 use omtl::rng::SplitMix64;
 
 const D: usize = 10;
@@ -47,10 +47,13 @@ fn budget_step(c: &mut Criterion) {
             let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
             let tasks = TaskKernel::complete(K).unwrap();
             if two {
-                let model = filled(MTBPRJ2::new(tasks, kernel, D, false, params, false).unwrap(), b);
+                let model = filled(
+                    MTBPRJ2::with_kernels(&tasks, kernel, D, false, MTBPRJ2Params::from_shared(params, false)).unwrap(),
+                    b,
+                );
                 bench_step(&mut group, b, &model, &candidates);
             } else {
-                let model = filled(MTBPRJ::new(tasks, kernel, D, false, params).unwrap(), b);
+                let model = filled(MTBPRJ::with_kernels(&tasks, kernel, D, false, params).unwrap(), b);
                 bench_step(&mut group, b, &model, &candidates);
             }
         }
@@ -88,7 +91,7 @@ fn recompute(c: &mut Criterion) {
     for &b in &[100usize, 250, 500, 1000] {
         let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
         let model = filled(
-            MTBPRJ::new(TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(),
+            MTBPRJ::with_kernels(&TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(),
             b,
         );
         group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {

@@ -132,6 +132,17 @@ impl MTBPRJ2Params {
             threshold: self.threshold,
         }
     }
+
+    /// MTBPRJ's settings with the A-C7 ablation switch.
+    pub fn from_shared(shared: ProjectronParams, alg2_literal_line14: bool) -> Self {
+        let ProjectronParams { budget, eta, threshold } = shared;
+        Self {
+            budget,
+            eta,
+            threshold,
+            alg2_literal_line14,
+        }
+    }
 }
 
 /// Counters both learners report.
@@ -256,16 +267,6 @@ impl Build for MTBPRJ {
 }
 
 impl MTBPRJ {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        params: ProjectronParams,
-    ) -> Result<Self> {
-        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
-    }
-
     pub fn active_set(&self) -> &ActiveSet {
         &self.set
     }
@@ -482,25 +483,6 @@ pub struct MTBPRJ2 {
     /// Column stride of every block.
     cap: usize,
     counters: Counters,
-}
-
-impl MTBPRJ2 {
-    pub fn new(
-        tasks: TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        params: ProjectronParams,
-        literal_line14: bool,
-    ) -> Result<Self> {
-        let params = MTBPRJ2Params {
-            budget: params.budget,
-            eta: params.eta,
-            threshold: params.threshold,
-            alg2_literal_line14: literal_line14,
-        };
-        Self::build(&params, &Setting::over(&tasks, Some(kernel), n_features, sparse))
-    }
 }
 
 impl Build for MTBPRJ2 {
@@ -957,8 +939,8 @@ mod tests {
     use super::*;
 
     /// MTBPRJ-2 as the paper's corrected Algorithm 2 (no A-C7 ablation).
-    fn mtbprj2(tasks: TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, params: ProjectronParams) -> MTBPRJ2 {
-        MTBPRJ2::new(tasks, kernel, d, sparse, params, false).unwrap()
+    fn mtbprj2(tasks: &TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, params: ProjectronParams) -> MTBPRJ2 {
+        MTBPRJ2::with_kernels(tasks, kernel, d, sparse, MTBPRJ2Params::from_shared(params, false)).unwrap()
     }
     use crate::data::Rows;
     use crate::learner::{learn, MTPerceptron};
@@ -1016,8 +998,8 @@ mod tests {
         let (n, d, k) = (500, 4, 3);
         let (x, tasks, y) = stream(n, d, k, 1);
         let kernel = BaseKernel::rbf(3.0).unwrap();
-        let mut a = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
-        let mut b = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3));
+        let mut a = MTBPRJ::with_kernels(&TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
+        let mut b = mtbprj2(&TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3));
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
@@ -1067,7 +1049,7 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 4);
         let kernel = BaseKernel::rbf(4.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
-        let mut m = MTBPRJ::new(tk.clone(), kernel, d, false, params(10, 0.05)).unwrap();
+        let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(10, 0.05)).unwrap();
         let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ| m.n_evictions(), |before, m, t| {
             let i = tasks[t] as usize;
         // S ∪ {z} in insertion order, with β_pre, and β_post matched by insertion time.
@@ -1114,7 +1096,7 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 8);
         let kernel = BaseKernel::rbf(4.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0), (1, 2, 0.5)]).unwrap();
-        let mut m = MTBPRJ2::new(tk, kernel, d, false, params(9, 0.05), false).unwrap();
+        let mut m = mtbprj2(&tk, kernel, d, false, params(9, 0.05));
         let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ2| m.counters.n_evictions, |before, m, t| {
             let i = tasks[t] as usize;
         let mut elems = elements(&before.dict);
@@ -1163,8 +1145,8 @@ mod tests {
         let kernel = BaseKernel::rbf(2.0).unwrap();
         let tk = TaskKernel::complete(2).unwrap();
         let pts = [[0.1, 0.5, 0.9], [0.8, 0.2, 0.4], [0.3, 0.3, 0.7]];
-        let mut m = MTBPRJ::new(tk.clone(), kernel, d, false, params(10, 0.0)).unwrap();
-        let mut m2 = MTBPRJ2::new(tk, kernel, d, false, params(10, 0.0), false).unwrap();
+        let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(10, 0.0)).unwrap();
+        let mut m2 = mtbprj2(&tk, kernel, d, false, params(10, 0.0));
         let mut scratch = Scratch::default();
         let labels = [1.0, -1.0, 1.0];
         for (p, &yl) in pts.iter().zip(&labels) {
@@ -1219,8 +1201,8 @@ mod tests {
         let tasks = vec![0i64; n];
         let kernel = BaseKernel::rbf(2.0).unwrap();
         for graph in [TaskKernel::complete(1).unwrap(), TaskKernel::disconnected(1).unwrap()] {
-            let mut a = MTBPRJ::new(graph.clone(), kernel, d, false, params(15, 0.1)).unwrap();
-            let mut b = MTBPRJ2::new(graph, kernel, d, false, params(15, 0.1), false).unwrap();
+            let mut a = MTBPRJ::with_kernels(&graph, kernel, d, false, params(15, 0.1)).unwrap();
+            let mut b = mtbprj2(&graph, kernel, d, false, params(15, 0.1));
             let fa = run(&mut a, &x, &tasks, &y, d);
             let fb = run(&mut b, &x, &tasks, &y, d);
             for (p, q) in fa.iter().zip(&fb) {
@@ -1246,10 +1228,10 @@ mod tests {
             let mut p = MTPerceptron::new(graph.clone(), kernel, d, false).unwrap();
             let fp = run(&mut p, &x, &tasks, &y, d);
             let fq = if two {
-                let mut m = MTBPRJ2::new(graph, kernel, d, false, params(n, 0.0), false).unwrap();
+                let mut m = mtbprj2(&graph, kernel, d, false, params(n, 0.0));
                 run(&mut m, &x, &tasks, &y, d)
             } else {
-                let mut m = MTBPRJ::new(graph, kernel, d, false, params(n, 0.0)).unwrap();
+                let mut m = MTBPRJ::with_kernels(&graph, kernel, d, false, params(n, 0.0)).unwrap();
                 run(&mut m, &x, &tasks, &y, d)
             };
             for (a, b) in fp.iter().zip(&fq) {
@@ -1267,8 +1249,8 @@ mod tests {
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let half = 250 * d;
-        let mut a = MTBPRJ::new(tk.clone(), kernel, d, false, params(20, 0.05)).unwrap();
-        let mut b = MTBPRJ2::new(tk, kernel, d, false, params(20, 0.05), false).unwrap();
+        let mut a = MTBPRJ::with_kernels(&tk, kernel, d, false, params(20, 0.05)).unwrap();
+        let mut b = mtbprj2(&tk, kernel, d, false, params(20, 0.05));
         run(&mut a, &x[..half], &tasks[..250], &y[..250], d);
         run(&mut b, &x[..half], &tasks[..250], &y[..250], d);
         let (mut a_reb, mut b_reb) = (a.clone(), b.clone());
@@ -1298,7 +1280,8 @@ mod tests {
         // T = (I + L)^{-1}, but with many repeats the set gets close to singular.
         let (d, k) = (3, 4);
         let kernel = BaseKernel::rbf(1.0).unwrap();
-        let mut m = MTBPRJ::new(TaskKernel::complete(k).unwrap(), kernel, d, false, params(30, 0.01)).unwrap();
+        let tk = TaskKernel::complete(k).unwrap();
+        let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(30, 0.01)).unwrap();
         let mut rng = SplitMix64::new(31);
         let base: Vec<[f64; 3]> = (0..6)
             .map(|_| [unif(&mut rng), unif(&mut rng), unif(&mut rng)])
@@ -1322,12 +1305,12 @@ mod tests {
         let (x, mut tasks, y) = stream(n, d, k, 2);
         tasks.iter_mut().for_each(|t| *t %= 2); // only tasks 0 and 1 appear
         let kernel = BaseKernel::rbf(3.0).unwrap();
-        let mut m = mtbprj2(TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(20, 0.1));
+        let mut m = mtbprj2(&TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut m, &x, &tasks, &y, d);
         let diag: std::collections::HashMap<_, _> = m.diagnostics().into_iter().collect();
         assert_eq!(diag["n_allocated_blocks"], 2.0);
         assert_eq!(diag["n_weights"], 2.0 * m.n_active() as f64);
-        let mut c = mtbprj2(TaskKernel::complete(k).unwrap(), kernel, d, false, params(20, 0.1));
+        let mut c = mtbprj2(&TaskKernel::complete(k).unwrap(), kernel, d, false, params(20, 0.1));
         run(&mut c, &x, &tasks, &y, d);
         assert_eq!(c.n_weights(), k * c.n_active());
         // An untouched task of the disconnected graph scores 0 without any kernel evaluation.
@@ -1341,20 +1324,13 @@ mod tests {
         let (x, tasks, y) = stream(n, d, k, 9);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
-        let mut a = MTBPRJ2::new(tk.clone(), kernel, d, false, params(10, 0.05), false).unwrap();
-        let mut b = MTBPRJ2::new(tk, kernel, d, false, params(10, 0.05), true).unwrap();
+        let mut a = mtbprj2(&tk, kernel, d, false, params(10, 0.05));
+        let literal = MTBPRJ2Params::from_shared(params(10, 0.05), true);
+        let mut b = MTBPRJ2::with_kernels(&tk, kernel, d, false, literal).unwrap();
         assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
         let ones = vec![0i64; n];
-        let mut a1 = mtbprj2(TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05));
-        let mut b1 = MTBPRJ2::new(
-            TaskKernel::disconnected(1).unwrap(),
-            kernel,
-            d,
-            false,
-            params(10, 0.05),
-            true,
-        )
-        .unwrap();
+        let mut a1 = mtbprj2(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05));
+        let mut b1 = MTBPRJ2::with_kernels(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, literal).unwrap();
         // With T = [1] the extra factor is 1.
         assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));
         let _ = learn(&mut a1, &Rows::dense(&x[..d], 1, d), &[0], &[1.0]).unwrap();
@@ -1365,8 +1341,8 @@ mod tests {
         // (1e200 <x,x'> + 1)^3 overflows: the update is refused and the model is unchanged.
         let kernel = BaseKernel::poly(3, 1e200, 1.0).unwrap();
         let tk = TaskKernel::complete(2).unwrap();
-        let mut a = MTBPRJ::new(tk.clone(), kernel, 2, false, params(4, 0.01)).unwrap();
-        let mut b = MTBPRJ2::new(tk, kernel, 2, false, params(4, 0.01), false).unwrap();
+        let mut a = MTBPRJ::with_kernels(&tk, kernel, 2, false, params(4, 0.01)).unwrap();
+        let mut b = mtbprj2(&tk, kernel, 2, false, params(4, 0.01));
         let mut scratch = Scratch::default();
         for model in [&mut a as &mut dyn OnlineLearner, &mut b] {
             model

@@ -11,8 +11,8 @@ use super::{decode, encode, CheckState};
 use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
 use crate::learner::{
-    decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTFORGParams, MTLinear, MTLinearParams, MTPerceptron,
-    MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
+    decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTBPRJ2Params, MTFORGParams, MTLinear, MTLinearParams,
+    MTPerceptron, MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
     RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::rng::SplitMix64;
@@ -217,13 +217,13 @@ fn projectrons() {
             let kernel = BaseKernel::rbf(0.5).unwrap();
             fuzz(
                 "prj",
-                MTBPRJ::new(tk.clone(), kernel, D, sparse, params).unwrap(),
+                MTBPRJ::with_kernels(&tk, kernel, D, sparse, params).unwrap(),
                 sparse,
                 TRIALS / 2,
             );
             fuzz(
                 "prj2",
-                MTBPRJ2::new(tk.clone(), kernel, D, sparse, params, false).unwrap(),
+                MTBPRJ2::with_kernels(&tk, kernel, D, sparse, MTBPRJ2Params::from_shared(params, false)).unwrap(),
                 sparse,
                 TRIALS / 2,
             );
