@@ -368,7 +368,7 @@ def _without_timing(path):
         return [{k: v for k, v in row.items() if k not in TIMING and not k.startswith("seconds")} for row in csv.DictReader(fh)]
 
 
-@pytest.mark.parametrize("table,dataset", [("table1", "school"), ("table2", "landmine")])
+@pytest.mark.parametrize("table,dataset", [("table1", "school"), ("table2", "landmine,pu_spam")])
 def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_dir, table, dataset):
     """--jobs 2 (a LocalCluster of its own) and, for table1, --scheduler (the module's cluster)
     write the same outputs as --jobs 1, timings aside."""

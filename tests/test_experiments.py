@@ -415,9 +415,9 @@ def test_outputs_are_written_after_each_data_set(tmp_path, data_dir, monkeypatch
     calls = []
     real = table1.write_outputs
 
-    def spy(out, summary, runs, settings):
+    def spy(out, summary, runs, settings, **kwargs):
         calls.append((settings["partial"], list(settings["datasets"]), {r["dataset"] for r in runs}))
-        real(out, summary, runs, settings)
+        real(out, summary, runs, settings, **kwargs)
 
     monkeypatch.setattr(table1, "write_outputs", spy)
     table1.run_table1(out=tmp_path, quick=True, seeds=2, data_dir=data_dir, datasets=["ecml2006_a", "school"],

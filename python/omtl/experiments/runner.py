@@ -15,6 +15,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -74,10 +75,14 @@ QUICK_SUBSAMPLE_SEED = 4242
 _STREAM_CACHE: dict = {}
 
 
+def _stream_key(key: str, data_dir, subsample) -> tuple:
+    return (key, None if data_dir is None else str(data_dir), subsample)
+
+
 def load_stream(key: str, data_dir=None, subsample: int | None = None):
     """The data set ``key`` in file order, or a fixed random subsample of ``subsample`` rows
     (kept in file order), cached per process."""
-    cache_key = (key, None if data_dir is None else str(data_dir), subsample)
+    cache_key = _stream_key(key, data_dir, subsample)
     if cache_key not in _STREAM_CACHE:
         from .. import datasets
 
@@ -233,14 +238,58 @@ def _call(fn, job):
         return JobResult(job, None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
 
 
-def _call_many(fn, jobs):
-    """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms)."""
+def _call_many(fn, jobs, streams=()):
+    """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms).
+    ``streams``: ``(cache key, stream)`` pairs the jobs read, loaded once by another task of the
+    cluster (:func:`stream_summary`), put in this worker's cache so that it need not parse the file."""
+    for cache_key, stream in streams:
+        _STREAM_CACHE.setdefault(cache_key, stream)
     return [_call(fn, job) for job in jobs]
+
+
+#: Per cache key, the Dask future of a stream loaded by one task of the cluster (:func:`_stream_future`).
+_STREAM_FUTURES: dict = {}
+_STREAM_FUTURES_LOCK = threading.Lock()
+
+
+def _stream_future(cache_key: tuple):
+    """The stream as a Dask future: loaded (parsed, subsampled) once, by one worker; the tasks that
+    need it elsewhere get a copy from that worker. Data sets load in parallel on several workers,
+    and no worker, nor this process, parses a file twice."""
+    with _STREAM_FUTURES_LOCK:
+        entry = _STREAM_FUTURES.get(cache_key)
+        if entry is None or entry[0] is not _DASK_CLIENT:
+            entry = (_DASK_CLIENT, _DASK_CLIENT.submit(load_stream, *cache_key, pure=False))
+            _STREAM_FUTURES[cache_key] = entry
+        return entry[1]
+
+
+def _summary(stream) -> dict:
+    counts = stream.task_counts()
+    return {"repr": repr(stream), "n": len(stream), "d": stream.n_features, "n_tasks": stream.n_tasks,
+            "positives": int((stream.y > 0).sum()), "max_task": int(counts.max()), "min_task": int(counts.min())}
+
+
+def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dict:
+    """Size, shape and class balance of a data set's stream (``repr`` too), for the outputs'
+    settings. On a Dask cluster the stream is loaded by a worker (where the jobs will need it) and
+    only this summary comes back; elsewhere it is loaded here."""
+    if _DASK_CLIENT is None:
+        return _summary(load_stream(key, data_dir, subsample))
+    with _DASK_CLIENT.as_current():
+        return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample)), pure=False).result()
 
 
 #: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
 #: --scheduler/--jobs``); None: this process, or a process pool.
 _DASK_CLIENT = None
+
+
+def _streams_of(jobs: list) -> list:
+    """``(cache key, stream future)`` of the data sets a chunk of jobs reads (jobs naming one)."""
+    keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
+            if isinstance(j, dict) and "dataset" in j}
+    return [(k, _stream_future(k)) for k in sorted(keys, key=repr)]
 
 
 @contextmanager
@@ -252,6 +301,30 @@ def run_on_dask(client):
         yield client
     finally:
         _DASK_CLIENT = previous
+        with _STREAM_FUTURES_LOCK:  # the loaded streams are released on the cluster
+            for cache_key in [k for k, (c, _) in _STREAM_FUTURES.items() if c is client]:
+                del _STREAM_FUTURES[cache_key]
+
+
+def per_dataset(keys: list, fn: Callable):
+    """Yields ``(key, fn(key))`` in the order of ``keys``.
+
+    On a Dask cluster (inside :func:`run_on_dask`) the data sets run at once, each driven from its
+    own thread of this process: one data set's steps (tuning rounds, then the evaluation) depend on
+    each other, different data sets do not, so the workers stay busy while this process waits for a
+    data set's step or writes outputs. Results still come back in the order of ``keys``, so every
+    output is the one a sequential run writes. Elsewhere the data sets run one after the other.
+    """
+    if _DASK_CLIENT is None or len(keys) <= 1:
+        for key in keys:
+            yield key, fn(key)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(keys), thread_name_prefix="omtl-dataset") as pool:
+        futures = [pool.submit(fn, key) for key in keys]
+        for key, fut in zip(keys, futures):
+            yield key, fut.result()
 
 
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
@@ -275,7 +348,8 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
         n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
         chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
         with _DASK_CLIENT.as_current():  # the client need not be the default one
-            futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk], pure=False) for chunk in chunks]
+            futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk], _streams_of([jobs[i] for i in chunk]),
+                                           pure=False) for chunk in chunks]
             index = {fut.key: chunk for fut, chunk in zip(futures, chunks)}
             for fut in dask_completed(futures):
                 chunk = index[fut.key]

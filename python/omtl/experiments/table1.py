@@ -32,10 +32,12 @@ from .runner import (
     make_learner,
     markdown_table,
     mean_std,
+    per_dataset,
     resolve_learner,
     run_jobs,
     run_p1,
     select,
+    stream_summary,
     write_csv,
     write_json,
 )
@@ -169,53 +171,58 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "environment": environment(),
             "partial": partial,
         }
-        write_outputs(out, summary, runs, settings)
+        # The figure holds every data set: drawn once, at the end (a partial write keeps the tables).
+        write_outputs(out, summary, runs, settings, figure=not partial)
         return {"summary": summary, "runs": runs, "settings": settings}
 
 
-    for key in keys:
-        stream = load_stream(key, data_dir, subsample)
-        streams_info[key] = {"title": DATASETS[key].title, "n": len(stream), "d": stream.n_features,
-                             "n_tasks": stream.n_tasks, "positives": int((stream.y > 0).sum()),
-                             "kernel": kernel_params(key, stream.n_features)}
-        log(f"[table1] {DATASETS[key].title}: {stream!r}")
+    def run_dataset(key: str) -> dict:
+        """One data set: the Perceptrons, then the budget learners at budgets set by the battery."""
+        info = stream_summary(key, data_dir, subsample)
+        done = {"runs": [], "failures": [], "budgets": {},
+                "info": {"title": DATASETS[key].title, "n": info["n"], "d": info["d"],
+                         "n_tasks": info["n_tasks"], "positives": info["positives"],
+                         "kernel": kernel_params(key, info["d"])}}
+        log(f"[table1] {DATASETS[key].title}: {info['repr']}")
         inner = progress and jobs <= 1
         base = {"dataset": key, "data_dir": data_dir, "subsample": subsample, "inner_progress": inner}
         ref_jobs = [{**base, "kind": "battery", "algorithm": "Perceptron battery", "seed": s, "graph": "D"}
                     for s in seed_list]
         ref_jobs += [{**base, "kind": "mtperceptron", "algorithm": "MTPerceptron", "seed": s, "graph": "C"}
                      for s in seed_list]
-        results = run_jobs(run_job, ref_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: Perceptrons",
-                           progress=progress, label=_label)
-        budgets[key] = {}
-        for res in results:
-            if res.error:
-                failures.append({"job": _label(res.job), "dataset": key, "error": res.error})
-                log(f"[table1] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
-                continue
-            runs.append(res.record)
-            if res.job["kind"] == "battery":
-                budgets[key][res.job["seed"]] = budgets_from_battery(res.record["n_active"], PERCENTS)
+
+        def collect(results) -> None:
+            for res in results:
+                if res.error:
+                    done["failures"].append({"job": _label(res.job), "dataset": key, "error": res.error})
+                    log(f"[table1] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
+                    continue
+                done["runs"].append(res.record)
+                if res.job["kind"] == "battery":
+                    done["budgets"][res.job["seed"]] = budgets_from_battery(res.record["n_active"], PERCENTS)
+
+        collect(run_jobs(run_job, ref_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: Perceptrons",
+                         progress=progress, label=_label))
         bud_jobs = []
         for label, cls_name, params in algorithms:
             for seed in seed_list:
-                if seed not in budgets[key]:
+                if seed not in done["budgets"]:
                     continue  # the battery failed on this shuffle
                 for pct in PERCENTS:
                     for g in GRAPHS:
                         p = {k: (seed if k == "seed" else v) for k, v in params.items()}
                         bud_jobs.append({**base, "kind": "budget", "algorithm": label, "class_name": cls_name,
                                          "params": p, "seed": seed, "graph": g, "percent": pct,
-                                         "budget": budgets[key][seed][pct]})
+                                         "budget": done["budgets"][seed][pct]})
         if bud_jobs:
-            results = run_jobs(run_job, bud_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: budget learners",
-                               progress=progress, label=_label)
-            for res in results:
-                if res.error:
-                    failures.append({"job": _label(res.job), "dataset": key, "error": res.error})
-                    log(f"[table1] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
-                else:
-                    runs.append(res.record)
+            collect(run_jobs(run_job, bud_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: budget learners",
+                             progress=progress, label=_label))
+        return done
+
+    for key, done in per_dataset(keys, run_dataset):
+        streams_info[key], budgets[key] = done["info"], done["budgets"]
+        runs.extend(done["runs"])
+        failures.extend(done["failures"])
         if key != keys[-1]:
             _finish(partial=True)
 
@@ -374,11 +381,14 @@ def shape_checks(summary: list[dict], keys: list[str]) -> list[str]:
     return lines
 
 
-def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: dict) -> None:
+def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: dict, *, figure: bool = True) -> None:
+    """Writes the table, the CSVs and the settings, and (``figure``) the F1-vs-budget figure."""
     write_csv(out / "table1.csv", summary, CSV_FIELDS)
     write_csv(out / "table1_runs.csv", runs, RUN_FIELDS)
     write_json(out / "table1_settings.json", settings)
     (out / "table1.md").write_text(render_markdown(summary, settings))
+    if not figure:
+        return
     from .figures import plot_f1_vs_budget
 
     plot_f1_vs_budget(summary, list(settings["datasets"]), out / "fig_f1_vs_budget.png")

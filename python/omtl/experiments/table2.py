@@ -34,10 +34,12 @@ from .runner import (
     make_learner,
     markdown_table,
     mean_std,
+    per_dataset,
     resolve_learner,
     run_jobs,
     run_p2,
     select,
+    stream_summary,
     write_csv,
     write_json,
 )
@@ -257,35 +259,41 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
 
 
-    for key in keys:
-        stream = load_stream(key, data_dir, subsample)
-        sizes = stream.task_counts()
-        streams_info[key] = {"title": DATASETS[key].title, "n": len(stream), "d": stream.n_features,
-                             "n_tasks": stream.n_tasks, "positives": int((stream.y > 0).sum()),
-                             "max_task": int(sizes.max()), "min_task": int(sizes.min()), "note": DATASETS[key].note}
-        log(f"[table2] {DATASETS[key].title}: {stream!r}")
+    def run_dataset(key: str) -> dict:
+        """One data set: tune on the tuning shuffle, then every learner on every shuffle."""
+        info = stream_summary(key, data_dir, subsample)
+        done = {"runs": [], "failures": [], "trials": [], "tuned": {},
+                "info": {"title": DATASETS[key].title, **{k: info[k] for k in ("n", "d", "n_tasks", "positives")},
+                         "max_task": info["max_task"], "min_task": info["min_task"], "note": DATASETS[key].note}}
+        log(f"[table2] {DATASETS[key].title}: {info['repr']}")
         inner = progress and jobs <= 1
         base = {"dataset": key, "data_dir": data_dir, "subsample": subsample, "inner_progress": False}
-        tuned[key] = {}
         for label, cls_name, fixed, tuning in to_run:
             if tuning is None:
                 continue
             tuner = _Tuner(key, label, cls_name, fixed, base, jobs, progress)
             chosen = tune_romco(tuner, grid, full_grid) if tuning == "romco" else tune_cwcol(tuner, cw_grid)
-            tuned[key][label] = chosen
-            trials += tuner.trials
+            done["tuned"][label] = chosen
+            done["trials"] += tuner.trials
             log(f"[table2] {DATASETS[key].title}: {label} tuned on shuffle {TUNING_SEED} -> {chosen} "
                 f"(error {tuner.cache.get(tuple(sorted(chosen.items())), float('nan')):.4f}, {len(tuner.trials)} runs)")
         eval_jobs = [{**base, "inner_progress": inner, "seed": s, "algorithm": label, "class_name": cls_name,
-                      "params": {**fixed, **tuned[key].get(label, {})}}
+                      "params": {**fixed, **done["tuned"].get(label, {})}}
                      for label, cls_name, fixed, _ in to_run for s in seed_list]
         for res in run_jobs(run_job, eval_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: learners",
                             progress=progress, label=_label):
             if res.error:
-                failures.append({"dataset": key, "job": _label(res.job), "error": res.error})
+                done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
                 log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
             else:
-                runs.append(res.record)
+                done["runs"].append(res.record)
+        return done
+
+    for key, done in per_dataset(keys, run_dataset):
+        streams_info[key], tuned[key] = done["info"], done["tuned"]
+        runs.extend(done["runs"])
+        trials.extend(done["trials"])
+        failures.extend(done["failures"])
         if key != keys[-1]:
             _finish(partial=True)
 
