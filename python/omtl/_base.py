@@ -19,6 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._constraints import validate
+from ._docs import fill_doc
 
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
 from ._native import STATE_VERSION
@@ -489,18 +490,15 @@ class OnlineClassifier(SklearnClassifierMixin):
         if scores.shape[0]:
             self._label_form = form
 
+    @fill_doc
     def partial_fit(self, X, y, *, tasks=None, classes=None):
         """Runs the online protocol on the rows of ``X`` in order (predict, then update).
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        y : array-like of shape (n_samples,)
-            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
-        tasks : array-like of shape (n_samples,), scalar or None, default=None
-            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
-            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        {X}
+        {y}
+        {tasks}
         classes : array-like of shape (2,), default=None
             The two labels (scikit-learn's convention): needed on a first batch of labels other than
             -1/+1, 0/1 or bool when it holds a single one of them.
@@ -512,27 +510,24 @@ class OnlineClassifier(SklearnClassifierMixin):
         self._run_learn(X, y, tasks, classes=classes)
         return self
 
+    @fill_doc
     def learn(self, X, y, *, tasks=None) -> np.ndarray:
         """Like ``partial_fit``, returning the prediction made for each row before its update.
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        y : array-like of shape (n_samples,)
-            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
-        tasks : array-like of shape (n_samples,), scalar or None, default=None
-            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
-            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        {X}
+        {y}
+        {tasks}
 
         Returns
         -------
-        ndarray of shape (n_samples,)
-            The pre-update predictions, in the label form of ``y``.
+        {predictions}
         """
         scores, form = self._run_learn(X, y, tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
+    @fill_doc
     def learn_rounds(self, X, y, *, tasks, rounds) -> np.ndarray:
         """Runs protocol P2 (ALGORITHMS.md §1.2) and returns the predictions made before each update.
 
@@ -544,10 +539,8 @@ class OnlineClassifier(SklearnClassifierMixin):
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        y : array-like of shape (n_samples,)
-            Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).
+        {X}
+        {y}
         tasks : array-like of shape (n_samples,) or scalar
             The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
             hashable labels (``tasks_``); may be left out when the model has exactly one task.
@@ -556,23 +549,20 @@ class OnlineClassifier(SklearnClassifierMixin):
 
         Returns
         -------
-        ndarray of shape (n_samples,)
-            The pre-update predictions, in the label form of ``y``.
+        {predictions}
         """
         scores, form = self._run_learn(X, y, tasks, rounds)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     @_locked
+    @fill_doc
     def decision_function(self, X, *, tasks=None) -> np.ndarray:
         """The real-valued score f_task(x) of the current model for each row (no update).
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        tasks : array-like of shape (n_samples,), scalar or None, default=None
-            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
-            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        {X}
+        {tasks}
             A label never seen scores as a new task with no examples (the model is not changed).
 
         Returns
@@ -601,16 +591,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         return np.asarray(self._core.decision(X, task_ids, **grow), dtype=np.float64)
 
     @_locked
+    @fill_doc
     def predict(self, X, *, tasks=None) -> np.ndarray:
         """Labels by the sign of the score (0 counts as positive), in the last label form seen.
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        tasks : array-like of shape (n_samples,), scalar or None, default=None
-            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
-            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        {X}
+        {tasks}
 
         Returns
         -------

@@ -13,6 +13,7 @@ scikit-learn's group splitters): with ``sklearn.set_config(enable_metadata_routi
 
 from __future__ import annotations
 
+import inspect
 import numbers
 import warnings
 
@@ -266,102 +267,6 @@ class SklearnClassifierMixin:
         self._metadata_request = requests
         return self
 
-    def set_fit_request(self, *, tasks=UNCHANGED, n_epochs=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks``, ``n_epochs`` to ``fit`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-        n_epochs : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (not requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("fit", tasks=tasks, n_epochs=n_epochs)
-
-    def set_partial_fit_request(self, *, tasks=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks`` to ``partial_fit`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("partial_fit", tasks=tasks)
-
-    def set_predict_request(self, *, tasks=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks`` to ``predict`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("predict", tasks=tasks)
-
-    def set_decision_function_request(self, *, tasks=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks`` to ``decision_function`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("decision_function", tasks=tasks)
-
-    def set_predict_proba_request(self, *, tasks=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks`` to ``predict_proba`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("predict_proba", tasks=tasks)
-
-    def set_score_request(self, *, tasks=UNCHANGED, sample_weight=UNCHANGED):
-        """Whether a meta-estimator passes ``tasks``, ``sample_weight`` to ``score`` (metadata routing).
-
-        Parameters
-        ----------
-        tasks : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (requested by default).
-        sample_weight : bool, None or str, optional
-            True: pass it; False: do not; None: error if given; a string: the name it is
-            given under; unchanged if omitted (not requested by default).
-
-        Returns
-        -------
-        self
-        """
-        return self._set_request("score", tasks=tasks, sample_weight=sample_weight)
-
     def get_metadata_routing(self):
         """The metadata each method consumes (scikit-learn's metadata routing).
 
@@ -378,6 +283,38 @@ class SklearnClassifierMixin:
                 for param, alias in requests[method].items():
                     getattr(request, method).add_request(param=param, alias=alias)
         return request
+
+
+# The request setters, one per routed method (scikit-learn generates its own the same way).
+_REQUEST_PARAMS = {"fit": ("tasks", "n_epochs"), "score": ("tasks", "sample_weight")}
+_REQUESTED_BY_DEFAULT = {"tasks"}
+
+
+def _request_setter(method: str, params: tuple):
+    def setter(self, **aliases):
+        unknown = set(aliases) - set(params)
+        if unknown:
+            raise TypeError(f"set_{method}_request() got unexpected keyword argument(s) {sorted(unknown)}")
+        return self._set_request(method, **{p: aliases.get(p, UNCHANGED) for p in params})
+
+    setter.__name__ = setter.__qualname__ = f"set_{method}_request"
+    setter.__qualname__ = f"SklearnClassifierMixin.set_{method}_request"
+    setter.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY, default=UNCHANGED) for p in params])
+    lines = [f"Whether a meta-estimator passes {', '.join(f'``{p}``' for p in params)} to ``{method}`` "
+             "(metadata routing).", "", "Parameters", "----------"]
+    for p in params:
+        default = "requested" if p in _REQUESTED_BY_DEFAULT else "not requested"
+        lines += [f"{p} : bool, None or str, optional",
+                  "    True: pass it; False: do not; None: error if given; a string: the name it is given",
+                  f"    under; unchanged if omitted ({default} by default)."]
+    setter.__doc__ = "\n".join(lines + ["", "Returns", "-------", "self"])
+    return setter
+
+
+for _method in ROUTED_METHODS:
+    setattr(SklearnClassifierMixin, f"set_{_method}_request", _request_setter(_method, _REQUEST_PARAMS.get(_method, ("tasks",))))
 
 
 # ---- scikit-learn's check_estimator ------------------------------------------------------------

@@ -43,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without River
     raise ImportError("omtl.river needs River: pip install 'omtl[river]' (or pip install river)") from exc
 
 from . import learners as _learners
+from ._docs import fill_doc
 from ._validation import check_classes_pair
 
 __all__ = [
@@ -147,15 +148,14 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
             raise ValueError(f"label {y!r} mixes label forms: this stream's labels are {self._labels}")
         return pair
 
+    @fill_doc
     def learn_one(self, x, y):
         """Updates the model with one example (River's ``learn_one``; as in every omtl pass,
         the learner scores the row before its update).
 
         Parameters
         ----------
-        x : dict
-            One example: feature name -> number, with the task id under ``task_key`` (or read by
-            ``task_fn``).
+        {x_one}
         y : bool or label
             Its label.
 
@@ -168,14 +168,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x), classes=classes)
         self._labels = labels
 
+    @fill_doc
     def predict_one(self, x, **kwargs):
         """The predicted label of one example (no update).
 
         Parameters
         ----------
-        x : dict
-            One example: feature name -> number, with the task id under ``task_key`` (or read by
-            ``task_fn``).
+        {x_one}
         **kwargs
             Ignored (River passes extra arguments to some models).
 
@@ -190,15 +189,14 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         negative, positive = self._labels or (-1, 1)
         return positive if score >= 0.0 else negative
 
+    @fill_doc
     def predict_proba_one(self, x, **kwargs):
         """``{negative: P, positive: P}`` where the learner has probabilities (``MTLinear`` with
         ``loss="logistic"``); otherwise ``NotImplementedError``, River's convention.
 
         Parameters
         ----------
-        x : dict
-            One example: feature name -> number, with the task id under ``task_key`` (or read by
-            ``task_fn``).
+        {x_one}
         **kwargs
             Ignored.
 
@@ -251,13 +249,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
             raise ValueError(f"labels {np.unique(y).tolist()} mix label forms: this stream's labels are {self._labels}")
         return pair
 
+    @fill_doc
     def learn_many(self, X, y):
         """Learns a mini-batch in row order (River's mini-batch interface; one learner call).
 
         Parameters
         ----------
-        X : pandas.DataFrame
-            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+        {X_frame}
         y : pandas.Series or array-like
             The labels.
 
@@ -271,13 +269,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         self.learner.partial_fit(self._rows(X), y, tasks=self._tasks_many(X), classes=classes)
         self._labels = labels
 
+    @fill_doc
     def predict_many(self, X):
         """The predicted labels of a mini-batch (no update).
 
         Parameters
         ----------
-        X : pandas.DataFrame
-            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+        {X_frame}
 
         Returns
         -------
@@ -291,13 +289,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         negative, positive = self._labels or (-1, 1)
         return pd.Series(np.where(scores >= 0.0, positive, negative), index=X.index)
 
+    @fill_doc
     def predict_proba_many(self, X):
         """Class probabilities of a mini-batch, where the learner has them (else ``NotImplementedError``).
 
         Parameters
         ----------
-        X : pandas.DataFrame
-            Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.
+        {X_frame}
 
         Returns
         -------

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._base import OnlineClassifier
 from .._constraints import Boolean, Integer, Optional, Options, Real
+from .._docs import fill_doc
 from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
@@ -115,17 +116,15 @@ class MTLinear(OnlineClassifier):
         return self._task_graph()
 
     @available_if(_has_probabilities)
+    @fill_doc
     def predict_proba(self, X, *, tasks=None) -> np.ndarray:
         """The logistic model's class probabilities (``loss="logistic"`` only: for the other
         losses the attribute does not exist, so ``hasattr`` is False).
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features)
-            Rows (dense float arrays or any scipy.sparse matrix).
-        tasks : array-like of shape (n_samples,), scalar or None, default=None
-            The task of each row (one label for all rows): integer ids in ``[0, n_tasks)``, or any
-            hashable labels (``tasks_``); may be left out when the model has exactly one task.
+        {X}
+        {tasks}
 
         Returns
         -------
