@@ -157,7 +157,9 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         # A connected component keeps one weight row per member; a new member's row (the past
         # updates weighted by its T entries) is not kept, so only the disconnected graph grows.
         if self.graph != "disconnected":
-            return "MTBPRJ2 grows with graph='disconnected' only (MTBPRJ grows with 'complete' too)"
+            return ("MTBPRJ2 grows with graph='disconnected' only: on a connected graph each task keeps a "
+                    "weight row that every past update wrote, and its budget rule weighs all rows, so a "
+                    "task added later would change past decisions (MTBPRJ grows with 'complete' too)")
         return None
 
     _native_kind = "mtbprj2"
