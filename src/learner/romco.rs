@@ -40,6 +40,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
+use crate::linalg::{column_to_row_major, SymMatrix};
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot, matmul};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
@@ -978,6 +979,16 @@ impl Romco {
         }
     }
 
+    /// W = U, stored row-major from now on (one row of k values per feature), through the
+    /// scratch buffer.
+    fn u_to_row_major(&mut self) {
+        let (d, k) = (self.n_features, self.n_tasks);
+        let product = &mut self.scratch.product;
+        product.resize(d * k, 0.0);
+        column_to_row_major(&self.u, d, k, product);
+        std::mem::swap(&mut self.u, product);
+    }
+
     /// The factored form for a tall U: W row-major, `Π = Π⁻¹ = I`. Free while U is zero (at the
     /// start, or after a thresholding removed everything); a transposition (`O(d k)`) after
     /// route (a) handed U back dense.
@@ -985,19 +996,11 @@ impl Romco {
         if !self.u_right.is_empty() || !self.factored() {
             return;
         }
-        let (d, k) = (self.n_features, self.n_tasks);
+        let k = self.n_tasks;
         if self.u_live.iter().any(|&l| l) {
-            let product = &mut self.scratch.product;
-            product.resize(d * k, 0.0);
-            for (c, col) in self.u.chunks_exact(d).enumerate() {
-                for (r, &v) in col.iter().enumerate() {
-                    product[r * k + c] = v;
-                }
-            }
-            std::mem::swap(&mut self.u, product);
+            self.u_to_row_major();
         }
-        let mut identity = vec![0.0; k * k];
-        (0..k).for_each(|i| identity[i * k + i] = 1.0);
+        let identity = SymMatrix::identity(k).data;
         self.u_right_inv = identity.clone();
         self.u_right = identity;
     }
@@ -1102,7 +1105,7 @@ impl Romco {
     /// `Π_new` the identity on the columns that are not live. Folds (`W ← W Π Π_new`) when a
     /// singular value was thresholded to zero (`Π_new` singular) or Π became ill-conditioned.
     fn compose_right(&mut self, s: &Shrinkage, live: &[usize]) {
-        let (d, k, q) = (self.n_features, self.n_tasks, live.len());
+        let (k, q) = (self.n_tasks, live.len());
         let theta = self.eta1 * self.lambda1;
         let mut pi_new = s.pi.clone();
         let mut is_live = vec![false; k];
@@ -1145,15 +1148,7 @@ impl Romco {
             return;
         }
         if entering {
-            // W = U, stored row-major from now on (one row of k values per feature).
-            let product = &mut self.scratch.product;
-            product.resize(d * k, 0.0);
-            for (c, col) in self.u.chunks_exact(d).enumerate() {
-                for (r, &v) in col.iter().enumerate() {
-                    product[r * k + c] = v;
-                }
-            }
-            std::mem::swap(&mut self.u, product);
+            self.u_to_row_major();
         }
         self.u_right = pi;
         self.u_right_inv = inv;

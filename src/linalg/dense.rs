@@ -68,6 +68,16 @@ impl SymMatrix {
 }
 
 /// `M^{-1}` of a symmetric positive definite matrix by Cholesky; `None` if it is not SPD.
+/// `out = Mᵀ` as row-major `d x k` for a column-major `d x k` matrix `M` (row `r` of `out` holds
+/// the `k` entries of row `r` of `M`); `O(d k)`.
+pub fn column_to_row_major(m: &[f64], d: usize, k: usize, out: &mut [f64]) {
+    for (c, col) in m.chunks_exact(d).take(k).enumerate() {
+        for (r, &v) in col.iter().enumerate() {
+            out[r * k + c] = v;
+        }
+    }
+}
+
 pub fn cholesky_inverse(m: &SymMatrix) -> Option<SymMatrix> {
     let chol = m.to_nalgebra().cholesky()?;
     let inv = chol.inverse();

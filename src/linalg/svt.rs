@@ -23,6 +23,7 @@
 
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
+use crate::linalg::column_to_row_major;
 use crate::linalg::simd::{dense_dot, dispatch, dot4, matmul, Lanes};
 
 /// Rows per block in the blocked QR kernel.
@@ -87,11 +88,7 @@ pub fn gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
 /// each entry is one contiguous dot product.
 pub fn row_gram(m: &[f64], d: usize, k: usize) -> Vec<f64> {
     let mut rows = vec![0.0; d * k];
-    for (c, col) in m.chunks_exact(d).take(k).enumerate() {
-        for (r, &v) in col.iter().enumerate() {
-            rows[r * k + c] = v;
-        }
-    }
+    column_to_row_major(m, d, k, &mut rows);
     let mut out = vec![0.0; d * d];
     for a in 0..d {
         let ra = &rows[a * k..(a + 1) * k];
