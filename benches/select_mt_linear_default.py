@@ -50,10 +50,11 @@ def candidates() -> list[tuple[str, dict]]:
     for loss in ("logistic", "hinge"):
         for lr in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0):
             out.append((f"normalized {loss} lr={lr}", {"update": "normalized", "loss": loss, "learning_rate": lr}))
-    for lr in (0.1, 0.2, 0.5, 1.0, 2.0):
-        out.append((f"adagrad logistic lr={lr}", {"update": "adagrad", "loss": "logistic", "learning_rate": lr}))
     for loss in ("logistic", "hinge"):
-        for lr in (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0):
+        for lr in (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0):
+            out.append((f"adagrad {loss} lr={lr}", {"update": "adagrad", "loss": loss, "learning_rate": lr}))
+    for loss in ("logistic", "hinge"):
+        for lr in (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0):
             out.append((f"arow {loss} lr={lr} (r={1 / lr:.3g})", {"update": "arow", "loss": loss, "learning_rate": lr}))
     return out
 

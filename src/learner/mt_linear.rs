@@ -1163,6 +1163,43 @@ mod tests {
     }
 
     #[test]
+    fn logistic_proximal_gain_solves_its_equation() {
+        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
+            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8, 1e300] {
+                let delta = logistic_proximal_gain(m0, a);
+                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
+                if m0.abs() < 100.0 {
+                    let lhs = delta * (1.0 + (m0 + delta).exp());
+                    assert!((lhs - a).abs() <= 1e-12 * a, "m0={m0} a={a}: {lhs}");
+                }
+            }
+        }
+        // AROW's hinge step: the margin moves by v (1 - m)/(v + r), r = 1/η; none beyond margin 1.
+        let (v, eta) = (0.8, 2.0);
+        assert!((v * Loss::Hinge.proximal_step(1.0, 0.3, eta, v) - v * 0.7 / (v + 0.5)).abs() < 1e-15);
+        assert_eq!(Loss::Hinge.proximal_step(-1.0, -1.5, eta, v), 0.0);
+    }
+
+    #[test]
+    fn disconnected_arow_equals_independent_learners() {
+        let (n, d, k) = (300, 5, 3);
+        let (x, y, tasks) = labelled(n, d, k, 4);
+        let tk = TaskKernel::disconnected(k).unwrap();
+        let mut joint = MTLinear::new(&tk, d, params("logistic", "arow", None)).unwrap();
+        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
+        let one = TaskKernel::disconnected(1).unwrap();
+        for task in 0..k {
+            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
+            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
+            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
+            let mut single = MTLinear::new(&one, d, params("logistic", "arow", None)).unwrap();
+            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
+            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
+            assert_eq!(s, expected);
+        }
+    }
+
+    #[test]
     fn hinge_and_squared_steps_do_not_overshoot() {
         // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
         let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
@@ -1200,7 +1237,7 @@ mod tests {
         let (n, d, k) = (200, 6, 4);
         let (x, y, tasks) = labelled(n, d, k, 2);
         let tk = TaskKernel::complete(k).unwrap();
-        for rule in ["normalized", "adagrad", "sgd"] {
+        for rule in ["normalized", "adagrad", "sgd", "arow"] {
             let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
             let mut hashed = MTLinear::new(&tk, d, params("hinge", rule, Some(3))).unwrap();
             assert_eq!(hashed.width(), 7);
@@ -1217,11 +1254,13 @@ mod tests {
         let (n, d, k) = (2000, 4, 4);
         let (x, y, tasks) = labelled(n, d, k, 3);
         let tk = TaskKernel::complete(k).unwrap();
-        for loss in ["logistic", "hinge", "squared"] {
-            let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();
-            let scores = run(&mut m, &x, &y, &tasks, d);
-            let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
-            assert!(late_errors < n / 10, "{loss}: {late_errors}");
+        for rule in ["normalized", "arow"] {
+            for loss in ["logistic", "hinge", "squared"] {
+                let mut m = MTLinear::new(&tk, d, params(loss, rule, None)).unwrap();
+                let scores = run(&mut m, &x, &y, &tasks, d);
+                let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
+                assert!(late_errors < n / 10, "{rule} {loss}: {late_errors}");
+            }
         }
         // Only task 2 seen: its block and the shared block exist.
         let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
