@@ -12,7 +12,10 @@ candidate's error minus VW's on selection stream s (mean over the permutations),
 candidates with ``max_s d_s <= 0.3`` (the issue's tolerance; all candidates if none passes) and
 choose the one with the smallest mean ``d_s``.
 
-Usage: ``python benches/select_mt_linear_default.py [--seeds 3] [--out docs/results/mt_linear_selection.md]``.
+Then, with ``--test``, and only then, the chosen candidate and the library default run on the six
+real sets (compare_vw.py's streams and permutations) beside VW; the table is appended.
+
+Usage: ``python benches/select_mt_linear_default.py [--seeds 3] [--test] [--out docs/results/mt_linear_selection.md]``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import omtl
 from omtl import datasets as D
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compare_vw import run_vw_inprocess, vw_lines  # noqa: E402
+from compare_vw import DATASETS, run_vw_inprocess, vw_lines  # noqa: E402
 
 TOLERANCE = 0.3
 
@@ -62,6 +65,7 @@ def candidates() -> list[tuple[str, dict]]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--test", action="store_true", help="then run the chosen candidate on the six real sets")
     ap.add_argument("--out", default="docs/results/mt_linear_selection.md")
     args = ap.parse_args(argv)
     data_dir = os.environ.get("OMTL_DATA")
@@ -93,11 +97,36 @@ def main(argv=None) -> int:
         rows.append((label, float(np.mean(diffs)), float(np.max(diffs)), diffs))
     feasible = [r for r in rows if r[2] <= TOLERANCE] or rows
     chosen = min(feasible, key=lambda r: r[1])
-    write(args, rows, err, vw, shapes, chosen, len(feasible) < len(rows) or feasible is rows)
+    test = test_sets(dict(grid)[chosen[0]], args.seeds, data_dir) if args.test else None
+    write(args, rows, err, vw, shapes, chosen, test)
     return 0
 
 
-def write(args, rows, err, vw, shapes, chosen, _) -> None:
+def errors(stream, params_list, seeds):
+    """Mean error % over the seeded permutations of VW and of MTLinear with each parameter set."""
+    X, tasks, k = stream.X, stream.tasks, stream.n_tasks
+    y = np.where(np.asarray(stream.y) > 0, 1.0, -1.0)
+    vw_err, mine = [], [[] for _ in params_list]
+    for seed in range(seeds):
+        perm = np.random.default_rng(seed).permutation(len(y))
+        Xp, yp, tp = X[perm], y[perm], tasks[perm]
+        vw_err.append(run_vw_inprocess(vw_lines(Xp, yp, tp), yp, 1)[0])
+        for out, params in zip(mine, params_list):
+            out.append(100.0 * np.mean(omtl.MTLinear(n_tasks=k, **params).learn(Xp, yp, tasks=tp) != yp))
+    return float(np.mean(vw_err)), [float(np.mean(e)) for e in mine], 100.0 * float(np.mean(y > 0))
+
+
+def test_sets(chosen_params, seeds, data_dir) -> dict:
+    """The chosen candidate and the library default on the six real sets, beside VW."""
+    out = {}
+    for name, load in DATASETS.items():
+        vw_err, (chosen_err, default_err), negative = errors(load(data_dir), [chosen_params, {}], seeds)
+        out[name] = {"vw": vw_err, "chosen": chosen_err, "default": default_err, "always_negative": negative}
+        print(f"[test {name}] VW {vw_err:.2f} chosen {chosen_err:.2f} default {default_err:.2f}", file=sys.stderr)
+    return out
+
+
+def write(args, rows, err, vw, shapes, chosen, test) -> None:
     names = list(SELECTION)
     lines = [
         "# MTLinear default: selection sweep (no test data)",
@@ -121,10 +150,19 @@ def write(args, rows, err, vw, shapes, chosen, _) -> None:
         cells = " | ".join(f"{err[label][n]:.2f} ({d:+.2f})" for n, d in zip(names, diffs))
         lines.append(f"| {label}{mark} | {cells} | {mean:+.2f} | {worst:+.2f} |")
     lines += ["", f"Chosen: **{chosen[0]}** (mean difference {chosen[1]:+.2f}, max {chosen[2]:+.2f}).", ""]
+    if test:
+        wins = sum(t["chosen"] <= t["vw"] for t in test.values())
+        lines += ["## The chosen candidate on the six real sets (run once, after the choice)", "",
+                  "| data set | VW error % | chosen | difference | library default | difference | always −1 |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for name, t in test.items():
+            lines.append(f"| {name} | {t['vw']:.2f} | {t['chosen']:.2f} | {t['chosen'] - t['vw']:+.2f} | "
+                         f"{t['default']:.2f} | {t['default'] - t['vw']:+.2f} | {t['always_negative']:.2f} |")
+        lines += ["", f"The chosen candidate is at or below VW on {wins} of {len(test)} sets.", ""]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines))
-    out.with_suffix(".json").write_text(json.dumps({"err": err, "vw": vw, "chosen": chosen[0]}, indent=1))
+    out.with_suffix(".json").write_text(json.dumps({"err": err, "vw": vw, "chosen": chosen[0], "test": test}, indent=1))
     print(out.read_text())
 
 
