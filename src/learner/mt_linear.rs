@@ -205,10 +205,6 @@ pub enum UpdateRule {
     /// proximal step in the metric `Σ⁻¹` ([`Loss::proximal_step`]). Appended last: the serialised
     /// variant indices of the other rules are unchanged.
     Arow,
-    /// AROW on each coordinate divided by its largest seen |value| `N_c` (Ross, Mineiro & Langford's
-    /// normalisation), so that it is invariant to the scale of each feature: rate
-    /// `Σ_c/N_c² = 1/(N_c² + η D_c)`.
-    NormalizedArow,
 }
 
 impl UpdateRule {
@@ -218,10 +214,9 @@ impl UpdateRule {
             "adagrad" => Ok(Self::Adagrad),
             "sgd" => Ok(Self::Sgd),
             "arow" => Ok(Self::Arow),
-            "normalized_arow" => Ok(Self::NormalizedArow),
             other => Err(invalid(
                 "update",
-                format!("expected 'normalized', 'adagrad', 'sgd', 'arow' or 'normalized_arow', got {other:?}"),
+                format!("expected 'normalized', 'adagrad', 'sgd' or 'arow', got {other:?}"),
             )),
         }
     }
@@ -238,11 +233,11 @@ struct Block {
 }
 
 impl UpdateRule {
-    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad) or Σ u² (the AROWs), then
-    /// max |u| (normalized, normalized_arow).
+    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad) or Σ u² (arow), then
+    /// max |u| (normalized).
     fn stride(self) -> usize {
         match self {
-            Self::Normalized | Self::NormalizedArow => 3,
+            Self::Normalized => 3,
             Self::Adagrad | Self::Arow => 2,
             Self::Sgd => 1,
         }
@@ -420,20 +415,6 @@ fn arow_variances(eta: f64, u: &[f64], d: &[f64], rates: &mut [f64]) -> (f64, f6
     let mut v = 0.0;
     for ((rate, &u), &d) in rates.iter_mut().zip(u).zip(d) {
         *rate = 1.0 / (1.0 + eta * d);
-        v += u * u * *rate;
-    }
-    (v, 0.0)
-}
-
-/// Normalized AROW's rates (M.2b): AROW on `x̂_c = u_c/N'_c`, `N'_c = max(N_c, |u_c|)`, whose
-/// variance is `1/(1 + η D_c/N'_c²)` (`D_c/N'_c²` is `Σ x̂²` as if the scale `N'_c` had been known
-/// from the start); a step `s` moves `ŵ_c = w_c N'_c` by `s Σ̂_c x̂_c`, i.e. `w_c` by
-/// `s u_c/(N'_c² + η D_c)`. Returns the rates and `v = Σ_c u_c² rate_c`.
-fn normalized_arow_variances(eta: f64, u: &[f64], d: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
-    let mut v = 0.0;
-    for (((rate, &u), &d), &n) in rates.iter_mut().zip(u).zip(d).zip(n) {
-        let scale = n.max(u.abs());
-        *rate = 1.0 / (scale * scale + eta * d);
         v += u * u * *rate;
     }
     (v, 0.0)
@@ -794,8 +775,7 @@ impl MTLinear {
         }
         // What each coordinate's second statistic accumulates per update: g²u² (AdaGrad's G) or,
         // for AROW, u² (its precision grows by u²/r whatever the loss, as in the paper).
-        let arow = matches!(rule, UpdateRule::Arow | UpdateRule::NormalizedArow);
-        let g2 = if arow { 1.0 } else { g * g };
+        let g2 = if rule == UpdateRule::Arow { 1.0 } else { g * g };
         let stride = rule.stride();
         let Scratchpad {
             slot,
@@ -821,7 +801,6 @@ impl MTLinear {
                 (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
             }
             UpdateRule::Arow => arow_variances(learning_rate, u, gs, &mut self.rates),
-            UpdateRule::NormalizedArow => normalized_arow_variances(learning_rate, u, gs, ns, &mut self.rates),
         };
         let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
         let multiplier = match rule {
@@ -835,7 +814,7 @@ impl MTLinear {
             return Ok(());
         }
         let scale = match rule {
-            UpdateRule::Arow | UpdateRule::NormalizedArow => loss.proximal_step(y, score, learning_rate, h),
+            UpdateRule::Arow => loss.proximal_step(y, score, learning_rate, h),
             _ => loss.invariant_step(y, score, learning_rate, h) * multiplier,
         };
         if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {

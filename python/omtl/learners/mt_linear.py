@@ -11,7 +11,7 @@ from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
-UPDATES = ("normalized", "adagrad", "sgd", "arow", "normalized_arow")
+UPDATES = ("normalized", "adagrad", "sgd", "arow")
 MAX_HASH_BITS = 31
 
 

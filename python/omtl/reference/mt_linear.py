@@ -187,7 +187,7 @@ class MTLinearCore(ReferenceCore):
         self.terms, self.comp, self.graph = terms, components_of(graph, graph.n_tasks), graph
 
     def diagnostics(self) -> dict:
-        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1, "arow": 2, "normalized_arow": 3}[self.rule]
+        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1, "arow": 2}[self.rule]
         return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 4)}
 
     def arrays(self) -> dict:
@@ -224,8 +224,7 @@ class MTLinearCore(ReferenceCore):
         coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
         rates, h, norm_x = [], 0.0, 0.0
         # AROW's second statistic is D = sum u^2 (its precision 1 + eta D), the others' G = sum g^2 u^2.
-        arow = self.rule in ("arow", "normalized_arow")
-        g2 = 1.0 if arow else g * g
+        g2 = 1.0 if self.rule == "arow" else g * g
         for r, j, u in coords:
             G = float(self.G[r, j]) + g2 * u * u
             if self.rule == "normalized":
@@ -236,10 +235,6 @@ class MTLinearCore(ReferenceCore):
                 rate = 1.0 / math.sqrt(G)
             elif self.rule == "arow":
                 rate = 1.0 / (1.0 + self.eta * float(self.G[r, j]))  # the variance before this update
-            elif self.rule == "normalized_arow":
-                # AROW on u/N' (N' = max(N, |u|)): w moves by s u / (N'^2 + eta D)
-                N = max(float(self.N[r, j]), abs(u))
-                rate = 1.0 / (N * N + self.eta * float(self.G[r, j]))
             else:
                 rate = 1.0 / math.sqrt(self.t[c])
             rates.append(rate)
@@ -250,7 +245,7 @@ class MTLinearCore(ReferenceCore):
         h *= mult
         if h == 0:
             return
-        if arow:
+        if self.rule == "arow":
             s = proximal_step(self.loss, y, p, self.eta, h)
         else:
             s = invariant_step(self.loss, y, p, self.eta, h) * mult
@@ -268,7 +263,7 @@ class MTLinearCore(ReferenceCore):
             self.allocated[r] = True
             w = float(self.W[r, j])
             self.G[r, j] = float(self.G[r, j]) + g2 * u * u
-            if self.rule in ("normalized", "normalized_arow") and abs(u) > float(self.N[r, j]):
+            if self.rule == "normalized" and abs(u) > float(self.N[r, j]):
                 if self.N[r, j] > 0:
                     w *= float(self.N[r, j]) / abs(u)
                 self.N[r, j] = abs(u)
