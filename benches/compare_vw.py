@@ -52,6 +52,8 @@ def omtl_contenders(k: int) -> list[tuple[str, object]]:
         ("MTLinear update=adagrad", omtl.MTLinear(n_tasks=k, update="adagrad")),
         ("MTLinear graph=disconnected", omtl.MTLinear(n_tasks=k, graph="disconnected")),
         ("MTLinear loss=hinge", omtl.MTLinear(n_tasks=k, loss="hinge")),
+        # Diagonal AROW at the setting chosen on selection data (docs/mt_linear.md M.7).
+        ("MTLinear update=arow loss=hinge learning_rate=2", omtl.MTLinear(n_tasks=k, update="arow", loss="hinge", learning_rate=2.0)),
     ]
 
 

@@ -16,7 +16,7 @@ from parity import scores_row_by_row
 
 import omtl
 import omtl.reference as ref
-from omtl.reference.mt_linear import invariant_step, logistic_gain
+from omtl.reference.mt_linear import invariant_step, logistic_gain, logistic_proximal_gain, proximal_step
 
 # This module's learners in the conformance and parity suites (see learner_table.py).
 CONFORMANCE = [
@@ -28,6 +28,12 @@ CONFORMANCE = [
     ("mtlinear-hash2", omtl.MTLinear, ref.MTLinear, {"hash_bits": 2}),
     ("mtlinear-graph", omtl.MTLinear, ref.MTLinear,
      {"graph": omtl.TaskGraph.from_edges(4, [(0, 1), (1, 2)], [1.0, 0.5]), "loss": "hinge"}),
+    # AROW (M.2b): its three proximal steps, hashing with collisions, a general graph.
+    ("mtlinear-arow-hinge", omtl.MTLinear, ref.MTLinear, {"update": "arow", "loss": "hinge", "learning_rate": 2.0}),
+    ("mtlinear-arow-logistic-hash2", omtl.MTLinear, ref.MTLinear, {"update": "arow", "hash_bits": 2}),
+    ("mtlinear-arow-squared-graph", omtl.MTLinear, ref.MTLinear,
+     {"update": "arow", "loss": "squared", "learning_rate": 0.3,
+      "graph": omtl.TaskGraph.from_edges(4, [(0, 1), (2, 3)], [1.0, 2.0])}),
 ]
 
 BOTH = [pytest.param(omtl.MTLinear, id="native"), pytest.param(ref.MTLinear, id="reference")]
@@ -45,6 +51,43 @@ def test_logistic_gain_solves_the_flow():
         for a in (1e-6, 0.3, 5.0, 300.0):
             delta = logistic_gain(m0, a)
             assert delta + math.exp(m0) * math.expm1(delta) == pytest.approx(a, rel=1e-12, abs=1e-15)
+
+
+def test_logistic_proximal_gain_solves_its_equation():
+    for m0 in (-30.0, -1.0, 0.0, 2.0, 20.0):
+        for a in (1e-6, 0.3, 5.0, 300.0, 1e8):
+            delta = logistic_proximal_gain(m0, a)
+            assert delta * (1.0 + math.exp(m0 + delta)) == pytest.approx(a, rel=1e-12, abs=1e-15)
+
+
+def test_arow_steps_by_hand():
+    """Hinge: AROW's own step, the margin moves by v (1 - m)/(v + r); squared: towards y by the
+    same factor; logistic: the margin gain delta solves delta/v = eta sigma(-(m + delta))."""
+    v, eta = 0.8, 2.0
+    r = 1.0 / eta
+    assert 0.3 + v * proximal_step("hinge", 1.0, 0.3, eta, v) == pytest.approx(0.3 + v * 0.7 / (v + r))
+    assert proximal_step("hinge", -1.0, -1.5, eta, v) == 0.0  # margin 1.5: no loss
+    p = 0.4
+    assert p + v * proximal_step("squared", -1.0, p, eta, v) == pytest.approx(p + (-1.0 - p) * v / (v + r))
+    delta = -v * proximal_step("logistic", -1.0, 0.2, eta, v)  # y = -1, margin -0.2
+    assert delta / v == pytest.approx(eta / (1.0 + math.exp(-0.2 + delta)), rel=1e-12)
+
+
+@pytest.mark.parametrize("cls", BOTH)
+def test_arow_first_step_by_hand(cls):
+    """One hinge example x = (2, 0), y = +1 on one task, eta = 2 (r = 1/2): both variances are 1,
+    v = 4 + 1 = 5, the margin moves to 5/(5 + 1/2) = 10/11 (w = (2, 1)·2/11), and D = (4, 1)
+    makes the variances 1/9 and 1/3 for the next step."""
+    model = cls(n_tasks=1, graph="disconnected", update="arow", loss="hinge", learning_rate=2.0)
+    X = np.array([[2.0, 0.0]])
+    model.partial_fit(X, [1], tasks=[0])
+    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(10 / 11, rel=1e-7)
+    np.testing.assert_array_equal(model.block_weights_[0], np.array([4 / 11, 0.0, 2 / 11], dtype=np.float32))
+    # Second step from margin 10/11: v = 4/9 + 1/3 = 7/9, gain (1/11)·v/(v + 1/2).
+    model.partial_fit(X, [1], tasks=[0])
+    v = 7 / 9
+    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(10 / 11 + v / 11 / (v + 0.5), rel=1e-6)
+    assert model.memory_bytes_ == 3 * 2 * 4  # (weight, D) per slot in f32
 
 
 def test_invariant_steps_by_hand():
@@ -81,7 +124,7 @@ def per_task_runs(cls, X, y, tasks, k, **params):
     return scores
 
 
-@pytest.mark.parametrize("update", ["normalized", "adagrad", "sgd"])
+@pytest.mark.parametrize("update", ["normalized", "adagrad", "sgd", "arow"])
 @pytest.mark.parametrize("cls", BOTH)
 def test_disconnected_graph_equals_independent_learners(cls, update):
     k = 3
@@ -90,12 +133,13 @@ def test_disconnected_graph_equals_independent_learners(cls, update):
     np.testing.assert_array_equal(joint, per_task_runs(cls, X, y, tasks, k, graph="disconnected", update=update))
 
 
+@pytest.mark.parametrize("update", ["normalized", "arow"])
 @pytest.mark.parametrize("cls", BOTH)
-def test_complete_graph_with_one_task_is_the_single_task_rule(cls):
+def test_complete_graph_with_one_task_is_the_single_task_rule(cls, update):
     X, y, _ = random_stream(n=80, d=4, k=1, seed=6)
     tasks = np.zeros(len(y), dtype=np.int64)
-    a = scores_row_by_row(cls(n_tasks=1, graph="complete"), X, y, tasks)
-    b = scores_row_by_row(cls(n_tasks=1, graph="disconnected"), X, y, tasks)
+    a = scores_row_by_row(cls(n_tasks=1, graph="complete", update=update), X, y, tasks)
+    b = scores_row_by_row(cls(n_tasks=1, graph="disconnected", update=update), X, y, tasks)
     np.testing.assert_array_equal(a, b)
 
 
@@ -109,12 +153,13 @@ def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
     np.testing.assert_allclose(scores_row_by_row(general, X, y, tasks), scores_row_by_row(closed, X, y, tasks), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("update", ["normalized", "arow"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
 @pytest.mark.parametrize("cls", BOTH)
-def test_hashing_with_enough_bits_equals_no_hashing(cls, sparse):
+def test_hashing_with_enough_bits_equals_no_hashing(cls, sparse, update):
     X, y, tasks = random_stream(n=150, d=7, k=4, seed=9, sparse=sparse)
-    plain = cls(n_tasks=4).learn(X, y, tasks=tasks)
-    hashed_model = cls(n_tasks=4, hash_bits=3)  # 8 slots >= 7 features + intercept
+    plain = cls(n_tasks=4, update=update).learn(X, y, tasks=tasks)
+    hashed_model = cls(n_tasks=4, hash_bits=3, update=update)  # 8 slots >= 7 features + intercept
     np.testing.assert_array_equal(hashed_model.learn(X, y, tasks=tasks), plain)
 
 
@@ -149,9 +194,10 @@ def test_random_graphs_match_the_twin(weighted):
     np.testing.assert_allclose(nat, twin, rtol=1e-9, atol=1e-12)
 
 
-def test_learns_a_shared_concept():
+@pytest.mark.parametrize("params", [{}, {"update": "arow", "loss": "hinge", "learning_rate": 2.0}, {"update": "arow"}])
+def test_learns_a_shared_concept(params):
     X, y, tasks = random_stream(n=3000, d=6, k=4, seed=3)
-    pred = omtl.MTLinear(n_tasks=4).learn(X, y, tasks=tasks)
+    pred = omtl.MTLinear(n_tasks=4, **params).learn(X, y, tasks=tasks)
     late = slice(2000, None)
     assert np.mean(pred[late] != y[late]) < np.mean(y[late] != np.sign(y[late].sum() + 0.5))
 
@@ -201,14 +247,16 @@ def test_docstring_example_runs():
     assert result.attempted >= 5 and result.failed == 0
 
 
+@pytest.mark.parametrize("update", ["normalized", "arow"])
 @pytest.mark.parametrize("cls", BOTH)
-def test_update_beyond_single_precision_is_refused(cls):
+def test_update_beyond_single_precision_is_refused(cls, update):
     """The state is f32 (M.5): a row whose update would write G = g²u² ~ 1e60 is refused before
     anything changes, and the model keeps learning afterwards."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(30, 3))
     y, tasks = np.where(X[:, 0] > 0, 1, -1), rng.integers(0, 2, 30)
-    model = cls(n_tasks=2, loss="hinge").partial_fit(X, y, tasks=tasks)  # hinge: |g| = 1 on a mistake
+    # hinge: |g| = 1 on a mistake (G += u²); AROW: D += u² on any update
+    model = cls(n_tasks=2, loss="hinge", update=update).partial_fit(X, y, tasks=tasks)
     before, n_updates, n_seen = model.block_weights_.copy(), model.n_updates_, model.n_seen_
     huge = np.array([[1e30, 0.0, 0.0]])
     wrong = -1 if model.decision_function(huge, tasks=[0])[0] >= 0 else 1

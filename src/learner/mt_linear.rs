@@ -15,7 +15,9 @@
 //! rate `r_j = 1/(√G_j N_j)`, multiplier `μ = √(n / Σ_t Σ_j u_j²/N_j²)` (per component),
 //! sensitivity `h = μ Σ_j u_j² r_j`; the step `s` makes the prediction follow the gradient flow of
 //! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
-//! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`.
+//! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`. `update="arow"` is
+//! diagonal AROW (Crammer, Kulesza & Dredze 2009): variance `Σ_j = 1/(1 + η D_j)`, `D_j += u_j²`,
+//! and the loss's proximal step along `Σ u` ([`Loss::proximal_step`]).
 //!
 //! Feature hashing (`hash_bits = b`, only when `2^b < d + 1`): feature `j` lives in two slots of
 //! each block with value `x_j/√2` each, chosen by a block-seeded 64-bit mix ([`slot_of`]), so
@@ -99,6 +101,49 @@ impl Loss {
             Self::Squared => (y - p) * -(-eta * h).exp_m1() / h,
         }
     }
+
+    /// AROW's step (`update="arow"`, docs/mt_linear.md M.2b): the margin gain `δ` that minimises
+    /// `δ²/(2v) + η ℓ̃(m + δ)` (a proximal step in the metric `Σ⁻¹` along `Σ u`, `v = Σ_c Σ_c u_c²`,
+    /// `η = 1/r`), with `ℓ̃` the squared hinge `½ max(0, 1 - m)²` for `Hinge` (AROW's own step,
+    /// `δ = v (1 - m)/(v + r)`), `½ (1 - m)²` for `Squared` and the logistic loss itself. Returns
+    /// `s` with `w_c += s Σ_c u_c`, so that the prediction moves by `v s`.
+    pub fn proximal_step(self, y: f64, p: f64, eta: f64, v: f64) -> f64 {
+        match self {
+            Self::Logistic => y * logistic_proximal_gain(y * p, eta * v) / v,
+            Self::Hinge => y * (1.0 - y * p).max(0.0) * eta / (1.0 + eta * v),
+            Self::Squared => (y - p) * eta / (1.0 + eta * v),
+        }
+    }
+}
+
+/// The logistic proximal margin gain: `δ ≥ 0` with `δ (1 + e^{m0 + δ}) = a`. `f(δ) = δ (1 + e^{m0+δ}) - a`
+/// is convex and increasing, so Newton's method from an upper bound of the root descends to it
+/// monotonically. Bounds: `a/(1 + e^{m0})` (as `e^{m0+δ} ≥ e^{m0}`) and `max(1, ln a - m0)` (a root
+/// `δ ≥ 1` has `e^{m0+δ} ≤ a`), which keeps the number of steps logarithmic for huge `a`.
+pub fn logistic_proximal_gain(m0: f64, a: f64) -> f64 {
+    if a <= 0.0 {
+        return 0.0;
+    }
+    let mut delta = (a / (1.0 + m0.exp())).min((a.ln() - m0).max(1.0));
+    if delta <= 0.0 || !delta.is_finite() {
+        return delta.max(0.0);
+    }
+    // Quadratic convergence once near the root; from the log-scale bound a few steps get there.
+    for _ in 0..100 {
+        let e = (m0 + delta).exp();
+        let f = delta * (1.0 + e) - a;
+        let f1 = 1.0 + e * (1.0 + delta);
+        let next = delta - f / f1;
+        if !(next.is_finite() && next > 0.0 && next < delta) {
+            break;
+        }
+        let moved = delta - next;
+        delta = next;
+        if moved <= 1e-15 * delta {
+            break;
+        }
+    }
+    delta
 }
 
 /// `1 / (1 + e^{-z})` without overflow.
@@ -155,6 +200,11 @@ pub enum UpdateRule {
     Adagrad,
     /// One rate `η/√t` (t = examples of the component so far).
     Sgd,
+    /// AROW, diagonal (Crammer, Kulesza & Dredze 2009): per-coordinate variance
+    /// `Σ_c = 1/(1 + η D_c)`, `D_c = Σ u_c²` over updates, `r = 1/η`; the step is the loss's
+    /// proximal step in the metric `Σ⁻¹` ([`Loss::proximal_step`]). Appended last: the serialised
+    /// variant indices of the other rules are unchanged.
+    Arow,
 }
 
 impl UpdateRule {
@@ -163,9 +213,10 @@ impl UpdateRule {
             "normalized" => Ok(Self::Normalized),
             "adagrad" => Ok(Self::Adagrad),
             "sgd" => Ok(Self::Sgd),
+            "arow" => Ok(Self::Arow),
             other => Err(invalid(
                 "update",
-                format!("expected 'normalized', 'adagrad' or 'sgd', got {other:?}"),
+                format!("expected 'normalized', 'adagrad', 'sgd' or 'arow', got {other:?}"),
             )),
         }
     }
@@ -182,11 +233,12 @@ struct Block {
 }
 
 impl UpdateRule {
-    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad), then max |u| (normalized).
+    /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad) or Σ u² (arow), then
+    /// max |u| (normalized).
     fn stride(self) -> usize {
         match self {
             Self::Normalized => 3,
-            Self::Adagrad => 2,
+            Self::Adagrad | Self::Arow => 2,
             Self::Sgd => 1,
         }
     }
@@ -354,6 +406,18 @@ fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut
         norm[i - whole] += dn;
     }
     ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
+}
+
+/// AROW's variances (M.2b) of every coordinate of one example, `Σ_c = 1/(1 + η D_c)` with the
+/// stored `D_c = Σ u_c²` before this update (the prior variance is 1 and `r = 1/η`), and the
+/// confidence `v = Σ_c Σ_c u_c²` (the change of the prediction per unit step).
+fn arow_variances(eta: f64, u: &[f64], d: &[f64], rates: &mut [f64]) -> (f64, f64) {
+    let mut v = 0.0;
+    for ((rate, &u), &d) in rates.iter_mut().zip(u).zip(d) {
+        *rate = 1.0 / (1.0 + eta * d);
+        v += u * u * *rate;
+    }
+    (v, 0.0)
 }
 
 /// The scratchpad's slices for the coordinates of one block (see [`Scratchpad`]).
@@ -702,11 +766,16 @@ impl MTLinear {
         let t = stats.n_examples + 1.0;
         // Every loss here has ℓ > 0 exactly where ∂ℓ/∂p ≠ 0.
         let g = loss.derivative(y, score);
-        if g == 0.0 {
+        // A derivative whose square underflows (|g| < 1.5e-154: a logistic margin beyond ~354)
+        // teaches nothing in double precision, and would give a coordinate never updated the rate
+        // 1/√0 (a NaN sensitivity): such an example counts as one without loss.
+        if g * g < f64::MIN_POSITIVE {
             self.stats[c].n_examples = t;
             return Ok(());
         }
-        let g2 = g * g;
+        // What each coordinate's second statistic accumulates per update: g²u² (AdaGrad's G) or,
+        // for AROW, u² (its precision grows by u²/r whatever the loss, as in the paper).
+        let g2 = if rule == UpdateRule::Arow { 1.0 } else { g * g };
         let stride = rule.stride();
         let Scratchpad {
             slot,
@@ -731,6 +800,7 @@ impl MTLinear {
                 self.rates.fill(rate);
                 (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
             }
+            UpdateRule::Arow => arow_variances(learning_rate, u, gs, &mut self.rates),
         };
         let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
         let multiplier = match rule {
@@ -743,7 +813,10 @@ impl MTLinear {
             self.stats[c].n_examples = t;
             return Ok(());
         }
-        let scale = loss.invariant_step(y, score, learning_rate, h) * multiplier;
+        let scale = match rule {
+            UpdateRule::Arow => loss.proximal_step(y, score, learning_rate, h),
+            _ => loss.invariant_step(y, score, learning_rate, h) * multiplier,
+        };
         if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {
             return Err(Error::Numerical(format!(
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
@@ -1090,6 +1163,43 @@ mod tests {
     }
 
     #[test]
+    fn logistic_proximal_gain_solves_its_equation() {
+        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
+            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8, 1e300] {
+                let delta = logistic_proximal_gain(m0, a);
+                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
+                if m0.abs() < 100.0 {
+                    let lhs = delta * (1.0 + (m0 + delta).exp());
+                    assert!((lhs - a).abs() <= 1e-12 * a, "m0={m0} a={a}: {lhs}");
+                }
+            }
+        }
+        // AROW's hinge step: the margin moves by v (1 - m)/(v + r), r = 1/η; none beyond margin 1.
+        let (v, eta) = (0.8, 2.0);
+        assert!((v * Loss::Hinge.proximal_step(1.0, 0.3, eta, v) - v * 0.7 / (v + 0.5)).abs() < 1e-15);
+        assert_eq!(Loss::Hinge.proximal_step(-1.0, -1.5, eta, v), 0.0);
+    }
+
+    #[test]
+    fn disconnected_arow_equals_independent_learners() {
+        let (n, d, k) = (300, 5, 3);
+        let (x, y, tasks) = labelled(n, d, k, 4);
+        let tk = TaskKernel::disconnected(k).unwrap();
+        let mut joint = MTLinear::new(&tk, d, params("logistic", "arow", None)).unwrap();
+        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
+        let one = TaskKernel::disconnected(1).unwrap();
+        for task in 0..k {
+            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
+            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
+            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
+            let mut single = MTLinear::new(&one, d, params("logistic", "arow", None)).unwrap();
+            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
+            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
+            assert_eq!(s, expected);
+        }
+    }
+
+    #[test]
     fn hinge_and_squared_steps_do_not_overshoot() {
         // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
         let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
@@ -1127,7 +1237,7 @@ mod tests {
         let (n, d, k) = (200, 6, 4);
         let (x, y, tasks) = labelled(n, d, k, 2);
         let tk = TaskKernel::complete(k).unwrap();
-        for rule in ["normalized", "adagrad", "sgd"] {
+        for rule in ["normalized", "adagrad", "sgd", "arow"] {
             let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
             let mut hashed = MTLinear::new(&tk, d, params("hinge", rule, Some(3))).unwrap();
             assert_eq!(hashed.width(), 7);
@@ -1144,11 +1254,13 @@ mod tests {
         let (n, d, k) = (2000, 4, 4);
         let (x, y, tasks) = labelled(n, d, k, 3);
         let tk = TaskKernel::complete(k).unwrap();
-        for loss in ["logistic", "hinge", "squared"] {
-            let mut m = MTLinear::new(&tk, d, params(loss, "normalized", None)).unwrap();
-            let scores = run(&mut m, &x, &y, &tasks, d);
-            let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
-            assert!(late_errors < n / 10, "{loss}: {late_errors}");
+        for rule in ["normalized", "arow"] {
+            for loss in ["logistic", "hinge", "squared"] {
+                let mut m = MTLinear::new(&tk, d, params(loss, rule, None)).unwrap();
+                let scores = run(&mut m, &x, &y, &tasks, d);
+                let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
+                assert!(late_errors < n / 10, "{rule} {loss}: {late_errors}");
+            }
         }
         // Only task 2 seen: its block and the shared block exist.
         let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();

@@ -240,6 +240,7 @@ fn mt_linear() {
                 (UpdateRule::Normalized, Some(2)),
                 (UpdateRule::Adagrad, None),
                 (UpdateRule::Sgd, Some(2)),
+                (UpdateRule::Arow, Some(2)),
             ] {
                 let params = MTLinearParams::new(Loss::Logistic, rule, 0.5, true, hash_bits).unwrap();
                 fuzz(

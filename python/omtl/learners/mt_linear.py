@@ -11,7 +11,7 @@ from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
-UPDATES = ("normalized", "adagrad", "sgd")
+UPDATES = ("normalized", "adagrad", "sgd", "arow")
 MAX_HASH_BITS = 31
 
 
@@ -56,10 +56,13 @@ class MTLinear(OnlineClassifier):
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     loss : {"logistic", "hinge", "squared"}, default="logistic"
         ``log(1 + exp(-y f))``, ``max(0, 1 - y f)`` or ``(y - f)^2 / 2``.
-    update : {"normalized", "adagrad", "sgd"}, default="normalized"
-        The per-coordinate rate: normalized AdaGrad, plain AdaGrad, or ``learning_rate/sqrt(t)``.
+    update : {"normalized", "adagrad", "sgd", "arow"}, default="normalized"
+        The per-coordinate rate: normalized AdaGrad, plain AdaGrad, ``learning_rate/sqrt(t)``, or
+        diagonal AROW (a variance per weight, shrinking with the squared values seen; the step is
+        the loss's proximal step, AROW's own for ``loss="hinge"``; docs/mt_linear.md M.2b).
     learning_rate : float, default=0.5
-        The step ``eta`` (Vowpal Wabbit's ``-l``, same default).
+        The step ``eta`` (Vowpal Wabbit's ``-l``, same default); for ``update="arow"``, ``1/r``
+        (AROW's regularisation ``r``).
     fit_intercept : bool, default=True
         Append a constant feature 1 to ``x`` (a bias per block: a shared and a per-task bias).
     hash_bits : int or None, default=None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from scipy.sparse.csgraph import connected_components
@@ -107,6 +108,33 @@ def invariant_step(loss, y, p, eta, h):
     return (y - p) * (1.0 - math.exp(-eta * h)) / h
 
 
+def logistic_proximal_gain(m0, a):
+    """delta >= 0 with delta (1 + e^(m0 + delta)) = a (AROW's logistic step), by bisection below
+    the bounds a/(1 + e^m0) and max(1, ln a - m0)."""
+    if a <= 0:
+        return 0.0
+    lo, hi = 0.0, min(a / (1.0 + math.exp(min(m0, 700.0))), max(1.0, math.log(a) - m0))
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if mid * (1.0 + math.exp(min(m0 + mid, 700.0))) - a > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def proximal_step(loss, y, p, eta, v):
+    """AROW's step: s with w_c += s Sigma_c u_c, the margin gain minimising
+    delta^2/(2v) + eta * loss~(m + delta) (squared hinge for "hinge": AROW's own step)."""
+    if loss == "logistic":
+        return y * logistic_proximal_gain(y * p, eta * v) / v
+    if loss == "hinge":
+        return y * max(0.0, 1.0 - y * p) * eta / (1.0 + eta * v)
+    return (y - p) * eta / (1.0 + eta * v)
+
+
 class MTLinearCore(ReferenceCore):
     def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
         self.graph = graph
@@ -159,7 +187,7 @@ class MTLinearCore(ReferenceCore):
         self.terms, self.comp, self.graph = terms, components_of(graph, graph.n_tasks), graph
 
     def diagnostics(self) -> dict:
-        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1}[self.rule]
+        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1, "arow": 2}[self.rule]
         return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 4)}
 
     def arrays(self) -> dict:
@@ -190,18 +218,23 @@ class MTLinearCore(ReferenceCore):
         c = self.comp[task]
         self.t[c] += 1
         g = loss_derivative(self.loss, y, p)
-        if loss_value(self.loss, y, p) <= 0 or g == 0:
+        # |g| < 1.5e-154 (g^2 underflows): nothing to learn in double precision (as the engine).
+        if loss_value(self.loss, y, p) <= 0 or g * g < sys.float_info.min:
             return
         coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
         rates, h, norm_x = [], 0.0, 0.0
+        # AROW's second statistic is D = sum u^2 (its precision 1 + eta D), the others' G = sum g^2 u^2.
+        g2 = 1.0 if self.rule == "arow" else g * g
         for r, j, u in coords:
-            G = float(self.G[r, j]) + g * g * u * u
+            G = float(self.G[r, j]) + g2 * u * u
             if self.rule == "normalized":
                 N = max(float(self.N[r, j]), abs(u))
                 norm_x += u * u / (N * N)
                 rate = 1.0 / (math.sqrt(G) * N)
             elif self.rule == "adagrad":
                 rate = 1.0 / math.sqrt(G)
+            elif self.rule == "arow":
+                rate = 1.0 / (1.0 + self.eta * float(self.G[r, j]))  # the variance before this update
             else:
                 rate = 1.0 / math.sqrt(self.t[c])
             rates.append(rate)
@@ -212,7 +245,10 @@ class MTLinearCore(ReferenceCore):
         h *= mult
         if h == 0:
             return
-        s = invariant_step(self.loss, y, p, self.eta, h) * mult
+        if self.rule == "arow":
+            s = proximal_step(self.loss, y, p, self.eta, h)
+        else:
+            s = invariant_step(self.loss, y, p, self.eta, h) * mult
         if not (math.isfinite(h) and math.isfinite(s) and all(map(math.isfinite, rates))):
             raise ValueError("MTLinear: non-finite step; update refused")
         # Every value written must fit f32, with room for coordinates colliding in one slot.
@@ -220,13 +256,13 @@ class MTLinearCore(ReferenceCore):
         old_w = max((abs(float(self.W[r, j])) for r, j, _ in coords), default=0.0)
         old_g = max((float(self.G[r, j]) for r, j, _ in coords), default=0.0)
         bounds = (old_w + abs(s) * sum(abs(u * rate) for (_, _, u), rate in zip(coords, rates)),
-                  old_g + g * g * sum(u * u for _, _, u in coords), max(abs(u) for _, _, u in coords))
+                  old_g + g2 * sum(u * u for _, _, u in coords), max(abs(u) for _, _, u in coords))
         if not all(b < f32_max for b in bounds):
             raise ValueError("MTLinear: a weight or statistic would exceed single precision; update refused")
         for (r, j, u), rate in zip(coords, rates):
             self.allocated[r] = True
             w = float(self.W[r, j])
-            self.G[r, j] = float(self.G[r, j]) + g * g * u * u
+            self.G[r, j] = float(self.G[r, j]) + g2 * u * u
             if self.rule == "normalized" and abs(u) > float(self.N[r, j]):
                 if self.N[r, j] > 0:
                     w *= float(self.N[r, j]) / abs(u)
