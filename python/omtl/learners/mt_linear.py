@@ -24,6 +24,7 @@ MT_LINEAR_CONSTRAINTS = {
         Integer(1, MAX_HASH_BITS),
         message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
     ),
+    "shared_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
 }
 
 
@@ -69,6 +70,12 @@ class MTLinear(OnlineClassifier):
         Memory budget: feature ``j`` uses slot ``j mod 2**hash_bits`` of every block (colliding
         features share a weight), so a block holds at most ``2**hash_bits`` weights whatever the
         number of features. ``None``: one slot per feature.
+    shared_rate : float, default=1.0
+        The complete graph's shared block learns at ``shared_rate`` times the rate of the per-task
+        blocks (every ``update`` rule; for ``"arow"`` its variances): above 1 a mistake moves the
+        knowledge common to all tasks more, below 1 the task's own weights. Graphs without a
+        shared block (``"disconnected"``, a complete graph with one task, any other
+        :class:`~omtl.TaskGraph`) ignore it (docs/mt_linear.md M.8).
 
     Attributes
     ----------
@@ -92,7 +99,7 @@ class MTLinear(OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
-        fit_intercept=True, hash_bits=None):
+        fit_intercept=True, hash_bits=None, shared_rate=1.0):
         self._store_params(locals())
 
     _grows = True  # DECISIONS.md, open-ended task sets
