@@ -7,6 +7,8 @@ test_parity.py and test_api.py through tests/learner_table.py.
 from __future__ import annotations
 
 import math
+import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from parity import scores_row_by_row
 
 import omtl
 import omtl.reference as ref
+from omtl._native import STATE_VERSION, NativeLearner
 from omtl.reference.mt_linear import invariant_step, logistic_gain, logistic_proximal_gain, proximal_step
 
 # This module's learners in the conformance and parity suites (see learner_table.py).
@@ -285,6 +288,24 @@ def test_bad_parameters_raise_on_the_first_batch_and_leave_no_state(cls, params)
     with pytest.raises(ValueError):
         model.partial_fit(X, y, tasks=tasks)
     assert not model._is_fitted()
+
+
+def test_a_state_of_the_layout_before_shared_rate_is_refused():
+    """shared_rate is part of the saved parameters (STATE_VERSION 5): a state of layout 4, or a
+    pickle of it, is refused with a clear message, not misread."""
+    X, y, tasks = random_stream(n=30, d=3, k=2, seed=0)
+    model = omtl.MTLinear(n_tasks=2, shared_rate=1.5).partial_fit(X, y, tasks=tasks)
+    state = bytes(model._core._learner.to_bytes())
+    assert struct.unpack("<I", state[:4])[0] == STATE_VERSION >= 5
+    with pytest.raises(omtl.StateError, match="layout version 4"):
+        NativeLearner.from_bytes(struct.pack("<I", 4) + state[4:])
+    old = model.__getstate__()
+    old["__omtl_state_version__"] = 4
+    with pytest.raises(ValueError, match="state version 4"):
+        omtl.MTLinear().__setstate__(old)
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.shared_rate == 1.5
+    np.testing.assert_array_equal(restored.decision_function(X, tasks=tasks), model.decision_function(X, tasks=tasks))
 
 
 def test_docstring_example_runs():

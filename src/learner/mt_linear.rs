@@ -1271,6 +1271,17 @@ mod tests {
     }
 
     #[test]
+    fn a_state_with_a_bad_shared_rate_is_refused() {
+        let tk = TaskKernel::complete(2).unwrap();
+        let mut m = MTLinear::new(&tk, 2, params("logistic", "normalized", None)).unwrap();
+        assert!(m.check_state().is_ok());
+        for rho in [0.0, -2.0, f64::NAN, f64::INFINITY] {
+            m.params.shared_rate = rho;
+            assert!(m.check_state().is_err(), "{rho}");
+        }
+    }
+
+    #[test]
     fn hinge_and_squared_steps_do_not_overshoot() {
         // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
         let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
