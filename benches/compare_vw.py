@@ -49,6 +49,8 @@ def omtl_contenders(k: int) -> list[tuple[str, object]]:
     return [
         (DEFAULTS, omtl.MTLinear(n_tasks=k)),
         ("MTLinear hash_bits=18", omtl.MTLinear(n_tasks=k, hash_bits=18)),
+        # VW's own split of the step between the shared and per-task blocks (the default before M.7b).
+        ("MTLinear shared_rate=1", omtl.MTLinear(n_tasks=k, shared_rate=1.0)),
         ("MTLinear update=adagrad", omtl.MTLinear(n_tasks=k, update="adagrad")),
         ("MTLinear graph=disconnected", omtl.MTLinear(n_tasks=k, graph="disconnected")),
         ("MTLinear loss=hinge", omtl.MTLinear(n_tasks=k, loss="hinge")),

@@ -15,13 +15,23 @@ choose the one with the smallest mean ``d_s``.
 Then, with ``--test``, and only then, the chosen candidate and the library default run on the six
 real sets (compare_vw.py's streams and permutations) beside VW; the table is appended.
 
-Usage: ``python benches/select_mt_linear_default.py [--seeds 3] [--test] [--out docs/results/mt_linear_selection.md]``.
+With ``--shared-rate`` the grid is the pre-registered one of M.7b instead: ``shared_rate`` ρ in
+{0.5, 1, 1.5, 2, 3, 4} with VW's own rule fixed (normalized, logistic, learning_rate 0.5); the
+same rule, ties (mean differences equal to 0.01) going to the ρ nearest 1 (smallest |ln ρ|, then
+the smaller ρ). Its table goes to ``docs/results/mt_linear_shared_rate.md``. ``--shared-rate
+--test`` runs no selection: it reads the choice from that file's JSON, checks that it is the
+library default (the choice is committed first), and runs the six real sets once with it, beside
+ρ = 1.
+
+Usage: ``python benches/select_mt_linear_default.py [--seeds 3] [--test] [--shared-rate] [--out PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -48,7 +58,8 @@ SELECTION = {
 
 
 def candidates() -> list[tuple[str, dict]]:
-    """The grid: every rule with the losses it is meant for, over a log-spaced learning rate."""
+    """The grid: every rule with the losses it is meant for, over a log-spaced learning rate (with
+    shared_rate = 1, the rule this sweep was run with, M.7)."""
     out = []
     for loss in ("logistic", "hinge"):
         for lr in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.75, 1.0, 1.5, 2.0):
@@ -59,17 +70,42 @@ def candidates() -> list[tuple[str, dict]]:
     for loss in ("logistic", "hinge"):
         for lr in (0.05, 0.1, 0.2, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0):
             out.append((f"arow {loss} lr={lr} (r={1 / lr:.3g})", {"update": "arow", "loss": loss, "learning_rate": lr}))
-    return out
+    return [(label, {**params, "shared_rate": 1.0}) for label, params in out]
+
+
+SHARED_RATES = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+#: VW's own rule, fixed a priori for the shared_rate grid (docs/mt_linear.md M.7b).
+VW_RULE = {"update": "normalized", "loss": "logistic", "learning_rate": 0.5}
+
+
+def shared_rate_candidates() -> list[tuple[str, dict]]:
+    """The pre-registered grid of M.7b: shared_rate over SHARED_RATES, VW's rule fixed."""
+    return [(f"shared_rate={rho}", {**VW_RULE, "shared_rate": rho}) for rho in SHARED_RATES]
+
+
+def choose(rows, grid, shared_rate: bool):
+    """M.7's rule: among candidates with max difference <= TOLERANCE (all if none), the smallest
+    mean difference; for the shared_rate grid (M.7b) means equal to 0.01 tie, and ties go to the
+    rate nearest 1 (smallest |ln rho|, then the smaller rho)."""
+    feasible = [r for r in rows if r[2] <= TOLERANCE] or rows
+    if not shared_rate:
+        return min(feasible, key=lambda r: r[1])
+    rho = {label: params["shared_rate"] for label, params in grid}
+    return min(feasible, key=lambda r: (round(r[1], 2), abs(math.log(rho[r[0]])), rho[r[0]]))
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--test", action="store_true", help="then run the chosen candidate on the six real sets")
-    ap.add_argument("--out", default="docs/results/mt_linear_selection.md")
+    ap.add_argument("--shared-rate", action="store_true", help="the shared_rate grid of M.7b")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    args.out = args.out or f"docs/results/mt_linear_{'shared_rate' if args.shared_rate else 'selection'}.md"
     data_dir = os.environ.get("OMTL_DATA")
-    grid = candidates()
+    if args.shared_rate and args.test:
+        return test_shared_rate(args, data_dir)
+    grid = shared_rate_candidates() if args.shared_rate else candidates()
     err = {label: {} for label, _ in grid}
     vw = {}
     shapes = {}
@@ -95,8 +131,7 @@ def main(argv=None) -> int:
     for label, _ in grid:
         diffs = [err[label][name] - vw[name] for name in SELECTION]
         rows.append((label, float(np.mean(diffs)), float(np.max(diffs)), diffs))
-    feasible = [r for r in rows if r[2] <= TOLERANCE] or rows
-    chosen = min(feasible, key=lambda r: r[1])
+    chosen = choose(rows, grid, args.shared_rate)
     test = test_sets(dict(grid)[chosen[0]], args.seeds, data_dir) if args.test else None
     write(args, rows, err, vw, shapes, chosen, test)
     return 0
@@ -126,16 +161,55 @@ def test_sets(chosen_params, seeds, data_dir) -> dict:
     return out
 
 
+def test_shared_rate(args, data_dir) -> int:
+    """M.7b's one run on the six real sets: the committed choice, which must be the library
+    default by then, beside rho = 1 (the default before it)."""
+    out = Path(args.out)
+    record = json.loads(out.with_suffix(".json").read_text())
+    rho = dict(shared_rate_candidates())[record["chosen"]]["shared_rate"]
+    default = inspect.signature(omtl.MTLinear).parameters["shared_rate"].default
+    if default != rho:
+        print(f"the chosen shared_rate={rho} is not the library default ({default}): commit it first", file=sys.stderr)
+        return 1
+    test = {}
+    for name, load in DATASETS.items():
+        vw_err, (chosen_err, before_err), negative = errors(load(data_dir), [{}, {**VW_RULE, "shared_rate": 1.0}], args.seeds)
+        test[name] = {"vw": vw_err, "chosen": chosen_err, "before": before_err, "always_negative": negative}
+        print(f"[test {name}] VW {vw_err:.2f} default (shared_rate={rho}) {chosen_err:.2f} shared_rate=1 {before_err:.2f}",
+              file=sys.stderr)
+    wins = sum(t["chosen"] <= t["vw"] for t in test.values())
+    worst = max(t["chosen"] - t["vw"] for t in test.values())
+    lines = [out.read_text().rstrip("\n"), "",
+             f"## The library default (shared_rate={rho}) on the six real sets (run once, after the choice was committed)",
+             "", f"{args.seeds} permutations each, those of compare_vw.py; `shared_rate=1` is the default before M.7b.", "",
+             "| data set | VW error % | default, shared_rate=" + f"{rho:g}" + " | difference | shared_rate=1 | difference | always −1 |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for name, t in test.items():
+        lines.append(f"| {name} | {t['vw']:.2f} | {t['chosen']:.2f} | {t['chosen'] - t['vw']:+.2f} | "
+                     f"{t['before']:.2f} | {t['before'] - t['vw']:+.2f} | {t['always_negative']:.2f} |")
+    lines += ["", f"At or below VW on {wins} of {len(test)} sets; largest difference {worst:+.2f}.", ""]
+    out.write_text("\n".join(lines))
+    record["test"] = test
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1))
+    print(out.read_text())
+    return 0
+
+
 def write(args, rows, err, vw, shapes, chosen, test) -> None:
     names = list(SELECTION)
+    title = ("# MTLinear shared_rate default: the pre-registered grid of docs/mt_linear.md M.7b on selection data"
+             if args.shared_rate else
+             "# MTLinear default: selection sweep on selection data, then the choice on the six real sets")
+    ties = (" Ties (mean differences equal to 0.01) go to the rate nearest 1 (smallest |ln ρ|, then the smaller ρ)."
+            if args.shared_rate else "")
     lines = [
-        "# MTLinear default: selection sweep on selection data, then the choice on the six real sets",
+        title,
         "",
         f"Generated by `benches/select_mt_linear_default.py`: {args.seeds} seeded permutations of each "
         "pooled selection stream, one prequential pass, cumulative error % (mean over the permutations) "
         "minus that of `vw --loss_function logistic -q st` on the same permutations. The six real sets "
         "of compare_vw.py are not read for the choice. Rule: among candidates with max difference <= "
-        f"{TOLERANCE}, the smallest mean difference.",
+        f"{TOLERANCE}, the smallest mean difference.{ties}",
         "",
         "| stream | n | d | tasks | VW error % |",
         "|---|---:|---:|---:|---:|",

@@ -7,6 +7,8 @@ test_parity.py and test_api.py through tests/learner_table.py.
 from __future__ import annotations
 
 import math
+import pickle
+import struct
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from parity import scores_row_by_row
 
 import omtl
 import omtl.reference as ref
+from omtl._native import STATE_VERSION, NativeLearner
 from omtl.reference.mt_linear import invariant_step, logistic_gain, logistic_proximal_gain, proximal_step
 
 # This module's learners in the conformance and parity suites (see learner_table.py).
@@ -34,6 +37,13 @@ CONFORMANCE = [
     ("mtlinear-arow-squared-graph", omtl.MTLinear, ref.MTLinear,
      {"update": "arow", "loss": "squared", "learning_rate": 0.3,
       "graph": omtl.TaskGraph.from_edges(4, [(0, 1), (2, 3)], [1.0, 2.0])}),
+    # shared_rate (M.8) away from 1 under three rules, with hashing; and at 1 (the rule without it).
+    ("mtlinear-shared-rate", omtl.MTLinear, ref.MTLinear, {"shared_rate": 2.5}),
+    ("mtlinear-shared-rate-1", omtl.MTLinear, ref.MTLinear, {"shared_rate": 1.0}),
+    ("mtlinear-adagrad-hinge-shared-rate-hash2", omtl.MTLinear, ref.MTLinear,
+     {"update": "adagrad", "loss": "hinge", "shared_rate": 0.4, "hash_bits": 2}),
+    ("mtlinear-arow-shared-rate", omtl.MTLinear, ref.MTLinear,
+     {"update": "arow", "loss": "hinge", "learning_rate": 2.0, "shared_rate": 3.0}),
 ]
 
 BOTH = [pytest.param(omtl.MTLinear, id="native"), pytest.param(ref.MTLinear, id="reference")]
@@ -115,6 +125,38 @@ def test_first_step_by_hand(cls):
     assert model.n_updates_ == 1
 
 
+@pytest.mark.parametrize("rho", [0.5, 1.0, 3.0])
+@pytest.mark.parametrize("cls", BOTH)
+def test_shared_rate_sets_the_shared_share_of_the_first_step(cls, rho):
+    """Complete graph, k = 2, one logistic example x = (2, 0), y = +1 of task 0 (M.8): each of its 4
+    coordinates (own and shared block, feature and intercept) has u² r = 2 (G = u²/4, N = |u|) and
+    μ = 1/2, so h = μ (4 + 4ρ) = 2 (1 + ρ) and the margin gain δ solves δ + e^δ - 1 = η h. The
+    shared block carries ρ/(1 + ρ) of it, which is all that task 1 sees."""
+    model = cls(n_tasks=2, shared_rate=rho)
+    X = np.array([[2.0, 0.0]])
+    model.partial_fit(X, [1], tasks=[0])
+    delta = solve_bisection(lambda d: d + math.expm1(d) - 0.5 * 2 * (1 + rho), 0.0, 3.0)
+    assert model.decision_function(X, tasks=[0])[0] == pytest.approx(delta, rel=1e-6)
+    assert model.decision_function(X, tasks=[1])[0] == pytest.approx(delta * rho / (1 + rho), rel=1e-6)
+
+
+@pytest.mark.parametrize("rho", [1.0, 0.4, 2.5])
+@pytest.mark.parametrize("cls", BOTH)
+def test_shared_rate_under_sgd_is_the_kernel_with_a_heavier_shared_part(cls, rho):
+    """Under update="sgd" (one rate for all coordinates) the model depends on T alone, not on the
+    factor B: the complete graph with the shared block's rate times ρ is the task kernel
+    T_ρ = (diag - off) I + ρ off 11ᵀ through the general factor; ρ = 1 is the complete graph's own
+    T. Equal up to the rounding of the single-precision weights (two different factors)."""
+    k = 4
+    X, y, tasks = random_stream(n=150, d=5, k=k, seed=14)
+    diag, off = 2.0 / (k + 1), 1.0 / (k + 1)  # T = (I + 11ᵀ)/(k + 1)
+    T_rho = (diag - off) * np.eye(k) + rho * off * np.ones((k, k))
+    params = {"update": "sgd", "learning_rate": 1.0}
+    closed = scores_row_by_row(cls(n_tasks=k, shared_rate=rho, **params), X, y, tasks)
+    general = scores_row_by_row(cls(n_tasks=k, graph=omtl.TaskGraph.from_task_kernel(T_rho), **params), X, y, tasks)
+    np.testing.assert_allclose(closed, general, rtol=1e-4, atol=1e-5)
+
+
 def per_task_runs(cls, X, y, tasks, k, **params):
     """Scores of k single-task models, each fed its task's rows, placed back in stream order."""
     scores = np.zeros(len(y))
@@ -127,28 +169,32 @@ def per_task_runs(cls, X, y, tasks, k, **params):
 @pytest.mark.parametrize("update", ["normalized", "adagrad", "sgd", "arow"])
 @pytest.mark.parametrize("cls", BOTH)
 def test_disconnected_graph_equals_independent_learners(cls, update):
+    """Also with shared_rate away from 1 in the joint model: the disconnected graph has no shared
+    block, so it ignores the rate (M.8)."""
     k = 3
     X, y, tasks = random_stream(n=90, d=5, k=k, seed=4)
-    joint = scores_row_by_row(cls(n_tasks=k, graph="disconnected", update=update), X, y, tasks)
+    joint = scores_row_by_row(cls(n_tasks=k, graph="disconnected", update=update, shared_rate=3.0), X, y, tasks)
     np.testing.assert_array_equal(joint, per_task_runs(cls, X, y, tasks, k, graph="disconnected", update=update))
 
 
 @pytest.mark.parametrize("update", ["normalized", "arow"])
 @pytest.mark.parametrize("cls", BOTH)
 def test_complete_graph_with_one_task_is_the_single_task_rule(cls, update):
+    """A one-task complete graph is one block, not shared + own: shared_rate does not apply."""
     X, y, _ = random_stream(n=80, d=4, k=1, seed=6)
     tasks = np.zeros(len(y), dtype=np.int64)
-    a = scores_row_by_row(cls(n_tasks=1, graph="complete", update=update), X, y, tasks)
+    a = scores_row_by_row(cls(n_tasks=1, graph="complete", update=update, shared_rate=0.3), X, y, tasks)
     b = scores_row_by_row(cls(n_tasks=1, graph="disconnected", update=update), X, y, tasks)
     np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("cls", BOTH)
 def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
-    """T = I given as a general task kernel: its per-component square root is the identity."""
+    """T = I given as a general task kernel: its per-component square root is the identity (and a
+    general graph has no shared block: shared_rate is ignored)."""
     k = 4
     X, y, tasks = random_stream(n=120, d=5, k=k, seed=8)
-    general = cls(n_tasks=k, graph=omtl.TaskGraph.from_task_kernel(np.eye(k)))
+    general = cls(n_tasks=k, graph=omtl.TaskGraph.from_task_kernel(np.eye(k)), shared_rate=2.0)
     closed = cls(n_tasks=k, graph="disconnected")
     np.testing.assert_allclose(scores_row_by_row(general, X, y, tasks), scores_row_by_row(closed, X, y, tasks), rtol=1e-12, atol=1e-14)
 
@@ -158,8 +204,8 @@ def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
 @pytest.mark.parametrize("cls", BOTH)
 def test_hashing_with_enough_bits_equals_no_hashing(cls, sparse, update):
     X, y, tasks = random_stream(n=150, d=7, k=4, seed=9, sparse=sparse)
-    plain = cls(n_tasks=4, update=update).learn(X, y, tasks=tasks)
-    hashed_model = cls(n_tasks=4, hash_bits=3, update=update)  # 8 slots >= 7 features + intercept
+    plain = cls(n_tasks=4, update=update, shared_rate=2.0).learn(X, y, tasks=tasks)
+    hashed_model = cls(n_tasks=4, hash_bits=3, update=update, shared_rate=2.0)  # 8 slots >= 7 features + intercept
     np.testing.assert_array_equal(hashed_model.learn(X, y, tasks=tasks), plain)
 
 
@@ -227,6 +273,12 @@ def test_predict_proba():
         {"hash_bits": 2.5},
         {"fit_intercept": "yes"},
         {"graph": "ring"},
+        {"shared_rate": 0.0},
+        {"shared_rate": -1.0},
+        {"shared_rate": float("nan")},
+        {"shared_rate": float("inf")},
+        {"shared_rate": "2"},
+        {"shared_rate": None},
     ],
 )
 @pytest.mark.parametrize("cls", BOTH)
@@ -236,6 +288,24 @@ def test_bad_parameters_raise_on_the_first_batch_and_leave_no_state(cls, params)
     with pytest.raises(ValueError):
         model.partial_fit(X, y, tasks=tasks)
     assert not model._is_fitted()
+
+
+def test_a_state_of_the_layout_before_shared_rate_is_refused():
+    """shared_rate is part of the saved parameters (STATE_VERSION 5): a state of layout 4, or a
+    pickle of it, is refused with a clear message, not misread."""
+    X, y, tasks = random_stream(n=30, d=3, k=2, seed=0)
+    model = omtl.MTLinear(n_tasks=2, shared_rate=1.5).partial_fit(X, y, tasks=tasks)
+    state = bytes(model._core._learner.to_bytes())
+    assert struct.unpack("<I", state[:4])[0] == STATE_VERSION >= 5
+    with pytest.raises(omtl.StateError, match="layout version 4"):
+        NativeLearner.from_bytes(struct.pack("<I", 4) + state[4:])
+    old = model.__getstate__()
+    old["__omtl_state_version__"] = 4
+    with pytest.raises(ValueError, match="state version 4"):
+        omtl.MTLinear().__setstate__(old)
+    restored = pickle.loads(pickle.dumps(model))
+    assert restored.shared_rate == 1.5
+    np.testing.assert_array_equal(restored.decision_function(X, tasks=tasks), model.decision_function(X, tasks=tasks))
 
 
 def test_docstring_example_runs():

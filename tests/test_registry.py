@@ -86,7 +86,7 @@ def test_build_checks_dimensions_and_parameters_in_one_place():
     graph = omtl.TaskGraph.complete(3).native()
     with pytest.raises(ValueError, match="task kernel has 3 tasks"):
         NativeLearner.build("mt_linear", {"loss": "logistic", "update": "sgd", "learning_rate": 0.5,
-                                          "fit_intercept": True, "hash_bits": None},
+                                          "fit_intercept": True, "hash_bits": None, "shared_rate": 1.0},
                             n_features=2, n_tasks=2, task_kernel=graph)
 
 

@@ -17,7 +17,8 @@
 //! the loss for "time" `η` (a closed form per loss), and `w_j += s μ u_j r_j`.
 //! `update="adagrad"` drops `N` and `μ`; `update="sgd"` uses `r_j = 1/√t`. `update="arow"` is
 //! diagonal AROW (Crammer, Kulesza & Dredze 2009): variance `Σ_j = 1/(1 + η D_j)`, `D_j += u_j²`,
-//! and the loss's proximal step along `Σ u` ([`Loss::proximal_step`]).
+//! and the loss's proximal step along `Σ u` ([`Loss::proximal_step`]). `shared_rate = ρ` multiplies
+//! the rates (AROW: the variances) of the complete graph's shared block, under every rule (M.8).
 //!
 //! Feature hashing (`hash_bits = b`, only when `2^b < d + 1`): feature `j` lives in two slots of
 //! each block with value `x_j/√2` each, chosen by a block-seeded 64-bit mix ([`slot_of`]), so
@@ -277,14 +278,23 @@ learner_params! {
         pub learning_rate: f64,
         pub fit_intercept: bool,
         pub hash_bits: Option<u32>,
+        /// `ρ`: the factor on the rates of the complete graph's shared block (docs/mt_linear.md,
+        /// M.8); graphs without a shared block ignore it.
+        pub shared_rate: f64,
     }
 
     fn check(&self) -> Result<()> {
-        let (learning_rate, hash_bits) = (self.learning_rate, self.hash_bits);
+        let (learning_rate, hash_bits, shared_rate) = (self.learning_rate, self.hash_bits, self.shared_rate);
         if !(learning_rate.is_finite() && learning_rate > 0.0) {
             return Err(invalid(
                 "learning_rate",
                 format!("must be a finite number > 0, got {learning_rate}"),
+            ));
+        }
+        if !(shared_rate.is_finite() && shared_rate > 0.0) {
+            return Err(invalid(
+                "shared_rate",
+                format!("must be a finite number > 0, got {shared_rate}"),
             ));
         }
         if let Some(b) = hash_bits {
@@ -300,6 +310,8 @@ learner_params! {
 }
 
 impl MTLinearParams {
+    /// Checked parameters with `shared_rate = 1` (the shared block's rates as the others'; see
+    /// [`Self::with_shared_rate`]).
     pub fn new(
         loss: Loss,
         rule: UpdateRule,
@@ -313,7 +325,15 @@ impl MTLinearParams {
             learning_rate,
             fit_intercept,
             hash_bits,
+            shared_rate: 1.0,
         };
+        params.check()?;
+        Ok(params)
+    }
+
+    /// The same parameters with the shared block's rate factor `ρ = shared_rate` (checked).
+    pub fn with_shared_rate(self, shared_rate: f64) -> Result<Self> {
+        let params = Self { shared_rate, ..self };
         params.check()?;
         Ok(params)
     }
@@ -418,6 +438,18 @@ fn arow_variances(eta: f64, u: &[f64], d: &[f64], rates: &mut [f64]) -> (f64, f6
         v += u * u * *rate;
     }
     (v, 0.0)
+}
+
+/// Multiplies the rates of the shared block's coordinates by `ρ = shared_rate` (M.8) and returns
+/// the change of the sensitivity, `(ρ - 1) Σ u² r` over them. The normalizer `S` is not a rate
+/// and stays as it was.
+fn scale_shared_rates(shared_rate: f64, u: &[f64], rates: &mut [f64]) -> f64 {
+    let mut h = 0.0;
+    for (rate, &u) in rates.iter_mut().zip(u) {
+        h += u * u * *rate;
+        *rate *= shared_rate;
+    }
+    (shared_rate - 1.0) * h
 }
 
 /// The scratchpad's slices for the coordinates of one block (see [`Scratchpad`]).
@@ -626,6 +658,15 @@ impl MTLinear {
         hash_seed(&self.tasks, r)
     }
 
+    /// The position of the complete graph's shared block (block k, k >= 2) among `task`'s terms,
+    /// the block whose rates `shared_rate` multiplies (M.8); None for every other graph.
+    fn shared_term(&self, task: usize) -> Option<usize> {
+        match self.tasks {
+            TaskKernel::Complete { k, .. } if k >= 2 => self.terms[task].iter().position(|&(r, _)| r as usize == k),
+            _ => None,
+        }
+    }
+
     /// Slots per weight block (at most `2^hash_bits`).
     pub fn width(&self) -> usize {
         self.width
@@ -759,8 +800,10 @@ impl MTLinear {
             loss,
             rule,
             learning_rate,
+            shared_rate,
             ..
         } = self.params;
+        let shared = self.shared_term(task).filter(|_| shared_rate != 1.0);
         let c = self.component[task] as usize;
         let stats = self.stats[c];
         let t = stats.n_examples + 1.0;
@@ -801,6 +844,14 @@ impl MTLinear {
                 (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
             }
             UpdateRule::Arow => arow_variances(learning_rate, u, gs, &mut self.rates),
+        };
+        // ρ ≠ 1 only (ρ = 1 is the rule above, bit for bit): the shared block's rates times ρ.
+        let h = match shared {
+            Some(term) => {
+                let span = term * self.entries.len()..(term + 1) * self.entries.len();
+                h + scale_shared_rates(shared_rate, &u[span.clone()], &mut self.rates[span])
+            }
+            None => h,
         };
         let (n_norm, sum_norm) = (stats.n_updates + 1.0, stats.sum_norm_x + norm_x);
         let multiplier = match rule {
@@ -897,13 +948,7 @@ impl CheckState for MTLinear {
         ensure(self.n_tasks == self.tasks.n_tasks(), || {
             "n_tasks differs from the task kernel".into()
         })?;
-        param(MTLinearParams::new(
-            self.params.loss,
-            self.params.rule,
-            self.params.learning_rate,
-            self.params.fit_intercept,
-            self.params.hash_bits,
-        ))?;
+        param(self.params.check())?;
         ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
         check_counts("MTLinear", &[self.n_updates])?;
         let dim = self
@@ -1200,6 +1245,43 @@ mod tests {
     }
 
     #[test]
+    fn shared_rate_moves_the_shared_share_of_the_first_step() {
+        // Complete graph k = 2, one task-0 logistic example x = (2, 0): each of the 4 coordinates
+        // (own and shared, feature and intercept) has u² r = 2 under the normalized rule and
+        // μ = 1/2, so h = 2 (1 + ρ); the shared block carries ρ/(1 + ρ) of the margin gain δ,
+        // which is all task 1 sees. Graphs without a shared block ignore ρ.
+        let tk = TaskKernel::complete(2).unwrap();
+        for rho in [0.5, 1.0, 3.0] {
+            let p = params("logistic", "normalized", None).with_shared_rate(rho).unwrap();
+            let mut m = MTLinear::new(&tk, 2, p).unwrap();
+            run(&mut m, &[2.0, 0.0], &[1.0], &[0], 2);
+            let delta = logistic_margin_gain(0.0, 0.5 * 2.0 * (1.0 + rho));
+            let mut scratch = Scratch::default();
+            let own_and_shared = m.score(Row::Dense(&[2.0, 0.0]), 0, &mut scratch);
+            let shared = m.score(Row::Dense(&[2.0, 0.0]), 1, &mut scratch);
+            assert!((own_and_shared - delta).abs() < 1e-6 * delta, "{rho}: {own_and_shared} vs {delta}");
+            assert!((shared - delta * rho / (1.0 + rho)).abs() < 1e-6 * delta, "{rho}: {shared}");
+        }
+        let (x, y, tasks) = labelled(200, 4, 3, 5);
+        let tk = TaskKernel::disconnected(3).unwrap();
+        let mut plain = MTLinear::new(&tk, 4, params("logistic", "normalized", None)).unwrap();
+        let p = params("logistic", "normalized", None).with_shared_rate(3.0).unwrap();
+        let mut rho = MTLinear::new(&tk, 4, p).unwrap();
+        assert_eq!(run(&mut plain, &x, &y, &tasks, 4), run(&mut rho, &x, &y, &tasks, 4));
+    }
+
+    #[test]
+    fn a_state_with_a_bad_shared_rate_is_refused() {
+        let tk = TaskKernel::complete(2).unwrap();
+        let mut m = MTLinear::new(&tk, 2, params("logistic", "normalized", None)).unwrap();
+        assert!(m.check_state().is_ok());
+        for rho in [0.0, -2.0, f64::NAN, f64::INFINITY] {
+            m.params.shared_rate = rho;
+            assert!(m.check_state().is_err(), "{rho}");
+        }
+    }
+
+    #[test]
     fn hinge_and_squared_steps_do_not_overshoot() {
         // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
         let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
@@ -1295,6 +1377,11 @@ mod tests {
         assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
         assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(0)).is_err());
         assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(32)).is_err());
+        let ok = MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, None).unwrap();
+        for rho in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            assert!(ok.with_shared_rate(rho).is_err(), "{rho}");
+        }
+        assert_eq!(ok.with_shared_rate(2.5).unwrap().shared_rate, 2.5);
         assert!(Loss::parse("log").is_err());
         assert!(UpdateRule::parse("adam").is_err());
         let tk = TaskKernel::complete(2).unwrap();

@@ -11,8 +11,8 @@ use crate::state::{self, CheckState};
 /// C after the last thresholding; 3: the Projectrons' drift-probe count, OMTRL's "coupling is
 /// fresh" flag, and MTLinear, stored in single precision; 4: ROMCO's row-side Gram route for
 /// wide U holds the eigendecomposition of `D = UUᵀ`, its factored tall U holds `Π` and `Π⁻¹`
-/// of `U = W Π`).
-pub const STATE_VERSION: u32 = 4;
+/// of `U = W Π`; 5: MTLinear's parameters hold `shared_rate`).
+pub const STATE_VERSION: u32 = 5;
 
 /// The serialised state: the layout version, then the learner (the `(u32, AnyLearner)` tuple
 /// earlier versions wrote, byte for byte).

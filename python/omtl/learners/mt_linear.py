@@ -24,6 +24,7 @@ MT_LINEAR_CONSTRAINTS = {
         Integer(1, MAX_HASH_BITS),
         message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
     ),
+    "shared_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
 }
 
 
@@ -46,7 +47,8 @@ class MTLinear(OnlineClassifier):
     largest observed magnitude (Ross, Mineiro & Langford, *Normalized online learning*, UAI 2013),
     with importance-invariant steps (Karampatziakis & Langford, *Online importance weight aware
     updates*, UAI 2011). It is invariant to the scale of each feature, so features need no
-    standardisation. Every example with a positive loss updates the model.
+    standardisation. Every example with a positive loss updates the model. On the complete graph
+    the shared block learns at twice the per-task blocks' rate by default (``shared_rate``).
 
     Parameters
     ----------
@@ -69,6 +71,13 @@ class MTLinear(OnlineClassifier):
         Memory budget: feature ``j`` uses slot ``j mod 2**hash_bits`` of every block (colliding
         features share a weight), so a block holds at most ``2**hash_bits`` weights whatever the
         number of features. ``None``: one slot per feature.
+    shared_rate : float, default=2.0
+        The complete graph's shared block learns at ``shared_rate`` times the rate of the per-task
+        blocks (every ``update`` rule; for ``"arow"`` its variances): above 1 a mistake moves the
+        knowledge common to all tasks more, below 1 the task's own weights; 1 is Vowpal Wabbit's
+        ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
+        (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
+        graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
 
     Attributes
     ----------
@@ -88,11 +97,11 @@ class MTLinear(OnlineClassifier):
     >>> model.learn(X, [1, -1, 1, -1], tasks=[0, 1, 0, 1]).tolist()
     [1, 1, 1, -1]
     >>> model.predict_proba(X[:1], tasks=[0]).round(3).tolist()
-    [[0.274, 0.726]]
+    [[0.235, 0.765]]
     """
 
     def __init__(self, *, n_tasks=None, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
-        fit_intercept=True, hash_bits=None):
+        fit_intercept=True, hash_bits=None, shared_rate=2.0):
         self._store_params(locals())
 
     _grows = True  # DECISIONS.md, open-ended task sets

@@ -136,9 +136,9 @@ def proximal_step(loss, y, p, eta, v):
 
 
 class MTLinearCore(ReferenceCore):
-    def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits):
+    def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits, shared_rate):
         self.graph = graph
-        self.loss, self.rule, self.eta = loss, update, learning_rate
+        self.loss, self.rule, self.eta, self.rho = loss, update, learning_rate, shared_rate
         self.d, self.intercept = n_features, fit_intercept
         dim = n_features + int(fit_intercept)
         # Hashing only when the budget is smaller than the number of features.
@@ -210,6 +210,12 @@ class MTLinearCore(ReferenceCore):
         k = self.graph.n_tasks
         return OPEN_SHARED_SEED if self.graph.kind == "complete_open" and k >= 2 and block == k else block
 
+    def shared_block(self):
+        """The complete graph's shared block (index k, k >= 2), whose rates shared_rate multiplies;
+        None for every other graph."""
+        k = self.graph.n_tasks
+        return k if self.graph.kind in ("complete", "complete_open") and k >= 2 else None
+
     def score_one(self, x, task):
         return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])
 
@@ -237,6 +243,8 @@ class MTLinearCore(ReferenceCore):
                 rate = 1.0 / (1.0 + self.eta * float(self.G[r, j]))  # the variance before this update
             else:
                 rate = 1.0 / math.sqrt(self.t[c])
+            if r == self.shared_block():
+                rate *= self.rho  # M.8: the shared block's rates (AROW: variances) times rho
             rates.append(rate)
             h += u * u * rate
         mult = 1.0
