@@ -135,7 +135,11 @@ mod x86 {
 /// # Safety
 /// As for [`Wide`]; every pointer in `rp` and `xp` is valid for `d` reads.
 #[inline(always)]
-pub(crate) unsafe fn dots_block<W: Wide, const Q: usize>(rp: [*const f64; 4], xp: [*const f64; Q], d: usize) -> [[f64; 4]; Q] {
+pub(crate) unsafe fn dots_block<W: Wide, const Q: usize>(
+    rp: [*const f64; 4],
+    xp: [*const f64; Q],
+    d: usize,
+) -> [[f64; 4]; Q] {
     let mut acc = [[W::zero(); 4]; Q];
     let body = d - d % W::N;
     let mut i = 0;

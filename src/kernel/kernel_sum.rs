@@ -422,9 +422,24 @@ pub(crate) fn dense_coef_sum(rows: &RowStore, kernel: &BaseKernel, q: &Query, co
 
 /// One query's `sum_j coefs_j K'(x_j, q)` by the pass of [`all_slots_sums`].
 #[inline(always)]
-fn plain_sum<const FAST: bool, W: Wide>(data: &[f64], sqs: &[f64], kernel: &BaseKernel, x: &[f64], q: &Query, coefs: &[f64]) -> f64 {
+fn plain_sum<const FAST: bool, W: Wide>(
+    data: &[f64],
+    sqs: &[f64],
+    kernel: &BaseKernel,
+    x: &[f64],
+    q: &Query,
+    coefs: &[f64],
+) -> f64 {
     let mut out = [0.0];
-    all_slots_sums::<FAST, W, 1, _>(data, sqs, kernel, &[x], std::slice::from_ref(q), &[Plain(coefs)], &mut out);
+    all_slots_sums::<FAST, W, 1, _>(
+        data,
+        sqs,
+        kernel,
+        &[x],
+        std::slice::from_ref(q),
+        &[Plain(coefs)],
+        &mut out,
+    );
     out[0]
 }
 

@@ -70,19 +70,26 @@ mod tests {
     use crate::data::{Row, Rows};
     use crate::kernel::{BaseKernel, Scratch, TaskKernel};
     use crate::learner::test_support::stream;
-    use crate::learner::{decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, MTFORG, MTRBP};
+    use crate::learner::{
+        decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, MTFORG, MTRBP,
+    };
 
     /// Learns the stream row by row (no lookahead: every score a fresh pass) and in one batch
     /// (windows of scores made ahead and corrected after each update-mistake): the decisions and
     /// the final models are identical, the scores equal up to rounding (no score of this stream
     /// is near 0); and on the learned model, windows of scores equal single scores bit for bit.
     fn check<L: OnlineLearner + Clone + PartialEq + std::fmt::Debug>(fresh: L, d: usize, n: usize) {
-        let (x, tasks, y) = stream(n, d, 3, 17, |x, t, noise| x[0] + 0.5 * x[1] * (t as f64 - 1.0) + 0.3 * noise > 0.0);
+        let (x, tasks, y) = stream(n, d, 3, 17, |x, t, noise| {
+            x[0] + 0.5 * x[1] * (t as f64 - 1.0) + 0.3 * noise > 0.0
+        });
         let rows = Rows::dense(&x, n, d);
         let mut one = fresh.clone();
         let mut scratch = Scratch::default();
         let single: Vec<f64> = (0..n)
-            .map(|t| one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch).unwrap())
+            .map(|t| {
+                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                    .unwrap()
+            })
             .collect();
         let mut batch = fresh;
         let windowed = learn(&mut batch, &rows, &tasks, &y).unwrap();
@@ -90,7 +97,10 @@ mod tests {
         let mut corrected = 0;
         for (t, (a, b)) in single.iter().zip(&windowed).enumerate() {
             // (0 exactly: the empty model's score.)
-            assert!(*a == 0.0 || a.abs() > 1e-9, "a near-tie at row {t}: choose another stream");
+            assert!(
+                *a == 0.0 || a.abs() > 1e-9,
+                "a near-tie at row {t}: choose another stream"
+            );
             assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "row {t}: {a} vs {b}");
             corrected += usize::from(a != b);
         }
@@ -125,7 +135,17 @@ mod tests {
             1500,
         );
         check(
-            MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: 120, radius: 1.0 }).unwrap(),
+            MTFORG::with_kernels(
+                &tk,
+                kernel,
+                d,
+                false,
+                MTFORGParams {
+                    budget: 120,
+                    radius: 1.0,
+                },
+            )
+            .unwrap(),
             d,
             1500,
         );
