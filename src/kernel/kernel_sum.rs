@@ -277,8 +277,11 @@ impl SlotCoefs for CompleteGraph<'_> {
     fn fill(&self, s0: usize, out: &mut [f64]) {
         let m = out.len();
         let (betas, owners) = (&self.betas[s0..s0 + m], &self.owners[s0..s0 + m]);
+        // Locals and a select, not a field chosen by address (which compiles to a gather).
+        let (task, diag, off) = (self.task, self.diag, self.off);
         for ((c, &b), &owner) in out.iter_mut().zip(betas).zip(owners) {
-            *c = b * if owner == self.task { self.diag } else { self.off };
+            let same = owner == task;
+            *c = b * if same { diag } else { off };
         }
     }
 }
