@@ -71,7 +71,8 @@ mod tests {
     use crate::kernel::{BaseKernel, Scratch, TaskKernel};
     use crate::learner::test_support::stream;
     use crate::learner::{
-        decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, MTFORG, MTRBP,
+        decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, ProjectronParams, Threshold,
+        MTBPRJ, MTFORG, MTRBP,
     };
 
     /// Learns the stream row by row (no lookahead: every score a fresh pass) and in one batch
@@ -150,5 +151,35 @@ mod tests {
             1500,
         );
         check(MTPerceptron::new_dual(tk, kernel, d, false).unwrap(), d, 1000);
+    }
+
+    /// A learner without its own `update_ahead` (MTBPRJ) restarts the window after every update:
+    /// its scores equal row-by-row learning's bit for bit.
+    #[test]
+    fn restarted_windows_equal_row_by_row_learning_exactly() {
+        let (n, d) = (1200, 5);
+        let (x, tasks, y) = stream(n, d, 3, 5, |x, _, noise| x[0] - 0.4 * x[2] + 0.2 * noise > 0.0);
+        let rows = Rows::dense(&x, n, d);
+        let tk = TaskKernel::complete(3).unwrap();
+        let params = ProjectronParams::new(150, 0.01, Threshold::Norm).unwrap();
+        let fresh = MTBPRJ::with_kernels(&tk, BaseKernel::rbf(0.5).unwrap(), d, false, params).unwrap();
+        let mut one = fresh.clone();
+        let mut scratch = Scratch::default();
+        let single: Vec<u64> = (0..n)
+            .map(|t| {
+                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                    .unwrap()
+                    .to_bits()
+            })
+            .collect();
+        let mut batch = fresh;
+        let windowed: Vec<u64> = learn(&mut batch, &rows, &tasks, &y)
+            .unwrap()
+            .iter()
+            .map(|f| f.to_bits())
+            .collect();
+        assert!(batch.lookahead() > 1);
+        assert_eq!(single, windowed);
+        assert_eq!(one, batch);
     }
 }
