@@ -2,7 +2,10 @@
 //! fastest path the storage allows (the hot loop of the kernel Perceptrons and budget learners):
 //!
 //! - dense rows, dense query: slots in chunks; the dot products of four stored rows at a time
-//!   (the query's chunk loaded once), then the kernel's scalar map over the chunk. On x86-64 with
+//!   (the query's chunk loaded once), then the kernel's scalar map over the chunk. Under the
+//!   complete graph up to [`MAX_WINDOW`] queries share the pass ([`weighted_scores`], the learn
+//!   loop's scores made ahead), in blocks of four rows by up to four queries
+//!   ([`crate::kernel::dense_dots`]), each query's numbers the same as alone. On x86-64 with
 //!   AVX2 + FMA (detected at run time) both loops are compiled for those instructions and the
 //!   rbf exponentials use a vectorisable exp (Cody-Waite reduction, degree-13 polynomial,
 //!   relative error < 5e-16, tested), so a prediction is one matrix-vector product plus |S| vector
