@@ -3,6 +3,7 @@
 
 mod active_set;
 mod base;
+mod dense_dots;
 pub(crate) mod kernel_sum;
 mod store;
 mod task;

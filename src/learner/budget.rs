@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
+use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
@@ -103,6 +103,30 @@ impl Build for MTRBP {
 }
 
 impl MTRBP {
+    /// The update; the victim's term leaves and the new element's enters the pending scores.
+    fn update_with(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead) {
+        self.n_seen += 1;
+        if !is_update_mistake(y, score) {
+            return;
+        }
+        self.n_updates += 1;
+        self.index.ensure(&self.set);
+        if self.set.len() >= self.budget {
+            // Exactly one draw per eviction, over the B stored elements in insertion order.
+            let position = self.rng.below(self.set.len() as u64) as usize;
+            let slot = self.set.slot_at(position);
+            self.last_evicted_time = self.set.time(slot);
+            let (row, owner, beta) = (self.set.rows().row(slot), self.set.task(slot), self.set.beta(slot));
+            ahead.add_term(&self.kernel, &self.tasks, row, owner, -beta);
+            self.index.remove(&self.set, slot);
+            self.set.remove_at(position);
+            self.n_evictions += 1;
+        }
+        let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
+        self.index.add(&self.set, slot);
+        ahead.add_term(&self.kernel, &self.tasks, x, task, y);
+    }
+
     pub fn budget(&self) -> usize {
         self.budget
     }
@@ -168,24 +192,29 @@ impl OnlineLearner for MTRBP {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        self.n_seen += 1;
-        if !is_update_mistake(y, score) {
-            return Ok(());
-        }
-        self.n_updates += 1;
-        self.index.ensure(&self.set);
-        if self.set.len() >= self.budget {
-            // Exactly one draw per eviction, over the B stored elements in insertion order.
-            let position = self.rng.below(self.set.len() as u64) as usize;
-            let slot = self.set.slot_at(position);
-            self.last_evicted_time = self.set.time(slot);
-            self.index.remove(&self.set, slot);
-            self.set.remove_at(position);
-            self.n_evictions += 1;
-        }
-        let slot = self.set.push(x, task, y, self.n_seen, y, &self.kernel);
-        self.index.add(&self.set, slot);
+        self.update_with(x, task, y, score, &mut Ahead::none());
         Ok(())
+    }
+
+    fn lookahead(&self) -> usize {
+        window_width(&self.set, &self.tasks)
+    }
+
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+    }
+
+    fn update_ahead(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut Ahead,
+        _scratch: &mut Scratch,
+    ) -> Result<bool> {
+        self.update_with(x, task, y, score, ahead);
+        Ok(true)
     }
 
     active_set_counters!(n_updates, set);
@@ -385,9 +414,10 @@ impl MTFORG {
         self.scale * weighted_score(&self.set, &self.index, &self.kernel, &self.tasks, q, task, scratch)
     }
 
-    /// §4.2 step 3 with the new element already appended (|S'| = B + 1).
+    /// §4.2 step 3 with the new element already appended (|S'| = B + 1); the shrink and the
+    /// removal are carried into the pending scores.
     /// On `Err` (a non-finite shrink step) nothing has been changed by this function.
-    fn shrink_and_forget(&mut self, scratch: &mut Scratch) -> Result<()> {
+    fn shrink_and_forget(&mut self, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<()> {
         let slot_r = self.set.slot_at(0); // the oldest element: insertion order
         let task_r = self.set.task(slot_r);
         let y_r = self.set.label(slot_r);
@@ -407,6 +437,9 @@ impl MTFORG {
         }
         self.scale = scale;
         self.q = q;
+        ahead.scale(step.chi);
+        let row_r = self.set.rows().row(slot_r);
+        ahead.add_term(&self.kernel, &self.tasks, row_r, task_r, -self.scale * self.set.beta(slot_r));
         self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
@@ -422,6 +455,35 @@ impl MTFORG {
 }
 
 impl MTFORG {
+    /// The update; the new element's term, the shrink and the removal are carried into the
+    /// pending scores.
+    fn update_with(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<()> {
+        let exceeded = self.exceeds_radius(&x);
+        if is_update_mistake(y, score) {
+            // beta_t = y, stored as b_t = y / s.
+            self.index.ensure(&self.set);
+            let slot = self.set.push(x, task, y, self.n_seen + 1, y / self.scale, &self.kernel);
+            self.index.add(&self.set, slot);
+            ahead.add_term(&self.kernel, &self.tasks, x, task, y);
+            self.m += 1;
+            if self.set.len() > self.budget {
+                if let Err(e) = self.shrink_and_forget(ahead, scratch) {
+                    self.m -= 1;
+                    let newest = self.set.slot_at(self.set.len() - 1);
+                    self.index.remove(&self.set, newest);
+                    self.set.remove_at(self.set.len() - 1);
+                    return Err(e);
+                }
+            }
+            self.n_updates += 1;
+        }
+        self.n_seen += 1;
+        if exceeded {
+            self.n_radius_exceeded += 1;
+        }
+        Ok(())
+    }
+
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
         same_kernel_setting!(self, other) && self.budget == other.budget && self.radius == other.radius
@@ -504,29 +566,30 @@ impl OnlineLearner for MTFORG {
     /// The shrink step is computed after the new element is appended; if it is not finite the
     /// append is undone (the newest element is removed exactly) and nothing else has changed.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
-        let exceeded = self.exceeds_radius(&x);
-        if is_update_mistake(y, score) {
-            // beta_t = y, stored as b_t = y / s.
-            self.index.ensure(&self.set);
-            let slot = self.set.push(x, task, y, self.n_seen + 1, y / self.scale, &self.kernel);
-            self.index.add(&self.set, slot);
-            self.m += 1;
-            if self.set.len() > self.budget {
-                if let Err(e) = self.shrink_and_forget(scratch) {
-                    self.m -= 1;
-                    let newest = self.set.slot_at(self.set.len() - 1);
-                    self.index.remove(&self.set, newest);
-                    self.set.remove_at(self.set.len() - 1);
-                    return Err(e);
-                }
-            }
-            self.n_updates += 1;
-        }
-        self.n_seen += 1;
-        if exceeded {
-            self.n_radius_exceeded += 1;
-        }
-        Ok(())
+        self.update_with(x, task, y, score, &mut Ahead::none(), scratch)
+    }
+
+    fn lookahead(&self) -> usize {
+        window_width(&self.set, &self.tasks)
+    }
+
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        out.iter_mut().for_each(|f| *f *= self.scale);
+    }
+
+    /// On `Err` the pending scores are left half-corrected: the batch functions abandon them.
+    fn update_ahead(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut Ahead,
+        scratch: &mut Scratch,
+    ) -> Result<bool> {
+        self.update_with(x, task, y, score, ahead, scratch)?;
+        Ok(true)
     }
 
     active_set_counters!(n_updates, set);

@@ -183,6 +183,7 @@ macro_rules! declare_learners {
 
 learner_table!(declare_learners);
 mod linear;
+mod lookahead;
 mod spec;
 #[cfg(test)]
 mod test_support;
@@ -193,6 +194,7 @@ pub use batch_mtl::{BatchMtlParams, Regularizer, SolveReport, SolverOptions};
 pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
 pub use cw::{normal_quantile, CwColParams, CwConstants, CwModel};
 pub use linear::LinearWeights;
+pub use lookahead::Ahead;
 pub use mt_linear::{logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
 pub use omtrl::{OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressiveParams};
@@ -202,6 +204,7 @@ pub use spec::{check_c, check_nonnegative, Build, NoParams, ParamGuard, Setting}
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
+use crate::kernel::kernel_sum::MAX_WINDOW;
 use crate::kernel::{BaseKernel, Scratch};
 
 /// One round of protocol P2 (ALGORITHMS.md §1.2): rows of distinct tasks, their tasks and labels.
@@ -229,6 +232,42 @@ pub trait OnlineLearner {
     /// large table (MTLinear) starts loading it into cache while the current row runs. No effect
     /// on any result.
     fn prefetch(&self, _x: Row, _task: usize) {}
+
+    /// How many upcoming rows the batch functions should score in one call of
+    /// [`OnlineLearner::score_ahead`] (at most `kernel_sum::MAX_WINDOW` are used); 1, the
+    /// default, scores row by row. A learner returns more when one pass over its state serves
+    /// several rows at once (a large dense active set).
+    fn lookahead(&self) -> usize {
+        1
+    }
+
+    /// `out[j]` = the score of `rows[j]` in task `tasks[j]` by the current model, bit for bit
+    /// what [`OnlineLearner::score`] gives (the default calls it row by row).
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        for ((row, &task), o) in rows.iter().zip(tasks).zip(out.iter_mut()) {
+            *o = self.score(*row, task, scratch);
+        }
+    }
+
+    /// [`OnlineLearner::update`], with the scores of the next rows made ahead by the model before
+    /// it. Returns whether `ahead` now holds the scores of the updated model (brought up to date
+    /// by the learner, or unchanged because the model did not change); on `false` the caller
+    /// scores those rows again. The default updates and answers whether `n_updates` is unchanged,
+    /// which is right for any learner whose scores change only with an update; a learner that
+    /// corrects the scores (in O(d) per changed element, [`Ahead::add_term`]) overrides it.
+    fn update_ahead(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        _ahead: &mut Ahead,
+        scratch: &mut Scratch,
+    ) -> Result<bool> {
+        let before = self.n_updates();
+        self.update(x, task, y, score, scratch)?;
+        Ok(self.n_updates() == before)
+    }
 
     /// One step of the online protocol: predict, then update. Returns the pre-update score.
     /// On `Err` the model is unchanged, as for [`OnlineLearner::update`].
@@ -330,6 +369,10 @@ fn run_atomic<L: OnlineLearner + Clone>(
 }
 
 /// Predict-then-update over the rows, in order, checking for an interrupt before each row.
+/// When the learner asks for it ([`OnlineLearner::lookahead`]), the next rows are scored in one
+/// pass ([`OnlineLearner::score_ahead`]) and their scores kept up to date through the updates
+/// ([`OnlineLearner::update_ahead`]): every row is still predicted by the model as it is when
+/// the row is reached.
 fn learn_rows<L: OnlineLearner + ?Sized>(
     model: &mut L,
     rows: &Rows,
@@ -338,13 +381,40 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
     scores: &mut Vec<f64>,
 ) -> Result<()> {
     let mut scratch = Scratch::default();
-    for t in 0..rows.len() {
-        crate::interrupt::check()?;
-        rows.prefetch_row(t + 1);
-        if t + 1 < rows.len() {
-            model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+    let (mut window, mut window_tasks) = (Vec::with_capacity(MAX_WINDOW), Vec::with_capacity(MAX_WINDOW));
+    let mut ahead = [0.0; MAX_WINDOW];
+    let n = rows.len();
+    let mut t = 0;
+    while t < n {
+        let width = model.lookahead().clamp(1, MAX_WINDOW).min(n - t);
+        if width == 1 {
+            crate::interrupt::check()?;
+            rows.prefetch_row(t + 1);
+            if t + 1 < n {
+                model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
+            }
+            scores.push(model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)?);
+            t += 1;
+            continue;
         }
-        scores.push(model.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)?);
+        window.clear();
+        window.extend((t..t + width).map(|r| rows.row(r)));
+        window_tasks.clear();
+        window_tasks.extend(tasks[t..t + width].iter().map(|&task| task as usize));
+        model.score_ahead(&window, &window_tasks, &mut ahead[..width], &mut scratch);
+        let mut j = 0;
+        while j < width {
+            crate::interrupt::check()?;
+            let f = ahead[j];
+            let mut pending = Ahead::new(&window[j + 1..], &window_tasks[j + 1..], &mut ahead[j + 1..width]);
+            let fresh = model.update_ahead(window[j], window_tasks[j], y[t + j], f, &mut pending, &mut scratch)?;
+            scores.push(f);
+            j += 1;
+            if !fresh {
+                break; // the next window starts at the row after this one
+            }
+        }
+        t += j;
     }
     Ok(())
 }
@@ -543,11 +613,27 @@ pub fn decision_grown<L: OnlineLearner + Clone>(
 pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
     let mut scratch = Scratch::default();
-    (0..rows.len())
+    let n = rows.len();
+    let width = model.lookahead().clamp(1, MAX_WINDOW);
+    if width > 1 {
+        // The model does not change: windows of rows scored in one pass each.
+        let (mut window, mut window_tasks) = (Vec::with_capacity(width), Vec::with_capacity(width));
+        let mut out = vec![0.0; n];
+        for (start, chunk) in (0..n).step_by(width).zip(out.chunks_mut(width)) {
+            crate::interrupt::check()?;
+            window.clear();
+            window.extend((start..start + chunk.len()).map(|r| rows.row(r)));
+            window_tasks.clear();
+            window_tasks.extend(tasks[start..start + chunk.len()].iter().map(|&task| task as usize));
+            model.score_ahead(&window, &window_tasks, chunk, &mut scratch);
+        }
+        return Ok(out);
+    }
+    (0..n)
         .map(|t| {
             crate::interrupt::check()?;
             rows.prefetch_row(t + 1);
-            if t + 1 < rows.len() {
+            if t + 1 < n {
                 model.prefetch(rows.row(t + 1), tasks[t + 1] as usize);
             }
             Ok(model.score(rows.row(t), tasks[t] as usize, &mut scratch))

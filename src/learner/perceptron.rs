@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::error::Result;
-use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
+use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Build, LinearWeights, NoParams, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,20 +138,40 @@ impl OnlineLearner for MTPerceptron {
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
-        if is_update_mistake(y, score) {
-            match &mut self.model {
-                // Checks and allocates before it writes (on `Err` nothing has changed).
-                Model::Primal(w) => w.add(&self.tasks, x, task, y)?,
-                Model::Dual(set, index) => {
-                    index.ensure(set);
-                    let slot = set.push(x, task, y, self.n_seen + 1, y, &self.kernel);
-                    index.add(set, slot);
+        self.update_with(x, task, y, score, &mut Ahead::none())
+    }
+
+    fn lookahead(&self) -> usize {
+        match &self.model {
+            Model::Primal(_) => 1,
+            Model::Dual(set, _) => window_width(set, &self.tasks),
+        }
+    }
+
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        match &self.model {
+            Model::Dual(set, index) => rows_scores(set, index, &self.kernel, &self.tasks, rows, tasks, out, scratch),
+            Model::Primal(_) => {
+                for ((row, &task), o) in rows.iter().zip(tasks).zip(out.iter_mut()) {
+                    *o = self.score(*row, task, scratch);
                 }
             }
-            self.n_updates += 1;
         }
-        self.n_seen += 1;
-        Ok(())
+    }
+
+    fn update_ahead(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut Ahead,
+        _scratch: &mut Scratch,
+    ) -> Result<bool> {
+        let dual = !self.is_primal();
+        self.update_with(x, task, y, score, ahead)?;
+        // The primal form's scores are not corrected: fresh unless it changed.
+        Ok(dual || !is_update_mistake(y, score))
     }
 
     fn n_updates(&self) -> u64 {
@@ -163,6 +183,27 @@ impl OnlineLearner for MTPerceptron {
             Model::Primal(_) => self.n_updates as usize,
             Model::Dual(set, _) => set.len(),
         }
+    }
+}
+
+impl MTPerceptron {
+    /// The update; in dual form the new element's term enters the pending scores.
+    fn update_with(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead) -> Result<()> {
+        if is_update_mistake(y, score) {
+            match &mut self.model {
+                // Checks and allocates before it writes (on `Err` nothing has changed).
+                Model::Primal(w) => w.add(&self.tasks, x, task, y)?,
+                Model::Dual(set, index) => {
+                    index.ensure(set);
+                    let slot = set.push(x, task, y, self.n_seen + 1, y, &self.kernel);
+                    index.add(set, slot);
+                    ahead.add_term(&self.kernel, &self.tasks, x, task, y);
+                }
+            }
+            self.n_updates += 1;
+        }
+        self.n_seen += 1;
+        Ok(())
     }
 }
 

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
+use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
@@ -335,6 +335,16 @@ impl OnlineLearner for MTBPRJ {
         // changes at every insertion).
         let q = Query::new(x, &self.kernel);
         weighted_score(&self.set, &NO_INDEX, &self.kernel, &self.tasks, &q, task, scratch)
+    }
+
+    // Scores made ahead; an update (which may change every coefficient) restarts the window
+    // (the default `update_ahead`: every change of the model counts in `n_updates`).
+    fn lookahead(&self) -> usize {
+        window_width(&self.set, &self.tasks)
+    }
+
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        rows_scores(&self.set, &NO_INDEX, &self.kernel, &self.tasks, rows, tasks, out, scratch);
     }
 
     /// Everything is computed and checked (finiteness, memory) before the first write.

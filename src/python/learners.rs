@@ -72,6 +72,23 @@ impl OnlineLearner for AnyLearner {
     fn add_tasks(&mut self, n: usize) -> crate::Result<()> {
         self.get_mut().add_tasks(n)
     }
+    fn lookahead(&self) -> usize {
+        self.get().lookahead()
+    }
+    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+        self.get().score_ahead(rows, tasks, out, scratch)
+    }
+    fn update_ahead(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut learner::Ahead,
+        scratch: &mut Scratch,
+    ) -> crate::Result<bool> {
+        self.get_mut().update_ahead(x, task, y, score, ahead, scratch)
+    }
 }
 
 /// A native model. Every method runs under the model's lock, waited for with the GIL released
