@@ -181,9 +181,11 @@ impl RankOneSolver {
         // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
         // roots, the Löwner z, two work rows, and per root a row of 1/(dk[m] - λ_j) and of
         // shifted poles.
-        scratch.clear();
-        scratch.resize(kk * (2 * kk + 6), 0.0);
-        let (dk, rest) = scratch.split_at_mut(kk);
+        // Every entry is written before it is read (rows of `base` by `shift`, of `inv_delta` by
+        // each evaluation), so the buffer is only grown, not cleared.
+        let size = kk * (2 * kk + 6);
+        scratch.resize(scratch.len().max(size), 0.0);
+        let (dk, rest) = scratch[..size].split_at_mut(kk);
         let (z2, rest) = rest.split_at_mut(kk);
         let (lambda, rest) = rest.split_at_mut(kk);
         let (z_hat, rest) = rest.split_at_mut(kk);
