@@ -25,7 +25,14 @@ single-threaded process (on a shared machine wall time mostly measures the neigh
    native algorithm's multiply-adds (per refresh after a mistake O(k d^2 + d^3 + k^2 d), per
    mistake O(k d), per example O(d)) at the measured FMA rate.
 
-    OMTL_DATA=/work/shared/data PYTHONPATH=python python benches/floors.py [--quick] [--only dense,mtbprj,omtrl]
+4. ROMCO (P1, defaults) on issue 12's three streams: School (wide U, the row side), Sentiment
+   (sparse, d = 473,856, k = 4: U held factored) and the dense 18,000 x 400, 12-task stream (the
+   column side). Peer: the NumPy ROMCO of ``compare_romco.py`` (``numpy.linalg.svd`` at every
+   update); on Sentiment the native PA-Unique pass (the target is ROMCO within 10x of it).
+   Floor: the multiply-adds of the route the learner took (from its diagnostics, see
+   ``romco_fmas``) at the measured FMA rate.
+
+    OMTL_DATA=/work/shared/data PYTHONPATH=python python benches/floors.py [--quick] [--only dense,mtbprj,omtrl,romco]
 """
 
 from __future__ import annotations
@@ -274,11 +281,134 @@ def omtrl(args, rate):
     record(path, f"NumPy reference twin (k x k eigh per example), first {prefix} (peer, 1 run)", prefix, peer, 0.0, "")
 
 
+# ---- 4. ROMCO ---------------------------------------------------------------------------------
+
+
+def romco_streams(args):
+    """(name, X, y, tasks, k, peer name, peer) for issue 12's three ROMCO streams (P1, defaults)."""
+    from compare_romco import numpy_romco
+
+    out = []
+    s = omtl.datasets.load_school(args.data_dir).shuffled(0)
+    X, y, t, k = s.X, s.y.astype(np.float64), s.tasks, s.n_tasks
+    if args.quick:
+        X, y, t = X[:3000], y[:3000], t[:3000]
+    out.append((f"School {X.shape[0]}x{X.shape[1]}, k={k} (wide: row side)", X, y, t, k,
+                "NumPy ROMCO, numpy.linalg.svd per update",
+                lambda X=X, y=y, t=t, k=k: numpy_romco(X, y, t, np.arange(len(y)), k)))
+    s = omtl.datasets.load_sentiment(args.data_dir)
+    X, y, t, k = s.X, s.y.astype(np.float64), s.tasks, s.n_tasks
+    if args.quick:
+        X, y, t = X[:2000], y[:2000], t[:2000]
+    out.append((f"Sentiment {X.shape[0]}x{X.shape[1]:,} sparse, k={k} (factored U = W Pi)", X, y, t, k,
+                "omtl.PAUnique (the target: ROMCO within 10x of its pass)",
+                lambda X=X, y=y, t=t, k=k: omtl.PAUnique(n_tasks=k).learn(X, y, tasks=t)))
+    n = 3000 if args.quick else 18_000
+    s = omtl.datasets.make_multitask_stream(n_samples=n, n_tasks=12, n_features=400, seed=0)
+    X, y, t, k = s.X, s.y.astype(np.float64), s.tasks, 12
+    out.append((f"dense {n}x400, k={k} (column side)", X, y, t, k,
+                "NumPy ROMCO, numpy.linalg.svd per update",
+                lambda X=X, y=y, t=t, k=k: numpy_romco(X, y, t, np.arange(len(y)), k)))
+    return out
+
+
+def romco_fmas(model, X):
+    """Multiply-adds of a P1 pass of ``model`` (fitted on ``X``) by the route it took, from its
+    diagnostics: what the chosen route cannot avoid with its representation of U (divisions of the
+    secular equations, memory traffic and bookkeeping not counted, so a lower bound).
+
+    Per example: the score, ``<u_t + v_t, x>`` (``nnz``; factored: ``U'x = Pi' (W'x)``, ``nnz k``).
+    Per update: the steps of u_t and v_t (``nnz`` each; factored: ``nnz k`` for W), and the SVT:
+    - row side (``D = U U'``, d x d): two d x d basis products and ``Pi_L`` (``3 d^3``) and
+      ``Pi_L U`` (``d^2 k``) when the eigendecomposition was updated; a fresh one forms ``D``
+      (``d^2 k / 2``) and eigendecomposes it (~``9 d^3``, tridiagonal QR with vectors);
+    - column side (``C = U'U``, k x k): ``U'x`` (``nnz k``), two k x k basis products and Pi
+      (``3 k^3``) and ``U Pi`` (``d k^2``); fresh: ``C`` from its change plus ``9 k^3``;
+    - factored (``U = W Pi``): ``3 k^3`` as above plus ``Pi Pi_new`` and ``Pi_new^-1 Pi^-1``
+      (``2 k^3``) instead of ``U Pi``;
+    - the exact resync every 100 updates: ``d k^2`` (column side), ``d^2 k`` (row side).
+    """
+    n, d = X.shape
+    k = model.n_tasks
+    nnz = X.nnz / n if hasattr(X, "nnz") else float(d)
+    diag = model._diagnostics()
+    updates = model.n_updates_
+    svts = diag["n_gram_svt"] + diag["n_qr_svt"]
+    updated = diag["n_eigen_updates"]
+    fresh = max(svts - updated, 0.0)
+    resyncs = updates // 100
+    if diag["u_factored"]:
+        per_example = nnz * k + nnz
+        per_update = 2 * nnz * k + nnz + 5 * k**3
+        svt = fresh * 9 * k**3
+        resync = 0.0  # work-scaled: at most as much again as the updates (romco.md item 13)
+    elif diag["n_row_svt"] > svts / 2:
+        per_example = 2 * nnz
+        per_update = 2 * nnz + 3 * d**3 + d * d * k
+        svt = fresh * (d * d * k / 2 + 9 * d**3)
+        resync = resyncs * d * d * k
+    else:
+        per_example = 2 * nnz
+        per_update = 2 * nnz + nnz * k + 3 * k**3 + d * k * k
+        svt = fresh * 9 * k**3
+        resync = resyncs * d * k * k
+    return n * per_example + updates * per_update + svt + resync
+
+
+def touch_seconds(count, repeat):
+    """Seconds to allocate and write ``count`` fresh floats (a model's U and V: first-touch page
+    faults included), the median of ``repeat``."""
+    times = []
+    for _ in range(repeat):
+        start = clock()
+        np.full(count, 0.0)
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def read_seconds(X, repeat):
+    """Seconds of one pass over the stream's X (``X @ w``, dense BLAS or CSR), the median of ``repeat``."""
+    w = np.ones(X.shape[1])
+    times = []
+    for _ in range(repeat):
+        start = clock()
+        X @ w
+        times.append(clock() - start)
+    return statistics.median(times)
+
+
+def romco(args, rate):
+    for name, X, y, tasks, k, peer_name, peer_run in romco_streams(args):
+        path = f"ROMCO P1 defaults, {name}"
+        n = X.shape[0]
+        native = measure(lambda X=X, y=y, tasks=tasks, k=k: omtl.ROMCO(n_tasks=k).learn(X, y, tasks=tasks), args.repeat)
+        peer = measure(peer_run, args.repeat)
+        model = omtl.ROMCO(n_tasks=k)
+        model.learn(X, y, tasks=tasks)
+        fmas = romco_fmas(model, X)
+        touch = touch_seconds(2 * X.shape[1] * k, args.repeat)
+        read = read_seconds(X, args.repeat)
+        floor = fmas / rate + touch + read
+        diag = model._diagnostics()
+        routes = (f"{model.n_updates_:,} updates; SVTs: {int(diag['n_row_svt']):,} row side, "
+                  f"{int(diag['n_gram_svt'] - diag['n_row_svt']):,} column side, {int(diag['n_qr_svt']):,} route (a); "
+                  f"{int(diag['n_eigen_updates']):,} eigendecompositions updated; factored {int(diag['u_factored'])}")
+        if peer_name.startswith("omtl.PAUnique"):
+            versus = f"{native[0] / peer[0]:.1f}x the PAUnique pass (target <= 10x)"
+        else:
+            versus = f"{peer[0] / native[0]:.1f}x the NumPy ROMCO (target >= 10x)"
+        record(path, "omtl.ROMCO", n, native, floor, f"{versus}; {routes}")
+        record(path, f"{peer_name} (peer)", n, peer, floor, "")
+        record(path, "floor: the route's multiply-adds at the dgemm FMA rate, writing U and V once, reading X once", n,
+               (floor,) * 3, floor,
+               f"{fmas / 1e6:.1f} M multiply-adds ({fmas / rate:.3g} s) + {touch:.3g} s (2 d k floats) + {read:.3g} s (X @ w)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="short streams, one repetition")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--only", default="dense,mtbprj,omtrl", help="comma-separated subset of dense,mtbprj,omtrl")
+    parser.add_argument("--only", default="dense,mtbprj,omtrl,romco", help="comma-separated subset of dense,mtbprj,omtrl,romco")
     parser.add_argument("--data-dir", default=None, help="folder holding school/ (default: $OMTL_DATA)")
     args = parser.parse_args(argv)
     if args.quick:
@@ -291,6 +421,8 @@ def main(argv=None):
         mtbprj(args)
     if "omtrl" in only:
         omtrl(args, rate)
+    if "romco" in only:
+        romco(args, rate)
     print(f"CPU time, median of {args.repeat} (min-max); OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}; "
           f"SIMD level {omtl.simd_level()}; dgemm rate {rate / 1e9:.1f} G multiply-adds/s")
     print("vs floor: the floor's time / this time (above 1: faster than the floor)")

@@ -532,7 +532,8 @@ impl Romco {
         let row_side = shrink_u
             && !self.qr_pending
             && matches!(self.route, SvtRoute::Auto | SvtRoute::Gram)
-            && self.live_after(&active, &x_sq) > d;
+            && self.live_after(&active, &x_sq) > d
+            && !self.row_side_hopeless();
         let mut row_changes = Vec::new();
         if row_side {
             self.enter_row_side();
@@ -850,6 +851,32 @@ impl Romco {
             None => return false,
         };
         svt::gram_route_ruled_out(trace, q, theta)
+    }
+
+    /// True when the row side's route (b) would (almost surely) decline, so that forming and
+    /// eigendecomposing `D̂` is not worth it: the last SVT ran route (a) on the column side with
+    /// more live columns than features (the row side declined, or drift sent it there), and
+    /// the top `d` squared singular values it found (`D`'s eigenvalues then; those thresholded
+    /// to zero count as 0) fail the accuracy test. Without this check a stream whose `D̂` is
+    /// ill-conditioned (Landmine with the tuned θ = 1e-14) formed and eigendecomposed `D̂` in
+    /// vain every round and, dropping route (a)'s right singular vectors on entering the row
+    /// side, ran route (a)'s Jacobi SVD cold each time: 0.098 s per pass against 0.065 s.
+    /// The test is redone after every route-(a) SVT, so the row side comes back as soon as
+    /// U's spectrum allows; a wrong guess costs time only (route (a) is exact).
+    fn row_side_hopeless(&self) -> bool {
+        let d = self.n_features;
+        if self.gram_unknown || self.svt_mu.len() <= d {
+            return false;
+        }
+        let theta = self.eta1 * self.lambda1;
+        let mut sigma_sq: Vec<f64> = self
+            .svt_mu
+            .iter()
+            .map(|&m| if m > 0.0 { (m.sqrt() + theta).powi(2) } else { 0.0 })
+            .collect();
+        sigma_sq.sort_by(|a, b| b.total_cmp(a));
+        sigma_sq.truncate(d);
+        !svt::gram_route_accurate(&sigma_sq, theta)
     }
 
     /// `Ĉ = C + Σ (g eₜᵀ + eₜ gᵀ + α eₜeₜᵀ)` over the column changes of a round (in order).
@@ -1792,6 +1819,43 @@ mod tests {
                 auto.check_state().unwrap();
             }
         }
+    }
+
+    /// Wide U whose `D̂` is ill-conditioned (two nearly collinear features) with a tiny θ: the
+    /// row side declines (inaccurate eigenvalues) and every SVT takes route (a); after the
+    /// first decline the row side is not attempted again (`row_side_hopeless`), and the model
+    /// follows route (a) forced. On a well-conditioned wide stream it is never ruled out.
+    #[test]
+    fn row_side_is_skipped_while_it_would_decline() {
+        let (n, d, k) = (600, 5, 12);
+        let (mut x, tasks, y) = random_stream(n, d, k, 5);
+        x.chunks_exact_mut(d).for_each(|r| r[4] = r[3] + 1e-7 * r[4]);
+        let mut auto = model(k, d, 0.2, 0.1, 1e-9, 1e-3, RomcoTrigger::Loss);
+        let mut qr = model(k, d, 0.2, 0.1, 1e-9, 1e-3, RomcoTrigger::Loss).with_route(SvtRoute::Qr);
+        let mut skipped = 0;
+        for t in 0..n {
+            let row = Rows::dense(&x[t * d..(t + 1) * d], 1, d);
+            skipped += usize::from(auto.row_side_hopeless());
+            learn(&mut auto, &row, &tasks[t..=t], &y[t..=t]).unwrap();
+            learn(&mut qr, &row, &tasks[t..=t], &y[t..=t]).unwrap();
+        }
+        // Route (b) on the column side only while at most d columns were live.
+        assert_eq!(diagnostic(&auto, "n_row_svt"), 0.0);
+        assert!(diagnostic(&auto, "n_gram_svt") <= d as f64);
+        assert!(diagnostic(&auto, "n_qr_svt") >= (auto.n_updates - d as u64) as f64);
+        assert!(auto.row_side_hopeless());
+        assert!(skipped > n / 2, "skipped {skipped}");
+        assert!(relative_difference(&auto.u_matrix(), &qr.u_matrix()) < 1e-9);
+
+        let (x, tasks, y) = random_stream(n, d, k, 5);
+        let mut wide = model(k, d, 0.2, 0.1, 0.05, 1e-3, RomcoTrigger::Loss);
+        for t in 0..n {
+            let row = Rows::dense(&x[t * d..(t + 1) * d], 1, d);
+            assert!(!wide.row_side_hopeless(), "row {t}");
+            learn(&mut wide, &row, &tasks[t..=t], &y[t..=t]).unwrap();
+        }
+        assert!(diagnostic(&wide, "n_row_svt") > 0.0);
+        assert_eq!(diagnostic(&wide, "n_qr_svt"), 0.0);
     }
 
     /// With two identical tasks U has two equal columns after every update of the second: `Ĉ`

@@ -25,7 +25,7 @@ pub struct Eigen {
 /// guarantee progress).
 const MAX_SECULAR_ITER: usize = 200;
 
-/// A plane rotation of the coordinates `p < q` applied to a vector `y`: `(c y_p - s y_q, s y_p + c y_q)`.
+/// A plane rotation of the coordinates `p < q`: `(c y_p - s y_q, s y_p + c y_q)`.
 #[derive(Debug, Clone, Copy)]
 struct Rotation {
     p: usize,
@@ -35,10 +35,16 @@ struct Rotation {
 }
 
 impl Rotation {
-    fn apply(&self, y: &mut [f64]) {
-        let (a, b) = (y[self.p], y[self.q]);
-        y[self.p] = self.c * a - self.s * b;
-        y[self.q] = self.s * a + self.c * b;
+    /// The rotation applied to every column of the row-major `n`-column `m` (rows p and q).
+    fn apply_rows(&self, m: &mut [f64], n: usize) {
+        let (head, tail) = m.split_at_mut(self.q * n);
+        let row_p = &mut head[self.p * n..(self.p + 1) * n];
+        let row_q = &mut tail[..n];
+        for (yp, yq) in row_p.iter_mut().zip(row_q.iter_mut()) {
+            let (a, b) = (*yp, *yq);
+            *yp = self.c * a - self.s * b;
+            *yq = self.s * a + self.c * b;
+        }
     }
 }
 
@@ -64,7 +70,7 @@ pub struct RankOneSolver {
     /// Sorted (and deflation-rotated) diagonal, and the unit update vector, in sorted coordinates.
     ds: Vec<f64>,
     zs: Vec<f64>,
-    /// One eigenvector in sorted coordinates.
+    /// The eigenvectors in sorted coordinates (row-major `n x n`) when deflation happened.
     y: Vec<f64>,
     /// The deflation rotations, in the order they were made.
     rotations: Vec<Rotation>,
@@ -153,25 +159,33 @@ impl RankOneSolver {
         kept.extend((0..n).filter(|&j| !deflated[j]));
         kept.sort_by(|&a, &b| ds[a].total_cmp(&ds[b]));
 
-        let out = Columns { sign, order, rotations };
-        y.clear();
-        y.resize(n, 0.0);
-        for j in (0..n).filter(|&j| deflated[j]) {
-            y.fill(0.0);
-            y[j] = 1.0;
-            out.emit(j, ds[j], y, values, vectors);
-        }
-
         let kk = kept.len();
+        // Without deflation every column goes straight to its place; otherwise the columns are
+        // gathered in sorted coordinates (`sorted`, row-major n x n, row s = sorted position s),
+        // rotated back row pair by row pair and moved to their rows in one pass at the end
+        // ([`Columns::finish`]): the same arithmetic per entry as rotating each column alone.
+        let plain = kk == n && rotations.is_empty();
+        let out = Columns { order, rotations };
+        if !plain {
+            y.clear();
+            y.resize(n * n, 0.0);
+            for j in (0..n).filter(|&j| deflated[j]) {
+                y[j * n + j] = 1.0;
+                values[j] = sign * ds[j];
+            }
+        }
         if kk == 0 {
+            out.finish(y, vectors);
             return Some(());
         }
         // Scratch for the kk non-deflated pairs: the poles dk (ascending), the weights r z², the
         // roots, the Löwner z, two work rows, and per root a row of 1/(dk[m] - λ_j) and of
         // shifted poles.
-        scratch.clear();
-        scratch.resize(kk * (2 * kk + 6), 0.0);
-        let (dk, rest) = scratch.split_at_mut(kk);
+        // Every entry is written before it is read (rows of `base` by `shift`, of `inv_delta` by
+        // each evaluation), so the buffer is only grown, not cleared.
+        let size = kk * (2 * kk + 6);
+        scratch.resize(scratch.len().max(size), 0.0);
+        let (dk, rest) = scratch[..size].split_at_mut(kk);
         let (z2, rest) = rest.split_at_mut(kk);
         let (lambda, rest) = rest.split_at_mut(kk);
         let (z_hat, rest) = rest.split_at_mut(kk);
@@ -212,7 +226,6 @@ impl RankOneSolver {
             z_hat[i] = r_z2.max(0.0).sqrt().copysign(zs[kept[i]]);
         }
         // Eigenvectors u_j ∝ z_hat / (dk - λ_j) = z_hat ⊙ inv_delta[j].
-        let plain = kk == n && rotations.is_empty();
         for j in 0..kk {
             let row = &inv_delta[j * kk..(j + 1) * kk];
             let norm2: f64 = z_hat.iter().zip(row).map(|(z, v)| (z * v) * (z * v)).sum();
@@ -220,44 +233,42 @@ impl RankOneSolver {
             if !scale.is_finite() {
                 return None;
             }
+            let col = kept[j];
+            values[col] = sign * lambda[j];
             if plain {
-                // No deflation: write the column straight to its place.
-                let col = kept[j];
-                values[col] = sign * lambda[j];
                 for (m, &pos) in kept.iter().enumerate() {
                     vectors[order[pos] * n + col] = z_hat[m] * row[m] * scale;
                 }
-                continue;
+            } else {
+                for (m, &pos) in kept.iter().enumerate() {
+                    y[pos * n + col] = z_hat[m] * row[m] * scale;
+                }
             }
-            y.fill(0.0);
-            for (m, &pos) in kept.iter().enumerate() {
-                y[pos] = z_hat[m] * row[m] * scale;
-            }
-            out.emit(kept[j], lambda[j], y, values, vectors);
+        }
+        if !plain {
+            out.finish(y, vectors);
         }
         Some(())
     }
 }
 
-/// Writes the columns of a [`RankOneSolver::solve`] result.
+/// Writes the eigenvectors of a [`RankOneSolver::solve`] result that deflated.
 struct Columns<'a> {
-    /// `±1`: the sign of `ρ` (the problem was solved for `sign · d`).
-    sign: f64,
     order: &'a [usize],
     rotations: &'a [Rotation],
 }
 
 impl Columns<'_> {
-    /// Column `col`: the eigenvalue `sign · value` and the eigenvector `y`, given in sorted
-    /// coordinates before the deflation rotations (which `y` is rotated back through).
-    fn emit(&self, col: usize, value: f64, y: &mut [f64], values: &mut [f64], vectors: &mut [f64]) {
+    /// The eigenvectors from `sorted` (row-major `n x n`, row s for sorted position s, in
+    /// sorted coordinates before the deflation rotations): the rotations undone on row pairs
+    /// (last first), then row s written to row `order[s]` of `vectors`.
+    fn finish(&self, sorted: &mut [f64], vectors: &mut [f64]) {
         let n = self.order.len();
         for rot in self.rotations.iter().rev() {
-            rot.apply(y);
+            rot.apply_rows(sorted, n);
         }
-        values[col] = self.sign * value;
-        for (s, &orig) in self.order.iter().enumerate() {
-            vectors[orig * n + col] = y[s];
+        for (row, &orig) in sorted.chunks_exact(n).zip(self.order.iter()) {
+            vectors[orig * n..(orig + 1) * n].copy_from_slice(row);
         }
     }
 }
