@@ -17,13 +17,14 @@ test-python:
 
 test: test-rust test-python
 
-# The native/reference parity and invariant tests again under every SIMD build this CPU runs
+# The Rust unit tests and the native/reference parity and invariant tests again under every SIMD build this CPU runs
 # (OMTL_SIMD; the fused builds change last bits, so a CPU-dependent failure shows on any machine).
 PARITY_TESTS := tests/test_parity.py tests/test_romco.py tests/test_budget.py tests/test_projectron.py \
 	tests/test_omtl_rounds.py tests/test_perceptron_invariants.py tests/test_baselines.py tests/test_pa.py tests/test_open_tasks.py
 test-simd-levels:
 	@for level in $$($(PYTHON) -c "import omtl._simd as s; print(*s.supported_simd_levels())"); do \
 		echo "== OMTL_SIMD=$$level"; \
+		OMTL_SIMD=$$level cargo test --quiet --lib || exit 1; \
 		OMTL_SIMD=$$level $(PYTHON) -m pytest -q -p no:cacheprovider $(PARITY_TESTS) || exit 1; \
 	done
 
