@@ -27,7 +27,7 @@ use std::f64::consts::FRAC_1_SQRT_2;
 
 use serde::{Deserialize, Serialize};
 
-use crate::alloc::Need;
+use crate::alloc::{Need, ZeroedBuf};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
@@ -178,7 +178,7 @@ impl UpdateRule {
 /// writing (docs/mt_linear.md, M.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Block {
-    data: Vec<f32>,
+    data: ZeroedBuf<f32>,
 }
 
 impl UpdateRule {
@@ -195,7 +195,7 @@ impl UpdateRule {
 impl Block {
     /// A zero block, allocated fallibly (its size comes from `n_features` or `hash_bits`).
     fn try_new(width: usize, rule: UpdateRule) -> Result<Self> {
-        let data = Need::new("n_features", width, "an MTLinear weight block").filled(&[width, rule.stride()], 0.0)?;
+        let data = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, rule.stride()])?;
         Ok(Self { data })
     }
 
@@ -668,7 +668,7 @@ impl MTLinear {
         let m = self.entries.len();
         for (term, &(r, b)) in self.terms[task].iter().enumerate() {
             let seed = hash_seed(&self.tasks, r);
-            let block = self.blocks[r as usize].as_ref().map(|bl| bl.data.as_slice());
+            let block = self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
             let span = term * m..(term + 1) * m;
             let coords = Coords {
                 slot: &mut pad.slot[span.clone()],
