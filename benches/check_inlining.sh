@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a SIMD intrinsic, a `Lanes` method or an array-building closure survives as a
+# Fails when a SIMD intrinsic, a `Lanes`/`LaneMath` method, one of MTLinear's generic lane
+# kernels (`*_lanes`, `lane_sum`, ...) or an array-building closure survives as a
 # separate function in the release extension. Each of those on a hot path is a call (and a
 # spill of the vector registers) per use: `dot4_lanes` once summed its lanes through
 # `std::array::from_fn`, whose closure is not compiled with the caller's target features, and
@@ -20,7 +21,7 @@ fi
 # CPU detection (`_xgetbv`, `__cpuid`) runs once per process, not on a hot path.
 allowed='_xgetbv|__cpuid'
 bad=$(nm -C --defined-only "$so" \
-    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::Lanes>::' \
+    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::(Lanes|LaneMath)>::|mt_linear::[a-z_]+_lanes|mt_linear::(lane_sum|normalized_rate|write_distinct_stride)\b' \
     | grep -Ev "$allowed" || true)
 if [[ -n "$bad" ]]; then
     echo "check_inlining: non-inlined SIMD helpers in $so:" >&2

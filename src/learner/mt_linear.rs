@@ -32,7 +32,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
-use crate::linalg::simd::dispatch;
+use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -309,51 +309,138 @@ struct Scratchpad {
     n: Vec<f64>,
 }
 
-dispatch! {
+fma_builds! {
     /// The normalized rule's rates (M.2 step 1) of every coordinate of one example:
     /// `rates[c] = 1/(√G'_c N'_c)` with `G' = G + g²u²`, `N' = max(N, |u|)`. Returns
     /// `(Σ u² r, Σ u²/N'²)`, the latter as `Σ u² r² G'` (one division per coordinate).
-    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64)
-        => normalized_rates_kernel, normalized_rates_avx2
+    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+        // SAFETY (both): compiled for AVX2 (and FMA, unused) after detection; arrays need nothing.
+        avx2: unsafe { normalized_rates_lanes::<std::arch::x86_64::__m256d>(g2, u, g, n, rates) },
+        portable: unsafe { normalized_rates_lanes::<[f64; 4]>(g2, u, g, n, rates) },
+    }
 }
 
-/// Four independent accumulator lanes (element i in lane i mod 4, a fixed summation order),
-/// in chunks of four: independent lanes let the compiler pack them (partly, today: 2-wide).
+/// One coordinate of [`normalized_rates`]: `(r, u² r, u² r² G')`, in the order of operations
+/// of the lane code (so that a tail element gets the bits a lane would give it).
 #[inline(always)]
-fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+fn normalized_rate(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
+    let u2 = u * u;
+    let g_new = g + g2 * u2;
+    let a = u.abs();
+    let n_new = if n > a { n } else { a };
+    let r = 1.0 / (g_new.sqrt() * n_new);
+    let dh = u2 * r;
+    (r, dh, dh * r * g_new)
+}
+
+/// `((a0 + a1) + (a2 + a3))` of four lane sums plus the tail's contributions (element `i` of
+/// the tail in lane `i`): the fixed summation order of every build.
+#[inline(always)]
+unsafe fn lane_sum<L: LaneMath>(acc: L, tail: &[f64]) -> f64 {
+    let mut lanes = [0.0; 4];
+    acc.store(&mut lanes);
+    lanes.iter_mut().zip(tail).for_each(|(l, &t)| *l += t);
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+}
+
+/// Four lanes (element i in lane i mod 4) in every build: no fused operations, so the rates and
+/// sums are the same bits whatever the build.
+///
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn normalized_rates_lanes<L: LaneMath>(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+    debug_assert_eq!(L::N, 4);
     let len = u.len();
     let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
-    let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
-    #[inline(always)]
-    fn lane(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
-        let u2 = u * u;
-        let g_new = g + g2 * u2;
-        let a = u.abs();
-        let n_new = if n > a { n } else { a };
-        let r = 1.0 / (g_new.sqrt() * n_new);
-        (r, u2 * r, u2 * r * r * g_new)
+    let whole = len - len % 4;
+    let (g2v, one) = (L::splat(g2), L::splat(1.0));
+    let (mut h, mut norm) = (L::zero(), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let uv = L::load(&u[i..]);
+        let u2 = uv.mul(uv);
+        let g_new = L::load(&g[i..]).add(g2v.mul(u2));
+        let n_new = L::load(&n[i..]).max(uv.abs());
+        let r = one.div(g_new.sqrt().mul(n_new));
+        r.store(&mut rates[i..]);
+        let dh = u2.mul(r);
+        h = h.add(dh);
+        norm = norm.add(dh.mul(r).mul(g_new));
+        i += 4;
     }
-    let whole = len / 4 * 4;
-    for (((uc, gc), nc), rc) in u[..whole]
-        .chunks_exact(4)
-        .zip(g[..whole].chunks_exact(4))
-        .zip(n[..whole].chunks_exact(4))
-        .zip(rates[..whole].chunks_exact_mut(4))
-    {
-        for l in 0..4 {
-            let (r, dh, dn) = lane(g2, uc[l], gc[l], nc[l]);
-            rc[l] = r;
-            h[l] += dh;
-            norm[l] += dn;
-        }
-    }
+    let (mut h_tail, mut norm_tail) = ([0.0; 4], [0.0; 4]);
     for i in whole..len {
-        let (r, dh, dn) = lane(g2, u[i], g[i], n[i]);
+        let (r, dh, dn) = normalized_rate(g2, u[i], g[i], n[i]);
         rates[i] = r;
-        h[i - whole] += dh;
-        norm[i - whole] += dn;
+        (h_tail[i - whole], norm_tail[i - whole]) = (dh, dn);
     }
-    ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
+    (lane_sum(h, &h_tail), lane_sum(norm, &norm_tail))
+}
+
+/// What phase two may write (M.5): the largest |w|, G and |u| before the update, `Σ |u r|`,
+/// `Σ u²`, and whether every rate is finite.
+struct WriteBounds {
+    max_w: f64,
+    max_g: f64,
+    max_u: f64,
+    sum_ur: f64,
+    sum_u2: f64,
+    rates_finite: bool,
+}
+
+fma_builds! {
+    /// [`WriteBounds`] of the coordinates in the scratchpad (one vectorised pass).
+    fn write_bounds(u: &[f64], rates: &[f64], w: &[f64], g: &[f64]) -> WriteBounds {
+        // SAFETY (both): as for `normalized_rates`.
+        avx2: unsafe { write_bounds_lanes::<std::arch::x86_64::__m256d>(u, rates, w, g) },
+        portable: unsafe { write_bounds_lanes::<[f64; 4]>(u, rates, w, g) },
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_bounds_lanes<L: LaneMath>(u: &[f64], rates: &[f64], w: &[f64], g: &[f64]) -> WriteBounds {
+    debug_assert_eq!(L::N, 4);
+    let len = u.len();
+    let (rates, w, g) = (&rates[..len], &w[..len], &g[..len]);
+    let whole = len - len % 4;
+    let (mut max_w, mut max_g, mut max_u) = (L::zero(), L::zero(), L::zero());
+    // `r * 0` is 0 for a finite rate and NaN otherwise, so the sum of them is NaN iff a rate
+    // is not finite.
+    let (mut sum_ur, mut sum_u2, mut nonfinite) = (L::zero(), L::zero(), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let (uv, rv) = (L::load(&u[i..]), L::load(&rates[i..]));
+        max_w = max_w.max(L::load(&w[i..]).abs());
+        max_g = max_g.max(L::load(&g[i..]));
+        max_u = max_u.max(uv.abs());
+        sum_ur = sum_ur.add(uv.mul(rv).abs());
+        sum_u2 = sum_u2.add(uv.mul(uv));
+        nonfinite = nonfinite.add(rv.mul(L::zero()));
+        i += 4;
+    }
+    let mut lanes = [[0.0; 4]; 6];
+    for (acc, out) in [max_w, max_g, max_u, sum_ur, sum_u2, nonfinite].into_iter().zip(&mut lanes) {
+        acc.store(out);
+    }
+    let [mw, mg, mu, sur, su2, nf] = &mut lanes;
+    for i in whole..len {
+        let l = i - whole;
+        (mw[l], mg[l], mu[l]) = (mw[l].max(w[i].abs()), mg[l].max(g[i]), mu[l].max(u[i].abs()));
+        (sur[l], su2[l], nf[l]) = (sur[l] + (u[i] * rates[i]).abs(), su2[l] + u[i] * u[i], nf[l] + rates[i] * 0.0);
+    }
+    let max4 = |v: &[f64; 4]| v.iter().fold(0.0f64, |m, &x| m.max(x));
+    let sum4 = |v: &[f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+    WriteBounds {
+        max_w: max4(mw),
+        max_g: max4(mg),
+        max_u: max4(mu),
+        sum_ur: sum4(sur),
+        sum_u2: sum4(su2),
+        rates_finite: sum4(nf) == 0.0,
+    }
 }
 
 /// The scratchpad's slices for the coordinates of one block (see [`Scratchpad`]).
@@ -421,6 +508,83 @@ fn write_block<const S: usize>(data: &mut [f32], slot: &[usize], u: &[f64], rate
         }
         cell[0] = (w + scale * u * rate) as f32;
     }
+}
+
+/// The gathered coordinates of one block in the order of the scratchpad, for phase two.
+struct WriteArgs<'a> {
+    slot: &'a [usize],
+    u: &'a [f64],
+    w: &'a [f64],
+    g: &'a [f64],
+    n: &'a [f64],
+    rates: &'a [f64],
+    g2: f64,
+    scale: f64,
+}
+
+fma_builds! {
+    /// Phase two for one block whose coordinates have distinct slots (no hashing: a row's
+    /// features are distinct, validated CSR indices), with `S` floats per slot: the new values
+    /// are computed from the gathered state four coordinates at a time, as [`write_block`]
+    /// computes them (the same operations in the same order, so the same bits), then stored.
+    fn write_distinct(data: &mut [f32], stride: usize, args: &WriteArgs) {
+        // SAFETY (both): as for `normalized_rates`.
+        avx2: unsafe { write_distinct_stride::<std::arch::x86_64::__m256d>(data, stride, args) },
+        portable: unsafe { write_distinct_stride::<[f64; 4]>(data, stride, args) },
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_distinct_stride<L: LaneMath>(data: &mut [f32], stride: usize, args: &WriteArgs) {
+    match stride {
+        3 => write_distinct_lanes::<L, 3>(data, args),
+        2 => write_distinct_lanes::<L, 2>(data, args),
+        _ => write_distinct_lanes::<L, 1>(data, args),
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_distinct_lanes<L: LaneMath, const S: usize>(data: &mut [f32], a: &WriteArgs) {
+    debug_assert_eq!(L::N, 4);
+    let len = a.slot.len();
+    let (u, w, g, n, rates) = (&a.u[..len], &a.w[..len], &a.g[..len], &a.n[..len], &a.rates[..len]);
+    let whole = len - len % 4;
+    let (g2, scale, zero) = (L::splat(a.g2), L::splat(a.scale), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let uv = L::load(&u[i..]);
+        let mut wv = L::load(&w[i..]);
+        let (mut w_new, mut g_new, mut n_new) = ([0.0f32; 4], [0.0f32; 4], [0.0f32; 4]);
+        if S >= 2 {
+            L::load(&g[i..]).add(g2.mul(uv).mul(uv)).store_f32(&mut g_new);
+        }
+        if S >= 3 {
+            // As if the new scale had been known from the start (when N grows from N > 0).
+            let (abs, n_old) = (uv.abs(), L::load(&n[i..]));
+            let rescaled = L::select_gt(abs, n_old, wv.mul(n_old.div(abs)), wv);
+            wv = L::select_gt(n_old, zero, rescaled, wv);
+            abs.max(n_old).store_f32(&mut n_new);
+        }
+        wv.add(scale.mul(uv).mul(L::load(&rates[i..]))).store_f32(&mut w_new);
+        for l in 0..4 {
+            let at = a.slot[i + l];
+            let cell = &mut data[at..at + S];
+            cell[0] = w_new[l];
+            if S >= 2 {
+                cell[1 % S] = g_new[l];
+            }
+            if S >= 3 {
+                cell[2 % S] = n_new[l];
+            }
+        }
+        i += 4;
+    }
+    // The state of a slot is in the block as gathered: the scalar rule gives the same bits.
+    write_block::<S>(data, &a.slot[whole..], &u[whole..], &rates[whole..], a.g2, a.scale);
 }
 
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
@@ -744,7 +908,15 @@ impl MTLinear {
             return Ok(());
         }
         let scale = loss.invariant_step(y, score, learning_rate, h) * multiplier;
-        if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {
+        let WriteBounds {
+            max_w,
+            max_g,
+            max_u,
+            sum_ur,
+            sum_u2,
+            rates_finite,
+        } = write_bounds(u, &self.rates, ws, gs);
+        if !(h.is_finite() && scale.is_finite() && rates_finite) {
             return Err(Error::Numerical(format!(
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
@@ -752,12 +924,6 @@ impl MTLinear {
         // Every value written must fit f32. Bounds that hold even when coordinates collide in one
         // slot (each adds its own change): |w'| <= max |w| + Σ |Δw|, G' <= max G + g² Σ u²,
         // N' <= max |u| (rescaling only shrinks w).
-        let (mut max_w, mut max_g, mut max_u, mut sum_ur, mut sum_u2) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
-        for (((&u, &r), &w), &g) in u.iter().zip(&self.rates).zip(ws).zip(gs) {
-            (max_w, max_g, max_u) = (max_w.max(w.abs()), max_g.max(g), max_u.max(u.abs()));
-            sum_ur += (u * r).abs();
-            sum_u2 += u * u;
-        }
         let bounds = [max_w + scale.abs() * sum_ur, max_g + g2 * sum_u2, max_u];
         if !bounds.iter().all(|&b| b < f64::from(f32::MAX)) {
             return Err(Error::Numerical(format!(
@@ -777,6 +943,21 @@ impl MTLinear {
         for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].as_mut().expect("allocated above");
             let span = term * n_entries..(term + 1) * n_entries;
+            if self.n_hashed == 0 {
+                let args = WriteArgs {
+                    slot: &slot[span.clone()],
+                    u: &u[span.clone()],
+                    w: &ws[span.clone()],
+                    g: &gs[span.clone()],
+                    n: &ns[span.clone()],
+                    rates: &self.rates[span],
+                    g2,
+                    scale,
+                };
+                write_distinct(&mut block.data, stride, &args);
+                continue;
+            }
+            // Colliding coordinates share a slot: each reads what the previous one wrote.
             let (slot, u, rates) = (&slot[span.clone()], &u[span.clone()], &self.rates[span]);
             match stride {
                 3 => write_block::<3>(&mut block.data, slot, u, rates, g2, scale),
@@ -1175,6 +1356,99 @@ mod tests {
         let same = (0..1000).filter(|&key| slot_of(key, 0, n_hashed) == slot_of(key, 1, n_hashed));
         assert!(same.count() < 20);
         assert_eq!(slot_of(77, 5, 0), 77);
+    }
+
+    /// Random coordinates of one update: u (some tiny, some negative), the gathered state
+    /// (some N = 0, some N above |u|), rates, and distinct slots in a block of stride 3.
+    #[allow(clippy::type_complexity)]
+    fn random_coords(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<usize>, Vec<f32>) {
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut draw = |scale: f64| (unit() - 0.3) * scale;
+        let u: Vec<f64> = (0..len).map(|i| draw(if i % 5 == 0 { 1e-3 } else { 2.0 })).collect();
+        let n_slots = 2 * len + 3;
+        let mut block = vec![0.0f32; 3 * n_slots];
+        for (i, cell) in block.chunks_exact_mut(3).enumerate() {
+            cell[0] = draw(3.0) as f32;
+            cell[1] = draw(5.0).abs() as f32;
+            cell[2] = if i % 3 == 0 { 0.0 } else { draw(2.0).abs() as f32 };
+        }
+        let slot: Vec<usize> = (0..len).map(|i| 3 * (2 * i + (i % 2))).collect();
+        let cell = |c: usize| slot.iter().map(|&at| f64::from(block[at + c])).collect::<Vec<f64>>();
+        (u, cell(0), cell(1), cell(2), slot, block)
+    }
+
+    /// The lane kernels give the bits of the scalar rule in every build (the AVX2 one where the
+    /// CPU has it), whatever the tail length: the rates and sums in the 4-lane order, the bounds,
+    /// and the vectorised write-back of distinct slots against the read-modify-write one.
+    #[test]
+    fn lane_kernels_match_the_scalar_rule_bit_for_bit() {
+        type Portable = [f64; 4];
+        for len in [0usize, 1, 3, 4, 5, 8, 11, 37] {
+            let (u, w, g, n, slot, block) = random_coords(len, len as u64 + 7);
+            let g2 = 0.37;
+            // Scalar reference: element i in lane i mod 4, lanes summed pairwise.
+            let (mut rates, mut h, mut norm) = (vec![0.0; len], [0.0; 4], [0.0; 4]);
+            for i in 0..len {
+                let (r, dh, dn) = normalized_rate(g2, u[i], g[i], n[i]);
+                (rates[i], h[i % 4], norm[i % 4]) = (r, h[i % 4] + dh, norm[i % 4] + dn);
+            }
+            let expected = ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]));
+            let mut got = vec![0.0; len];
+            // SAFETY: plain arrays need no CPU feature.
+            let sums = unsafe { normalized_rates_lanes::<Portable>(g2, &u, &g, &n, &mut got) };
+            assert_eq!((sums, &got), (expected, &rates), "len {len}");
+            let bounds = unsafe { write_bounds_lanes::<Portable>(&u, &rates, &w, &g) };
+            let max = |v: &[f64]| v.iter().fold(0.0f64, |m, &x| m.max(x));
+            assert_eq!(bounds.max_w, max(&w.iter().map(|v| v.abs()).collect::<Vec<_>>()));
+            assert_eq!((bounds.max_g, bounds.max_u), (max(&g), max(&u.iter().map(|v| v.abs()).collect::<Vec<_>>())));
+            let sum_ur: f64 = u.iter().zip(&rates).map(|(u, r)| (u * r).abs()).sum();
+            assert!((bounds.sum_ur - sum_ur).abs() <= 1e-12 * sum_ur && bounds.rates_finite);
+            let mut bad = rates.clone();
+            if len > 0 {
+                bad[len - 1] = f64::INFINITY;
+                assert!(!unsafe { write_bounds_lanes::<Portable>(&u, &bad, &w, &g) }.rates_finite);
+            }
+            for stride in [3usize, 2, 1] {
+                // The same block laid out with `stride` floats per slot.
+                let block: Vec<f32> = block.chunks_exact(3).flat_map(|c| c[..stride].to_vec()).collect();
+                let slot: Vec<usize> = slot.iter().map(|&at| at / 3 * stride).collect();
+                let mut scalar = block.clone();
+                match stride {
+                    3 => write_block::<3>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                    2 => write_block::<2>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                    _ => write_block::<1>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                }
+                let args = WriteArgs {
+                    slot: &slot,
+                    u: &u,
+                    w: &w,
+                    g: &g,
+                    n: &n,
+                    rates: &rates,
+                    g2,
+                    scale: -0.8,
+                };
+                let mut lanes = block.clone();
+                unsafe { write_distinct_stride::<Portable>(&mut lanes, stride, &args) };
+                assert_eq!(lanes, scalar, "len {len}, stride {stride}");
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    #[target_feature(enable = "avx2")]
+                    unsafe fn avx2(data: &mut [f32], stride: usize, args: &WriteArgs) -> (f64, f64, Vec<f64>) {
+                        use std::arch::x86_64::__m256d;
+                        write_distinct_stride::<__m256d>(data, stride, args);
+                        let mut rates = vec![0.0; args.u.len()];
+                        let sums = normalized_rates_lanes::<__m256d>(args.g2, args.u, args.g, args.n, &mut rates);
+                        (sums.0, sums.1, rates)
+                    }
+                    let mut wide = block.clone();
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    let (h, norm, wide_rates) = unsafe { avx2(&mut wide, stride, &args) };
+                    assert_eq!((wide, (h, norm), wide_rates), (scalar, expected, rates.clone()));
+                }
+            }
+        }
     }
 
     #[test]
