@@ -302,11 +302,59 @@ pub struct MTLinear {
 /// and the slot's w, G and N before the update.
 #[derive(Debug, Clone, Default)]
 struct Scratchpad {
+    /// Coordinates of the example in progress (the buffers may be longer: they only grow).
+    len: usize,
     slot: Vec<usize>,
     u: Vec<f64>,
     w: Vec<f64>,
     g: Vec<f64>,
     n: Vec<f64>,
+}
+
+impl Scratchpad {
+    /// Room for `len` coordinates. The buffers never shrink, so that a row longer than the one
+    /// before does not refill them (every value is written by the gather anyway).
+    fn set_len(&mut self, len: usize) {
+        if self.u.len() < len {
+            for v in [&mut self.u, &mut self.w, &mut self.g, &mut self.n] {
+                v.resize(len, 0.0);
+            }
+            self.slot.resize(len, 0);
+        }
+        self.len = len;
+    }
+
+    /// The first two blocks' coordinates (`m` each) as [`Coords`].
+    fn split(&mut self, m: usize) -> (Coords<'_>, Coords<'_>) {
+        let (slot0, slot1) = self.slot[..2 * m].split_at_mut(m);
+        let (u0, u1) = self.u[..2 * m].split_at_mut(m);
+        let (w0, w1) = self.w[..2 * m].split_at_mut(m);
+        let (g0, g1) = self.g[..2 * m].split_at_mut(m);
+        let (n0, n1) = self.n[..2 * m].split_at_mut(m);
+        (
+            Coords {
+                slot: slot0,
+                u: u0,
+                w: w0,
+                g: g0,
+                n: n0,
+            },
+            Coords {
+                slot: slot1,
+                u: u1,
+                w: w1,
+                g: g1,
+                n: n1,
+            },
+        )
+    }
+
+    /// The coordinates of the example in progress: slots, u, and the gathered w, G, N.
+    #[allow(clippy::type_complexity)]
+    fn view(&self) -> (&[usize], &[f64], &[f64], &[f64], &[f64]) {
+        let len = self.len;
+        (&self.slot[..len], &self.u[..len], &self.w[..len], &self.g[..len], &self.n[..len])
+    }
 }
 
 fma_builds! {
@@ -485,6 +533,49 @@ fn gather_block<const S: usize>(
         s += v * *w;
     }
     s
+}
+
+/// One coordinate of [`gather_block`]: records the slot, `u = b v` and the slot's state, and
+/// returns the slot's weight.
+#[inline(always)]
+fn gather_coord<const S: usize>(at: usize, uv: f64, block: Option<&[f32]>, c: &mut Coords, i: usize) -> f64 {
+    c.slot[i] = at;
+    c.u[i] = uv;
+    let cell: [f32; S] = match block {
+        Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
+        None => [0.0; S],
+    };
+    let w = f64::from(cell[0]);
+    c.w[i] = w;
+    c.g[i] = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
+    c.n[i] = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
+    w
+}
+
+/// [`gather_block`] for two blocks at once (each sum in entry order, so the same bits).
+#[inline(always)]
+fn gather_pair<const S: usize>(
+    entries: &[(usize, f64)],
+    seeds: (u32, u32),
+    b: (f64, f64),
+    n_hashed: usize,
+    blocks: (Option<&[f32]>, Option<&[f32]>),
+    mut c0: Coords,
+    mut c1: Coords,
+) -> (f64, f64) {
+    let m = entries.len();
+    assert!(c0.slot.len() >= m && c1.slot.len() >= m && c0.n.len() >= m && c1.n.len() >= m);
+    let (mut s0, mut s1) = (0.0, 0.0);
+    for (i, &(j, v)) in entries.iter().enumerate() {
+        let (at0, at1) = if n_hashed == 0 {
+            (j * S, j * S)
+        } else {
+            (slot_of(j, seeds.0, n_hashed) * S, slot_of(j, seeds.1, n_hashed) * S)
+        };
+        s0 += v * gather_coord::<S>(at0, b.0 * v, blocks.0, &mut c0, i);
+        s1 += v * gather_coord::<S>(at1, b.1 * v, blocks.1, &mut c1, i);
+    }
+    (s0, s1)
 }
 
 /// Phase two for one block: each value is read into f64, computed there and rounded to f32 once.
@@ -824,12 +915,24 @@ impl MTLinear {
         self.gather_entries(x);
         let n_coords = self.entries.len() * self.terms[task].len();
         let pad = &mut self.pad;
-        for v in [&mut pad.u, &mut pad.w, &mut pad.g, &mut pad.n] {
-            v.resize(n_coords, 0.0);
-        }
-        pad.slot.resize(n_coords, 0);
-        let mut score = 0.0;
+        pad.set_len(n_coords);
         let m = self.entries.len();
+        if let [(r0, b0), (r1, b1)] = self.terms[task][..] {
+            // Two blocks (the complete graph): one loop over the entries reads both, so the two
+            // slots of an entry are fetched together and the two sums run side by side.
+            let (coords0, coords1) = pad.split(m);
+            let (seed0, seed1) = (hash_seed(&self.tasks, r0), hash_seed(&self.tasks, r1));
+            let block = |r: u32| self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
+            let (entries, n_hashed) = (&self.entries[..], self.n_hashed);
+            let (blocks, bs, seeds) = ((block(r0), block(r1)), (b0, b1), (seed0, seed1));
+            let (s0, s1) = match self.params.rule.stride() {
+                3 => gather_pair::<3>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+                2 => gather_pair::<2>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+                _ => gather_pair::<1>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+            };
+            return 0.0 + b0 * s0 + b1 * s1;
+        }
+        let mut score = 0.0;
         for (term, &(r, b)) in self.terms[task].iter().enumerate() {
             let seed = hash_seed(&self.tasks, r);
             let block = self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
@@ -872,14 +975,10 @@ impl MTLinear {
         }
         let g2 = g * g;
         let stride = rule.stride();
-        let Scratchpad {
-            slot,
-            u,
-            w: ws,
-            g: gs,
-            n: ns,
-        } = &self.pad;
-        self.rates.resize(u.len(), 0.0);
+        let (slot, u, ws, gs, ns) = self.pad.view();
+        if self.rates.len() < u.len() {
+            self.rates.resize(u.len(), 0.0); // grows only, as the scratchpad
+        }
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
             UpdateRule::Adagrad => {
@@ -892,7 +991,7 @@ impl MTLinear {
             }
             UpdateRule::Sgd => {
                 let rate = 1.0 / t.sqrt();
-                self.rates.fill(rate);
+                self.rates[..u.len()].fill(rate);
                 (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
             }
         };
