@@ -1207,9 +1207,14 @@ impl OnlineLearner for MTLinear {
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
-            let Row::Sparse { indices, .. } = x else {
+            let Row::Sparse { indices, values } = x else {
                 return; // dense rows: few features, their slots stay in cache
             };
+            // The row's values, which the gather reads first (its indices are read just below).
+            for chunk in values.chunks(8) {
+                // SAFETY: a prefetch is a hint on a valid address; it never faults.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(chunk.as_ptr().cast()) };
+            }
             for &(r, _) in &self.terms[task] {
                 let Some(block) = self.blocks[r as usize].as_ref() else {
                     continue;
