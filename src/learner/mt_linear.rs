@@ -1215,17 +1215,32 @@ impl OnlineLearner for MTLinear {
                 // SAFETY: a prefetch is a hint on a valid address; it never faults.
                 unsafe { _mm_prefetch::<_MM_HINT_T0>(chunk.as_ptr().cast()) };
             }
+            let cell_hint = |data: &[f32], at: usize| {
+                if let Some(cell) = data.get(at..at + stride) {
+                    // SAFETY: prefetches are hints on valid addresses; they never fault. A cell
+                    // that straddles two cache lines gets both.
+                    unsafe {
+                        _mm_prefetch::<_MM_HINT_T0>(cell.as_ptr().cast());
+                        _mm_prefetch::<_MM_HINT_T0>(cell[stride - 1..].as_ptr().cast());
+                    }
+                }
+            };
+            if let (0, [(r0, _), (r1, _)]) = (n_hashed, &self.terms[task][..]) {
+                // The complete graph without hashing: both blocks' cells of an entry together,
+                // in the order the gather reads them.
+                if let (Some(b0), Some(b1)) = (&self.blocks[*r0 as usize], &self.blocks[*r1 as usize]) {
+                    for &j in indices {
+                        cell_hint(&b0.data, j as usize * stride);
+                        cell_hint(&b1.data, j as usize * stride);
+                    }
+                    return;
+                }
+            }
             for &(r, _) in &self.terms[task] {
                 let Some(block) = self.blocks[r as usize].as_ref() else {
                     continue;
                 };
-                let hint = |key: usize| {
-                    let at = slot_of(key, self.hash_seed(r), n_hashed) * stride;
-                    if let Some(cell) = block.data.get(at) {
-                        // SAFETY: a prefetch is a hint on a valid address; it never faults.
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>((cell as *const f32).cast()) };
-                    }
-                };
+                let hint = |key: usize| cell_hint(&block.data, slot_of(key, self.hash_seed(r), n_hashed) * stride);
                 for &j in indices {
                     if n_hashed == 0 {
                         hint(j as usize);
