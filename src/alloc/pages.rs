@@ -6,7 +6,7 @@
 //! (`madvise(MADV_HUGEPAGE)`, honoured when the system's THP setting is `madvise` or `always`).
 //! One 2 MiB page instead of 512 small ones means 512 times fewer page faults when a fresh model
 //! first touches its state, and far fewer TLB misses on a pass that reads slots all over a state
-//! of tens of MiB (Sentiment's 28 MiB: a pass 15-20 % faster, docs/mt_linear.md M.5). The
+//! of tens of MiB (Sentiment's 28 MiB: a pass about 15 % faster, docs/mt_linear.md M.5). The
 //! advice is a hint: where huge pages are unavailable the buffer is an ordinary zeroed mapping.
 //! Smaller buffers, other systems, and a failed mapping use the global allocator
 //! (`alloc_zeroed`, i.e. `calloc`).

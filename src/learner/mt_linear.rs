@@ -509,28 +509,11 @@ fn gather_block<const S: usize>(
     b: f64,
     n_hashed: usize,
     block: Option<&[f32]>,
-    c: Coords,
+    mut c: Coords,
 ) -> f64 {
     let mut s = 0.0;
-    let zipped = entries
-        .iter()
-        .zip(c.slot.iter_mut())
-        .zip(c.u.iter_mut())
-        .zip(c.w.iter_mut())
-        .zip(c.g.iter_mut())
-        .zip(c.n.iter_mut());
-    for (((((&(j, v), slot), u), w), g), n) in zipped {
-        let at = slot_of(j, r, n_hashed) * S;
-        *slot = at;
-        *u = b * v;
-        let cell: [f32; S] = match block {
-            Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
-            None => [0.0; S],
-        };
-        *w = f64::from(cell[0]);
-        *g = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
-        *n = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
-        s += v * *w;
+    for (i, &(j, v)) in entries.iter().enumerate() {
+        s += v * gather_coord::<S>(slot_of(j, r, n_hashed) * S, b * v, block, &mut c, i);
     }
     s
 }
