@@ -959,9 +959,7 @@ impl MTLinear {
         let g2 = g * g;
         let stride = rule.stride();
         let (slot, u, ws, gs, ns) = self.pad.view();
-        if self.rates.len() < u.len() {
-            self.rates.resize(u.len(), 0.0); // grows only, as the scratchpad
-        }
+        self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
             UpdateRule::Adagrad => {
@@ -974,7 +972,7 @@ impl MTLinear {
             }
             UpdateRule::Sgd => {
                 let rate = 1.0 / t.sqrt();
-                self.rates[..u.len()].fill(rate);
+                self.rates.fill(rate);
                 (rate * u.iter().map(|u| u * u).sum::<f64>(), 0.0)
             }
         };
