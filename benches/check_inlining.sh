@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fails when a SIMD intrinsic, a `Lanes` or `Wide` method, the dense dot block (`dots_block`) or
-# an array-building closure survives as a separate function in the release extension. Each of those on a hot path is a call (and a
+# Fails when a SIMD intrinsic, a `Lanes`/`LaneMath` or `Wide` method, the dense dot block
+# (`dots_block`), one of MTLinear's generic lane kernels (`*_lanes`, `lane_sum`, ...) or an
+# array-building closure survives as a separate function in the release extension. Each of those
+# on a hot path is a call (and a
 # spill of the vector registers) per use: `dot4_lanes` once summed its lanes through
 # `std::array::from_fn`, whose closure is not compiled with the caller's target features, and
 # MTRBP ran 3.6x slower (issue 12). An intrinsic compiled inside a `#[target_feature]` function
@@ -20,11 +22,11 @@ fi
 # CPU detection (`_xgetbv`, `__cpuid`) runs once per process, not on a hot path.
 allowed='_xgetbv|__cpuid'
 bad=$(nm -C --defined-only "$so" \
-    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::Lanes>::|as omtl::kernel::dense_dots::Wide>::|omtl::kernel::dense_dots::dots_block' \
+    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::(Lanes|LaneMath)>::|as omtl::kernel::dense_dots::Wide>::|omtl::kernel::dense_dots::dots_block|mt_linear::[a-z_]+_lanes|mt_linear::(lane_sum|normalized_rate|write_distinct_stride)\b' \
     | grep -Ev "$allowed" || true)
 if [[ -n "$bad" ]]; then
     echo "check_inlining: non-inlined SIMD helpers in $so:" >&2
     echo "$bad" >&2
     exit 1
 fi
-echo "check_inlining: ok ($so: no out-of-line intrinsic, Lanes/Wide method, dots_block or from_fn closure)"
+echo "check_inlining: ok ($so: no out-of-line intrinsic, Lanes/LaneMath/Wide method, dots_block, MTLinear lane kernel or from_fn closure)"

@@ -9,6 +9,10 @@
 //! process be killed by the out-of-memory killer when the buffer is touched (a 24 GB request on
 //! a 25 GB machine with 20 GB free did exactly that against a `MemTotal` cap).
 
+mod pages;
+
+pub use pages::{ZeroedBuf, HUGE_PAGE};
+
 use crate::error::{Error, Result};
 
 /// Used when the physical memory cannot be read.
@@ -112,6 +116,16 @@ impl<'a> Need<'a> {
         Ok(v)
     }
 
+    /// A buffer of `n = Π factors` zeros, allocated fallibly without writing the zeros (fresh
+    /// pages, huge pages for a large one: [`ZeroedBuf`]).
+    pub fn zeroed<T: Zeroable>(&self, factors: &[usize]) -> Result<ZeroedBuf<T>> {
+        let n = self.count::<T>(factors)?;
+        ZeroedBuf::zeros(n).ok_or_else(|| {
+            let bytes = n as u128 * std::mem::size_of::<T>() as u128;
+            self.error(bytes, "the allocation failed".into())
+        })
+    }
+
     /// Reserves room for `additional` more elements of `v` (amortised growth, as `push`),
     /// fallibly and against the cap.
     pub fn reserve<T>(&self, v: &mut Vec<T>, additional: usize) -> Result<()> {
@@ -143,6 +157,17 @@ impl<'a> Need<'a> {
     }
 }
 
+/// Types whose all-zero bit pattern is the value zero (what [`Need::zeroed`] hands out).
+///
+/// # Safety
+/// All-zero bytes must be a valid value of the type.
+pub unsafe trait Zeroable: Copy {}
+
+// SAFETY: all-zero bytes are +0.0 and 0.
+unsafe impl Zeroable for f32 {}
+// SAFETY: as above.
+unsafe impl Zeroable for f64 {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +195,11 @@ mod tests {
         let v = need.filled(&[10, 11], 0.5f64).unwrap();
         assert_eq!(v.len(), 110);
         assert!(v.iter().all(|&x| x == 0.5));
+        let z = need.zeroed::<f32>(&[10, 3]).unwrap();
+        assert_eq!(z.len(), 30);
+        assert!(z.iter().all(|&x| x.to_bits() == 0));
+        assert!(need.zeroed::<f64>(&[0, 3]).unwrap().is_empty());
+        assert!(need.zeroed::<f64>(&[usize::MAX, 3]).is_err());
         let mut w: Vec<u8> = Vec::new();
         need.reserve(&mut w, 1000).unwrap();
         assert!(w.capacity() >= 1000);

@@ -835,6 +835,114 @@ impl Lanes for std::arch::x86_64::__m512d {
     }
 }
 
+/// Lane-by-lane arithmetic without fused multiply-adds, each operation correctly rounded as its
+/// scalar f64 counterpart: a kernel written over it gives the same bits in every build (MTLinear's
+/// rates and write-back, which therefore run four lanes in every build).
+///
+/// # Safety
+/// As for [`Lanes`].
+pub(crate) trait LaneMath: Lanes {
+    unsafe fn add(self, o: Self) -> Self;
+    unsafe fn mul(self, o: Self) -> Self;
+    unsafe fn div(self, o: Self) -> Self;
+    unsafe fn sqrt(self) -> Self;
+    unsafe fn abs(self) -> Self;
+    /// `if self > o { self } else { o }` per lane (x86's `max`: `o` when either is NaN).
+    unsafe fn max(self, o: Self) -> Self;
+    /// `if a > b { x } else { y }` per lane.
+    unsafe fn select_gt(a: Self, b: Self, x: Self, y: Self) -> Self;
+    /// The lanes rounded to f32 (as `as f32` rounds) into the first `N` values of `s`.
+    unsafe fn store_f32(self, s: &mut [f32]);
+}
+
+impl<const N: usize> LaneMath for [f64; N] {
+    #[inline(always)]
+    unsafe fn add(mut self, o: Self) -> Self {
+        self.iter_mut().zip(o).for_each(|(a, b)| *a += b);
+        self
+    }
+    #[inline(always)]
+    unsafe fn mul(mut self, o: Self) -> Self {
+        self.iter_mut().zip(o).for_each(|(a, b)| *a *= b);
+        self
+    }
+    #[inline(always)]
+    unsafe fn div(mut self, o: Self) -> Self {
+        self.iter_mut().zip(o).for_each(|(a, b)| *a /= b);
+        self
+    }
+    #[inline(always)]
+    unsafe fn sqrt(mut self) -> Self {
+        self.iter_mut().for_each(|a| *a = a.sqrt());
+        self
+    }
+    #[inline(always)]
+    unsafe fn abs(mut self) -> Self {
+        self.iter_mut().for_each(|a| *a = a.abs());
+        self
+    }
+    #[inline(always)]
+    unsafe fn max(mut self, o: Self) -> Self {
+        self.iter_mut()
+            .zip(o)
+            .for_each(|(a, b)| *a = if *a > b { *a } else { b });
+        self
+    }
+    #[inline(always)]
+    unsafe fn select_gt(a: Self, b: Self, mut x: Self, y: Self) -> Self {
+        for i in 0..N {
+            // `y` also where a comparison is unordered (NaN), as the x86 blend does.
+            if a[i].partial_cmp(&b[i]) != Some(std::cmp::Ordering::Greater) {
+                x[i] = y[i];
+            }
+        }
+        x
+    }
+    #[inline(always)]
+    unsafe fn store_f32(self, s: &mut [f32]) {
+        s[..N].iter_mut().zip(self).for_each(|(o, v)| *o = v as f32);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl LaneMath for std::arch::x86_64::__m256d {
+    #[inline(always)]
+    unsafe fn add(self, o: Self) -> Self {
+        std::arch::x86_64::_mm256_add_pd(self, o)
+    }
+    #[inline(always)]
+    unsafe fn mul(self, o: Self) -> Self {
+        std::arch::x86_64::_mm256_mul_pd(self, o)
+    }
+    #[inline(always)]
+    unsafe fn div(self, o: Self) -> Self {
+        std::arch::x86_64::_mm256_div_pd(self, o)
+    }
+    #[inline(always)]
+    unsafe fn sqrt(self) -> Self {
+        std::arch::x86_64::_mm256_sqrt_pd(self)
+    }
+    #[inline(always)]
+    unsafe fn abs(self) -> Self {
+        use std::arch::x86_64::*;
+        _mm256_andnot_pd(_mm256_set1_pd(-0.0), self)
+    }
+    #[inline(always)]
+    unsafe fn max(self, o: Self) -> Self {
+        std::arch::x86_64::_mm256_max_pd(self, o)
+    }
+    #[inline(always)]
+    unsafe fn select_gt(a: Self, b: Self, x: Self, y: Self) -> Self {
+        use std::arch::x86_64::*;
+        _mm256_blendv_pd(y, x, _mm256_cmp_pd::<_CMP_GT_OQ>(a, b))
+    }
+    #[inline(always)]
+    unsafe fn store_f32(self, s: &mut [f32]) {
+        use std::arch::x86_64::*;
+        _mm_storeu_ps(s[..4].as_mut_ptr(), _mm256_cvtpd_ps(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

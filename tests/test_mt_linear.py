@@ -336,3 +336,30 @@ def test_update_beyond_single_precision_is_refused(cls, update):
     assert (model.n_updates_, model.n_seen_) == (n_updates, n_seen)
     model.partial_fit(X, y, tasks=tasks)
     assert model.n_updates_ > n_updates
+
+
+def test_a_csr_passed_again_skips_the_canonical_scan_but_never_misleads_the_engine():
+    """check_X asks the input whether it is canonical (scipy caches the answer on it): an
+    unsorted matrix still learns as its canonical form, and a stale cached flag (indices
+    swapped in place after a call) is refused by the engine with the model unchanged."""
+    X, y, tasks = random_stream(n=60, d=9, k=3, seed=4, sparse=True)
+    X = sp.csr_matrix(X)
+    canonical = omtl.MTLinear(n_tasks=3).learn(X, y, tasks=tasks)
+    # The same matrix with every row's entries reversed: not canonical, learns the same.
+    rows = [slice(X.indptr[r], X.indptr[r + 1]) for r in range(X.shape[0])]
+    reversed_ = sp.csr_matrix(
+        (np.concatenate([X.data[s][::-1] for s in rows]), np.concatenate([X.indices[s][::-1] for s in rows]), X.indptr),
+        shape=X.shape,
+    )
+    assert not reversed_.has_canonical_format
+    np.testing.assert_array_equal(omtl.MTLinear(n_tasks=3).learn(reversed_, y, tasks=tasks), canonical)
+    model = omtl.MTLinear(n_tasks=3)
+    model.partial_fit(X, y, tasks=tasks)
+    before = model.block_weights_.copy()
+    row = next(r for r in range(X.shape[0]) if X.indptr[r + 1] - X.indptr[r] >= 2)
+    a = X.indptr[row]
+    X.indices[a], X.indices[a + 1] = X.indices[a + 1], X.indices[a]
+    assert X.has_canonical_format  # stale: scipy does not see the in-place write
+    with pytest.raises(ValueError, match="strictly increasing"):
+        model.partial_fit(X, y, tasks=tasks)
+    np.testing.assert_array_equal(model.block_weights_, before)

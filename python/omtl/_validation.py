@@ -27,9 +27,22 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     if sp.issparse(X):
         # Always a copy, also of a canonical float64 CSR: the caller (or another thread) could
         # write into its arrays during the call, and canonicalising in place would change them.
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        X.sum_duplicates()  # also sorts the indices
-        X.sort_indices()
+        # Whether the input is canonical is asked of the input, where scipy caches the answer,
+        # so a matrix passed again is not scanned again (its copy would be: the flag is not
+        # copied). A stale flag cannot mislead the engine: the native core checks that every
+        # row's indices strictly increase before it learns.
+        canonical = X.format == "csr" and X.has_canonical_format
+        if X.format == "csr":
+            # One constructor call on copies of the arrays (csr_matrix(X, copy=True) runs two:
+            # most of the cost of a one-row call).
+            X = sp.csr_matrix((X.data.astype(np.float64), X.indices.copy(), X.indptr.copy()), shape=X.shape)
+        else:
+            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        if canonical:
+            X.has_canonical_format = True  # the same arrays as the input's (also sorted)
+        else:
+            X.sum_duplicates()  # also sorts the indices
+            X.sort_indices()
     else:
         if isinstance(X, (str, bytes)):
             raise TypeError("X must be a 2-D array of numbers, got a string")

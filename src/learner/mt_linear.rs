@@ -30,12 +30,12 @@ use std::f64::consts::FRAC_1_SQRT_2;
 
 use serde::{Deserialize, Serialize};
 
-use crate::alloc::Need;
+use crate::alloc::{Need, ZeroedBuf};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
-use crate::linalg::simd::dispatch;
+use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -230,7 +230,7 @@ impl UpdateRule {
 /// writing (docs/mt_linear.md, M.5).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Block {
-    data: Vec<f32>,
+    data: ZeroedBuf<f32>,
 }
 
 impl UpdateRule {
@@ -248,7 +248,7 @@ impl UpdateRule {
 impl Block {
     /// A zero block, allocated fallibly (its size comes from `n_features` or `hash_bits`).
     fn try_new(width: usize, rule: UpdateRule) -> Result<Self> {
-        let data = Need::new("n_features", width, "an MTLinear weight block").filled(&[width, rule.stride()], 0.0)?;
+        let data = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, rule.stride()])?;
         Ok(Self { data })
     }
 
@@ -374,6 +374,8 @@ pub struct MTLinear {
 /// and the slot's w, G and N before the update.
 #[derive(Debug, Clone, Default)]
 struct Scratchpad {
+    /// Coordinates of the example in progress (the buffers may be longer: they only grow).
+    len: usize,
     slot: Vec<usize>,
     u: Vec<f64>,
     w: Vec<f64>,
@@ -381,51 +383,184 @@ struct Scratchpad {
     n: Vec<f64>,
 }
 
-dispatch! {
+impl Scratchpad {
+    /// Room for `len` coordinates. The buffers never shrink, so that a row longer than the one
+    /// before does not refill them (every value is written by the gather anyway).
+    fn set_len(&mut self, len: usize) {
+        if self.u.len() < len {
+            for v in [&mut self.u, &mut self.w, &mut self.g, &mut self.n] {
+                v.resize(len, 0.0);
+            }
+            self.slot.resize(len, 0);
+        }
+        self.len = len;
+    }
+
+    /// The first two blocks' coordinates (`m` each) as [`Coords`].
+    fn split(&mut self, m: usize) -> (Coords<'_>, Coords<'_>) {
+        let (slot0, slot1) = self.slot[..2 * m].split_at_mut(m);
+        let (u0, u1) = self.u[..2 * m].split_at_mut(m);
+        let (w0, w1) = self.w[..2 * m].split_at_mut(m);
+        let (g0, g1) = self.g[..2 * m].split_at_mut(m);
+        let (n0, n1) = self.n[..2 * m].split_at_mut(m);
+        (
+            Coords {
+                slot: slot0,
+                u: u0,
+                w: w0,
+                g: g0,
+                n: n0,
+            },
+            Coords {
+                slot: slot1,
+                u: u1,
+                w: w1,
+                g: g1,
+                n: n1,
+            },
+        )
+    }
+
+    /// The coordinates of the example in progress: slots, u, and the gathered w, G, N.
+    #[allow(clippy::type_complexity)]
+    fn view(&self) -> (&[usize], &[f64], &[f64], &[f64], &[f64]) {
+        let len = self.len;
+        (&self.slot[..len], &self.u[..len], &self.w[..len], &self.g[..len], &self.n[..len])
+    }
+}
+
+fma_builds! {
     /// The normalized rule's rates (M.2 step 1) of every coordinate of one example:
     /// `rates[c] = 1/(√G'_c N'_c)` with `G' = G + g²u²`, `N' = max(N, |u|)`. Returns
     /// `(Σ u² r, Σ u²/N'²)`, the latter as `Σ u² r² G'` (one division per coordinate).
-    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64)
-        => normalized_rates_kernel, normalized_rates_avx2
+    fn normalized_rates(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+        // SAFETY (both): compiled for AVX2 (and FMA, unused) after detection; arrays need nothing.
+        avx2: unsafe { normalized_rates_lanes::<std::arch::x86_64::__m256d>(g2, u, g, n, rates) },
+        portable: unsafe { normalized_rates_lanes::<[f64; 4]>(g2, u, g, n, rates) },
+    }
 }
 
-/// Four independent accumulator lanes (element i in lane i mod 4, a fixed summation order),
-/// in chunks of four: independent lanes let the compiler pack them (partly, today: 2-wide).
+/// One coordinate of [`normalized_rates`]: `(r, u² r, u² r² G')`, in the order of operations
+/// of the lane code (so that a tail element gets the bits a lane would give it).
 #[inline(always)]
-fn normalized_rates_kernel(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+fn normalized_rate(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
+    let u2 = u * u;
+    let g_new = g + g2 * u2;
+    let a = u.abs();
+    let n_new = if n > a { n } else { a };
+    let r = 1.0 / (g_new.sqrt() * n_new);
+    let dh = u2 * r;
+    (r, dh, dh * r * g_new)
+}
+
+/// `((a0 + a1) + (a2 + a3))` of four lane sums plus the tail's contributions (element `i` of
+/// the tail in lane `i`): the fixed summation order of every build.
+#[inline(always)]
+unsafe fn lane_sum<L: LaneMath>(acc: L, tail: &[f64]) -> f64 {
+    let mut lanes = [0.0; 4];
+    acc.store(&mut lanes);
+    lanes.iter_mut().zip(tail).for_each(|(l, &t)| *l += t);
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+}
+
+/// Four lanes (element i in lane i mod 4) in every build: no fused operations, so the rates and
+/// sums are the same bits whatever the build.
+///
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn normalized_rates_lanes<L: LaneMath>(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+    debug_assert_eq!(L::N, 4);
     let len = u.len();
     let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
-    let (mut h, mut norm) = ([0.0f64; 4], [0.0f64; 4]);
-    #[inline(always)]
-    fn lane(g2: f64, u: f64, g: f64, n: f64) -> (f64, f64, f64) {
-        let u2 = u * u;
-        let g_new = g + g2 * u2;
-        let a = u.abs();
-        let n_new = if n > a { n } else { a };
-        let r = 1.0 / (g_new.sqrt() * n_new);
-        (r, u2 * r, u2 * r * r * g_new)
+    let whole = len - len % 4;
+    let (g2v, one) = (L::splat(g2), L::splat(1.0));
+    let (mut h, mut norm) = (L::zero(), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let uv = L::load(&u[i..]);
+        let u2 = uv.mul(uv);
+        let g_new = L::load(&g[i..]).add(g2v.mul(u2));
+        let n_new = L::load(&n[i..]).max(uv.abs());
+        let r = one.div(g_new.sqrt().mul(n_new));
+        r.store(&mut rates[i..]);
+        let dh = u2.mul(r);
+        h = h.add(dh);
+        norm = norm.add(dh.mul(r).mul(g_new));
+        i += 4;
     }
-    let whole = len / 4 * 4;
-    for (((uc, gc), nc), rc) in u[..whole]
-        .chunks_exact(4)
-        .zip(g[..whole].chunks_exact(4))
-        .zip(n[..whole].chunks_exact(4))
-        .zip(rates[..whole].chunks_exact_mut(4))
-    {
-        for l in 0..4 {
-            let (r, dh, dn) = lane(g2, uc[l], gc[l], nc[l]);
-            rc[l] = r;
-            h[l] += dh;
-            norm[l] += dn;
-        }
-    }
+    let (mut h_tail, mut norm_tail) = ([0.0; 4], [0.0; 4]);
     for i in whole..len {
-        let (r, dh, dn) = lane(g2, u[i], g[i], n[i]);
+        let (r, dh, dn) = normalized_rate(g2, u[i], g[i], n[i]);
         rates[i] = r;
-        h[i - whole] += dh;
-        norm[i - whole] += dn;
+        (h_tail[i - whole], norm_tail[i - whole]) = (dh, dn);
     }
-    ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]))
+    (lane_sum(h, &h_tail), lane_sum(norm, &norm_tail))
+}
+
+/// What phase two may write (M.5): the largest |w|, G and |u| before the update, `Σ |u r|`,
+/// `Σ u²`, and whether every rate is finite.
+struct WriteBounds {
+    max_w: f64,
+    max_g: f64,
+    max_u: f64,
+    sum_ur: f64,
+    sum_u2: f64,
+    rates_finite: bool,
+}
+
+fma_builds! {
+    /// [`WriteBounds`] of the coordinates in the scratchpad (one vectorised pass).
+    fn write_bounds(u: &[f64], rates: &[f64], w: &[f64], g: &[f64]) -> WriteBounds {
+        // SAFETY (both): as for `normalized_rates`.
+        avx2: unsafe { write_bounds_lanes::<std::arch::x86_64::__m256d>(u, rates, w, g) },
+        portable: unsafe { write_bounds_lanes::<[f64; 4]>(u, rates, w, g) },
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_bounds_lanes<L: LaneMath>(u: &[f64], rates: &[f64], w: &[f64], g: &[f64]) -> WriteBounds {
+    debug_assert_eq!(L::N, 4);
+    let len = u.len();
+    let (rates, w, g) = (&rates[..len], &w[..len], &g[..len]);
+    let whole = len - len % 4;
+    let (mut max_w, mut max_g, mut max_u) = (L::zero(), L::zero(), L::zero());
+    // `r * 0` is 0 for a finite rate and NaN otherwise, so the sum of them is NaN iff a rate
+    // is not finite.
+    let (mut sum_ur, mut sum_u2, mut nonfinite) = (L::zero(), L::zero(), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let (uv, rv) = (L::load(&u[i..]), L::load(&rates[i..]));
+        max_w = max_w.max(L::load(&w[i..]).abs());
+        max_g = max_g.max(L::load(&g[i..]));
+        max_u = max_u.max(uv.abs());
+        sum_ur = sum_ur.add(uv.mul(rv).abs());
+        sum_u2 = sum_u2.add(uv.mul(uv));
+        nonfinite = nonfinite.add(rv.mul(L::zero()));
+        i += 4;
+    }
+    let mut lanes = [[0.0; 4]; 6];
+    for (acc, out) in [max_w, max_g, max_u, sum_ur, sum_u2, nonfinite].into_iter().zip(&mut lanes) {
+        acc.store(out);
+    }
+    let [mw, mg, mu, sur, su2, nf] = &mut lanes;
+    for i in whole..len {
+        let l = i - whole;
+        (mw[l], mg[l], mu[l]) = (mw[l].max(w[i].abs()), mg[l].max(g[i]), mu[l].max(u[i].abs()));
+        (sur[l], su2[l], nf[l]) = (sur[l] + (u[i] * rates[i]).abs(), su2[l] + u[i] * u[i], nf[l] + rates[i] * 0.0);
+    }
+    let max4 = |v: &[f64; 4]| v.iter().fold(0.0f64, |m, &x| m.max(x));
+    let sum4 = |v: &[f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
+    WriteBounds {
+        max_w: max4(mw),
+        max_g: max4(mg),
+        max_u: max4(mu),
+        sum_ur: sum4(sur),
+        sum_u2: sum4(su2),
+        rates_finite: sum4(nf) == 0.0,
+    }
 }
 
 /// AROW's variances (M.2b) of every coordinate of one example, `Σ_c = 1/(1 + η D_c)` with the
@@ -470,30 +605,56 @@ fn gather_block<const S: usize>(
     b: f64,
     n_hashed: usize,
     block: Option<&[f32]>,
-    c: Coords,
+    mut c: Coords,
 ) -> f64 {
     let mut s = 0.0;
-    let zipped = entries
-        .iter()
-        .zip(c.slot.iter_mut())
-        .zip(c.u.iter_mut())
-        .zip(c.w.iter_mut())
-        .zip(c.g.iter_mut())
-        .zip(c.n.iter_mut());
-    for (((((&(j, v), slot), u), w), g), n) in zipped {
-        let at = slot_of(j, r, n_hashed) * S;
-        *slot = at;
-        *u = b * v;
-        let cell: [f32; S] = match block {
-            Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
-            None => [0.0; S],
-        };
-        *w = f64::from(cell[0]);
-        *g = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
-        *n = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
-        s += v * *w;
+    for (i, &(j, v)) in entries.iter().enumerate() {
+        s += v * gather_coord::<S>(slot_of(j, r, n_hashed) * S, b * v, block, &mut c, i);
     }
     s
+}
+
+/// One coordinate of [`gather_block`]: records the slot, `u = b v` and the slot's state, and
+/// returns the slot's weight.
+#[inline(always)]
+fn gather_coord<const S: usize>(at: usize, uv: f64, block: Option<&[f32]>, c: &mut Coords, i: usize) -> f64 {
+    c.slot[i] = at;
+    c.u[i] = uv;
+    let cell: [f32; S] = match block {
+        Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
+        None => [0.0; S],
+    };
+    let w = f64::from(cell[0]);
+    c.w[i] = w;
+    c.g[i] = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
+    c.n[i] = if S >= 3 { f64::from(cell[2 % S]) } else { 0.0 };
+    w
+}
+
+/// [`gather_block`] for two blocks at once (each sum in entry order, so the same bits).
+#[inline(always)]
+fn gather_pair<const S: usize>(
+    entries: &[(usize, f64)],
+    seeds: (u32, u32),
+    b: (f64, f64),
+    n_hashed: usize,
+    blocks: (Option<&[f32]>, Option<&[f32]>),
+    mut c0: Coords,
+    mut c1: Coords,
+) -> (f64, f64) {
+    let m = entries.len();
+    assert!(c0.slot.len() >= m && c1.slot.len() >= m && c0.n.len() >= m && c1.n.len() >= m);
+    let (mut s0, mut s1) = (0.0, 0.0);
+    for (i, &(j, v)) in entries.iter().enumerate() {
+        let (at0, at1) = if n_hashed == 0 {
+            (j * S, j * S)
+        } else {
+            (slot_of(j, seeds.0, n_hashed) * S, slot_of(j, seeds.1, n_hashed) * S)
+        };
+        s0 += v * gather_coord::<S>(at0, b.0 * v, blocks.0, &mut c0, i);
+        s1 += v * gather_coord::<S>(at1, b.1 * v, blocks.1, &mut c1, i);
+    }
+    (s0, s1)
 }
 
 /// Phase two for one block: each value is read into f64, computed there and rounded to f32 once.
@@ -517,6 +678,83 @@ fn write_block<const S: usize>(data: &mut [f32], slot: &[usize], u: &[f64], rate
         }
         cell[0] = (w + scale * u * rate) as f32;
     }
+}
+
+/// The gathered coordinates of one block in the order of the scratchpad, for phase two.
+struct WriteArgs<'a> {
+    slot: &'a [usize],
+    u: &'a [f64],
+    w: &'a [f64],
+    g: &'a [f64],
+    n: &'a [f64],
+    rates: &'a [f64],
+    g2: f64,
+    scale: f64,
+}
+
+fma_builds! {
+    /// Phase two for one block whose coordinates have distinct slots (no hashing: a row's
+    /// features are distinct, validated CSR indices), with `S` floats per slot: the new values
+    /// are computed from the gathered state four coordinates at a time, as [`write_block`]
+    /// computes them (the same operations in the same order, so the same bits), then stored.
+    fn write_distinct(data: &mut [f32], stride: usize, args: &WriteArgs) {
+        // SAFETY (both): as for `normalized_rates`.
+        avx2: unsafe { write_distinct_stride::<std::arch::x86_64::__m256d>(data, stride, args) },
+        portable: unsafe { write_distinct_stride::<[f64; 4]>(data, stride, args) },
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_distinct_stride<L: LaneMath>(data: &mut [f32], stride: usize, args: &WriteArgs) {
+    match stride {
+        3 => write_distinct_lanes::<L, 3>(data, args),
+        2 => write_distinct_lanes::<L, 2>(data, args),
+        _ => write_distinct_lanes::<L, 1>(data, args),
+    }
+}
+
+/// # Safety
+/// As for [`LaneMath`] (`L` has 4 lanes).
+#[inline(always)]
+unsafe fn write_distinct_lanes<L: LaneMath, const S: usize>(data: &mut [f32], a: &WriteArgs) {
+    debug_assert_eq!(L::N, 4);
+    let len = a.slot.len();
+    let (u, w, g, n, rates) = (&a.u[..len], &a.w[..len], &a.g[..len], &a.n[..len], &a.rates[..len]);
+    let whole = len - len % 4;
+    let (g2, scale, zero) = (L::splat(a.g2), L::splat(a.scale), L::zero());
+    let mut i = 0;
+    while i < whole {
+        let uv = L::load(&u[i..]);
+        let mut wv = L::load(&w[i..]);
+        let (mut w_new, mut g_new, mut n_new) = ([0.0f32; 4], [0.0f32; 4], [0.0f32; 4]);
+        if S >= 2 {
+            L::load(&g[i..]).add(g2.mul(uv).mul(uv)).store_f32(&mut g_new);
+        }
+        if S >= 3 {
+            // As if the new scale had been known from the start (when N grows from N > 0).
+            let (abs, n_old) = (uv.abs(), L::load(&n[i..]));
+            let rescaled = L::select_gt(abs, n_old, wv.mul(n_old.div(abs)), wv);
+            wv = L::select_gt(n_old, zero, rescaled, wv);
+            abs.max(n_old).store_f32(&mut n_new);
+        }
+        wv.add(scale.mul(uv).mul(L::load(&rates[i..]))).store_f32(&mut w_new);
+        for l in 0..4 {
+            let at = a.slot[i + l];
+            let cell = &mut data[at..at + S];
+            cell[0] = w_new[l];
+            if S >= 2 {
+                cell[1 % S] = g_new[l];
+            }
+            if S >= 3 {
+                cell[2 % S] = n_new[l];
+            }
+        }
+        i += 4;
+    }
+    // The state of a slot is in the block as gathered: the scalar rule gives the same bits.
+    write_block::<S>(data, &a.slot[whole..], &u[whole..], &rates[whole..], a.g2, a.scale);
 }
 
 /// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
@@ -765,15 +1003,27 @@ impl MTLinear {
         self.gather_entries(x);
         let n_coords = self.entries.len() * self.terms[task].len();
         let pad = &mut self.pad;
-        for v in [&mut pad.u, &mut pad.w, &mut pad.g, &mut pad.n] {
-            v.resize(n_coords, 0.0);
-        }
-        pad.slot.resize(n_coords, 0);
-        let mut score = 0.0;
+        pad.set_len(n_coords);
         let m = self.entries.len();
+        if let [(r0, b0), (r1, b1)] = self.terms[task][..] {
+            // Two blocks (the complete graph): one loop over the entries reads both, so the two
+            // slots of an entry are fetched together and the two sums run side by side.
+            let (coords0, coords1) = pad.split(m);
+            let (seed0, seed1) = (hash_seed(&self.tasks, r0), hash_seed(&self.tasks, r1));
+            let block = |r: u32| self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
+            let (entries, n_hashed) = (&self.entries[..], self.n_hashed);
+            let (blocks, bs, seeds) = ((block(r0), block(r1)), (b0, b1), (seed0, seed1));
+            let (s0, s1) = match self.params.rule.stride() {
+                3 => gather_pair::<3>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+                2 => gather_pair::<2>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+                _ => gather_pair::<1>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+            };
+            return 0.0 + b0 * s0 + b1 * s1;
+        }
+        let mut score = 0.0;
         for (term, &(r, b)) in self.terms[task].iter().enumerate() {
             let seed = hash_seed(&self.tasks, r);
-            let block = self.blocks[r as usize].as_ref().map(|bl| bl.data.as_slice());
+            let block = self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
             let span = term * m..(term + 1) * m;
             let coords = Coords {
                 slot: &mut pad.slot[span.clone()],
@@ -820,13 +1070,7 @@ impl MTLinear {
         // for AROW, u² (its precision grows by u²/r whatever the loss, as in the paper).
         let g2 = if rule == UpdateRule::Arow { 1.0 } else { g * g };
         let stride = rule.stride();
-        let Scratchpad {
-            slot,
-            u,
-            w: ws,
-            g: gs,
-            n: ns,
-        } = &self.pad;
+        let (slot, u, ws, gs, ns) = self.pad.view();
         self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
@@ -868,7 +1112,15 @@ impl MTLinear {
             UpdateRule::Arow => loss.proximal_step(y, score, learning_rate, h),
             _ => loss.invariant_step(y, score, learning_rate, h) * multiplier,
         };
-        if !(h.is_finite() && scale.is_finite() && self.rates.iter().all(|r| r.is_finite())) {
+        let WriteBounds {
+            max_w,
+            max_g,
+            max_u,
+            sum_ur,
+            sum_u2,
+            rates_finite,
+        } = write_bounds(u, &self.rates, ws, gs);
+        if !(h.is_finite() && scale.is_finite() && rates_finite) {
             return Err(Error::Numerical(format!(
                 "MTLinear: non-finite step (sensitivity {h}, step {scale}) on a task-{task} example; update refused"
             )));
@@ -876,12 +1128,6 @@ impl MTLinear {
         // Every value written must fit f32. Bounds that hold even when coordinates collide in one
         // slot (each adds its own change): |w'| <= max |w| + Σ |Δw|, G' <= max G + g² Σ u²,
         // N' <= max |u| (rescaling only shrinks w).
-        let (mut max_w, mut max_g, mut max_u, mut sum_ur, mut sum_u2) = (0.0f64, 0.0f64, 0.0f64, 0.0, 0.0);
-        for (((&u, &r), &w), &g) in u.iter().zip(&self.rates).zip(ws).zip(gs) {
-            (max_w, max_g, max_u) = (max_w.max(w.abs()), max_g.max(g), max_u.max(u.abs()));
-            sum_ur += (u * r).abs();
-            sum_u2 += u * u;
-        }
         let bounds = [max_w + scale.abs() * sum_ur, max_g + g2 * sum_u2, max_u];
         if !bounds.iter().all(|&b| b < f64::from(f32::MAX)) {
             return Err(Error::Numerical(format!(
@@ -901,6 +1147,21 @@ impl MTLinear {
         for (term, &(r, _)) in self.terms[task].iter().enumerate() {
             let block = self.blocks[r as usize].as_mut().expect("allocated above");
             let span = term * n_entries..(term + 1) * n_entries;
+            if self.n_hashed == 0 {
+                let args = WriteArgs {
+                    slot: &slot[span.clone()],
+                    u: &u[span.clone()],
+                    w: &ws[span.clone()],
+                    g: &gs[span.clone()],
+                    n: &ns[span.clone()],
+                    rates: &self.rates[span],
+                    g2,
+                    scale,
+                };
+                write_distinct(&mut block.data, stride, &args);
+                continue;
+            }
+            // Colliding coordinates share a slot: each reads what the previous one wrote.
             let (slot, u, rates) = (&slot[span.clone()], &u[span.clone()], &self.rates[span]);
             match stride {
                 3 => write_block::<3>(&mut block.data, slot, u, rates, g2, scale),
@@ -1045,20 +1306,40 @@ impl OnlineLearner for MTLinear {
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
-            let Row::Sparse { indices, .. } = x else {
+            let Row::Sparse { indices, values } = x else {
                 return; // dense rows: few features, their slots stay in cache
             };
+            // The row's values, which the gather reads first (its indices are read just below).
+            for chunk in values.chunks(8) {
+                // SAFETY: a prefetch is a hint on a valid address; it never faults.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(chunk.as_ptr().cast()) };
+            }
+            let cell_hint = |data: &[f32], at: usize| {
+                if let Some(cell) = data.get(at..at + stride) {
+                    // SAFETY: prefetches are hints on valid addresses; they never fault. A cell
+                    // that straddles two cache lines gets both.
+                    unsafe {
+                        _mm_prefetch::<_MM_HINT_T0>(cell.as_ptr().cast());
+                        _mm_prefetch::<_MM_HINT_T0>(cell[stride - 1..].as_ptr().cast());
+                    }
+                }
+            };
+            if let (0, [(r0, _), (r1, _)]) = (n_hashed, &self.terms[task][..]) {
+                // The complete graph without hashing: both blocks' cells of an entry together,
+                // in the order the gather reads them.
+                if let (Some(b0), Some(b1)) = (&self.blocks[*r0 as usize], &self.blocks[*r1 as usize]) {
+                    for &j in indices {
+                        cell_hint(&b0.data, j as usize * stride);
+                        cell_hint(&b1.data, j as usize * stride);
+                    }
+                    return;
+                }
+            }
             for &(r, _) in &self.terms[task] {
                 let Some(block) = self.blocks[r as usize].as_ref() else {
                     continue;
                 };
-                let hint = |key: usize| {
-                    let at = slot_of(key, self.hash_seed(r), n_hashed) * stride;
-                    if let Some(cell) = block.data.get(at) {
-                        // SAFETY: a prefetch is a hint on a valid address; it never faults.
-                        unsafe { _mm_prefetch::<_MM_HINT_T0>((cell as *const f32).cast()) };
-                    }
-                };
+                let hint = |key: usize| cell_hint(&block.data, slot_of(key, self.hash_seed(r), n_hashed) * stride);
                 for &j in indices {
                     if n_hashed == 0 {
                         hint(j as usize);
@@ -1369,6 +1650,99 @@ mod tests {
         let same = (0..1000).filter(|&key| slot_of(key, 0, n_hashed) == slot_of(key, 1, n_hashed));
         assert!(same.count() < 20);
         assert_eq!(slot_of(77, 5, 0), 77);
+    }
+
+    /// Random coordinates of one update: u (some tiny, some negative), the gathered state
+    /// (some N = 0, some N above |u|), rates, and distinct slots in a block of stride 3.
+    #[allow(clippy::type_complexity)]
+    fn random_coords(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<usize>, Vec<f32>) {
+        let mut rng = crate::rng::SplitMix64::new(seed);
+        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let mut draw = |scale: f64| (unit() - 0.3) * scale;
+        let u: Vec<f64> = (0..len).map(|i| draw(if i % 5 == 0 { 1e-3 } else { 2.0 })).collect();
+        let n_slots = 2 * len + 3;
+        let mut block = vec![0.0f32; 3 * n_slots];
+        for (i, cell) in block.chunks_exact_mut(3).enumerate() {
+            cell[0] = draw(3.0) as f32;
+            cell[1] = draw(5.0).abs() as f32;
+            cell[2] = if i % 3 == 0 { 0.0 } else { draw(2.0).abs() as f32 };
+        }
+        let slot: Vec<usize> = (0..len).map(|i| 3 * (2 * i + (i % 2))).collect();
+        let cell = |c: usize| slot.iter().map(|&at| f64::from(block[at + c])).collect::<Vec<f64>>();
+        (u, cell(0), cell(1), cell(2), slot, block)
+    }
+
+    /// The lane kernels give the bits of the scalar rule in every build (the AVX2 one where the
+    /// CPU has it), whatever the tail length: the rates and sums in the 4-lane order, the bounds,
+    /// and the vectorised write-back of distinct slots against the read-modify-write one.
+    #[test]
+    fn lane_kernels_match_the_scalar_rule_bit_for_bit() {
+        type Portable = [f64; 4];
+        for len in [0usize, 1, 3, 4, 5, 8, 11, 37] {
+            let (u, w, g, n, slot, block) = random_coords(len, len as u64 + 7);
+            let g2 = 0.37;
+            // Scalar reference: element i in lane i mod 4, lanes summed pairwise.
+            let (mut rates, mut h, mut norm) = (vec![0.0; len], [0.0; 4], [0.0; 4]);
+            for i in 0..len {
+                let (r, dh, dn) = normalized_rate(g2, u[i], g[i], n[i]);
+                (rates[i], h[i % 4], norm[i % 4]) = (r, h[i % 4] + dh, norm[i % 4] + dn);
+            }
+            let expected = ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]));
+            let mut got = vec![0.0; len];
+            // SAFETY: plain arrays need no CPU feature.
+            let sums = unsafe { normalized_rates_lanes::<Portable>(g2, &u, &g, &n, &mut got) };
+            assert_eq!((sums, &got), (expected, &rates), "len {len}");
+            let bounds = unsafe { write_bounds_lanes::<Portable>(&u, &rates, &w, &g) };
+            let max = |v: &[f64]| v.iter().fold(0.0f64, |m, &x| m.max(x));
+            assert_eq!(bounds.max_w, max(&w.iter().map(|v| v.abs()).collect::<Vec<_>>()));
+            assert_eq!((bounds.max_g, bounds.max_u), (max(&g), max(&u.iter().map(|v| v.abs()).collect::<Vec<_>>())));
+            let sum_ur: f64 = u.iter().zip(&rates).map(|(u, r)| (u * r).abs()).sum();
+            assert!((bounds.sum_ur - sum_ur).abs() <= 1e-12 * sum_ur && bounds.rates_finite);
+            let mut bad = rates.clone();
+            if len > 0 {
+                bad[len - 1] = f64::INFINITY;
+                assert!(!unsafe { write_bounds_lanes::<Portable>(&u, &bad, &w, &g) }.rates_finite);
+            }
+            for stride in [3usize, 2, 1] {
+                // The same block laid out with `stride` floats per slot.
+                let block: Vec<f32> = block.chunks_exact(3).flat_map(|c| c[..stride].to_vec()).collect();
+                let slot: Vec<usize> = slot.iter().map(|&at| at / 3 * stride).collect();
+                let mut scalar = block.clone();
+                match stride {
+                    3 => write_block::<3>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                    2 => write_block::<2>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                    _ => write_block::<1>(&mut scalar, &slot, &u, &rates, g2, -0.8),
+                }
+                let args = WriteArgs {
+                    slot: &slot,
+                    u: &u,
+                    w: &w,
+                    g: &g,
+                    n: &n,
+                    rates: &rates,
+                    g2,
+                    scale: -0.8,
+                };
+                let mut lanes = block.clone();
+                unsafe { write_distinct_stride::<Portable>(&mut lanes, stride, &args) };
+                assert_eq!(lanes, scalar, "len {len}, stride {stride}");
+                #[cfg(target_arch = "x86_64")]
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    #[target_feature(enable = "avx2")]
+                    unsafe fn avx2(data: &mut [f32], stride: usize, args: &WriteArgs) -> (f64, f64, Vec<f64>) {
+                        use std::arch::x86_64::__m256d;
+                        write_distinct_stride::<__m256d>(data, stride, args);
+                        let mut rates = vec![0.0; args.u.len()];
+                        let sums = normalized_rates_lanes::<__m256d>(args.g2, args.u, args.g, args.n, &mut rates);
+                        (sums.0, sums.1, rates)
+                    }
+                    let mut wide = block.clone();
+                    // SAFETY: the CPU has AVX2 (checked above).
+                    let (h, norm, wide_rates) = unsafe { avx2(&mut wide, stride, &args) };
+                    assert_eq!((wide, (h, norm), wide_rates), (scalar, expected, rates.clone()));
+                }
+            }
+        }
     }
 
     #[test]
