@@ -240,11 +240,34 @@ def _call(fn, job):
 
 def _call_many(fn, jobs, streams=()):
     """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms).
-    ``streams``: ``(cache key, stream)`` pairs the jobs read, loaded once by another task of the
-    cluster (:func:`stream_summary`), put in this worker's cache so that it need not parse the file."""
-    for cache_key, stream in streams:
-        _STREAM_CACHE.setdefault(cache_key, stream)
+    ``streams``: the :class:`_StreamRef` of the data sets the jobs read, loaded once by another
+    task of the cluster (:func:`stream_summary`); this worker fetches each one the first time it
+    needs it and keeps it, so it never parses a file another worker has parsed."""
+    for ref in streams:
+        if ref.cache_key not in _STREAM_CACHE:
+            _STREAM_CACHE[ref.cache_key] = _fetch(ref.variable)
     return [_call(fn, job) for job in jobs]
+
+
+@dataclass(frozen=True)
+class _StreamRef:
+    """A stream loaded on the cluster, named by a Dask ``Variable`` holding its future rather than
+    given as the future: a task given a future is placed on a worker holding it (the one that
+    loaded the stream), so every pass over one data set would queue on one worker; given the name,
+    the task goes to whichever worker is free and fetches the stream there once (:func:`_fetch`)."""
+
+    cache_key: tuple
+    variable: str
+
+
+def _fetch(variable: str):
+    """The stream behind the Dask ``Variable`` named ``variable``: from this worker's memory if it
+    loaded it, else from the worker that did."""
+    from distributed import Variable, get_worker
+
+    future = Variable(variable).get()
+    data = get_worker().data
+    return data[future.key] if future.key in data else future.result()
 
 
 #: Per cache key, the Dask future of a stream loaded by one task of the cluster (:func:`_stream_future`).
@@ -252,16 +275,22 @@ _STREAM_FUTURES: dict = {}
 _STREAM_FUTURES_LOCK = threading.Lock()
 
 
-def _stream_future(cache_key: tuple):
-    """The stream as a Dask future: loaded (parsed, subsampled) once, by one worker; the tasks that
-    need it elsewhere get a copy from that worker. Data sets load in parallel on several workers,
-    and no worker, nor this process, parses a file twice."""
+def _stream_future(cache_key: tuple) -> tuple:
+    """The stream as a Dask future, and the name of a Dask ``Variable`` holding it: loaded
+    (parsed, subsampled) once, by one worker; the tasks that need it elsewhere get a copy from that
+    worker. Data sets load in parallel on several workers, and no worker, nor this process, parses
+    a file twice."""
     with _STREAM_FUTURES_LOCK:
         entry = _STREAM_FUTURES.get(cache_key)
         if entry is None or entry[0] is not _DASK_CLIENT:
-            entry = (_DASK_CLIENT, _DASK_CLIENT.submit(load_stream, *cache_key, pure=False))
+            from distributed import Variable
+
+            future = _DASK_CLIENT.submit(load_stream, *cache_key, pure=False)
+            variable = Variable(f"omtl-stream-{future.key}", client=_DASK_CLIENT)
+            variable.set(future)
+            entry = (_DASK_CLIENT, future, variable)
             _STREAM_FUTURES[cache_key] = entry
-        return entry[1]
+        return entry[1], entry[2].name
 
 
 def _summary(stream) -> dict:
@@ -277,7 +306,8 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
     if _DASK_CLIENT is None:
         return _summary(load_stream(key, data_dir, subsample))
     with _DASK_CLIENT.as_current():
-        return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample)), pure=False).result()
+        return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample))[0],
+                                   pure=False).result()
 
 
 #: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
@@ -285,11 +315,17 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
 _DASK_CLIENT = None
 
 
-def _streams_of(jobs: list) -> list:
-    """``(cache key, stream future)`` of the data sets a chunk of jobs reads (jobs naming one)."""
+def _streams_of(jobs: list) -> list[_StreamRef]:
+    """The streams a chunk of jobs reads (jobs naming a data set)."""
     keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
             if isinstance(j, dict) and "dataset" in j}
-    return [(k, _stream_future(k)) for k in sorted(keys, key=repr)]
+    keys = sorted(keys, key=repr)
+    loads = [_stream_future(k) for k in keys]
+    if loads:  # loaded before a task may ask for them: a task waiting on a worker would hold its thread
+        from distributed import wait
+
+        wait([future for future, _ in loads])
+    return [_StreamRef(k, variable) for k, (_, variable) in zip(keys, loads)]
 
 
 @contextmanager
@@ -302,8 +338,19 @@ def run_on_dask(client):
     finally:
         _DASK_CLIENT = previous
         with _STREAM_FUTURES_LOCK:  # the loaded streams are released on the cluster
-            for cache_key in [k for k, (c, _) in _STREAM_FUTURES.items() if c is client]:
-                del _STREAM_FUTURES[cache_key]
+            released = {k: _STREAM_FUTURES.pop(k)[2] for k, (c, _, _) in list(_STREAM_FUTURES.items()) if c is client}
+        if released:  # and dropped from the workers' caches, so a long-lived cluster does not keep them
+            try:
+                for variable in released.values():
+                    variable.delete()
+                client.run(_forget_streams, list(released))
+            except Exception:  # a lost worker or scheduler keeps nothing; the run's own outcome stands
+                pass
+
+
+def _forget_streams(cache_keys: list) -> None:
+    for cache_key in cache_keys:
+        _STREAM_CACHE.pop(cache_key, None)
 
 
 def per_dataset(keys: list, fn: Callable):
@@ -327,6 +374,76 @@ def per_dataset(keys: list, fn: Callable):
             yield key, fut.result()
 
 
+class PendingJobs:
+    """Jobs handed to :func:`submit_jobs`; :meth:`results` returns their results in job order.
+
+    On a Dask cluster the jobs are already running as tasks when this object exists, so a data
+    set's driver can submit what needs nothing more (evaluations of untuned learners) and go on
+    with what does (a tuning search); elsewhere they run when :meth:`results` is called, exactly
+    as :func:`run_jobs` always ran them.
+    """
+
+    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None):
+        self.fn, self.jobs, self.n_jobs, self.desc, self.progress, self.label = fn, jobs, n_jobs, desc, progress, label
+        self._futures: list | None = None
+        self._client = _DASK_CLIENT
+        if _DASK_CLIENT is not None and jobs:
+            # pure=False: two equal jobs are still two runs (a job's key must not be shared)
+            # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
+            # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
+            n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
+            self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
+            with _DASK_CLIENT.as_current():  # the client need not be the default one
+                self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
+                                                     _streams_of([jobs[i] for i in chunk]), pure=False)
+                                 for chunk in self._chunks]
+
+    def results(self) -> list[JobResult]:
+        from tqdm.auto import tqdm
+
+        jobs, label = self.jobs, self.label
+        if not jobs:
+            return []
+        results: list[JobResult | None] = [None] * len(jobs)
+        bar = tqdm(total=len(jobs), desc=self.desc, unit="run", disable=not self.progress, file=sys.stderr)
+        if self._futures is not None:
+            from distributed import as_completed as dask_completed
+
+            index = {fut.key: chunk for fut, chunk in zip(self._futures, self._chunks)}
+            with self._client.as_current():
+                for fut in dask_completed(self._futures):
+                    chunk = index[fut.key]
+                    for i, res in zip(chunk, fut.result()):
+                        results[i] = res
+                    if label is not None:
+                        bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
+                    bar.update(len(chunk))
+        elif self.n_jobs <= 1 or len(jobs) <= 1:
+            for i, job in enumerate(jobs):
+                if label is not None:
+                    bar.set_postfix_str(label(job), refresh=True)
+                results[i] = _call(self.fn, job)
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(max_workers=self.n_jobs) as pool:
+                futures = {pool.submit(_call, self.fn, job): i for i, job in enumerate(jobs)}
+                for fut in as_completed(futures):
+                    i = futures[fut]
+                    results[i] = fut.result()
+                    if label is not None:
+                        bar.set_postfix_str(label(jobs[i]), refresh=False)
+                    bar.update(1)
+        bar.close()
+        return results  # type: ignore[return-value]
+
+
+def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
+                label: Callable | None = None) -> PendingJobs:
+    """:func:`run_jobs` in two steps: submit now (on a Dask cluster the tasks start at once),
+    collect with ``.results()``."""
+    return PendingJobs(fn, jobs, n_jobs, desc, progress, label)
+
+
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
              label: Callable | None = None) -> list[JobResult]:
     """Runs ``fn(job)`` for every job (in order when ``n_jobs == 1``), with a tqdm bar.
@@ -335,46 +452,18 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
     Exceptions are caught per job and returned as ``JobResult.error``. Inside
     :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
-    from tqdm.auto import tqdm
+    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label).results()
 
-    results: list[JobResult | None] = [None] * len(jobs)
-    bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not progress, file=sys.stderr)
-    if _DASK_CLIENT is not None and jobs:
-        from distributed import as_completed as dask_completed
 
-        # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-        # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
-        # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
-        n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
-        chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
-        with _DASK_CLIENT.as_current():  # the client need not be the default one
-            futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk], _streams_of([jobs[i] for i in chunk]),
-                                           pure=False) for chunk in chunks]
-            index = {fut.key: chunk for fut, chunk in zip(futures, chunks)}
-            for fut in dask_completed(futures):
-                chunk = index[fut.key]
-                for i, res in zip(chunk, fut.result()):
-                    results[i] = res
-                if label is not None:
-                    bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
-                bar.update(len(chunk))
-    elif n_jobs <= 1 or len(jobs) <= 1:
-        for i, job in enumerate(jobs):
-            if label is not None:
-                bar.set_postfix_str(label(job), refresh=True)
-            results[i] = _call(fn, job)
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            futures = {pool.submit(_call, fn, job): i for i, job in enumerate(jobs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                if label is not None:
-                    bar.set_postfix_str(label(jobs[i]), refresh=False)
-                bar.update(1)
-    bar.close()
-    return results  # type: ignore[return-value]
+def run_task(fn: Callable, *args):
+    """``fn(*args)``: here, or inside :func:`run_on_dask` as one task on the cluster (this thread
+    waits for its result). For the work between the passes that costs real time, such as drawing
+    a figure: on a cluster it runs on a worker while this process goes on driving the other data
+    sets, and this process never imports the heavy module (matplotlib)."""
+    if _DASK_CLIENT is None:
+        return fn(*args)
+    with _DASK_CLIENT.as_current():
+        return _DASK_CLIENT.submit(fn, *args, pure=False).result()
 
 
 # ---------------------------------------------------------------------------------------------

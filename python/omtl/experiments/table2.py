@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from . import paper_numbers as paper
+from .figures import cumulative_error_png
 from .runner import (
     DATASETS,
     accepted_params,
@@ -38,8 +39,10 @@ from .runner import (
     resolve_learner,
     run_jobs,
     run_p2,
+    run_task,
     select,
     stream_summary,
+    submit_jobs,
     write_csv,
     write_json,
 )
@@ -228,11 +231,13 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {line}")
     started = time.time()
     runs, trials, failures, tuned, streams_info = [], [], [], {}, {}
-    plotted: set[str] = set()  # data sets whose figure is final (drawn once, not after every data set)
+    order = [lab for lab, _, _, _ in LEARNERS]
+    figures: dict[str, bytes] = {}  # per data set, its figure (PNG), drawn once it is finished
+    plotted: set[str] = set()  # data sets whose figure is written (once, not after every data set)
     def _finish(partial: bool) -> dict:
         """Aggregates and writes every output; called after each data set, so an interrupted run
         still leaves the tables of the data sets it finished."""
-        summary = summarise(runs, keys, [lab for lab, _, _, _ in LEARNERS])
+        summary = summarise(runs, keys, order)
         settings = {
             "experiment": "table2",
             "source": [paper.TABLE2_SOURCE, paper.TABLE3_SOURCE],
@@ -255,7 +260,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "environment": environment(),
             "partial": partial,
         }
-        write_outputs(out, summary, runs, trials, settings, plotted=plotted)
+        write_outputs(out, summary, runs, trials, settings, plotted=plotted, figures=figures)
         return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
 
 
@@ -268,6 +273,16 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {DATASETS[key].title}: {info['repr']}")
         inner = progress and jobs <= 1
         base = {"dataset": key, "data_dir": data_dir, "subsample": subsample, "inner_progress": False}
+
+        def evaluate(label, cls_name, params):
+            return submit_jobs(run_job, [{**base, "inner_progress": inner, "seed": s, "algorithm": label,
+                                          "class_name": cls_name, "params": params} for s in seed_list],
+                               n_jobs=jobs, desc=f"{DATASETS[key].title}: {label}", progress=progress, label=_label)
+
+        # The learners with fixed parameters are submitted first: on a cluster they run while the
+        # tuning searches go on (elsewhere every pending pass runs when collected, in table order).
+        pending = {label: evaluate(label, cls_name, fixed) for label, cls_name, fixed, tuning in to_run
+                   if tuning is None}
         for label, cls_name, fixed, tuning in to_run:
             if tuning is None:
                 continue
@@ -277,20 +292,20 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             done["trials"] += tuner.trials
             log(f"[table2] {DATASETS[key].title}: {label} tuned on shuffle {TUNING_SEED} -> {chosen} "
                 f"(error {tuner.cache.get(tuple(sorted(chosen.items())), float('nan')):.4f}, {len(tuner.trials)} runs)")
-        eval_jobs = [{**base, "inner_progress": inner, "seed": s, "algorithm": label, "class_name": cls_name,
-                      "params": {**fixed, **done["tuned"].get(label, {})}}
-                     for label, cls_name, fixed, _ in to_run for s in seed_list]
-        for res in run_jobs(run_job, eval_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: learners",
-                            progress=progress, label=_label):
-            if res.error:
-                done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
-                log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
-            else:
-                done["runs"].append(res.record)
+            pending[label] = evaluate(label, cls_name, {**fixed, **chosen})
+        for label, _, _, _ in to_run:  # table order, whatever order the passes ran in
+            for res in pending[label].results():
+                if res.error:
+                    done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
+                    log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
+                else:
+                    done["runs"].append(res.record)
+        done["figure"] = run_task(cumulative_error_png, *figure_args(summarise(done["runs"], [key], order), key,
+                                                                     len(seed_list)))
         return done
 
     for key, done in per_dataset(keys, run_dataset):
-        streams_info[key], tuned[key] = done["info"], done["tuned"]
+        streams_info[key], tuned[key], figures[key] = done["info"], done["tuned"], done["figure"]
         runs.extend(done["runs"])
         trials.extend(done["trials"])
         failures.extend(done["failures"])
@@ -429,10 +444,17 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
     return "\n".join(lines)
 
 
+def figure_args(summary: list[dict], key: str, n_seeds: int) -> tuple[dict, str]:
+    """The arguments of :func:`~.figures.cumulative_error_png` for the data set ``key``."""
+    curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
+    return curves, f"{DATASETS[key].title}\ncumulative error rate, mean over {n_seeds} shuffle(s)"
+
+
 def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list[dict], settings: dict,
-                  plotted: set | None = None) -> None:
+                  plotted: set | None = None, figures: dict[str, bytes] | None = None) -> None:
     """Writes the tables, CSVs, settings and one figure per data set; the data sets in ``plotted``
-    (finished ones whose figure is already written) are skipped, and the ones drawn are added."""
+    (finished ones whose figure is already written) are skipped, and the ones written are added.
+    ``figures``: PNGs already drawn, per data set (the others are drawn here)."""
     write_csv(out / "table2.csv", summary, CSV_FIELDS)
     write_csv(out / "table2_runs.csv", runs, RUN_FIELDS)
     trial_fields = ["dataset", "algorithm"] + sorted({k for t in trials for k in t} - {"dataset", "algorithm",
@@ -440,14 +462,12 @@ def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list
     write_csv(out / "table2_tuning.csv", trials, trial_fields + ["error_rate", "error"])
     write_json(out / "table2_settings.json", settings)
     (out / "table2.md").write_text(render_markdown(summary, settings))
-    from .figures import plot_cumulative_error
-
     for key in settings["datasets"]:
         if plotted is not None and key in plotted:
             continue
-        curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
-        plot_cumulative_error(curves, f"{DATASETS[key].title}\ncumulative error rate, mean over "
-                              f"{len(settings['seeds'])} shuffle(s)",
-                              out / f"fig_cumulative_error_{key}.png")
+        png = (figures or {}).get(key)
+        if png is None:
+            png = cumulative_error_png(*figure_args(summary, key, len(settings["seeds"])))
+        (out / f"fig_cumulative_error_{key}.png").write_bytes(png)
         if plotted is not None:
             plotted.add(key)
