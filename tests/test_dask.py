@@ -388,6 +388,24 @@ def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_
             assert _without_timing(tmp_path / name / csv_name) == _without_timing(tmp_path / "jobs1" / csv_name), csv_name
 
 
+@pytest.mark.parametrize("cheap", [float("inf"), 0.0], ids=["search-as-one-task", "search-round-by-round"])
+def test_tuning_search_on_dask_equals_one_process(client, tmp_path, data_dir, monkeypatch, cheap):
+    """A tuning search whose passes are cheap runs its later rounds as one task on a worker; its
+    trials (order included) and choice are those of the search in this process, either way."""
+    from omtl.experiments import run_table2, table2
+    from omtl.experiments.runner import run_on_dask
+
+    common = {"quick": True, "seeds": 1, "data_dir": data_dir, "datasets": ["landmine"], "learners": ["ROMCO"],
+              "progress": False}
+    here = run_table2(out=tmp_path / "here", **common)
+    monkeypatch.setattr(table2, "CHEAP_PASS_SECONDS", cheap)
+    with run_on_dask(client):
+        there = run_table2(out=tmp_path / "there", **common)
+    assert there["trials"] == here["trials"] and len(here["trials"]) > len(table2.QUICK_GRID)
+    assert there["settings"]["tuning"]["chosen"] == here["settings"]["tuning"]["chosen"]
+    assert set(client.run(lambda: len(__import__("omtl.experiments.runner").experiments.runner._STREAM_CACHE)).values()) == {0}
+
+
 def test_without_a_client_it_starts_and_stops_its_own_cluster(client, monkeypatch):
     import distributed
 

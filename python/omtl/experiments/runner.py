@@ -243,10 +243,14 @@ def _call_many(fn, jobs, streams=()):
     ``streams``: the :class:`_StreamRef` of the data sets the jobs read, loaded once by another
     task of the cluster (:func:`stream_summary`); this worker fetches each one the first time it
     needs it and keeps it, so it never parses a file another worker has parsed."""
+    _have_streams(streams)
+    return [_call(fn, job) for job in jobs]
+
+
+def _have_streams(streams) -> None:
     for ref in streams:
         if ref.cache_key not in _STREAM_CACHE:
             _STREAM_CACHE[ref.cache_key] = _fetch(ref.variable)
-    return [_call(fn, job) for job in jobs]
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,16 @@ def _summary(stream) -> dict:
     counts = stream.task_counts()
     return {"repr": repr(stream), "n": len(stream), "d": stream.n_features, "n_tasks": stream.n_tasks,
             "positives": int((stream.y > 0).sum()), "max_task": int(counts.max()), "min_task": int(counts.min())}
+
+
+def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = None) -> None:
+    """On a Dask cluster, starts loading the data sets ``keys`` now, in this order (so the
+    cluster receives the loads in the same order from run to run, not in the order the data sets'
+    threads happen to start); elsewhere nothing (each is loaded when first used)."""
+    if _DASK_CLIENT is not None:
+        with _DASK_CLIENT.as_current():
+            for key in keys:
+                _stream_future(_stream_key(key, data_dir, subsample))
 
 
 def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dict:
@@ -455,15 +469,32 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
     return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label).results()
 
 
-def run_task(fn: Callable, *args):
+def run_jobs_here(fn: Callable, jobs: list) -> list[JobResult]:
+    """``fn(job)`` for every job, in order, in this process (no bar), whatever the cluster: for
+    code that already runs as one task on a worker."""
+    return [_call(fn, job) for job in jobs]
+
+
+def on_dask() -> bool:
+    """True inside :func:`run_on_dask`."""
+    return _DASK_CLIENT is not None
+
+
+def run_task(fn: Callable, *args, reads: list | None = None):
     """``fn(*args)``: here, or inside :func:`run_on_dask` as one task on the cluster (this thread
     waits for its result). For the work between the passes that costs real time, such as drawing
     a figure: on a cluster it runs on a worker while this process goes on driving the other data
-    sets, and this process never imports the heavy module (matplotlib)."""
+    sets, and this process never imports the heavy module (matplotlib). ``reads``: jobs naming
+    the data sets ``fn`` loads (the worker fetches them from the cluster first)."""
     if _DASK_CLIENT is None:
         return fn(*args)
     with _DASK_CLIENT.as_current():
-        return _DASK_CLIENT.submit(fn, *args, pure=False).result()
+        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False).result()
+
+
+def _call_with_streams(fn, args, streams):
+    _have_streams(streams)
+    return fn(*args)
 
 
 # ---------------------------------------------------------------------------------------------

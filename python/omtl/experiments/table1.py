@@ -29,6 +29,7 @@ from .runner import (
     environment,
     fmt_pct,
     load_stream,
+    load_streams_ahead,
     log,
     make_learner,
     markdown_table,
@@ -228,6 +229,7 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         collect(budget_runs.results())
         return done
 
+    load_streams_ahead(keys, data_dir, subsample)
     for key, done in per_dataset(keys, run_dataset):
         streams_info[key], budgets[key] = done["info"], done["budgets"]
         runs.extend(done["runs"])

@@ -31,13 +31,16 @@ from .runner import (
     environment,
     fmt_pct,
     load_stream,
+    load_streams_ahead,
     log,
     make_learner,
     markdown_table,
     mean_std,
+    on_dask,
     per_dataset,
     resolve_learner,
     run_jobs,
+    run_jobs_here,
     run_p2,
     run_task,
     select,
@@ -116,14 +119,22 @@ def _label(job: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-class _Tuner:
-    """Evaluates configurations on the tuning shuffle, memoised, in parallel batches."""
+#: A search whose passes so far each took less than this (seconds) runs its remaining rounds as one
+#: task on a Dask cluster: a round costs a round trip and a task per pass, milliseconds each, which
+#: passes this short do not repay. Longer passes keep one task each, so a round runs in parallel.
+CHEAP_PASS_SECONDS = 0.05
 
-    def __init__(self, key, label, cls_name, fixed, base, jobs, progress):
+
+class _Tuner:
+    """Evaluates configurations on the tuning shuffle, memoised, in parallel batches (``here``:
+    one after the other in this process, whatever the cluster)."""
+
+    def __init__(self, key, label, cls_name, fixed, base, jobs, progress, here=False):
         self.key, self.label, self.cls_name, self.fixed = key, label, cls_name, fixed
-        self.base, self.jobs, self.progress = base, jobs, progress
+        self.base, self.jobs, self.progress, self.here = base, jobs, progress, here
         self.cache: dict[tuple, float] = {}
         self.trials: list[dict] = []
+        self.slowest_pass = 0.0
 
     def evaluate(self, configs: list[dict], desc: str) -> list[float]:
         todo = []
@@ -134,13 +145,16 @@ class _Tuner:
         if todo:
             jobs = [{**self.base, "tuning": True, "keep_curve": False, "seed": TUNING_SEED, "algorithm": self.label,
                      "class_name": self.cls_name, "params": {**self.fixed, **c}} for c in todo]
-            for c, res in zip(todo, run_jobs(run_job, jobs, n_jobs=self.jobs, desc=desc, progress=self.progress,
-                                             label=_label)):
+            results = (run_jobs_here(run_job, jobs) if self.here else
+                       run_jobs(run_job, jobs, n_jobs=self.jobs, desc=desc, progress=self.progress, label=_label))
+            for c, res in zip(todo, results):
                 err = res.record["error_rate"] if res.record else float("inf")
+                if res.record:
+                    self.slowest_pass = max(self.slowest_pass, res.record["seconds"])
                 self.cache[tuple(sorted(c.items()))] = err
                 self.trials.append({"dataset": self.key, "algorithm": self.label, **c,
                                     "error_rate": err, "error": (res.error or "").splitlines()[0] if res.error else ""})
-                if res.error:
+                if res.error and not self.here:
                     log(f"[table2] tuning run failed ({self.label} {c}): {res.error.splitlines()[0]}")
         return [self.cache[tuple(sorted(c.items()))] for c in configs]
 
@@ -148,6 +162,27 @@ class _Tuner:
         errs = self.evaluate(configs, desc)
         i = int(np.argmin(errs))  # ties: the first in grid order
         return configs[i]
+
+    def go_on(self, search, *args) -> dict:
+        """``search(self, *args)``: the rest of a search. On a Dask cluster, once every pass so far
+        was cheap (:data:`CHEAP_PASS_SECONDS`), as one task on a worker, whose trials and cache
+        come back here in the order a search in this process makes them."""
+        if not on_dask() or not self.trials or self.slowest_pass >= CHEAP_PASS_SECONDS:
+            return search(self, *args)
+        here = _Tuner(self.key, self.label, self.cls_name, self.fixed, self.base, 1, False, here=True)
+        here.cache = dict(self.cache)
+        chosen, here = run_task(_search_here, search, here, args, reads=[self.base])
+        self.cache = here.cache
+        self.trials += here.trials
+        for t in here.trials:
+            if t["error"]:
+                config = {k: v for k, v in t.items() if k not in ("dataset", "algorithm", "error_rate", "error")}
+                log(f"[table2] tuning run failed ({self.label} {config}): {t['error']}")
+        return chosen
+
+
+def _search_here(search, tuner: _Tuner, args: tuple):
+    return search(tuner, *args), tuner
 
 
 def tune_romco(tuner: _Tuner, grid: list[float], full: bool) -> dict:
@@ -158,6 +193,12 @@ def tune_romco(tuner: _Tuner, grid: list[float], full: bool) -> dict:
         configs = [{"eta1": a, "eta2": b, "lambda1": c, "lambda2": d} for a, b, c, d in itertools.product(grid, repeat=4)]
         return tuner.best(configs, f"{title}: tune ROMCO (full grid)")
     cur = tuner.best([{"eta1": v, "eta2": v, **ROMCO_START} for v in grid], f"{title}: tune ROMCO eta1=eta2")
+    return tuner.go_on(_romco_coordinates, cur, grid)
+
+
+def _romco_coordinates(tuner: _Tuner, cur: dict, grid: list[float]) -> dict:
+    """The coordinate rounds of :func:`tune_romco` after its first (η1 = η2) round."""
+    title = DATASETS[tuner.key].title
     for name in ("lambda1", "lambda2"):
         cur = tuner.best([{**cur, name: v} for v in grid], f"{title}: tune ROMCO {name}")
     for name in ("eta1", "eta2", "lambda1", "lambda2"):
@@ -304,6 +345,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
                                                                      len(seed_list)))
         return done
 
+    load_streams_ahead(keys, data_dir, subsample)
     for key, done in per_dataset(keys, run_dataset):
         streams_info[key], tuned[key], figures[key] = done["info"], done["tuned"], done["figure"]
         runs.extend(done["runs"])
