@@ -405,7 +405,7 @@ class PendingJobs:
             # pure=False: two equal jobs are still two runs (a job's key must not be shared)
             # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
             # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
-            n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
+            n_tasks = min(len(jobs), 8 * _n_workers(_DASK_CLIENT))
             self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
             with _DASK_CLIENT.as_current():  # the client need not be the default one
                 self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
@@ -449,6 +449,19 @@ class PendingJobs:
                     bar.update(1)
         bar.close()
         return results  # type: ignore[return-value]
+
+
+_WORKER_COUNT: dict = {}  # per client: (time asked, number of workers)
+
+
+def _n_workers(client) -> int:
+    """The cluster's number of workers, asked of the scheduler at most once a second (a round
+    trip each time; the data sets' threads submit many small rounds)."""
+    asked, n = _WORKER_COUNT.get(id(client), (-math.inf, 1))
+    if time.monotonic() - asked > 1.0:
+        n = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        _WORKER_COUNT[id(client)] = (time.monotonic(), n)
+    return n
 
 
 def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
