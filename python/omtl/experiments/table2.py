@@ -315,15 +315,17 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         inner = progress and jobs <= 1
         base = {"dataset": key, "data_dir": data_dir, "subsample": subsample, "inner_progress": False}
 
-        def evaluate(label, cls_name, params):
+        def evaluate(learners, desc):
+            """Submits every shuffle of ``learners`` ((label, class, parameters) triples)."""
             return submit_jobs(run_job, [{**base, "inner_progress": inner, "seed": s, "algorithm": label,
-                                          "class_name": cls_name, "params": params} for s in seed_list],
-                               n_jobs=jobs, desc=f"{DATASETS[key].title}: {label}", progress=progress, label=_label)
+                                          "class_name": cls_name, "params": params}
+                                         for label, cls_name, params in learners for s in seed_list],
+                               n_jobs=jobs, desc=f"{DATASETS[key].title}: {desc}", progress=progress, label=_label)
 
         # The learners with fixed parameters are submitted first: on a cluster they run while the
-        # tuning searches go on (elsewhere every pending pass runs when collected, in table order).
-        pending = {label: evaluate(label, cls_name, fixed) for label, cls_name, fixed, tuning in to_run
-                   if tuning is None}
+        # tuning searches go on (elsewhere every pending pass runs when collected).
+        pending = [evaluate([(label, cls_name, fixed) for label, cls_name, fixed, tuning in to_run if tuning is None],
+                            "learners")]
         for label, cls_name, fixed, tuning in to_run:
             if tuning is None:
                 continue
@@ -333,9 +335,13 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             done["trials"] += tuner.trials
             log(f"[table2] {DATASETS[key].title}: {label} tuned on shuffle {TUNING_SEED} -> {chosen} "
                 f"(error {tuner.cache.get(tuple(sorted(chosen.items())), float('nan')):.4f}, {len(tuner.trials)} runs)")
-            pending[label] = evaluate(label, cls_name, {**fixed, **chosen})
+            pending.append(evaluate([(label, cls_name, {**fixed, **chosen})], label))
+        results = {}
+        for batch in pending:
+            for res in batch.results():
+                results.setdefault(res.job["algorithm"], []).append(res)
         for label, _, _, _ in to_run:  # table order, whatever order the passes ran in
-            for res in pending[label].results():
+            for res in results.get(label, []):
                 if res.error:
                     done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
                     log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
