@@ -283,18 +283,29 @@ def _stream_future(cache_key: tuple) -> tuple:
     """The stream as a Dask future, and the name of a Dask ``Variable`` holding it: loaded
     (parsed, subsampled) once, by one worker; the tasks that need it elsewhere get a copy from that
     worker. Data sets load in parallel on several workers, and no worker, nor this process, parses
-    a file twice."""
+    a file twice. A stream :func:`load_streams_ahead` will load is waited for, not loaded again."""
+    ahead = _LOADS_AHEAD.get(cache_key)
+    if ahead is not None and ahead[0] is _DASK_CLIENT:
+        ahead[1].wait()
+    return _submit_load(_DASK_CLIENT, cache_key)
+
+
+def _submit_load(client, cache_key: tuple) -> tuple:
     with _STREAM_FUTURES_LOCK:
         entry = _STREAM_FUTURES.get(cache_key)
-        if entry is None or entry[0] is not _DASK_CLIENT:
+        if entry is None or entry[0] is not client:
             from distributed import Variable
 
-            future = _DASK_CLIENT.submit(load_stream, *cache_key, pure=False)
-            variable = Variable(f"omtl-stream-{future.key}", client=_DASK_CLIENT)
+            future = client.submit(load_stream, *cache_key, pure=False)
+            variable = Variable(f"omtl-stream-{future.key}", client=client)
             variable.set(future)
-            entry = (_DASK_CLIENT, future, variable)
+            entry = (client, future, variable)
             _STREAM_FUTURES[cache_key] = entry
         return entry[1], entry[2].name
+
+
+#: Per cache key, ``(client, event)`` for a stream :func:`load_streams_ahead` has yet to submit.
+_LOADS_AHEAD: dict = {}
 
 
 def _summary(stream) -> dict:
@@ -304,13 +315,43 @@ def _summary(stream) -> dict:
 
 
 def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = None) -> None:
-    """On a Dask cluster, starts loading the data sets ``keys`` now, in this order (so the
-    cluster receives the loads in the same order from run to run, not in the order the data sets'
-    threads happen to start); elsewhere nothing (each is loaded when first used)."""
-    if _DASK_CLIENT is not None:
-        with _DASK_CLIENT.as_current():
-            for key in keys:
-                _stream_future(_stream_key(key, data_dir, subsample))
+    """On a Dask cluster, loads the data sets ``keys`` in this order, at most one per worker at a
+    time; elsewhere nothing (each is loaded when first used).
+
+    The scheduler places a task without dependencies at once, on the worker it estimates least
+    busy, and cannot tell a 3 ms load from a 1 s one: submitted together, two loads could queue
+    on one worker while another idles. So a load is submitted when one before it has finished
+    (from a thread of this process); a data set's thread asking for its stream waits for it."""
+    if _DASK_CLIENT is None:
+        return
+    client = _DASK_CLIENT
+    with _STREAM_FUTURES_LOCK:
+        todo = [ck for ck in dict.fromkeys(_stream_key(k, data_dir, subsample) for k in keys)
+                if not (ck in _STREAM_FUTURES and _STREAM_FUTURES[ck][0] is client)]
+        for ck in todo:
+            _LOADS_AHEAD[ck] = (client, threading.Event())
+    slots = threading.Semaphore(_n_workers(client))
+
+    def submit_in_order():
+        try:
+            for ck in todo:
+                while not slots.acquire(timeout=0.1):
+                    if _DASK_CLIENT is not client:  # the run is over (or failed): stop
+                        return
+                future, _ = _submit_load(client, ck)
+                future.add_done_callback(lambda _: slots.release())  # finished, failed or cancelled
+                _stop_waiting_for(ck)
+        finally:  # whatever happened, nobody waits for a load this thread will not submit
+            for ck in todo:
+                _stop_waiting_for(ck)
+
+    threading.Thread(target=submit_in_order, name="omtl-loads", daemon=True).start()
+
+
+def _stop_waiting_for(cache_key: tuple) -> None:
+    entry = _LOADS_AHEAD.pop(cache_key, None)
+    if entry is not None:
+        entry[1].set()
 
 
 def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dict:
@@ -351,6 +392,8 @@ def run_on_dask(client):
         yield client
     finally:
         _DASK_CLIENT = previous
+        for cache_key in [k for k, (c, _) in list(_LOADS_AHEAD.items()) if c is client]:
+            _stop_waiting_for(cache_key)
         with _STREAM_FUTURES_LOCK:  # the loaded streams are released on the cluster
             released = {k: _STREAM_FUTURES.pop(k)[2] for k, (c, _, _) in list(_STREAM_FUTURES.items()) if c is client}
         if released:  # and dropped from the workers' caches, so a long-lived cluster does not keep them
