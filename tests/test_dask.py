@@ -388,6 +388,39 @@ def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_
             assert _without_timing(tmp_path / name / csv_name) == _without_timing(tmp_path / "jobs1" / csv_name), csv_name
 
 
+def test_streams_loaded_ahead_are_loaded_once(client, data_dir):
+    """The data sets' threads wait for the loads load_streams_ahead submits (one per worker at a
+    time) instead of submitting their own: one load per data set, whoever asks first."""
+    from distributed import get_task_stream
+
+    from omtl.experiments import runner
+
+    keys = ["landmine", "school", "newsgroups_cs"]
+    with get_task_stream(client=client) as stream, runner.run_on_dask(client):
+        runner.load_streams_ahead(keys, data_dir, 50)
+        sizes = [runner.stream_summary(k, data_dir, 50)["n"] for k in reversed(keys)]
+    assert sizes == [50, 50, 50] and not runner._LOADS_AHEAD
+    assert sum(str(t["key"]).startswith("load_stream") for t in stream.data) == len(keys)
+
+
+@pytest.mark.parametrize("cheap", [float("inf"), 0.0], ids=["search-as-one-task", "search-round-by-round"])
+def test_tuning_search_on_dask_equals_one_process(client, tmp_path, data_dir, monkeypatch, cheap):
+    """A tuning search whose passes are cheap runs its later rounds as one task on a worker; its
+    trials (order included) and choice are those of the search in this process, either way."""
+    from omtl.experiments import run_table2, table2
+    from omtl.experiments.runner import run_on_dask
+
+    common = {"quick": True, "seeds": 1, "data_dir": data_dir, "datasets": ["landmine"], "learners": ["ROMCO"],
+              "progress": False}
+    here = run_table2(out=tmp_path / "here", **common)
+    monkeypatch.setattr(table2, "CHEAP_PASS_SECONDS", cheap)
+    with run_on_dask(client):
+        there = run_table2(out=tmp_path / "there", **common)
+    assert there["trials"] == here["trials"] and len(here["trials"]) > len(table2.QUICK_GRID)
+    assert there["settings"]["tuning"]["chosen"] == here["settings"]["tuning"]["chosen"]
+    assert set(client.run(lambda: len(__import__("omtl.experiments.runner").experiments.runner._STREAM_CACHE)).values()) == {0}
+
+
 def test_without_a_client_it_starts_and_stops_its_own_cluster(client, monkeypatch):
     import distributed
 

@@ -1,40 +1,56 @@
-"""Figures of the experiments (PNG, matplotlib with the Agg backend).
+"""Figures of the experiments (PNG, matplotlib's Agg renderer, without pyplot).
 
 - :func:`plot_f1_vs_budget`: micro F1 against the budget percentage for the budget learners with
   G = C (solid) and G = D (dashed), one panel per data set, the battery as a horizontal line.
 - :func:`plot_cumulative_error`: the cumulative error rate along the stream for each learner,
   averaged over the shuffles (the style of ROMCO's Figs. 1 and 2).
+
+Each figure is rendered to PNG bytes (``*_png``) by a function that needs only its data, so an
+experiment grid on a Dask cluster draws it on a worker and this process only writes the file.
+A :class:`matplotlib.figure.Figure` is used directly, not pyplot: no global figure registry, so
+figures may be drawn in several threads (a multi-threaded Dask worker) at once.
 """
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
 import numpy as np
 
 
-def _pyplot():
-    import matplotlib
+def _figure(figsize):
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    return Figure(figsize=figsize)
 
-    return plt
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    return buf.getvalue()
 
 
 def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
+    """Writes :func:`f1_vs_budget_png` to ``path``."""
+    Path(path).write_bytes(f1_vs_budget_png(summary, keys))
+    return Path(path)
+
+
+def f1_vs_budget_png(summary: list[dict], keys: list[str]) -> bytes:
     """One panel per data set: F1 (%) against B (% of the battery's active set)."""
+    import matplotlib
+    from matplotlib.ticker import NullFormatter
+
     from .runner import DATASETS
     from .table1 import ALGORITHMS, PERCENTS
 
-    plt = _pyplot()
-    from matplotlib.ticker import NullFormatter
-
     n = max(1, len(keys))
-    fig, axes = plt.subplots(1, n, figsize=(max(9.0, 4.6 * n), 4.2), squeeze=False)
+    fig = _figure((max(9.0, 4.6 * n), 4.2))
+    axes = fig.subplots(1, n, squeeze=False)
     idx = {(r["dataset"], r["algorithm"], r["graph"], r["percent"]): r for r in summary}
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, key in zip(axes[0], keys):
         for j, (alg, _, _) in enumerate(ALGORITHMS):
             for g, style in (("C", "-"), ("D", "--")):
@@ -69,16 +85,20 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.2 if handles else 0, 1, 1))
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _png(fig)
 
 
 def plot_cumulative_error(curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str, path: Path) -> Path:
+    """Writes :func:`cumulative_error_png` to ``path``."""
+    Path(path).write_bytes(cumulative_error_png(curves, title))
+    return Path(path)
+
+
+def cumulative_error_png(curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str) -> bytes:
     """``curves[learner] = (steps, mean curve, std curve)``, error rates as fractions; the mean
     over the shuffles is drawn (as in the paper's figures), the std is not."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig = _figure((6.4, 4.2))
+    ax = fig.subplots()
     styles = ["-", "--", "-.", ":"]
     for j, (name, (steps, mean, _std)) in enumerate(curves.items()):
         ax.plot(steps, 100 * mean, styles[(j // 10) % len(styles)], label=name, lw=1.5)
@@ -89,6 +109,4 @@ def plot_cumulative_error(curves: dict[str, tuple[np.ndarray, np.ndarray, np.nda
     if curves:
         ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return _png(fig)

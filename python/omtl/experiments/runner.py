@@ -240,11 +240,38 @@ def _call(fn, job):
 
 def _call_many(fn, jobs, streams=()):
     """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms).
-    ``streams``: ``(cache key, stream)`` pairs the jobs read, loaded once by another task of the
-    cluster (:func:`stream_summary`), put in this worker's cache so that it need not parse the file."""
-    for cache_key, stream in streams:
-        _STREAM_CACHE.setdefault(cache_key, stream)
+    ``streams``: the :class:`_StreamRef` of the data sets the jobs read, loaded once by another
+    task of the cluster (:func:`stream_summary`); this worker fetches each one the first time it
+    needs it and keeps it, so it never parses a file another worker has parsed."""
+    _have_streams(streams)
     return [_call(fn, job) for job in jobs]
+
+
+def _have_streams(streams) -> None:
+    for ref in streams:
+        if ref.cache_key not in _STREAM_CACHE:
+            _STREAM_CACHE[ref.cache_key] = _fetch(ref.variable)
+
+
+@dataclass(frozen=True)
+class _StreamRef:
+    """A stream loaded on the cluster, named by a Dask ``Variable`` holding its future rather than
+    given as the future: a task given a future is placed on a worker holding it (the one that
+    loaded the stream), so every pass over one data set would queue on one worker; given the name,
+    the task goes to whichever worker is free and fetches the stream there once (:func:`_fetch`)."""
+
+    cache_key: tuple
+    variable: str
+
+
+def _fetch(variable: str):
+    """The stream behind the Dask ``Variable`` named ``variable``: from this worker's memory if it
+    loaded it, else from the worker that did."""
+    from distributed import Variable, get_worker
+
+    future = Variable(variable).get()
+    data = get_worker().data
+    return data[future.key] if future.key in data else future.result()
 
 
 #: Per cache key, the Dask future of a stream loaded by one task of the cluster (:func:`_stream_future`).
@@ -252,22 +279,79 @@ _STREAM_FUTURES: dict = {}
 _STREAM_FUTURES_LOCK = threading.Lock()
 
 
-def _stream_future(cache_key: tuple):
-    """The stream as a Dask future: loaded (parsed, subsampled) once, by one worker; the tasks that
-    need it elsewhere get a copy from that worker. Data sets load in parallel on several workers,
-    and no worker, nor this process, parses a file twice."""
+def _stream_future(cache_key: tuple) -> tuple:
+    """The stream as a Dask future, and the name of a Dask ``Variable`` holding it: loaded
+    (parsed, subsampled) once, by one worker; the tasks that need it elsewhere get a copy from that
+    worker. Data sets load in parallel on several workers, and no worker, nor this process, parses
+    a file twice. A stream :func:`load_streams_ahead` will load is waited for, not loaded again."""
+    ahead = _LOADS_AHEAD.get(cache_key)
+    if ahead is not None and ahead[0] is _DASK_CLIENT:
+        ahead[1].wait()
+    return _submit_load(_DASK_CLIENT, cache_key)
+
+
+def _submit_load(client, cache_key: tuple) -> tuple:
     with _STREAM_FUTURES_LOCK:
         entry = _STREAM_FUTURES.get(cache_key)
-        if entry is None or entry[0] is not _DASK_CLIENT:
-            entry = (_DASK_CLIENT, _DASK_CLIENT.submit(load_stream, *cache_key, pure=False))
+        if entry is None or entry[0] is not client:
+            from distributed import Variable
+
+            future = client.submit(load_stream, *cache_key, pure=False)
+            variable = Variable(f"omtl-stream-{future.key}", client=client)
+            variable.set(future)
+            entry = (client, future, variable)
             _STREAM_FUTURES[cache_key] = entry
-        return entry[1]
+        return entry[1], entry[2].name
+
+
+#: Per cache key, ``(client, event)`` for a stream :func:`load_streams_ahead` has yet to submit.
+_LOADS_AHEAD: dict = {}
 
 
 def _summary(stream) -> dict:
     counts = stream.task_counts()
     return {"repr": repr(stream), "n": len(stream), "d": stream.n_features, "n_tasks": stream.n_tasks,
             "positives": int((stream.y > 0).sum()), "max_task": int(counts.max()), "min_task": int(counts.min())}
+
+
+def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = None) -> None:
+    """On a Dask cluster, loads the data sets ``keys`` in this order, at most one per worker at a
+    time; elsewhere nothing (each is loaded when first used).
+
+    The scheduler places a task without dependencies at once, on the worker it estimates least
+    busy, and cannot tell a 3 ms load from a 1 s one: submitted together, two loads could queue
+    on one worker while another idles. So a load is submitted when one before it has finished
+    (from a thread of this process); a data set's thread asking for its stream waits for it."""
+    if _DASK_CLIENT is None:
+        return
+    client = _DASK_CLIENT
+    with _STREAM_FUTURES_LOCK:
+        todo = [ck for ck in dict.fromkeys(_stream_key(k, data_dir, subsample) for k in keys)
+                if not (ck in _STREAM_FUTURES and _STREAM_FUTURES[ck][0] is client)]
+        for ck in todo:
+            _LOADS_AHEAD[ck] = (client, threading.Event())
+    slots = threading.Semaphore(_n_workers(client))
+
+    def submit_in_order():
+        try:
+            for ck in todo:
+                while not slots.acquire(timeout=0.1):
+                    if _DASK_CLIENT is not client:  # the run is over (or failed): stop
+                        return
+                future, _ = _submit_load(client, ck)
+                future.add_done_callback(lambda _: slots.release())  # finished, failed or cancelled
+                _stop_waiting_for(ck)
+        finally:  # whatever happened, nobody waits for a load this thread will not submit
+            for ck in todo:
+                _stop_waiting_for(ck)
+
+    threading.Thread(target=submit_in_order, name="omtl-loads", daemon=True).start()
+
+
+def _stop_waiting_for(cache_key: tuple) -> None:
+    entry = _LOADS_AHEAD.pop(cache_key, None)
+    if entry is not None:
+        entry[1].set()
 
 
 def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dict:
@@ -277,7 +361,8 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
     if _DASK_CLIENT is None:
         return _summary(load_stream(key, data_dir, subsample))
     with _DASK_CLIENT.as_current():
-        return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample)), pure=False).result()
+        return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample))[0],
+                                   pure=False).result()
 
 
 #: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
@@ -285,11 +370,17 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
 _DASK_CLIENT = None
 
 
-def _streams_of(jobs: list) -> list:
-    """``(cache key, stream future)`` of the data sets a chunk of jobs reads (jobs naming one)."""
+def _streams_of(jobs: list) -> list[_StreamRef]:
+    """The streams a chunk of jobs reads (jobs naming a data set)."""
     keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
             if isinstance(j, dict) and "dataset" in j}
-    return [(k, _stream_future(k)) for k in sorted(keys, key=repr)]
+    keys = sorted(keys, key=repr)
+    loads = [_stream_future(k) for k in keys]
+    if loads:  # loaded before a task may ask for them: a task waiting on a worker would hold its thread
+        from distributed import wait
+
+        wait([future for future, _ in loads])
+    return [_StreamRef(k, variable) for k, (_, variable) in zip(keys, loads)]
 
 
 @contextmanager
@@ -301,9 +392,22 @@ def run_on_dask(client):
         yield client
     finally:
         _DASK_CLIENT = previous
+        for cache_key in [k for k, (c, _) in list(_LOADS_AHEAD.items()) if c is client]:
+            _stop_waiting_for(cache_key)
         with _STREAM_FUTURES_LOCK:  # the loaded streams are released on the cluster
-            for cache_key in [k for k, (c, _) in _STREAM_FUTURES.items() if c is client]:
-                del _STREAM_FUTURES[cache_key]
+            released = {k: _STREAM_FUTURES.pop(k)[2] for k, (c, _, _) in list(_STREAM_FUTURES.items()) if c is client}
+        if released:  # and dropped from the workers' caches, so a long-lived cluster does not keep them
+            try:
+                for variable in released.values():
+                    variable.delete()
+                client.run(_forget_streams, list(released))
+            except Exception:  # a lost worker or scheduler keeps nothing; the run's own outcome stands
+                pass
+
+
+def _forget_streams(cache_keys: list) -> None:
+    for cache_key in cache_keys:
+        _STREAM_CACHE.pop(cache_key, None)
 
 
 def per_dataset(keys: list, fn: Callable):
@@ -327,6 +431,89 @@ def per_dataset(keys: list, fn: Callable):
             yield key, fut.result()
 
 
+class PendingJobs:
+    """Jobs handed to :func:`submit_jobs`; :meth:`results` returns their results in job order.
+
+    On a Dask cluster the jobs are already running as tasks when this object exists, so a data
+    set's driver can submit what needs nothing more (evaluations of untuned learners) and go on
+    with what does (a tuning search); elsewhere they run when :meth:`results` is called, exactly
+    as :func:`run_jobs` always ran them.
+    """
+
+    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None):
+        self.fn, self.jobs, self.n_jobs, self.desc, self.progress, self.label = fn, jobs, n_jobs, desc, progress, label
+        self._futures: list | None = None
+        self._client = _DASK_CLIENT
+        if _DASK_CLIENT is not None and jobs:
+            # pure=False: two equal jobs are still two runs (a job's key must not be shared)
+            # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
+            # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
+            n_tasks = min(len(jobs), 8 * _n_workers(_DASK_CLIENT))
+            self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
+            with _DASK_CLIENT.as_current():  # the client need not be the default one
+                self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
+                                                     _streams_of([jobs[i] for i in chunk]), pure=False)
+                                 for chunk in self._chunks]
+
+    def results(self) -> list[JobResult]:
+        from tqdm.auto import tqdm
+
+        jobs, label = self.jobs, self.label
+        if not jobs:
+            return []
+        results: list[JobResult | None] = [None] * len(jobs)
+        bar = tqdm(total=len(jobs), desc=self.desc, unit="run", disable=not self.progress, file=sys.stderr)
+        if self._futures is not None:
+            from distributed import as_completed as dask_completed
+
+            index = {fut.key: chunk for fut, chunk in zip(self._futures, self._chunks)}
+            with self._client.as_current():
+                for fut in dask_completed(self._futures):
+                    chunk = index[fut.key]
+                    for i, res in zip(chunk, fut.result()):
+                        results[i] = res
+                    if label is not None:
+                        bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
+                    bar.update(len(chunk))
+        elif self.n_jobs <= 1 or len(jobs) <= 1:
+            for i, job in enumerate(jobs):
+                if label is not None:
+                    bar.set_postfix_str(label(job), refresh=True)
+                results[i] = _call(self.fn, job)
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(max_workers=self.n_jobs) as pool:
+                futures = {pool.submit(_call, self.fn, job): i for i, job in enumerate(jobs)}
+                for fut in as_completed(futures):
+                    i = futures[fut]
+                    results[i] = fut.result()
+                    if label is not None:
+                        bar.set_postfix_str(label(jobs[i]), refresh=False)
+                    bar.update(1)
+        bar.close()
+        return results  # type: ignore[return-value]
+
+
+_WORKER_COUNT: dict = {}  # per client: (time asked, number of workers)
+
+
+def _n_workers(client) -> int:
+    """The cluster's number of workers, asked of the scheduler at most once a second (a round
+    trip each time; the data sets' threads submit many small rounds)."""
+    asked, n = _WORKER_COUNT.get(id(client), (-math.inf, 1))
+    if time.monotonic() - asked > 1.0:
+        n = max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+        _WORKER_COUNT[id(client)] = (time.monotonic(), n)
+    return n
+
+
+def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
+                label: Callable | None = None) -> PendingJobs:
+    """:func:`run_jobs` in two steps: submit now (on a Dask cluster the tasks start at once),
+    collect with ``.results()``."""
+    return PendingJobs(fn, jobs, n_jobs, desc, progress, label)
+
+
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
              label: Callable | None = None) -> list[JobResult]:
     """Runs ``fn(job)`` for every job (in order when ``n_jobs == 1``), with a tqdm bar.
@@ -335,46 +522,35 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
     Exceptions are caught per job and returned as ``JobResult.error``. Inside
     :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
-    from tqdm.auto import tqdm
+    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label).results()
 
-    results: list[JobResult | None] = [None] * len(jobs)
-    bar = tqdm(total=len(jobs), desc=desc, unit="run", disable=not progress, file=sys.stderr)
-    if _DASK_CLIENT is not None and jobs:
-        from distributed import as_completed as dask_completed
 
-        # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-        # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
-        # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
-        n_tasks = min(len(jobs), 8 * max(1, len(_DASK_CLIENT.scheduler_info(n_workers=-1)["workers"])))
-        chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
-        with _DASK_CLIENT.as_current():  # the client need not be the default one
-            futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk], _streams_of([jobs[i] for i in chunk]),
-                                           pure=False) for chunk in chunks]
-            index = {fut.key: chunk for fut, chunk in zip(futures, chunks)}
-            for fut in dask_completed(futures):
-                chunk = index[fut.key]
-                for i, res in zip(chunk, fut.result()):
-                    results[i] = res
-                if label is not None:
-                    bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
-                bar.update(len(chunk))
-    elif n_jobs <= 1 or len(jobs) <= 1:
-        for i, job in enumerate(jobs):
-            if label is not None:
-                bar.set_postfix_str(label(job), refresh=True)
-            results[i] = _call(fn, job)
-            bar.update(1)
-    else:
-        with ProcessPoolExecutor(max_workers=n_jobs) as pool:
-            futures = {pool.submit(_call, fn, job): i for i, job in enumerate(jobs)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                if label is not None:
-                    bar.set_postfix_str(label(jobs[i]), refresh=False)
-                bar.update(1)
-    bar.close()
-    return results  # type: ignore[return-value]
+def run_jobs_here(fn: Callable, jobs: list) -> list[JobResult]:
+    """``fn(job)`` for every job, in order, in this process (no bar), whatever the cluster: for
+    code that already runs as one task on a worker."""
+    return [_call(fn, job) for job in jobs]
+
+
+def on_dask() -> bool:
+    """True inside :func:`run_on_dask`."""
+    return _DASK_CLIENT is not None
+
+
+def run_task(fn: Callable, *args, reads: list | None = None):
+    """``fn(*args)``: here, or inside :func:`run_on_dask` as one task on the cluster (this thread
+    waits for its result). For the work between the passes that costs real time, such as drawing
+    a figure: on a cluster it runs on a worker while this process goes on driving the other data
+    sets, and this process never imports the heavy module (matplotlib). ``reads``: jobs naming
+    the data sets ``fn`` loads (the worker fetches them from the cluster first)."""
+    if _DASK_CLIENT is None:
+        return fn(*args)
+    with _DASK_CLIENT.as_current():
+        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False).result()
+
+
+def _call_with_streams(fn, args, streams):
+    _have_streams(streams)
+    return fn(*args)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from . import paper_numbers as paper
+from .figures import f1_vs_budget_png
 from .runner import (
     DATASETS,
     accepted_params,
@@ -28,16 +29,18 @@ from .runner import (
     environment,
     fmt_pct,
     load_stream,
+    load_streams_ahead,
     log,
     make_learner,
     markdown_table,
     mean_std,
     per_dataset,
     resolve_learner,
-    run_jobs,
     run_p1,
+    run_task,
     select,
     stream_summary,
+    submit_jobs,
     write_csv,
     write_json,
 )
@@ -172,7 +175,8 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "partial": partial,
         }
         # The figure holds every data set: drawn once, at the end (a partial write keeps the tables).
-        write_outputs(out, summary, runs, settings, figure=not partial)
+        figure = None if partial else run_task(f1_vs_budget_png, summary, list(settings["datasets"]))
+        write_outputs(out, summary, runs, settings, figure=not partial, figure_png=figure)
         return {"summary": summary, "runs": runs, "settings": settings}
 
 
@@ -201,8 +205,13 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
                 if res.job["kind"] == "battery":
                     done["budgets"][res.job["seed"]] = budgets_from_battery(res.record["n_active"], PERCENTS)
 
-        collect(run_jobs(run_job, ref_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: Perceptrons",
-                         progress=progress, label=_label))
+        # The budgets need only the battery: the MT Perceptron runs meanwhile (on a cluster) and is
+        # collected, in its place in the runs, after the budget passes are submitted.
+        batteries = submit_jobs(run_job, ref_jobs[:len(seed_list)], n_jobs=jobs,
+                                desc=f"{DATASETS[key].title}: Perceptron battery", progress=progress, label=_label)
+        mt_perceptrons = submit_jobs(run_job, ref_jobs[len(seed_list):], n_jobs=jobs,
+                                     desc=f"{DATASETS[key].title}: MT Perceptron", progress=progress, label=_label)
+        collect(batteries.results())
         bud_jobs = []
         for label, cls_name, params in algorithms:
             for seed in seed_list:
@@ -214,11 +223,13 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
                         bud_jobs.append({**base, "kind": "budget", "algorithm": label, "class_name": cls_name,
                                          "params": p, "seed": seed, "graph": g, "percent": pct,
                                          "budget": done["budgets"][seed][pct]})
-        if bud_jobs:
-            collect(run_jobs(run_job, bud_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: budget learners",
-                             progress=progress, label=_label))
+        budget_runs = submit_jobs(run_job, bud_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: budget learners",
+                                  progress=progress, label=_label)
+        collect(mt_perceptrons.results())
+        collect(budget_runs.results())
         return done
 
+    load_streams_ahead(keys, data_dir, subsample)
     for key, done in per_dataset(keys, run_dataset):
         streams_info[key], budgets[key] = done["info"], done["budgets"]
         runs.extend(done["runs"])
@@ -381,14 +392,16 @@ def shape_checks(summary: list[dict], keys: list[str]) -> list[str]:
     return lines
 
 
-def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: dict, *, figure: bool = True) -> None:
-    """Writes the table, the CSVs and the settings, and (``figure``) the F1-vs-budget figure."""
+def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: dict, *, figure: bool = True,
+                  figure_png: bytes | None = None) -> None:
+    """Writes the table, the CSVs and the settings, and (``figure``) the F1-vs-budget figure:
+    ``figure_png`` if it is already drawn, else drawn here."""
     write_csv(out / "table1.csv", summary, CSV_FIELDS)
     write_csv(out / "table1_runs.csv", runs, RUN_FIELDS)
     write_json(out / "table1_settings.json", settings)
     (out / "table1.md").write_text(render_markdown(summary, settings))
     if not figure:
         return
-    from .figures import plot_f1_vs_budget
-
-    plot_f1_vs_budget(summary, list(settings["datasets"]), out / "fig_f1_vs_budget.png")
+    if figure_png is None:
+        figure_png = f1_vs_budget_png(summary, list(settings["datasets"]))
+    (out / "fig_f1_vs_budget.png").write_bytes(figure_png)

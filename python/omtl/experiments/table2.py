@@ -24,22 +24,28 @@ from pathlib import Path
 import numpy as np
 
 from . import paper_numbers as paper
+from .figures import cumulative_error_png
 from .runner import (
     DATASETS,
     accepted_params,
     environment,
     fmt_pct,
     load_stream,
+    load_streams_ahead,
     log,
     make_learner,
     markdown_table,
     mean_std,
+    on_dask,
     per_dataset,
     resolve_learner,
     run_jobs,
+    run_jobs_here,
     run_p2,
+    run_task,
     select,
     stream_summary,
+    submit_jobs,
     write_csv,
     write_json,
 )
@@ -113,14 +119,22 @@ def _label(job: dict) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-class _Tuner:
-    """Evaluates configurations on the tuning shuffle, memoised, in parallel batches."""
+#: A search whose passes so far each took less than this (seconds) runs its remaining rounds as one
+#: task on a Dask cluster: a round costs a round trip and a task per pass, milliseconds each, which
+#: passes this short do not repay. Longer passes keep one task each, so a round runs in parallel.
+CHEAP_PASS_SECONDS = 0.05
 
-    def __init__(self, key, label, cls_name, fixed, base, jobs, progress):
+
+class _Tuner:
+    """Evaluates configurations on the tuning shuffle, memoised, in parallel batches (``here``:
+    one after the other in this process, whatever the cluster)."""
+
+    def __init__(self, key, label, cls_name, fixed, base, jobs, progress, here=False):
         self.key, self.label, self.cls_name, self.fixed = key, label, cls_name, fixed
-        self.base, self.jobs, self.progress = base, jobs, progress
+        self.base, self.jobs, self.progress, self.here = base, jobs, progress, here
         self.cache: dict[tuple, float] = {}
         self.trials: list[dict] = []
+        self.slowest_pass = 0.0
 
     def evaluate(self, configs: list[dict], desc: str) -> list[float]:
         todo = []
@@ -131,13 +145,16 @@ class _Tuner:
         if todo:
             jobs = [{**self.base, "tuning": True, "keep_curve": False, "seed": TUNING_SEED, "algorithm": self.label,
                      "class_name": self.cls_name, "params": {**self.fixed, **c}} for c in todo]
-            for c, res in zip(todo, run_jobs(run_job, jobs, n_jobs=self.jobs, desc=desc, progress=self.progress,
-                                             label=_label)):
+            results = (run_jobs_here(run_job, jobs) if self.here else
+                       run_jobs(run_job, jobs, n_jobs=self.jobs, desc=desc, progress=self.progress, label=_label))
+            for c, res in zip(todo, results):
                 err = res.record["error_rate"] if res.record else float("inf")
+                if res.record:
+                    self.slowest_pass = max(self.slowest_pass, res.record["seconds"])
                 self.cache[tuple(sorted(c.items()))] = err
                 self.trials.append({"dataset": self.key, "algorithm": self.label, **c,
                                     "error_rate": err, "error": (res.error or "").splitlines()[0] if res.error else ""})
-                if res.error:
+                if res.error and not self.here:
                     log(f"[table2] tuning run failed ({self.label} {c}): {res.error.splitlines()[0]}")
         return [self.cache[tuple(sorted(c.items()))] for c in configs]
 
@@ -145,6 +162,27 @@ class _Tuner:
         errs = self.evaluate(configs, desc)
         i = int(np.argmin(errs))  # ties: the first in grid order
         return configs[i]
+
+    def go_on(self, search, *args) -> dict:
+        """``search(self, *args)``: the rest of a search. On a Dask cluster, once every pass so far
+        was cheap (:data:`CHEAP_PASS_SECONDS`), as one task on a worker, whose trials and cache
+        come back here in the order a search in this process makes them."""
+        if not on_dask() or not self.trials or self.slowest_pass >= CHEAP_PASS_SECONDS:
+            return search(self, *args)
+        here = _Tuner(self.key, self.label, self.cls_name, self.fixed, self.base, 1, False, here=True)
+        here.cache = dict(self.cache)
+        chosen, here = run_task(_search_here, search, here, args, reads=[self.base])
+        self.cache = here.cache
+        self.trials += here.trials
+        for t in here.trials:
+            if t["error"]:
+                config = {k: v for k, v in t.items() if k not in ("dataset", "algorithm", "error_rate", "error")}
+                log(f"[table2] tuning run failed ({self.label} {config}): {t['error']}")
+        return chosen
+
+
+def _search_here(search, tuner: _Tuner, args: tuple):
+    return search(tuner, *args), tuner
 
 
 def tune_romco(tuner: _Tuner, grid: list[float], full: bool) -> dict:
@@ -155,6 +193,12 @@ def tune_romco(tuner: _Tuner, grid: list[float], full: bool) -> dict:
         configs = [{"eta1": a, "eta2": b, "lambda1": c, "lambda2": d} for a, b, c, d in itertools.product(grid, repeat=4)]
         return tuner.best(configs, f"{title}: tune ROMCO (full grid)")
     cur = tuner.best([{"eta1": v, "eta2": v, **ROMCO_START} for v in grid], f"{title}: tune ROMCO eta1=eta2")
+    return tuner.go_on(_romco_coordinates, cur, grid)
+
+
+def _romco_coordinates(tuner: _Tuner, cur: dict, grid: list[float]) -> dict:
+    """The coordinate rounds of :func:`tune_romco` after its first (η1 = η2) round."""
+    title = DATASETS[tuner.key].title
     for name in ("lambda1", "lambda2"):
         cur = tuner.best([{**cur, name: v} for v in grid], f"{title}: tune ROMCO {name}")
     for name in ("eta1", "eta2", "lambda1", "lambda2"):
@@ -228,11 +272,13 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {line}")
     started = time.time()
     runs, trials, failures, tuned, streams_info = [], [], [], {}, {}
-    plotted: set[str] = set()  # data sets whose figure is final (drawn once, not after every data set)
+    order = [lab for lab, _, _, _ in LEARNERS]
+    figures: dict[str, bytes] = {}  # per data set, its figure (PNG), drawn once it is finished
+    plotted: set[str] = set()  # data sets whose figure is written (once, not after every data set)
     def _finish(partial: bool) -> dict:
         """Aggregates and writes every output; called after each data set, so an interrupted run
         still leaves the tables of the data sets it finished."""
-        summary = summarise(runs, keys, [lab for lab, _, _, _ in LEARNERS])
+        summary = summarise(runs, keys, order)
         settings = {
             "experiment": "table2",
             "source": [paper.TABLE2_SOURCE, paper.TABLE3_SOURCE],
@@ -255,7 +301,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "environment": environment(),
             "partial": partial,
         }
-        write_outputs(out, summary, runs, trials, settings, plotted=plotted)
+        write_outputs(out, summary, runs, trials, settings, plotted=plotted, figures=figures)
         return {"summary": summary, "runs": runs, "trials": trials, "settings": settings}
 
 
@@ -268,6 +314,18 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         log(f"[table2] {DATASETS[key].title}: {info['repr']}")
         inner = progress and jobs <= 1
         base = {"dataset": key, "data_dir": data_dir, "subsample": subsample, "inner_progress": False}
+
+        def evaluate(learners, desc):
+            """Submits every shuffle of ``learners`` ((label, class, parameters) triples)."""
+            return submit_jobs(run_job, [{**base, "inner_progress": inner, "seed": s, "algorithm": label,
+                                          "class_name": cls_name, "params": params}
+                                         for label, cls_name, params in learners for s in seed_list],
+                               n_jobs=jobs, desc=f"{DATASETS[key].title}: {desc}", progress=progress, label=_label)
+
+        # The learners with fixed parameters are submitted first: on a cluster they run while the
+        # tuning searches go on (elsewhere every pending pass runs when collected).
+        pending = [evaluate([(label, cls_name, fixed) for label, cls_name, fixed, tuning in to_run if tuning is None],
+                            "learners")]
         for label, cls_name, fixed, tuning in to_run:
             if tuning is None:
                 continue
@@ -277,20 +335,25 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             done["trials"] += tuner.trials
             log(f"[table2] {DATASETS[key].title}: {label} tuned on shuffle {TUNING_SEED} -> {chosen} "
                 f"(error {tuner.cache.get(tuple(sorted(chosen.items())), float('nan')):.4f}, {len(tuner.trials)} runs)")
-        eval_jobs = [{**base, "inner_progress": inner, "seed": s, "algorithm": label, "class_name": cls_name,
-                      "params": {**fixed, **done["tuned"].get(label, {})}}
-                     for label, cls_name, fixed, _ in to_run for s in seed_list]
-        for res in run_jobs(run_job, eval_jobs, n_jobs=jobs, desc=f"{DATASETS[key].title}: learners",
-                            progress=progress, label=_label):
-            if res.error:
-                done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
-                log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
-            else:
-                done["runs"].append(res.record)
+            pending.append(evaluate([(label, cls_name, {**fixed, **chosen})], label))
+        results = {}
+        for batch in pending:
+            for res in batch.results():
+                results.setdefault(res.job["algorithm"], []).append(res)
+        for label, _, _, _ in to_run:  # table order, whatever order the passes ran in
+            for res in results.get(label, []):
+                if res.error:
+                    done["failures"].append({"dataset": key, "job": _label(res.job), "error": res.error})
+                    log(f"[table2] FAILED {key} {_label(res.job)}: {res.error.splitlines()[0]}")
+                else:
+                    done["runs"].append(res.record)
+        done["figure"] = run_task(cumulative_error_png, *figure_args(summarise(done["runs"], [key], order), key,
+                                                                     len(seed_list)))
         return done
 
+    load_streams_ahead(keys, data_dir, subsample)
     for key, done in per_dataset(keys, run_dataset):
-        streams_info[key], tuned[key] = done["info"], done["tuned"]
+        streams_info[key], tuned[key], figures[key] = done["info"], done["tuned"], done["figure"]
         runs.extend(done["runs"])
         trials.extend(done["trials"])
         failures.extend(done["failures"])
@@ -429,10 +492,17 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
     return "\n".join(lines)
 
 
+def figure_args(summary: list[dict], key: str, n_seeds: int) -> tuple[dict, str]:
+    """The arguments of :func:`~.figures.cumulative_error_png` for the data set ``key``."""
+    curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
+    return curves, f"{DATASETS[key].title}\ncumulative error rate, mean over {n_seeds} shuffle(s)"
+
+
 def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list[dict], settings: dict,
-                  plotted: set | None = None) -> None:
+                  plotted: set | None = None, figures: dict[str, bytes] | None = None) -> None:
     """Writes the tables, CSVs, settings and one figure per data set; the data sets in ``plotted``
-    (finished ones whose figure is already written) are skipped, and the ones drawn are added."""
+    (finished ones whose figure is already written) are skipped, and the ones written are added.
+    ``figures``: PNGs already drawn, per data set (the others are drawn here)."""
     write_csv(out / "table2.csv", summary, CSV_FIELDS)
     write_csv(out / "table2_runs.csv", runs, RUN_FIELDS)
     trial_fields = ["dataset", "algorithm"] + sorted({k for t in trials for k in t} - {"dataset", "algorithm",
@@ -440,14 +510,12 @@ def write_outputs(out: Path, summary: list[dict], runs: list[dict], trials: list
     write_csv(out / "table2_tuning.csv", trials, trial_fields + ["error_rate", "error"])
     write_json(out / "table2_settings.json", settings)
     (out / "table2.md").write_text(render_markdown(summary, settings))
-    from .figures import plot_cumulative_error
-
     for key in settings["datasets"]:
         if plotted is not None and key in plotted:
             continue
-        curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
-        plot_cumulative_error(curves, f"{DATASETS[key].title}\ncumulative error rate, mean over "
-                              f"{len(settings['seeds'])} shuffle(s)",
-                              out / f"fig_cumulative_error_{key}.png")
+        png = (figures or {}).get(key)
+        if png is None:
+            png = cumulative_error_png(*figure_args(summary, key, len(settings["seeds"])))
+        (out / f"fig_cumulative_error_{key}.png").write_bytes(png)
         if plotted is not None:
             plotted.add(key)
