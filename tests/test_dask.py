@@ -388,6 +388,54 @@ def test_reproduce_on_a_local_cluster_equals_one_process(client, tmp_path, data_
             assert _without_timing(tmp_path / name / csv_name) == _without_timing(tmp_path / "jobs1" / csv_name), csv_name
 
 
+def test_both_tables_in_one_command_equal_two_commands(client, tmp_path, data_dir):
+    """``omtl reproduce table1 table2`` on a cluster (both tables at once, sharing it) writes what
+    the two commands write one after the other in one process, timings aside."""
+    from omtl.cli import main
+
+    common = ["--quick", "--datasets", "school,sentiment,landmine,pu_spam", "--data-dir", str(data_dir),
+              "--no-progress"]
+    assert main(["reproduce", "table1", "table2", *common, "--scheduler", client.cluster.scheduler_address,
+                 "--out", str(tmp_path / "together")]) == 0
+    for table, datasets in (("table1", "school,sentiment"), ("table2", "landmine,pu_spam")):
+        assert main(["reproduce", table, *common[:1], "--datasets", datasets, *common[3:], "--jobs", "1",
+                     "--out", str(tmp_path / "apart")]) == 0
+    csvs = sorted(p.name for p in (tmp_path / "apart").glob("*.csv"))
+    assert len(csvs) == 5 and sorted(p.name for p in (tmp_path / "together").glob("*.csv")) == csvs
+    for csv_name in csvs:
+        assert _without_timing(tmp_path / "together" / csv_name) == _without_timing(tmp_path / "apart" / csv_name)
+    assert sorted(p.name for p in (tmp_path / "together").glob("*.png")) == \
+        sorted(p.name for p in (tmp_path / "apart").glob("*.png"))
+
+
+def test_experiments_share_one_load_queue(client, data_dir):
+    """Loads queued by several experiments (several calls, any threads) form one queue per client:
+    every data set loaded once, in queue order, never more loads at a time than workers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed import get_task_stream
+
+    from omtl.experiments import runner
+
+    first, second = ["sentiment", "school"], ["landmine", "newsgroups_cs", "school"]
+    with get_task_stream(client=client) as stream, runner.run_on_dask(client):
+        runner.load_streams_ahead(first, data_dir, 60)
+        runner.load_streams_ahead(second, data_dir, 60)
+        with ThreadPoolExecutor(2) as pool:  # the experiments' threads ask for their streams
+            sizes = list(pool.map(lambda k: runner.stream_summary(k, data_dir, 60)["n"], second + first))
+        assert len(runner._LOAD_QUEUES) == 1
+        data_set_of = {future.key: ck[0] for ck, (_, future, _) in runner._STREAM_FUTURES.items()}
+    assert sizes == [60] * 5 and not runner._LOADS_AHEAD and not runner._LOAD_QUEUES
+    loads = sorted((ss["start"], ss["stop"], t["key"]) for t in stream.data for ss in t["startstops"]
+                   if str(t["key"]).startswith("load_stream") and ss["action"] == "compute")
+    assert len(loads) == 4
+    when = {data_set_of[key]: (start, stop) for start, stop, key in loads}
+    queued = [when[k] for k in ("sentiment", "school", "landmine", "newsgroups_cs")]
+    for i in (2, 3):  # the i-th load waited for a free slot: i - 1 of the loads queued before it had ended
+        assert sum(stop <= queued[i][0] for _, stop in queued[:i]) >= i - 1
+    assert all(sum(b[0] <= a[0] < b[1] for b in loads) <= 2 for a in loads)  # running when each one starts
+
+
 def test_streams_loaded_ahead_are_loaded_once(client, data_dir):
     """The data sets' threads wait for the loads load_streams_ahead submits (one per worker at a
     time) instead of submitting their own: one load per data set, whoever asks first."""

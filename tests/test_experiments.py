@@ -424,3 +424,28 @@ def test_outputs_are_written_after_each_data_set(tmp_path, data_dir, monkeypatch
                       progress=False)
     assert calls == [(True, ["ecml2006_a"], {"ecml2006_a"}), (False, ["ecml2006_a", "school"], {"ecml2006_a", "school"})]
     assert "Partial output" not in (tmp_path / "table1.md").read_text()
+
+
+def test_reproduce_several_tables_splits_the_subsets_among_them(tmp_path, data_dir, capsys):
+    """``omtl reproduce table1 table2`` (or ``all``): each table gets the --datasets/--learners it
+    knows and writes its outputs into the one folder, as it would alone; a name no table knows, or
+    a table left with none, is refused before anything runs."""
+    from omtl.cli import chosen_tables
+
+    assert chosen_tables(["table2", "table1", "table2"]) == ["table1", "table2"] == chosen_tables(["all"])
+    assert chosen_tables(["table2"]) == ["table2"]
+    for subsets, message in ((["--datasets", "school,mhc1"], "unknown \\['mhc1'\\]"),
+                             (["--datasets", "school"], "nothing of table2"),
+                             (["--learners", "ROMCO"], "nothing of table1")):
+        with pytest.raises(SystemExit, match=message):
+            main(["reproduce", "all", "--quick", *subsets, "--out", str(tmp_path / "refused"), "--no-progress"])
+    assert not (tmp_path / "refused").exists()
+    common = ["--quick", "--seeds", "1", "--data-dir", str(data_dir), "--no-progress"]
+    assert main(["reproduce", "all", "--datasets", "school,landmine", "--learners", "MTRBP,PA-Unique", *common,
+                 "--out", str(tmp_path / "both")]) == 0
+    printed = capsys.readouterr().out
+    assert printed.index("# Table 1") < printed.index("# Table 2")
+    assert {r["dataset"] for r in _read(tmp_path / "both" / "table1_runs.csv")} == {"school"}
+    assert {r["algorithm"] for r in _read(tmp_path / "both" / "table2_runs.csv")} == {"PA-Unique"}
+    assert (tmp_path / "both" / "fig_f1_vs_budget.png").exists()
+    assert (tmp_path / "both" / "fig_cumulative_error_landmine.png").exists()

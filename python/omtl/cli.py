@@ -1,5 +1,5 @@
 """The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream; ``omtl reproduce
-table1|table2`` runs the papers' experiments (:mod:`omtl.experiments`)."""
+table1|table2|all`` runs the papers' experiments (:mod:`omtl.experiments`)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def fresh_results_dir(table: str, root="omtl-results"):
     Parameters
     ----------
     table : str
-        "table1" or "table2".
+        The experiment(s): "table1", "table2", or "table1-table2".
     root : str or path-like
         The folder the run folders go in.
 
@@ -129,30 +129,63 @@ def fresh_results_dir(table: str, root="omtl-results"):
     return out
 
 
+#: What ``omtl reproduce`` accepts: one experiment, several, or ``all`` (every one, in this order).
+TABLES = ["table1", "table2"]
+
+
+def chosen_tables(names: list[str]) -> list[str]:
+    """The experiments named on the command line, each once, in the papers' order (``all``: every one)."""
+    wanted = set(TABLES) if "all" in names else set(names)
+    return [t for t in TABLES if t in wanted]
+
+
+def names_per_table(option: str, names: list[str] | None, tables: list[str], known: dict[str, list[str]]):
+    """Splits a ``--datasets``/``--learners`` list among several experiments: each gets the names
+    it knows. A name no experiment knows, or an experiment left with none, is an error (one
+    experiment alone gets the list as is, and says itself what it does not know)."""
+    if names is None or len(tables) == 1:
+        return dict.fromkeys(tables, names)
+    unknown = [n for n in names if not any(n in known[t] for t in tables)]
+    if unknown:
+        raise SystemExit(f"{option}: unknown {unknown}; " + "; ".join(f"{t}: {','.join(known[t])}" for t in tables))
+    split = {t: [n for n in names if n in known[t]] for t in tables}
+    for t in tables:
+        if not split[t]:
+            raise SystemExit(f"{option} names nothing of {t} (it has {','.join(known[t])}): leave {t} out of the "
+                             "command or name some")
+    return split
+
+
 def run_reproduce(args) -> int:
     from pathlib import Path
 
-    from .experiments import run_table1, run_table2
+    from .experiments import table1, table2
+    from .experiments.together import run_experiments
 
     if args.jobs < 1:
         raise SystemExit("--jobs must be >= 1")
     if args.seeds is not None and args.seeds < 1:
         raise SystemExit("--seeds must be >= 1")
-    out = Path(args.out) if args.out else fresh_results_dir(args.table)
+    tables = chosen_tables(args.tables)
+    out = Path(args.out) if args.out else fresh_results_dir("-".join(tables))
+    datasets = names_per_table("--datasets", args.datasets.split(",") if args.datasets else None, tables,
+                               {"table1": table1.DATASET_KEYS, "table2": table2.DATASET_KEYS})
+    learners = names_per_table("--learners", args.learners.split(",") if args.learners else None, tables,
+                               {"table1": [a for a, _, _ in table1.ALGORITHMS],
+                                "table2": [a for a, _, _, _ in table2.LEARNERS]})
     common = {"out": out, "seeds": args.seeds, "quick": args.quick, "jobs": args.jobs, "data_dir": args.data_dir,
-              "progress": show_progress(args),
-              "datasets": args.datasets.split(",") if args.datasets else None,
-              "learners": args.learners.split(",") if args.learners else None}
-    if args.table == "table1" and args.full_grid:
+              "progress": show_progress(args)}
+    plans = {t: {**common, "datasets": datasets[t], "learners": learners[t]} for t in tables}
+    if "table2" in plans:
+        plans["table2"]["full_grid"] = args.full_grid
+    elif args.full_grid:
         print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
     with grid_executor(args):
-        if args.table == "table1":
-            result = run_table1(**common)
-        else:
-            result = run_table2(full_grid=args.full_grid, **common)
-    print((out / f"{args.table}.md").read_text())
+        results = run_experiments(plans)  # several: at once on Dask, one after the other elsewhere
+    for table in tables:
+        print((out / f"{table}.md").read_text())
     print(f"outputs written to {out}/")
-    return 1 if result["settings"]["failures"] else 0
+    return 1 if any(result["settings"]["failures"] for result in results.values()) else 0
 
 
 @contextmanager
@@ -184,7 +217,9 @@ def main(argv=None) -> int:
     demo.set_defaults(func=run_demo)
     rep = sub.add_parser("reproduce", help="run the papers' experiments (Table 1: Cavallanti & Cesa-Bianchi; "
                          "Table 2/3: ROMCO) and write tables, CSVs, settings and figures")
-    rep.add_argument("table", choices=["table1", "table2"])
+    rep.add_argument("tables", nargs="+", choices=[*TABLES, "all"], metavar="TABLE",
+                     help="table1, table2, or several (\"table1 table2\", or \"all\"): several write into one "
+                     "folder and, on Dask (--jobs N, --scheduler), run at once sharing the cluster")
     rep.add_argument("--quick", action="store_true", help="a small fixed subsample, 2 seeds, a tiny tuning grid")
     rep.add_argument("--seeds", type=int, default=None, help="number of shuffles, seeds 0..N-1 (default 5 for table1, "
                      "10 for table2, 2 with --quick)")

@@ -315,8 +315,9 @@ def _summary(stream) -> dict:
 
 
 def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = None) -> None:
-    """On a Dask cluster, loads the data sets ``keys`` in this order, at most one per worker at a
-    time; elsewhere nothing (each is loaded when first used).
+    """On a Dask cluster, queues the loads of the data sets ``keys``, in this order, after those
+    queued before (by any thread: several experiments sharing a cluster share one queue), at most
+    one load per worker at a time; elsewhere nothing (each is loaded when first used).
 
     The scheduler places a task without dependencies at once, on the worker it estimates least
     busy, and cannot tell a 3 ms load from a 1 s one: submitted together, two loads could queue
@@ -327,25 +328,63 @@ def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = N
     client = _DASK_CLIENT
     with _STREAM_FUTURES_LOCK:
         todo = [ck for ck in dict.fromkeys(_stream_key(k, data_dir, subsample) for k in keys)
-                if not (ck in _STREAM_FUTURES and _STREAM_FUTURES[ck][0] is client)]
+                if not (ck in _STREAM_FUTURES and _STREAM_FUTURES[ck][0] is client)
+                and not (ck in _LOADS_AHEAD and _LOADS_AHEAD[ck][0] is client)]
         for ck in todo:
             _LOADS_AHEAD[ck] = (client, threading.Event())
-    slots = threading.Semaphore(_n_workers(client))
+    with _LOAD_QUEUES_LOCK:
+        queue = _LOAD_QUEUES.get(id(client))
+        if queue is None or queue.client is not client:
+            queue = _LOAD_QUEUES[id(client)] = _LoadQueue(client)
+        queue.todo.extend(todo)
+        if queue.todo and not queue.running:
+            queue.running = True
+            threading.Thread(target=_submit_queued_loads, args=(queue,), name="omtl-loads", daemon=True).start()
 
-    def submit_in_order():
-        try:
-            for ck in todo:
-                while not slots.acquire(timeout=0.1):
-                    if _DASK_CLIENT is not client:  # the run is over (or failed): stop
-                        return
-                future, _ = _submit_load(client, ck)
-                future.add_done_callback(lambda _: slots.release())  # finished, failed or cancelled
-                _stop_waiting_for(ck)
-        finally:  # whatever happened, nobody waits for a load this thread will not submit
-            for ck in todo:
-                _stop_waiting_for(ck)
 
-    threading.Thread(target=submit_in_order, name="omtl-loads", daemon=True).start()
+class _LoadQueue:
+    """The loads :func:`load_streams_ahead` has queued for one client, and the worker slots they
+    take (one per worker)."""
+
+    def __init__(self, client):
+        from collections import deque
+
+        self.client, self.todo, self.running = client, deque(), False
+        self.slots = threading.Semaphore(_n_workers(client))
+
+
+#: Per client (by id), its :class:`_LoadQueue`; dropped when :func:`run_on_dask` ends.
+_LOAD_QUEUES: dict = {}
+_LOAD_QUEUES_LOCK = threading.Lock()
+
+
+def _submit_queued_loads(queue: _LoadQueue) -> None:
+    """Submits ``queue``'s loads in order, each when a worker slot is free; returns when the queue
+    is empty (a later :func:`load_streams_ahead` starts another such thread) or the run is over."""
+    client, emptied = queue.client, False
+    try:
+        while True:
+            with _LOAD_QUEUES_LOCK:
+                if not queue.todo:
+                    queue.running, emptied = False, True
+                    return
+                cache_key = queue.todo[0]
+            while not queue.slots.acquire(timeout=0.1):
+                if _DASK_CLIENT is not client:  # the run is over (or failed): stop
+                    return
+            future, _ = _submit_load(client, cache_key)
+            future.add_done_callback(lambda _: queue.slots.release())  # finished, failed or cancelled
+            with _LOAD_QUEUES_LOCK:
+                queue.todo.popleft()
+            _stop_waiting_for(cache_key)
+    finally:  # stopped early, whatever the reason: nobody waits for a load this thread will not submit
+        if not emptied:
+            with _LOAD_QUEUES_LOCK:
+                left = list(queue.todo)
+                queue.todo.clear()
+                queue.running = False
+            for cache_key in left:
+                _stop_waiting_for(cache_key)
 
 
 def _stop_waiting_for(cache_key: tuple) -> None:
@@ -392,6 +431,9 @@ def run_on_dask(client):
         yield client
     finally:
         _DASK_CLIENT = previous
+        if previous is not client:
+            with _LOAD_QUEUES_LOCK:
+                _LOAD_QUEUES.pop(id(client), None)
         for cache_key in [k for k, (c, _) in list(_LOADS_AHEAD.items()) if c is client]:
             _stop_waiting_for(cache_key)
         with _STREAM_FUTURES_LOCK:  # the loaded streams are released on the cluster

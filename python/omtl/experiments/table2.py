@@ -247,6 +247,16 @@ def available_learners(labels: list[str] | None = None) -> tuple[list[tuple[str,
     return present, skipped
 
 
+def data_streams(datasets: list[str] | None, quick: bool) -> tuple[list[str], int | None]:
+    """The data sets the experiment reads (``datasets``, checked, or all), in its order, and the rows
+    it subsamples from each (None: every row)."""
+    keys = list(datasets or DATASET_KEYS)
+    unknown = [k for k in keys if k not in DATASET_KEYS]
+    if unknown:
+        raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {DATASET_KEYS}")
+    return keys, (QUICK_ROWS if quick else None)
+
+
 def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs: int = 1, data_dir=None,
                full_grid: bool = False, datasets: list[str] | None = None, learners: list[str] | None = None,
                progress: bool = True) -> dict:
@@ -256,11 +266,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
     out.mkdir(parents=True, exist_ok=True)
     n_seeds = seeds if seeds is not None else (QUICK_SEEDS if quick else 10)
     seed_list = list(range(n_seeds))
-    subsample = QUICK_ROWS if quick else None
-    keys = list(datasets or DATASET_KEYS)
-    unknown = [k for k in keys if k not in DATASET_KEYS]
-    if unknown:
-        raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {DATASET_KEYS}")
+    keys, subsample = data_streams(datasets, quick)
     grid = QUICK_GRID if quick else PAPER_GRID
     to_run, skipped = available_learners(learners)
     notes: list[str] = []
