@@ -4,35 +4,31 @@
 //! Every (row, query) product is computed by the same sequence whatever R and Q are: one
 //! accumulator register of `W::N` lanes, a fused (or, portable, plain) multiply-add per chunk of
 //! `W::N` features, the last partial chunk loaded with its missing lanes set to zero, then the
-//! lanes summed by [`Wide::sum4`]. So scoring one query at a time or several in one pass over the
+//! lanes summed by [`Wide::sum4_block`]. So scoring one query at a time or several in one pass over the
 //! stored rows gives bit-identical dot products (the lookahead of the learn loop relies on it).
 
-/// A register of `N` f64 lanes for the dense dot products (or a plain array, portable).
+use crate::simd::Lanes;
+
+/// A [`Lanes`] register as the dense dot products use it: loads through raw pointers (the
+/// stored rows and the queries are addressed by pointer) and one fixed order of the lane sums.
+/// The zero, the multiply-add (fused in the x86 builds) are [`Lanes`]'.
 ///
 /// # Safety
-/// The x86 implementations use AVX2 + FMA (`__m256d`) or AVX-512F (`__m512d`) instructions:
-/// call their methods only inside functions compiled for those features, after detection.
-pub(crate) trait Wide: Copy {
-    const N: usize;
-    unsafe fn zero() -> Self;
+/// As for [`Lanes`]: the x86 implementations use AVX2 + FMA (`__m256d`) or AVX-512F (`__m512d`)
+/// instructions; call their methods only inside functions compiled for those features.
+pub(crate) trait Wide: Lanes {
     /// `N` values from `p`.
-    unsafe fn load(p: *const f64) -> Self;
+    unsafe fn load_ptr(p: *const f64) -> Self;
     /// `n < N` values from `p`, the other lanes zero (nothing past `p + n` is read).
     unsafe fn load_head(p: *const f64, n: usize) -> Self;
-    /// `self * w + acc`, fused in the x86 implementations.
-    unsafe fn fma(self, w: Self, acc: Self) -> Self;
-    /// The lane sums of four registers.
-    unsafe fn sum4(v: [Self; 4]) -> [f64; 4];
+    /// The lane sums of four registers, in this kernel's order (which every build keeps, so a
+    /// window's scores equal single-query scores bit for bit).
+    unsafe fn sum4_block(v: [Self; 4]) -> [f64; 4];
 }
 
 impl Wide for [f64; 4] {
-    const N: usize = 4;
     #[inline(always)]
-    unsafe fn zero() -> Self {
-        [0.0; 4]
-    }
-    #[inline(always)]
-    unsafe fn load(p: *const f64) -> Self {
+    unsafe fn load_ptr(p: *const f64) -> Self {
         [*p, *p.add(1), *p.add(2), *p.add(3)]
     }
     #[inline(always)]
@@ -44,16 +40,7 @@ impl Wide for [f64; 4] {
         out
     }
     #[inline(always)]
-    unsafe fn fma(self, w: Self, acc: Self) -> Self {
-        [
-            self[0] * w[0] + acc[0],
-            self[1] * w[1] + acc[1],
-            self[2] * w[2] + acc[2],
-            self[3] * w[3] + acc[3],
-        ]
-    }
-    #[inline(always)]
-    unsafe fn sum4(v: [Self; 4]) -> [f64; 4] {
+    unsafe fn sum4_block(v: [Self; 4]) -> [f64; 4] {
         let s = |a: [f64; 4]| (a[0] + a[1]) + (a[2] + a[3]);
         [s(v[0]), s(v[1]), s(v[2]), s(v[3])]
     }
@@ -62,16 +49,12 @@ impl Wide for [f64; 4] {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::Wide;
+    use crate::simd::Lanes;
     use std::arch::x86_64::*;
 
     impl Wide for __m256d {
-        const N: usize = 4;
         #[inline(always)]
-        unsafe fn zero() -> Self {
-            _mm256_setzero_pd()
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f64) -> Self {
+        unsafe fn load_ptr(p: *const f64) -> Self {
             _mm256_loadu_pd(p)
         }
         #[inline(always)]
@@ -82,30 +65,15 @@ mod x86 {
             _mm256_maskload_pd(p, mask)
         }
         #[inline(always)]
-        unsafe fn fma(self, w: Self, acc: Self) -> Self {
-            _mm256_fmadd_pd(self, w, acc)
-        }
-        #[inline(always)]
-        unsafe fn sum4(v: [Self; 4]) -> [f64; 4] {
-            // (x0 + x1) + (x2 + x3) for each register, transposed: 5 instructions for the four.
-            let ab = _mm256_hadd_pd(v[0], v[1]);
-            let cd = _mm256_hadd_pd(v[2], v[3]);
-            let low = _mm256_permute2f128_pd::<0x20>(ab, cd);
-            let high = _mm256_permute2f128_pd::<0x31>(ab, cd);
-            let mut out = [0.0; 4];
-            _mm256_storeu_pd(out.as_mut_ptr(), _mm256_add_pd(low, high));
-            out
+        unsafe fn sum4_block(v: [Self; 4]) -> [f64; 4] {
+            // (x0 + x1) + (x2 + x3) for each register: Lanes' transposing reduction.
+            <Self as Lanes>::sum4(v)
         }
     }
 
     impl Wide for __m512d {
-        const N: usize = 8;
         #[inline(always)]
-        unsafe fn zero() -> Self {
-            _mm512_setzero_pd()
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f64) -> Self {
+        unsafe fn load_ptr(p: *const f64) -> Self {
             _mm512_loadu_pd(p)
         }
         #[inline(always)]
@@ -113,18 +81,14 @@ mod x86 {
             _mm512_maskz_loadu_pd(((1u32 << n) - 1) as __mmask8, p)
         }
         #[inline(always)]
-        unsafe fn fma(self, w: Self, acc: Self) -> Self {
-            _mm512_fmadd_pd(self, w, acc)
-        }
-        #[inline(always)]
-        unsafe fn sum4(v: [Self; 4]) -> [f64; 4] {
+        unsafe fn sum4_block(v: [Self; 4]) -> [f64; 4] {
             // Each register's upper half added onto its lower half, then the 256-bit reduction
             // (spelled out: a closure would not be compiled with the caller's features).
             let f0 = _mm256_add_pd(_mm512_castpd512_pd256(v[0]), _mm512_extractf64x4_pd::<1>(v[0]));
             let f1 = _mm256_add_pd(_mm512_castpd512_pd256(v[1]), _mm512_extractf64x4_pd::<1>(v[1]));
             let f2 = _mm256_add_pd(_mm512_castpd512_pd256(v[2]), _mm512_extractf64x4_pd::<1>(v[2]));
             let f3 = _mm256_add_pd(_mm512_castpd512_pd256(v[3]), _mm512_extractf64x4_pd::<1>(v[3]));
-            <__m256d as Wide>::sum4([f0, f1, f2, f3])
+            <__m256d as Lanes>::sum4([f0, f1, f2, f3])
         }
     }
 }
@@ -146,12 +110,12 @@ pub(crate) unsafe fn dots_block<W: Wide, const Q: usize>(
     while i < body {
         let mut xv = [W::zero(); Q];
         for q in 0..Q {
-            xv[q] = W::load(xp[q].add(i));
+            xv[q] = W::load_ptr(xp[q].add(i));
         }
         for r in 0..4 {
-            let rv = W::load(rp[r].add(i));
+            let rv = W::load_ptr(rp[r].add(i));
             for q in 0..Q {
-                acc[q][r] = rv.fma(xv[q], acc[q][r]);
+                acc[q][r] = rv.mul_add(xv[q], acc[q][r]);
             }
         }
         i += W::N;
@@ -161,13 +125,13 @@ pub(crate) unsafe fn dots_block<W: Wide, const Q: usize>(
         for r in 0..4 {
             let rv = W::load_head(rp[r].add(body), n);
             for q in 0..Q {
-                acc[q][r] = rv.fma(W::load_head(xp[q].add(body), n), acc[q][r]);
+                acc[q][r] = rv.mul_add(W::load_head(xp[q].add(body), n), acc[q][r]);
             }
         }
     }
     let mut out = [[0.0; 4]; Q];
     for q in 0..Q {
-        out[q] = W::sum4(acc[q]);
+        out[q] = W::sum4_block(acc[q]);
     }
     out
 }

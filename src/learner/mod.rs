@@ -244,9 +244,7 @@ pub trait OnlineLearner {
     /// `out[j]` = the score of `rows[j]` in task `tasks[j]` by the current model, bit for bit
     /// what [`OnlineLearner::score`] gives (the default calls it row by row).
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        for ((row, &task), o) in rows.iter().zip(tasks).zip(out.iter_mut()) {
-            *o = self.score(*row, task, scratch);
-        }
+        score_each(self, rows, tasks, out, scratch);
     }
 
     /// [`OnlineLearner::update`], with the scores of the next rows made ahead by the model before
@@ -417,6 +415,20 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
         t += j;
     }
     Ok(())
+}
+
+/// The scores of `rows` one at a time through [`OnlineLearner::score`]: the default
+/// [`OnlineLearner::score_ahead`], for learners (or forms of one) with no window of their own.
+pub fn score_each<L: OnlineLearner + ?Sized>(
+    model: &L,
+    rows: &[Row],
+    tasks: &[usize],
+    out: &mut [f64],
+    scratch: &mut Scratch,
+) {
+    for ((row, &task), o) in rows.iter().zip(tasks).zip(out.iter_mut()) {
+        *o = model.score(*row, task, scratch);
+    }
 }
 
 /// Runs the online protocol over a batch and returns the pre-update scores.

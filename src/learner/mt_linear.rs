@@ -1507,25 +1507,6 @@ mod tests {
     }
 
     #[test]
-    fn disconnected_arow_equals_independent_learners() {
-        let (n, d, k) = (300, 5, 3);
-        let (x, y, tasks) = labelled(n, d, k, 4);
-        let tk = TaskKernel::disconnected(k).unwrap();
-        let mut joint = MTLinear::new(&tk, d, params("logistic", "arow", None)).unwrap();
-        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
-        let one = TaskKernel::disconnected(1).unwrap();
-        for task in 0..k {
-            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
-            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
-            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
-            let mut single = MTLinear::new(&one, d, params("logistic", "arow", None)).unwrap();
-            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
-            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
-            assert_eq!(s, expected);
-        }
-    }
-
-    #[test]
     fn shared_rate_moves_the_shared_share_of_the_first_step() {
         // Complete graph k = 2, one task-0 logistic example x = (2, 0): each of the 4 coordinates
         // (own and shared, feature and intercept) has u² r = 2 under the normalized rule and
@@ -1578,20 +1559,22 @@ mod tests {
 
     #[test]
     fn disconnected_equals_independent_learners() {
-        let (n, d, k) = (300, 5, 3);
-        let (x, y, tasks) = labelled(n, d, k, 1);
-        let tk = TaskKernel::disconnected(k).unwrap();
-        let mut joint = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
-        let joint_scores = run(&mut joint, &x, &y, &tasks, d);
-        let one = TaskKernel::disconnected(1).unwrap();
-        for task in 0..k {
-            let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
-            let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
-            let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
-            let mut single = MTLinear::new(&one, d, params("logistic", "normalized", None)).unwrap();
-            let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
-            let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
-            assert_eq!(s, expected);
+        for (rule, seed) in [("normalized", 1), ("arow", 4)] {
+            let (n, d, k) = (300, 5, 3);
+            let (x, y, tasks) = labelled(n, d, k, seed);
+            let tk = TaskKernel::disconnected(k).unwrap();
+            let mut joint = MTLinear::new(&tk, d, params("logistic", rule, None)).unwrap();
+            let joint_scores = run(&mut joint, &x, &y, &tasks, d);
+            let one = TaskKernel::disconnected(1).unwrap();
+            for task in 0..k {
+                let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
+                let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
+                let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
+                let mut single = MTLinear::new(&one, d, params("logistic", rule, None)).unwrap();
+                let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
+                let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
+                assert_eq!(s, expected, "{rule}");
+            }
         }
     }
 

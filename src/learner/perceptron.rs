@@ -12,7 +12,7 @@ use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting, score_each};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -151,11 +151,7 @@ impl OnlineLearner for MTPerceptron {
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
         match &self.model {
             Model::Dual(set, index) => rows_scores(set, index, &self.kernel, &self.tasks, rows, tasks, out, scratch),
-            Model::Primal(_) => {
-                for ((row, &task), o) in rows.iter().zip(tasks).zip(out.iter_mut()) {
-                    *o = self.score(*row, task, scratch);
-                }
-            }
+            Model::Primal(_) => score_each(self, rows, tasks, out, scratch),
         }
     }
 

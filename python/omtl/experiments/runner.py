@@ -238,6 +238,16 @@ def _call(fn, job):
         return JobResult(job, None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}")
 
 
+def chosen_streams(datasets: list[str] | None, known: list[str], subsample: int | None) -> tuple[list[str], int | None]:
+    """``datasets`` checked against an experiment's ``known`` data sets (all of them when None), and
+    the rows ``subsample``d from each (None: every row): what a table's ``data_streams`` returns."""
+    keys = list(datasets or known)
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {known}")
+    return keys, subsample
+
+
 def _call_many(fn, jobs, streams=()):
     """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms).
     ``streams``: the :class:`_StreamRef` of the data sets the jobs read, loaded once by another

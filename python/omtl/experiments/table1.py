@@ -26,6 +26,7 @@ from .runner import (
     DATASETS,
     accepted_params,
     budgets_from_battery,
+    chosen_streams,
     environment,
     fmt_pct,
     load_stream,
@@ -129,11 +130,7 @@ def available_algorithms(labels: list[str] | None = None) -> tuple[list[tuple[st
 def data_streams(datasets: list[str] | None, quick: bool) -> tuple[list[str], int | None]:
     """The data sets the experiment reads (``datasets``, checked, or all), in its order, and the rows
     it subsamples from each (None: every row)."""
-    keys = list(datasets or DATASET_KEYS)
-    unknown = [k for k in keys if k not in DATASET_KEYS]
-    if unknown:
-        raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {DATASET_KEYS}")
-    return keys, (QUICK_ROWS if quick else None)
+    return chosen_streams(datasets, DATASET_KEYS, QUICK_ROWS if quick else None)
 
 
 def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs: int = 1, data_dir=None,

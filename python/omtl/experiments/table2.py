@@ -28,6 +28,7 @@ from .figures import cumulative_error_png
 from .runner import (
     DATASETS,
     accepted_params,
+    chosen_streams,
     environment,
     fmt_pct,
     load_stream,
@@ -250,11 +251,7 @@ def available_learners(labels: list[str] | None = None) -> tuple[list[tuple[str,
 def data_streams(datasets: list[str] | None, quick: bool) -> tuple[list[str], int | None]:
     """The data sets the experiment reads (``datasets``, checked, or all), in its order, and the rows
     it subsamples from each (None: every row)."""
-    keys = list(datasets or DATASET_KEYS)
-    unknown = [k for k in keys if k not in DATASET_KEYS]
-    if unknown:
-        raise ValueError(f"unknown data set(s) {unknown}; this experiment uses {DATASET_KEYS}")
-    return keys, (QUICK_ROWS if quick else None)
+    return chosen_streams(datasets, DATASET_KEYS, QUICK_ROWS if quick else None)
 
 
 def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs: int = 1, data_dir=None,
