@@ -30,6 +30,7 @@
 pub mod alloc;
 pub mod data;
 pub mod error;
+pub mod floors;
 pub mod interrupt;
 pub mod kernel;
 pub mod learner;

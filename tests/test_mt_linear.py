@@ -363,3 +363,19 @@ def test_a_csr_passed_again_skips_the_canonical_scan_but_never_misleads_the_engi
     with pytest.raises(ValueError, match="strictly increasing"):
         model.partial_fit(X, y, tasks=tasks)
     np.testing.assert_array_equal(model.block_weights_, before)
+
+
+def test_memory_floor_hook_runs_on_sparse_and_dense_rows_and_refuses_bad_tasks():
+    """The bench's memory floor (src/floors.rs via ``_testing``): the same pass on the same rows,
+    sparse or dense, reads the same weights; a task id out of range is refused."""
+    from omtl._native import _testing
+    from omtl._validation import csr_parts
+
+    rng = np.random.default_rng(0)
+    X = np.where(rng.random((50, 8)) < 0.3, rng.standard_normal((50, 8)), 0.0)
+    tasks = rng.integers(0, 3, size=50).astype(np.int64)
+    seconds, dense_sum = _testing.complete_graph_floor(np.ascontiguousarray(X), tasks, 3)
+    _, sparse_sum = _testing.complete_graph_floor(csr_parts(sp.csr_matrix(X)), tasks, 3)
+    assert seconds >= 0.0 and dense_sum == sparse_sum and dense_sum != 0.0
+    with pytest.raises(ValueError, match="task"):
+        _testing.complete_graph_floor(np.ascontiguousarray(X), tasks, 2)

@@ -15,6 +15,7 @@ pub fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(omtl_tau, &m)?)?;
     m.add_function(wrap_pyfunction!(svt, &m)?)?;
     m.add_function(wrap_pyfunction!(panic, &m)?)?;
+    m.add_function(wrap_pyfunction!(complete_graph_floor, &m)?)?;
     Ok(m)
 }
 
@@ -140,4 +141,20 @@ fn svt<'py>(
             Ok(Some(row.into_pyarray(py).reshape([d, k])?))
         }
     }
+}
+
+/// [`crate::floors::complete_graph_pass`]: `(seconds, checksum)` of the memory floor of one pass
+/// on the complete graph's feature map (for `benches/compare_vw.py`).
+#[pyfunction]
+#[pyo3(signature = (x, tasks, n_tasks, stride=3))]
+fn complete_graph_floor(
+    py: Python<'_>,
+    x: RowsArg<'_>,
+    tasks: PyReadonlyArray1<'_, i64>,
+    n_tasks: usize,
+    stride: usize,
+) -> PyResult<(f64, f64)> {
+    let rows = x.view()?;
+    let tasks = slice1(&tasks, "tasks")?;
+    py.detach(|| guarded(|| crate::floors::complete_graph_pass(&rows, tasks, n_tasks, stride)))
 }
