@@ -300,13 +300,23 @@ def _stream_future(cache_key: tuple) -> tuple:
     return _submit_load(_DASK_CLIENT, cache_key)
 
 
+#: Dask priorities of the grid's tasks (higher runs first; equal ones in submission order). A
+#: data set's work is a chain (its load, then tuning rounds, each waiting for the one before,
+#: then its figure) beside work submitted ahead that nothing waits for yet (untuned learners'
+#: passes, Table 1's budget learners): a step a driver thread is blocked on goes before the work
+#: ahead, so the chains move on while the bulk fills the workers, instead of queueing behind it.
+PRIORITY_LOAD = 2
+PRIORITY_WAITED = 1
+PRIORITY_AHEAD = 0
+
+
 def _submit_load(client, cache_key: tuple) -> tuple:
     with _STREAM_FUTURES_LOCK:
         entry = _STREAM_FUTURES.get(cache_key)
         if entry is None or entry[0] is not client:
             from distributed import Variable
 
-            future = client.submit(load_stream, *cache_key, pure=False)
+            future = client.submit(load_stream, *cache_key, pure=False, priority=PRIORITY_LOAD)
             variable = Variable(f"omtl-stream-{future.key}", client=client)
             variable.set(future)
             entry = (client, future, variable)
@@ -411,7 +421,7 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
         return _summary(load_stream(key, data_dir, subsample))
     with _DASK_CLIENT.as_current():
         return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample))[0],
-                                   pure=False).result()
+                                   pure=False, priority=PRIORITY_WAITED).result()
 
 
 #: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
@@ -492,7 +502,8 @@ class PendingJobs:
     as :func:`run_jobs` always ran them.
     """
 
-    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None):
+    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None,
+                 waited: bool = False):
         self.fn, self.jobs, self.n_jobs, self.desc, self.progress, self.label = fn, jobs, n_jobs, desc, progress, label
         self._futures: list | None = None
         self._client = _DASK_CLIENT
@@ -504,7 +515,8 @@ class PendingJobs:
             self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
             with _DASK_CLIENT.as_current():  # the client need not be the default one
                 self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
-                                                     _streams_of([jobs[i] for i in chunk]), pure=False)
+                                                     _streams_of([jobs[i] for i in chunk]), pure=False,
+                                                     priority=PRIORITY_WAITED if waited else PRIORITY_AHEAD)
                                  for chunk in self._chunks]
 
     def results(self) -> list[JobResult]:
@@ -560,10 +572,11 @@ def _n_workers(client) -> int:
 
 
 def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
-                label: Callable | None = None) -> PendingJobs:
+                label: Callable | None = None, waited: bool = False) -> PendingJobs:
     """:func:`run_jobs` in two steps: submit now (on a Dask cluster the tasks start at once),
-    collect with ``.results()``."""
-    return PendingJobs(fn, jobs, n_jobs, desc, progress, label)
+    collect with ``.results()``. ``waited``: the caller collects them next, before it submits
+    anything else (on a cluster they go before the work submitted ahead, :data:`PRIORITY_WAITED`)."""
+    return PendingJobs(fn, jobs, n_jobs, desc, progress, label, waited)
 
 
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
@@ -574,7 +587,7 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
     Exceptions are caught per job and returned as ``JobResult.error``. Inside
     :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
-    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label).results()
+    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label, waited=True).results()
 
 
 def run_jobs_here(fn: Callable, jobs: list) -> list[JobResult]:
@@ -597,7 +610,8 @@ def run_task(fn: Callable, *args, reads: list | None = None):
     if _DASK_CLIENT is None:
         return fn(*args)
     with _DASK_CLIENT.as_current():
-        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False).result()
+        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False,
+                                   priority=PRIORITY_WAITED).result()
 
 
 def _call_with_streams(fn, args, streams):
