@@ -205,7 +205,9 @@ def main():
     parser.add_argument("--skip-grid", action="store_true")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from omtl.dask.cluster import local_cluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
 
@@ -213,8 +215,8 @@ def main():
     clusters, clients, startup = {}, {"in process (--jobs 1)": (None, 1)}, {}
     for w in (1, 2):
         t = time.perf_counter()
-        clusters[w] = LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.WARNING)
+        # the cluster `omtl reproduce --jobs w` starts (omtl.dask.cluster.local_cluster: its Dask settings)
+        clusters[w] = local_cluster(w, silence_logs=logging.WARNING)
         client = Client(clusters[w], set_as_default=False)
         client.wait_for_workers(w)
         startup[w] = time.perf_counter() - t
