@@ -375,6 +375,10 @@ def test_grid_tasks_a_driver_waits_for_go_first(client):
             seen.append((getattr(fn, "__name__", ""), kwargs.get("priority")))
             return self.inner.submit(fn, *args, **kwargs)
 
+        def map(self, fn, *iterables, **kwargs):
+            seen.extend([(getattr(fn, "__name__", ""), kwargs.get("priority"))] * len(iterables[0]))
+            return self.inner.map(fn, *iterables, **kwargs)
+
         def __getattr__(self, name):
             return getattr(self.inner, name)
 

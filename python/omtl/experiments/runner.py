@@ -429,11 +429,16 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
 _DASK_CLIENT = None
 
 
-def _streams_of(jobs: list) -> list[_StreamRef]:
-    """The streams a chunk of jobs reads (jobs naming a data set)."""
+def _stream_keys(jobs: list) -> list[tuple]:
+    """The cache keys of the streams some jobs read (jobs naming a data set), in a fixed order."""
     keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
             if isinstance(j, dict) and "dataset" in j}
-    keys = sorted(keys, key=repr)
+    return sorted(keys, key=repr)
+
+
+def _streams_of(jobs: list) -> list[_StreamRef]:
+    """The streams a chunk of jobs reads (jobs naming a data set)."""
+    keys = _stream_keys(jobs)
     loads = [_stream_future(k) for k in keys]
     if loads:  # loaded before a task may ask for them: a task waiting on a worker would hold its thread
         from distributed import wait
@@ -513,11 +518,14 @@ class PendingJobs:
             # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
             n_tasks = min(len(jobs), 8 * _n_workers(_DASK_CLIENT))
             self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
+            chunk_jobs = [[jobs[i] for i in chunk] for chunk in self._chunks]
+            # the streams are looked up once for the round, and its tasks go to the scheduler in
+            # one message (each client call costs the driver, which shares the cores, a round trip)
             with _DASK_CLIENT.as_current():  # the client need not be the default one
-                self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
-                                                     _streams_of([jobs[i] for i in chunk]), pure=False,
-                                                     priority=PRIORITY_WAITED if waited else PRIORITY_AHEAD)
-                                 for chunk in self._chunks]
+                refs = {ref.cache_key: ref for ref in _streams_of(jobs)}
+                streams = [[refs[k] for k in _stream_keys(cj)] for cj in chunk_jobs]
+                self._futures = _DASK_CLIENT.map(_call_many, [fn] * n_tasks, chunk_jobs, streams, pure=False,
+                                                 priority=PRIORITY_WAITED if waited else PRIORITY_AHEAD)
 
     def results(self) -> list[JobResult]:
         from tqdm.auto import tqdm
@@ -532,13 +540,15 @@ class PendingJobs:
 
             index = {fut.key: chunk for fut, chunk in zip(self._futures, self._chunks)}
             with self._client.as_current():
-                for fut in dask_completed(self._futures):
-                    chunk = index[fut.key]
-                    for i, res in zip(chunk, fut.result()):
-                        results[i] = res
-                    if label is not None:
-                        bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
-                    bar.update(len(chunk))
+                # the tasks finished since the last batch are gathered in one call
+                for done in dask_completed(self._futures).batches():
+                    for fut, chunk_results in zip(done, self._client.gather(done)):
+                        chunk = index[fut.key]
+                        for i, res in zip(chunk, chunk_results):
+                            results[i] = res
+                        if label is not None:
+                            bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
+                        bar.update(len(chunk))
         elif self.n_jobs <= 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
                 if label is not None:
