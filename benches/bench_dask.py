@@ -1,7 +1,8 @@
 """Scale-out on Dask: 1 worker against 2 workers on this machine, and the router's overhead.
 
 1. The ``--quick`` experiment grid, as one command (``omtl reproduce table1 table2 --quick``: on
-   Dask both tables run at once, sharing the cluster), on a LocalCluster of 1 and of 2 single-threaded worker processes (the cluster started beforehand,
+   Dask both tables run at once, sharing the cluster), on a LocalCluster of 1 and of 2 single-threaded worker processes
+   started as ``omtl reproduce --jobs N`` starts it (``omtl.dask.cluster.local_cluster``, its Dask settings; started beforehand,
    its start-up timed apart), and in this process (``--jobs 1``) for reference.
 2. A sharded stream of 200 disconnected task groups (5 tasks each, chained by edges; a multitask
    kernel Perceptron, rbf) learned in batches by a ``ShardedLearner`` with 1 shard on 1 worker
