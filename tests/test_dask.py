@@ -351,7 +351,7 @@ def test_scoring_rejects_in_memory_input():
 def test_run_jobs_on_dask_keeps_job_order(client):
     from omtl.experiments.runner import run_jobs, run_on_dask
 
-    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1, 8, 2, -6, 3, 9, -7, 10, -5]  # more jobs than 8 per worker
+    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1, 8, 2, -6, 3, 9, -7, 10, -5]  # more jobs than tasks (TASKS_PER_WORKER per worker)
     with run_on_dask(client):
         results = run_jobs(abs, jobs, progress=False)
     assert [r.job for r in results] == jobs and [r.record for r in results] == [abs(j) for j in jobs]

@@ -498,6 +498,13 @@ def per_dataset(keys: list, fn: Callable):
             yield key, fut.result()
 
 
+#: A round's jobs go into at most this many Dask tasks per worker (see :class:`PendingJobs`): on
+#: 2 cores every task costs the driver and the workers' event loops CPU taken from the passes (8
+#: per worker: --quick grid 1.46-1.80x with 2 workers vs 1, paired runs; 4: 1.69-1.86x); with
+#: worker-saturation 1.0 a free worker takes the next task, so 4 still balance passes of unequal cost.
+TASKS_PER_WORKER = 4
+
+
 class PendingJobs:
     """Jobs handed to :func:`submit_jobs`; :meth:`results` returns their results in job order.
 
@@ -514,9 +521,10 @@ class PendingJobs:
         self._client = _DASK_CLIENT
         if _DASK_CLIENT is not None and jobs:
             # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-            # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
-            # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
-            n_tasks = min(len(jobs), 8 * _n_workers(_DASK_CLIENT))
+            # at most TASKS_PER_WORKER tasks per worker: fewer scheduling round trips, yet enough
+            # tasks to balance passes of unequal cost; jobs dealt round-robin (neighbouring jobs
+            # often cost alike)
+            n_tasks = min(len(jobs), TASKS_PER_WORKER * _n_workers(_DASK_CLIENT))
             self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
             chunk_jobs = [[jobs[i] for i in chunk] for chunk in self._chunks]
             # the streams are looked up once for the round, and its tasks go to the scheduler in
