@@ -1,7 +1,8 @@
 """Scale-out on Dask: 1 worker against 2 workers on this machine, and the router's overhead.
 
 1. The ``--quick`` experiment grid, as one command (``omtl reproduce table1 table2 --quick``: on
-   Dask both tables run at once, sharing the cluster), on a LocalCluster of 1 and of 2 single-threaded worker processes (the cluster started beforehand,
+   Dask both tables run at once, sharing the cluster), on a LocalCluster of 1 and of 2 single-threaded worker processes
+   started as ``omtl reproduce --jobs N`` starts it (``omtl.dask.cluster.local_cluster``, its Dask settings; started beforehand,
    its start-up timed apart), and in this process (``--jobs 1``) for reference.
 2. A sharded stream of 200 disconnected task groups (5 tasks each, chained by edges; a multitask
    kernel Perceptron, rbf) learned in batches by a ``ShardedLearner`` with 1 shard on 1 worker
@@ -205,7 +206,9 @@ def main():
     parser.add_argument("--skip-grid", action="store_true")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    from distributed import Client, LocalCluster
+    from distributed import Client
+
+    from omtl.dask.cluster import local_cluster
 
     logging.getLogger("distributed").setLevel(logging.WARNING)
 
@@ -213,8 +216,8 @@ def main():
     clusters, clients, startup = {}, {"in process (--jobs 1)": (None, 1)}, {}
     for w in (1, 2):
         t = time.perf_counter()
-        clusters[w] = LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=logging.WARNING)
+        # the cluster `omtl reproduce --jobs w` starts (omtl.dask.cluster.local_cluster: its Dask settings)
+        clusters[w] = local_cluster(w, silence_logs=logging.WARNING)
         client = Client(clusters[w], set_as_default=False)
         client.wait_for_workers(w)
         startup[w] = time.perf_counter() - t

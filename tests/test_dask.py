@@ -351,13 +351,67 @@ def test_scoring_rejects_in_memory_input():
 def test_run_jobs_on_dask_keeps_job_order(client):
     from omtl.experiments.runner import run_jobs, run_on_dask
 
-    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1, 8, 2, -6, 3, 9, -7, 10, -5]  # more jobs than 8 per worker
+    jobs = [-3, 1, -2, 0, 7, -9, 4, -4, 5, 6, -1, 8, 2, -6, 3, 9, -7, 10, -5]  # more jobs than tasks (TASKS_PER_WORKER per worker)
     with run_on_dask(client):
         results = run_jobs(abs, jobs, progress=False)
     assert [r.job for r in results] == jobs and [r.record for r in results] == [abs(j) for j in jobs]
     with run_on_dask(client):
         failed = run_jobs(abs, ["x"], progress=False)
     assert failed[0].record is None and failed[0].error.startswith("TypeError")
+
+
+def test_grid_tasks_a_driver_waits_for_go_first(client):
+    """On a cluster, jobs a driver thread waits for (run_jobs, run_task) and loads are submitted
+    with a higher Dask priority than jobs submitted ahead (submit_jobs); results stay in job order."""
+    from omtl.experiments import runner
+
+    seen = []
+
+    class Recording:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def submit(self, fn, *args, **kwargs):
+            seen.append((getattr(fn, "__name__", ""), kwargs.get("priority")))
+            return self.inner.submit(fn, *args, **kwargs)
+
+        def map(self, fn, *iterables, **kwargs):
+            seen.extend([(getattr(fn, "__name__", ""), kwargs.get("priority"))] * len(iterables[0]))
+            return self.inner.map(fn, *iterables, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    with runner.run_on_dask(Recording(client)):
+        ahead = runner.submit_jobs(abs, [-1, -2, -3], progress=False)
+        waited = runner.run_jobs(abs, [-4, 5], progress=False)
+        assert runner.run_task(abs, -6) == 6
+        assert [r.record for r in ahead.results()] == [1, 2, 3] and [r.record for r in waited] == [4, 5]
+    assert seen == [("_call_many", runner.PRIORITY_AHEAD)] * 3 + [("_call_many", runner.PRIORITY_WAITED)] * 2 + \
+        [("_call_with_streams", runner.PRIORITY_WAITED)]
+    assert runner.PRIORITY_LOAD > runner.PRIORITY_WAITED > runner.PRIORITY_AHEAD
+
+
+def _worker_settings(dask_worker):
+    import dask
+
+    return "profile" in dask_worker.periodic_callbacks, dask.config.get("distributed.worker.memory.monitor-interval")
+
+
+def test_embedded_cluster_settings():
+    """The LocalCluster of --jobs N starts with omtl's Dask settings (no profiler, slower monitors;
+    with several workers, no task sent ahead to a busy worker) and leaves the global Dask
+    configuration as it was."""
+    import dask
+
+    from omtl.dask.cluster import cluster_config, experiment_client
+
+    assert "distributed.scheduler.worker-saturation" not in cluster_config(1)
+    before = {key: dask.config.get(key, None) for key in cluster_config(2)}
+    with experiment_client(jobs=2) as c:
+        assert set(c.run(_worker_settings).values()) == {(False, "1s")}
+        assert c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.WORKER_SATURATION) == 1.0
+    assert {key: dask.config.get(key, None) for key in cluster_config(2)} == before
 
 
 TIMING = {"seconds", "examples_per_second", "seconds_mean", "examples_per_second_mean"}

@@ -101,8 +101,9 @@ class ShardedLearner:
         try:
             return distributed.default_client()
         except ValueError:  # no client yet: the embedded default
-            cluster = distributed.LocalCluster(n_workers=int(n_shards or 2), threads_per_worker=1, processes=True,
-                                               dashboard_address=":0")
+            from .cluster import local_cluster
+
+            cluster = local_cluster(int(n_shards or 2))
             self._own_cluster = cluster
             return distributed.Client(cluster, set_as_default=False)  # private to this learner
 

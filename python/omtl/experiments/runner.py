@@ -300,13 +300,23 @@ def _stream_future(cache_key: tuple) -> tuple:
     return _submit_load(_DASK_CLIENT, cache_key)
 
 
+#: Dask priorities of the grid's tasks (higher runs first; equal ones in submission order). A
+#: data set's work is a chain (its load, then tuning rounds, each waiting for the one before,
+#: then its figure) beside work submitted ahead that nothing waits for yet (untuned learners'
+#: passes, Table 1's budget learners): a step a driver thread is blocked on goes before the work
+#: ahead, so the chains move on while the bulk fills the workers, instead of queueing behind it.
+PRIORITY_LOAD = 2
+PRIORITY_WAITED = 1
+PRIORITY_AHEAD = 0
+
+
 def _submit_load(client, cache_key: tuple) -> tuple:
     with _STREAM_FUTURES_LOCK:
         entry = _STREAM_FUTURES.get(cache_key)
         if entry is None or entry[0] is not client:
             from distributed import Variable
 
-            future = client.submit(load_stream, *cache_key, pure=False)
+            future = client.submit(load_stream, *cache_key, pure=False, priority=PRIORITY_LOAD)
             variable = Variable(f"omtl-stream-{future.key}", client=client)
             variable.set(future)
             entry = (client, future, variable)
@@ -411,7 +421,7 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
         return _summary(load_stream(key, data_dir, subsample))
     with _DASK_CLIENT.as_current():
         return _DASK_CLIENT.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample))[0],
-                                   pure=False).result()
+                                   pure=False, priority=PRIORITY_WAITED).result()
 
 
 #: The Dask client the grid runs on while :func:`run_on_dask` is active (``omtl reproduce
@@ -419,11 +429,16 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
 _DASK_CLIENT = None
 
 
-def _streams_of(jobs: list) -> list[_StreamRef]:
-    """The streams a chunk of jobs reads (jobs naming a data set)."""
+def _stream_keys(jobs: list) -> list[tuple]:
+    """The cache keys of the streams some jobs read (jobs naming a data set), in a fixed order."""
     keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
             if isinstance(j, dict) and "dataset" in j}
-    keys = sorted(keys, key=repr)
+    return sorted(keys, key=repr)
+
+
+def _streams_of(jobs: list) -> list[_StreamRef]:
+    """The streams a chunk of jobs reads (jobs naming a data set)."""
+    keys = _stream_keys(jobs)
     loads = [_stream_future(k) for k in keys]
     if loads:  # loaded before a task may ask for them: a task waiting on a worker would hold its thread
         from distributed import wait
@@ -483,6 +498,13 @@ def per_dataset(keys: list, fn: Callable):
             yield key, fut.result()
 
 
+#: A round's jobs go into at most this many Dask tasks per worker (see :class:`PendingJobs`): on
+#: 2 cores every task costs the driver and the workers' event loops CPU taken from the passes (8
+#: per worker: --quick grid 1.46-1.80x with 2 workers vs 1, paired runs; 4: 1.69-1.86x); with
+#: worker-saturation 1.0 a free worker takes the next task, so 4 still balance passes of unequal cost.
+TASKS_PER_WORKER = 4
+
+
 class PendingJobs:
     """Jobs handed to :func:`submit_jobs`; :meth:`results` returns their results in job order.
 
@@ -492,20 +514,26 @@ class PendingJobs:
     as :func:`run_jobs` always ran them.
     """
 
-    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None):
+    def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None,
+                 waited: bool = False):
         self.fn, self.jobs, self.n_jobs, self.desc, self.progress, self.label = fn, jobs, n_jobs, desc, progress, label
         self._futures: list | None = None
         self._client = _DASK_CLIENT
         if _DASK_CLIENT is not None and jobs:
             # pure=False: two equal jobs are still two runs (a job's key must not be shared)
-            # at most 8 tasks per worker: fewer scheduling round trips, yet enough tasks to balance
-            # passes of unequal cost; jobs dealt round-robin (neighbouring jobs often cost alike)
-            n_tasks = min(len(jobs), 8 * _n_workers(_DASK_CLIENT))
+            # at most TASKS_PER_WORKER tasks per worker: fewer scheduling round trips, yet enough
+            # tasks to balance passes of unequal cost; jobs dealt round-robin (neighbouring jobs
+            # often cost alike)
+            n_tasks = min(len(jobs), TASKS_PER_WORKER * _n_workers(_DASK_CLIENT))
             self._chunks = [list(range(c, len(jobs), n_tasks)) for c in range(n_tasks)]
+            chunk_jobs = [[jobs[i] for i in chunk] for chunk in self._chunks]
+            # the streams are looked up once for the round, and its tasks go to the scheduler in
+            # one message (each client call costs the driver, which shares the cores, a round trip)
             with _DASK_CLIENT.as_current():  # the client need not be the default one
-                self._futures = [_DASK_CLIENT.submit(_call_many, fn, [jobs[i] for i in chunk],
-                                                     _streams_of([jobs[i] for i in chunk]), pure=False)
-                                 for chunk in self._chunks]
+                refs = {ref.cache_key: ref for ref in _streams_of(jobs)}
+                streams = [[refs[k] for k in _stream_keys(cj)] for cj in chunk_jobs]
+                self._futures = _DASK_CLIENT.map(_call_many, [fn] * n_tasks, chunk_jobs, streams, pure=False,
+                                                 priority=PRIORITY_WAITED if waited else PRIORITY_AHEAD)
 
     def results(self) -> list[JobResult]:
         from tqdm.auto import tqdm
@@ -520,13 +548,15 @@ class PendingJobs:
 
             index = {fut.key: chunk for fut, chunk in zip(self._futures, self._chunks)}
             with self._client.as_current():
-                for fut in dask_completed(self._futures):
-                    chunk = index[fut.key]
-                    for i, res in zip(chunk, fut.result()):
-                        results[i] = res
-                    if label is not None:
-                        bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
-                    bar.update(len(chunk))
+                # the tasks finished since the last batch are gathered in one call
+                for done in dask_completed(self._futures).batches():
+                    for fut, chunk_results in zip(done, self._client.gather(done)):
+                        chunk = index[fut.key]
+                        for i, res in zip(chunk, chunk_results):
+                            results[i] = res
+                        if label is not None:
+                            bar.set_postfix_str(label(jobs[chunk[-1]]), refresh=False)
+                        bar.update(len(chunk))
         elif self.n_jobs <= 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
                 if label is not None:
@@ -560,10 +590,11 @@ def _n_workers(client) -> int:
 
 
 def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
-                label: Callable | None = None) -> PendingJobs:
+                label: Callable | None = None, waited: bool = False) -> PendingJobs:
     """:func:`run_jobs` in two steps: submit now (on a Dask cluster the tasks start at once),
-    collect with ``.results()``."""
-    return PendingJobs(fn, jobs, n_jobs, desc, progress, label)
+    collect with ``.results()``. ``waited``: the caller collects them next, before it submits
+    anything else (on a cluster they go before the work submitted ahead, :data:`PRIORITY_WAITED`)."""
+    return PendingJobs(fn, jobs, n_jobs, desc, progress, label, waited)
 
 
 def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
@@ -574,7 +605,7 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
     Exceptions are caught per job and returned as ``JobResult.error``. Inside
     :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
-    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label).results()
+    return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label, waited=True).results()
 
 
 def run_jobs_here(fn: Callable, jobs: list) -> list[JobResult]:
@@ -597,7 +628,8 @@ def run_task(fn: Callable, *args, reads: list | None = None):
     if _DASK_CLIENT is None:
         return fn(*args)
     with _DASK_CLIENT.as_current():
-        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False).result()
+        return _DASK_CLIENT.submit(_call_with_streams, fn, args, _streams_of(reads or []), pure=False,
+                                   priority=PRIORITY_WAITED).result()
 
 
 def _call_with_streams(fn, args, streams):

@@ -211,7 +211,8 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
         # The budgets need only the battery: the MT Perceptron runs meanwhile (on a cluster) and is
         # collected, in its place in the runs, after the budget passes are submitted.
         batteries = submit_jobs(run_job, ref_jobs[:len(seed_list)], n_jobs=jobs,
-                                desc=f"{DATASETS[key].title}: Perceptron battery", progress=progress, label=_label)
+                                desc=f"{DATASETS[key].title}: Perceptron battery", progress=progress, label=_label,
+                                waited=True)
         mt_perceptrons = submit_jobs(run_job, ref_jobs[len(seed_list):], n_jobs=jobs,
                                      desc=f"{DATASETS[key].title}: MT Perceptron", progress=progress, label=_label)
         collect(batteries.results())
