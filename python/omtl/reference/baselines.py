@@ -128,6 +128,14 @@ def _spectral(M, f):
     return _sym((vectors * f(values)) @ vectors.T)
 
 
+def _sqrt_above_rounding(values):
+    """Square roots of a PSD matrix's eigenvalues, those within rounding of 0 (below
+    ``n eps max|v|``) taken as 0: the square root of rounding noise ~eps would put noise of size
+    sqrt(eps) into the null directions (k > d: W W' has rank <= d) that an exact zero does not."""
+    tol = len(values) * np.finfo(float).eps * np.max(np.abs(values), initial=0.0)
+    return np.sqrt(np.where(values > tol, values, 0.0))
+
+
 class OMTRLCore(ReferenceCore):
     def __init__(self, n_tasks, n_features, update, eta, epoch):
         k = n_tasks
@@ -144,7 +152,7 @@ class OMTRLCore(ReferenceCore):
         G = _sym(self.W @ self.W.T)  # W' W with W = [w_1 .. w_k] as columns
         with np.errstate(over="ignore", invalid="ignore"):
             if self.update == "batch":
-                S = _spectral(G, lambda v: np.sqrt(np.maximum(v, 0.0))) + 1e-8 * np.eye(len(G))
+                S = _spectral(G, _sqrt_above_rounding) + 1e-8 * np.eye(len(G))
                 new = S / np.trace(S)
             elif self.update == "logdet":
                 new = self.Ainv + self.eta * G
