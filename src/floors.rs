@@ -35,7 +35,12 @@ pub fn complete_graph_pass(rows: &Rows, tasks: &[i64], n_tasks: usize, stride: u
     for i in 0..n_rows {
         // As the learners do: the next row's cells start loading while this row is learnt.
         if i + 1 < n_rows {
-            prefetch_cells(rows.row(i + 1), shared, &own[tasks[i + 1] as usize * block_len..][..block_len], stride);
+            prefetch_cells(
+                rows.row(i + 1),
+                shared,
+                &own[tasks[i + 1] as usize * block_len..][..block_len],
+                stride,
+            );
         }
         cells.clear();
         match rows.row(i) {
