@@ -109,7 +109,7 @@ def run_omtl(model, X, y, tasks, repeats, second_pass=False):
 
 
 def run_floor(X, tasks, k, repeats):
-    """The fastest of ``repeats`` memory-floor passes (``omtl.floors``-style, src/floors.rs): the
+    """The fastest of ``repeats`` memory-floor passes (src/floors.rs, through ``_testing``): the
     online pass's reads and writes of MTLinear's default state (w, G, N per cell, a shared block
     and one per task), none of the rule's arithmetic, no input checks, state allocated beforehand."""
     from omtl._native import _testing
@@ -318,8 +318,7 @@ def write_markdown(results, args) -> None:
 
 def summary_table(results) -> list[str]:
     """Error of MTLinear vs VW and the speed ratios, one line per data set."""
-    vw, mine = VW_INPROCESS, DEFAULTS
-    vwc = VW_CACHE_PASS
+    vw, mine, vwc = VW_INPROCESS, DEFAULTS, VW_CACHE_PASS
     rows = ["| data set | MTLinear error % | VW error % | difference | speed-up vs VW cache "
             "(first pass; second pass) | speed-up vs VW in-process (learn loop; user loop) |",
             "|---|---:|---:|---:|---:|---:|"]

@@ -27,7 +27,8 @@ pub fn complete_graph_pass(rows: &Rows, tasks: &[i64], n_tasks: usize, stride: u
     }
     let width = n_features + 1;
     let block_len = width * stride;
-    let mut table = Need::new("n_features", width, "the floor's blocks").zeroed::<f32>(&[n_tasks + 1, block_len])?;
+    let mut table =
+        Need::new("n_features", width, "the floor's blocks").zeroed::<f32>(&[n_tasks.saturating_add(1), block_len])?;
     let (shared, own) = table.split_at_mut(block_len);
     let mut cells = Vec::<(usize, f64)>::new();
     let mut total = 0.0;
