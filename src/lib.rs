@@ -8,6 +8,7 @@
 //! - [`learner`]: the online learners, all behind the [`learner::OnlineLearner`] trait, and the
 //!   batch protocol ([`learner::learn`], [`learner::decision`]);
 //! - [`linalg`]: small dense linear algebra; [`rng`]: the pinned SplitMix64 generator;
+//! - [`hashing`]: named features hashed into columns (scikit-learn's `FeatureHasher` mapping);
 //! - [`state`]: saving and restoring a model's state, checked (a state file is untrusted input).
 //!
 //! The specification every formula follows is `ALGORITHMS.md` (its section numbers are cited
@@ -31,6 +32,7 @@ pub mod alloc;
 pub mod data;
 pub mod error;
 pub mod floors;
+pub mod hashing;
 pub mod interrupt;
 pub mod kernel;
 pub mod learner;
