@@ -34,7 +34,7 @@ check-inlining:
 
 lint:
 	cargo fmt --check
-	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --all-targets --features python,bench -- -D warnings
 	ruff check python tests benches
 
 fmt:
