@@ -1,4 +1,4 @@
-# One entry point for developers and CI (.ci/run calls `make test`).
+# Shortcuts for developers. CI (.ci/run) runs the README's test command and `make test-simd-levels`.
 PYTHON ?= python3
 SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
