@@ -6,7 +6,7 @@ SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
-	cargo build --release --features python,pyo3/extension-module
+	cargo build --release --features python,pyo3/extension-module,pyo3/abi3-py39
 	cp target/release/libomtl.so python/omtl/_native$(SO_SUFFIX)
 
 test-rust:
