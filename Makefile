@@ -2,7 +2,7 @@
 PYTHON ?= python3
 SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
+.PHONY: docs dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
@@ -40,3 +40,10 @@ lint:
 fmt:
 	cargo fmt
 	ruff check --fix python tests benches
+
+# The documentation site (strict: a warning fails) with the Rust API beside it in site/rust/.
+# Needs the docs extra: pip install -e ".[docs]".
+docs:
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
+	cargo doc --no-deps --quiet
+	rm -rf site/rust && cp -r target/doc site/rust
