@@ -1,13 +1,13 @@
 # Shortcuts for developers. CI (.ci/run) runs the README's test command and `make test-simd-levels`.
 PYTHON ?= python3
-SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
 .PHONY: docs dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
 	cargo build --release --features python,pyo3/extension-module,pyo3/abi3-py39
-	cp target/release/libomtl.so python/omtl/_native$(SO_SUFFIX)
+	rm -f python/omtl/_native*.so  # an older build's file would shadow this one
+	cp target/release/libomtl.so python/omtl/_native.abi3.so
 
 test-rust:
 	cargo test --quiet
