@@ -5,8 +5,8 @@ poly). ``"scale"`` is 1 / (n_features * Var(X)) as in scikit-learn's SVC, Var ov
 the **first batch** a model learns (implicit zeros of a sparse batch included), fixed from then on.
 A first batch whose entries are all equal (Var = 0, e.g. one row of one feature, or an all-zero
 batch) falls back to 1/n_features rather than SVC's 1.0. ``"scale"`` beat 1/n_features on every
-real data set (docs/results/gamma_scale.md); a model file that stores no resolved value (written by
-version 0.1.0 before that default, CHANGELOG.md) keeps 1/n_features. See docs/DECISIONS.md.
+real data set (docs/results/gamma_scale.md); a model file of an older version that stores no
+resolved value keeps 1/n_features (CHANGELOG.md). See docs/DECISIONS.md.
 """
 
 from __future__ import annotations
