@@ -22,8 +22,6 @@ from .datasets.files import (
     EXTENSIONS,
     FORMATS,
     PARQUET,
-    SVMLIGHT,
-    VW,
     DataFileError,
     data_format,
     iter_file,
