@@ -446,7 +446,7 @@ pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<(Option<u64>, 
         match lines.next_line() {
             Ok(None) => break,
             Ok(Some(line)) => {
-                for (index, _) in svmlight::feature_tokens(line) {
+                for index in svmlight::feature_indices(line) {
                     if let Some(j) = parse_index(index) {
                         zero |= j == 0;
                         max = Some(max.map_or(j, |m: u64| m.max(j)));

@@ -29,15 +29,21 @@ fn tokens(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     body.split(u8::is_ascii_whitespace).filter(|t| !t.is_empty())
 }
 
-/// The `(index, value)` text of each feature token (for the quick width scan).
-pub fn feature_tokens(line: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
-    tokens(line)
-        .skip(1)
-        .filter(|t| !t.starts_with(b"qid:"))
-        .filter_map(|t| {
-            let i = memchr::memchr(b':', t)?;
-            Some((&t[..i], &t[i + 1..]))
-        })
+/// The index text of each `index:value` token of a line (for the quick width scan): the digits
+/// before each ':' outside the comment, `qid:` left out.
+pub fn feature_indices(line: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let body = match memchr::memchr(b'#', line) {
+        Some(i) => &line[..i],
+        None => line,
+    };
+    memchr::memchr_iter(b':', body).filter_map(move |colon| {
+        let start = body[..colon]
+            .iter()
+            .rposition(u8::is_ascii_whitespace)
+            .map_or(0, |p| p + 1);
+        let index = &body[start..colon];
+        (index != b"qid").then_some(index)
+    })
 }
 
 impl LineParser for Parser {
@@ -55,11 +61,32 @@ impl LineParser for Parser {
                 toks.next();
             }
         }
-        for tok in toks {
-            let Some(i) = memchr::memchr(b':', tok) else {
+        // The features: one fused pass over the bytes (the hot loop of a large file).
+        let rest = match toks.next() {
+            Some(t) => &line[t.as_ptr() as usize - line.as_ptr() as usize..],
+            None => &[][..],
+        };
+        let body = match memchr::memchr(b'#', rest) {
+            Some(i) => &rest[..i],
+            None => rest,
+        };
+        let (mut i, n) = (0, body.len());
+        loop {
+            while i < n && body[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i == n {
+                break;
+            }
+            let start = i;
+            while i < n && !body[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            let tok = &body[start..i];
+            let Some(colon) = memchr::memchr(b':', tok) else {
                 return Err(format!("feature {} has no ':'; {EXPECTED}", shown(tok)));
             };
-            let (index, value) = (&tok[..i], &tok[i + 1..]);
+            let (index, value) = (&tok[..colon], &tok[colon + 1..]);
             let j = parse_index(index).ok_or_else(|| index_problem(index))?;
             let v = parse_number(value)
                 .ok_or_else(|| format!("feature {}: value {} is not a finite number", shown(tok), shown(value)))?;

@@ -61,7 +61,9 @@ impl NativeFileReader {
         // Opening reads the first block (gzip detection): without the GIL, a pipe may be slow.
         let reader = py.detach(|| Reader::open(&path, opts)).map_err(value_error)?;
         let (rx, _thread) = io::spawn(reader, 1); // the thread ends when rx is dropped
-        Ok(Self { rx: Mutex::new(Some(rx)) })
+        Ok(Self {
+            rx: Mutex::new(Some(rx)),
+        })
     }
 
     fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
@@ -101,17 +103,41 @@ impl NativeFileReader {
 }
 
 fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
-    let narrow = c.indices.iter().all(|&j| j <= i32::MAX as u32)
-        && c.indptr.last().is_none_or(|&n| n <= i32::MAX as u64);
+    let narrow =
+        c.indices.iter().all(|&j| j <= i32::MAX as u32) && c.indptr.last().is_none_or(|&n| n <= i32::MAX as u64);
     let (indptr, indices): (Py<PyAny>, Py<PyAny>) = if narrow {
         (
-            c.indptr.into_iter().map(|v| v as i32).collect::<Vec<_>>().into_pyarray(py).into_any().unbind(),
-            c.indices.into_iter().map(|v| v as i32).collect::<Vec<_>>().into_pyarray(py).into_any().unbind(),
+            c.indptr
+                .into_iter()
+                .map(|v| v as i32)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+            c.indices
+                .into_iter()
+                .map(|v| v as i32)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
         )
     } else {
         (
-            c.indptr.into_iter().map(|v| v as i64).collect::<Vec<_>>().into_pyarray(py).into_any().unbind(),
-            c.indices.into_iter().map(i64::from).collect::<Vec<_>>().into_pyarray(py).into_any().unbind(),
+            c.indptr
+                .into_iter()
+                .map(|v| v as i64)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+            c.indices
+                .into_iter()
+                .map(i64::from)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
         )
     };
     let task_ids: Vec<i64> = c.task_ids.into_iter().map(i64::from).collect();
@@ -134,7 +160,8 @@ fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
 /// `(largest index or None, whether an index 0 appears)` of an svmlight file.
 #[pyfunction]
 pub fn scan_svmlight(py: Python<'_>, path: String, max_line_bytes: usize) -> PyResult<(Option<u64>, bool)> {
-    py.detach(|| io::scan_svmlight(&path, max_line_bytes)).map_err(value_error)
+    py.detach(|| io::scan_svmlight(&path, max_line_bytes))
+        .map_err(value_error)
 }
 
 /// The engine's limits the readers apply: (widest feature space, default line cap).
