@@ -151,6 +151,7 @@ def test_the_line_cap_is_a_clear_error_or_a_skipped_line(tmp_path, capsys):
 @pytest.mark.parametrize("fmt", ["svmlight", "vw", "csv"])
 def test_learn_predictions_equal_learn_in_python_on_the_same_rows(tmp_path, capsys, fmt):
     tasks, y, X = stream_rows(3000, seed=4)
+    tasks[-100:] = "nort"  # a task first seen in the last chunk (grown once, after the first chunk)
     path = tmp_path / f"d.{ {'svmlight': 'svm', 'vw': 'vw', 'csv': 'csv'}[fmt] }"
     if fmt == "svmlight":
         path.write_text(svm_text(tasks, y, X))
@@ -236,6 +237,12 @@ def test_predict_with_a_model_saved_from_python_with_open_ended_tasks(tmp_path, 
     assert code == 0, err
     expected = np.where(model.decision_function(X, tasks=ids) >= 0, 1, -1)
     assert np.array(out.split(), dtype=int).tolist() == expected.tolist()
+    # omtl learn continues it: the file's "17" is its task 17.
+    code, _, err = run(capsys, "learn", path, "--initial-model", tmp_path / "py.omtl", "-p", tmp_path / "p.txt",
+                       "--quiet")
+    assert code == 0, err
+    expected = model.learn(X, np.where(y > 0, 1, -1), tasks=ids)
+    assert np.array((tmp_path / "p.txt").read_text().split(), dtype=int).tolist() == expected.tolist()
     path.write_text("1 qid:99 1:1\n")
     code, out, err = run(capsys, "predict", path, "--model", tmp_path / "py.omtl")
     assert code == 2 and "line 1: task '99', which the model never saw" in err and len(err.strip().splitlines()) == 1

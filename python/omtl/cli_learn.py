@@ -22,6 +22,7 @@ from .datasets.files import (
     EXTENSIONS,
     FORMATS,
     PARQUET,
+    SVMLIGHT,
     DataFileError,
     data_format,
     iter_file,
@@ -346,6 +347,24 @@ def run_learn(args) -> int:
             raise ValueError(f"--n-features {options['n_features']}: the model has {model.n_features_in_} features")
         if options["fmt"] != CSV:
             options["n_features"] = model.n_features_in_
+    # A model saved from Python may name its tasks by other values than strings (ints): the
+    # file's "17" is its task 17.
+    relabel = None
+    if getattr(model, "n_features_in_", None) is not None:
+        lookup = _task_lookup(model)
+        if any(not isinstance(label, str) for label in lookup.values()):
+            relabel = lookup
+    known_tasks = None
+    if options["fmt"] == SVMLIGHT and args.data != "-":
+        # One quick pass finds the width, the indexing and every task: an open-ended learner then
+        # grows to all the file's tasks once, after its first chunk, instead of at each new task
+        # (each growth copies the model's state: twice the memory for a moment).
+        from .datasets.files import scan_svmlight, svmlight_layout
+
+        scan = scan_svmlight(args.data, max_line_bytes=options["max_line_bytes"])
+        options["n_features"], options["zero_based"] = svmlight_layout(
+            args.data, n_features=options["n_features"], zero_based=options["zero_based"], scan=scan)
+        known_tasks = scan[2]
     err = sys.stderr
     progress = Progress(err, args.quiet)
     state = {"skipped": 0, "first_skipped": None}
@@ -359,7 +378,12 @@ def run_learn(args) -> int:
                 _skipped_note(chunk, state)
                 if X.shape[0] == 0:
                     continue
+                if relabel is not None:
+                    tasks = [relabel.get(t, t) for t in tasks]
                 predictions = model.learn(X, y, tasks=tasks)
+                if known_tasks:
+                    _grow_to(model, known_tasks)
+                    known_tasks = None
                 progress.add(predictions, y, X)
                 if out is not None:
                     out.write("\n".join(map(str, predictions.tolist())) + "\n")
@@ -390,6 +414,20 @@ def run_learn(args) -> int:
     elif state["skipped"]:
         print(f"omtl learn: skipped {state['skipped']} bad lines (first: {state['first_skipped']})", file=err)
     return 0
+
+
+def _grow_to(model, labels) -> None:
+    """Adds the file's tasks the model does not have yet, in file order, where the learner grows
+    by task labels (the tasks it would add one by one as they arrive; the same model)."""
+    if model.n_tasks is not None:
+        return
+    have = {str(label) for label in np.asarray(model.tasks_).tolist()}
+    missing = [label for label in labels if label not in have]
+    if missing:
+        try:
+            model.add_tasks(missing)
+        except ValueError:  # a learner or graph that cannot grow a fitted model: tasks join as they come
+            pass
 
 
 def save_model(model, path, options, layout, saved) -> None:

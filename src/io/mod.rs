@@ -430,10 +430,20 @@ fn io_message(e: &std::io::Error) -> String {
     }
 }
 
-/// What a quick pass over an svmlight file finds: the largest feature index and whether an
-/// index 0 appears (so the file's width and indexing can be fixed before learning starts).
-/// Lines that do not parse are passed over (the reading pass reports them).
-pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<(Option<u64>, bool), ReadError> {
+/// What a quick pass over an svmlight file finds, so that the file's width, indexing and tasks
+/// are known before learning starts.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SvmlightScan {
+    /// The largest feature index.
+    pub max_index: Option<u64>,
+    /// Whether an index 0 appears.
+    pub has_zero: bool,
+    /// The `qid:` tasks in order of first appearance.
+    pub tasks: Vec<String>,
+}
+
+/// Scans an svmlight file (lines that do not parse are passed over: the reading pass reports them).
+pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<SvmlightScan, ReadError> {
     let fail = |line, message| ReadError {
         path: path.to_string(),
         line,
@@ -441,15 +451,24 @@ pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<(Option<u64>, 
     };
     let inner = source::open(path).map_err(|e| fail(None, io_message(&e)))?;
     let mut lines = Lines::new(inner, max_line_bytes);
-    let (mut max, mut zero) = (None::<u64>, false);
+    let mut scan = SvmlightScan::default();
+    let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
     loop {
         match lines.next_line() {
             Ok(None) => break,
             Ok(Some(line)) => {
                 for index in svmlight::feature_indices(line) {
                     if let Some(j) = parse_index(index) {
-                        zero |= j == 0;
-                        max = Some(max.map_or(j, |m: u64| m.max(j)));
+                        scan.has_zero |= j == 0;
+                        scan.max_index = Some(scan.max_index.map_or(j, |m| m.max(j)));
+                    }
+                }
+                if let Some(task) = svmlight::task_of(line) {
+                    if !seen.contains(task) {
+                        if let Ok(text) = std::str::from_utf8(task) {
+                            scan.tasks.push(text.to_string());
+                        }
+                        seen.insert(task.to_vec());
                     }
                 }
             }
@@ -457,7 +476,7 @@ pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<(Option<u64>, 
             Err(LineError::Io(e)) => return Err(fail(Some(lines.lineno + 1), io_message(&e))),
         }
     }
-    Ok((max, zero))
+    Ok(scan)
 }
 
 // ---- number parsing -----------------------------------------------------------------------------

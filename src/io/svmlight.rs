@@ -46,6 +46,12 @@ pub fn feature_indices(line: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// The `qid:` task of a line, if its second token is one.
+pub fn task_of(line: &[u8]) -> Option<&[u8]> {
+    let task = tokens(line).nth(1)?.strip_prefix(b"qid:")?;
+    (!task.is_empty()).then_some(task)
+}
+
 impl LineParser for Parser {
     fn parse<'a>(&mut self, line: &'a [u8], out: &mut Builder) -> Result<Option<Row<'a>>, String> {
         let mut toks = tokens(line).peekable();

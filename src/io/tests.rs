@@ -187,8 +187,11 @@ fn numbers_parse_as_python_float() {
     for s in ["", ".", "1e999", "nan", "inf", "1,5"] {
         assert_eq!(parse_number(s.as_bytes()), None, "{s}");
     }
-    assert_eq!(
-        scan_svmlight(&temp("s.svm", b"1 0:1 7:2\n1 x:1\n"), 100).unwrap(),
-        (Some(7), true)
-    );
+    let scan = scan_svmlight(
+        &temp("s.svm", b"1 qid:b 0:1 7:2\n1 qid:a x:1\n-1 qid:b 2:1 # 9:1\n"),
+        100,
+    )
+    .unwrap();
+    assert_eq!((scan.max_index, scan.has_zero), (Some(7), true));
+    assert_eq!(scan.tasks, ["b", "a"]);
 }

@@ -157,11 +157,17 @@ fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
     Ok(PyTuple::new(py, items)?.unbind())
 }
 
-/// `(largest index or None, whether an index 0 appears)` of an svmlight file.
+/// `(largest index or None, whether an index 0 appears, the qid tasks in order)` of an svmlight file.
 #[pyfunction]
-pub fn scan_svmlight(py: Python<'_>, path: String, max_line_bytes: usize) -> PyResult<(Option<u64>, bool)> {
-    py.detach(|| io::scan_svmlight(&path, max_line_bytes))
-        .map_err(value_error)
+pub fn scan_svmlight(
+    py: Python<'_>,
+    path: String,
+    max_line_bytes: usize,
+) -> PyResult<(Option<u64>, bool, Vec<String>)> {
+    let scan = py
+        .detach(|| io::scan_svmlight(&path, max_line_bytes))
+        .map_err(value_error)?;
+    Ok((scan.max_index, scan.has_zero, scan.tasks))
 }
 
 /// The engine's limits the readers apply: (widest feature space, default line cap).

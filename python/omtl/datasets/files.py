@@ -133,7 +133,30 @@ def _native():
     return _native
 
 
-def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=None):
+def scan_svmlight(path, *, max_line_bytes=None):
+    """A quick pass over an svmlight file: its width, indexing and tasks, before reading it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (not standard input, which cannot be read twice).
+    max_line_bytes : int, optional
+        The line cap of the pass.
+
+    Returns
+    -------
+    (int or None, bool, list of str)
+        The largest feature index (None without features), whether an index 0 appears, and the
+        ``qid:`` tasks in order of first appearance.
+    """
+    limit = max_line_bytes or _native().reader_limits()[1]
+    try:
+        return _native().scan_svmlight(str(path), int(limit))
+    except ValueError as exc:
+        raise DataFileError(str(exc)) from None
+
+
+def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=None, scan=None):
     """The width and indexing of an svmlight file: what is given, the rest from a quick pass.
 
     Parameters
@@ -146,6 +169,8 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
         Default: 0-based if an index 0 appears, else 1-based.
     max_line_bytes : int, optional
         The line cap of the pass.
+    scan : tuple, optional
+        A :func:`scan_svmlight` result already at hand.
 
     Returns
     -------
@@ -159,11 +184,7 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
             raise DataFileError("<stdin>: reading svmlight from standard input needs the width (--n-features N): "
                                 "a stream cannot be read ahead to find its largest index")
         return int(n_features), bool(zero_based)
-    limit = max_line_bytes or _native().reader_limits()[1]
-    try:
-        largest, has_zero = _native().scan_svmlight(str(path), int(limit))
-    except ValueError as exc:
-        raise DataFileError(str(exc)) from None
+    largest, has_zero, _ = scan if scan is not None else scan_svmlight(path, max_line_bytes=max_line_bytes)
     if zero_based is None:
         zero_based = has_zero
     if n_features is None:
