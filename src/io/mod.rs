@@ -90,7 +90,7 @@ impl Options {
         Self {
             format,
             chunk_rows: 8192,
-            chunk_bytes: 8 << 20,
+            chunk_bytes: 1 << 20,
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
             skip_bad_lines: false,
             n_features,

@@ -48,7 +48,7 @@ EXTENSIONS = {
 DEFAULT_HASHED_FEATURES = 2**18
 #: Rows per chunk by default; a chunk also ends after ``chunk_bytes`` of input.
 DEFAULT_CHUNK_ROWS = 8192
-DEFAULT_CHUNK_BYTES = 8 << 20
+DEFAULT_CHUNK_BYTES = 1 << 20
 _LABELS = {"1": 1, "+1": 1, "-1": -1, "0": 0, "1.0": 1, "+1.0": 1, "-1.0": -1, "0.0": 0}
 
 
@@ -242,7 +242,7 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
         Skip malformed lines (counted in each chunk's ``n_skipped``) instead of raising.
     max_line_bytes : int, optional
         The longest line accepted (default 64 MiB).
-    chunk_bytes : int, default=8 MiB
+    chunk_bytes : int, default=1 MiB
         A chunk ends once it holds this many bytes of input.
 
     Yields
