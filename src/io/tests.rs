@@ -13,7 +13,10 @@ fn read_all(path: &str, opts: Options) -> Result<Vec<Chunk>, ReadError> {
     Reader::open(path, opts)?.collect()
 }
 
-fn rows(chunks: &[Chunk]) -> Vec<(f64, u32, Vec<(u32, f64)>)> {
+/// A row as (label, task id, features).
+type RowOf = (f64, u32, Vec<(u32, f64)>);
+
+fn rows(chunks: &[Chunk]) -> Vec<RowOf> {
     let mut out = Vec::new();
     for c in chunks {
         for r in 0..c.n_rows() {
