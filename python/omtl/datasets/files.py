@@ -232,8 +232,10 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
         standard input).
     task_namespace : str or None, default="t"
         VW: the namespace holding the task's name; ``None``: the tag is the task.
-    task_column, label_column : str
-        CSV: the columns of the task and the label.
+    task_column : str, default="task"
+        CSV: the column of the task.
+    label_column : str, default="label"
+        CSV: the column of the label.
     feature_columns : list of str, optional
         CSV: the feature columns in model order; default every other column, in file order.
     require_labels : bool, default=True
@@ -245,10 +247,10 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
     chunk_bytes : int, default=1 MiB
         A chunk ends once it holds this many bytes of input.
 
-    Yields
-    ------
-    FileChunk
-        ``(X, y, tasks)``: X a CSR matrix (float64, ``n_features`` columns), y the labels as
+    Returns
+    -------
+    iterator of FileChunk
+        Each ``(X, y, tasks)``: X a CSR matrix (float64, ``n_features`` columns), y the labels as
         written (int64 -1/+1 or 0/1; ``None`` when no row of the chunk has one, float64 with NaN
         when some lack one), tasks an object array of the task strings.
 
