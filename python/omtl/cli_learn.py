@@ -481,7 +481,7 @@ def run_predict(args) -> int:
             except KeyError:
                 r = next(i for i, t in enumerate(tasks) if t not in lookup)
                 shown = ", ".join(list(lookup)[:10]) + (", ..." if len(lookup) > 10 else "")
-                raise DataFileError(f"{args.data}, line {chunk.lines[r]}: task {tasks[r]!r}, which the model never saw "
+                raise DataFileError(f"{args.data}, line {chunk.lines[r]}: task {str(tasks[r])!r}, which the model never saw "
                                     f"(its {len(lookup)} tasks: {shown})") from None
             pm1 = np.where(model.decision_function(X, tasks=labels) >= 0.0, 1, -1)  # as predict: a score of 0 is +1
             written = np.where(pm1 > 0, 1, 0 if zero_one else -1)

@@ -233,11 +233,7 @@ pub struct Reader {
     opts: Options,
     lines: Lines,
     parser: Box<dyn LineParser>,
-    tasks: HashMap<Box<[u8]>, u32>,
-    /// Whether the examples carry a task (decided by the first one), and that line.
-    with_task: Option<(bool, u64)>,
-    /// Whether the labels are 0/1 (else -1/+1; decided by the first 0 or -1), and that line.
-    zero_one: Option<(bool, u64)>,
+    checks: RowChecks,
     done: bool,
     sent_columns: bool,
 }
@@ -264,14 +260,16 @@ impl Reader {
             Format::Vw => Box::new(vw::Parser::new(&opts)),
             Format::Csv => Box::new(csv::Parser::new(&opts)),
         };
+        let require_labels = opts.require_labels;
         Ok(Self {
             path: path.to_string(),
             lines: Lines::new(inner, opts.max_line_bytes),
             opts,
+            checks: RowChecks {
+                require_labels,
+                ..RowChecks::default()
+            },
             parser,
-            tasks: HashMap::new(),
-            with_task: None,
-            zero_one: None,
             done: false,
             sent_columns: false,
         })
@@ -301,10 +299,7 @@ impl Reader {
                 }
                 Ok(Some(line)) => match self.parser.parse(line, &mut b) {
                     Ok(None) => Ok(()),
-                    Ok(Some(row)) => {
-                        let (label, task) = (row.label, row.task.map(Cow::into_owned));
-                        self.accept(&mut b, label, task.as_deref(), lineno)
-                    }
+                    Ok(Some(row)) => self.checks.accept(&mut b, row.label, row.task.as_deref(), lineno),
                     Err(m) => Err(m),
                 },
                 Err(LineError::TooLong(n)) => Err(format!(
@@ -337,7 +332,22 @@ impl Reader {
         }
         Ok(Some(b.chunk))
     }
+}
 
+/// What holds across the rows of a file: the label form, whether rows name a task, the tasks.
+#[derive(Default)]
+struct RowChecks {
+    require_labels: bool,
+    tasks: HashMap<Box<[u8]>, u32>,
+    /// Whether the examples carry a task (decided by the first one), and that line.
+    with_task: Option<(bool, u64)>,
+    /// Whether the labels are 0/1 (else -1/+1; decided by the first 0 or -1), and that line.
+    zero_one: Option<(bool, u64)>,
+    /// The last row's task (files often hold runs of one task): no lookup for a repeat.
+    last: Option<(Vec<u8>, u32)>,
+}
+
+impl RowChecks {
     /// Checks the label form and the task of a parsed row and adds it to the chunk.
     fn accept(&mut self, b: &mut Builder, label: Option<f64>, task: Option<&[u8]>, line: u64) -> Result<(), String> {
         let label = match label {
@@ -357,7 +367,7 @@ impl Reader {
                 }
                 l
             }
-            None if self.opts.require_labels => return Err("no label".into()),
+            None if self.require_labels => return Err("no label".into()),
             None => f64::NAN,
         };
         let has_task = task.is_some();
@@ -372,13 +382,21 @@ impl Reader {
             Some(_) => {}
         }
         let name: &[u8] = task.unwrap_or(b"0");
-        let id = match self.tasks.get(name) {
-            Some(&id) => id,
-            None => {
-                let text = std::str::from_utf8(name).map_err(|_| "a task that is not UTF-8 text".to_string())?;
-                let id = u32::try_from(self.tasks.len()).map_err(|_| "more than 2^32 tasks".to_string())?;
-                b.chunk.new_tasks.push(text.to_string());
-                self.tasks.insert(name.into(), id);
+        let id = match &self.last {
+            Some((last, id)) if last.as_slice() == name => *id,
+            _ => {
+                let id = match self.tasks.get(name) {
+                    Some(&id) => id,
+                    None => {
+                        let text =
+                            std::str::from_utf8(name).map_err(|_| "a task that is not UTF-8 text".to_string())?;
+                        let id = u32::try_from(self.tasks.len()).map_err(|_| "more than 2^32 tasks".to_string())?;
+                        b.chunk.new_tasks.push(text.to_string());
+                        self.tasks.insert(name.into(), id);
+                        id
+                    }
+                };
+                self.last = Some((name.to_vec(), id));
                 id
             }
         };

@@ -193,18 +193,23 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
 
 
 class _Labels:
-    """Task labels in id order, grown by doubling (a chunk's tasks are one fancy index)."""
+    """Task labels in id order, grown by doubling, as a NumPy str array: a chunk's tasks are one
+    gather, and a str array is taken by the learners without a per-row type check."""
 
     def __init__(self):
-        self.values = np.empty(16, dtype=object)
+        self.values = np.empty(16, dtype="<U1")
         self.n = 0
 
     def extend(self, new):
-        if self.n + len(new) > self.values.shape[0]:
-            grown = np.empty(max(2 * self.values.shape[0], self.n + len(new)), dtype=object)
+        if not new:
+            return
+        added = np.array(new, dtype=str)
+        kind = np.promote_types(self.values.dtype, added.dtype)
+        if self.n + len(new) > self.values.shape[0] or kind != self.values.dtype:
+            grown = np.empty(max(2 * self.values.shape[0], self.n + len(new)), dtype=kind)
             grown[: self.n] = self.values[: self.n]
             self.values = grown
-        self.values[self.n : self.n + len(new)] = new
+        self.values[self.n : self.n + len(new)] = added
         self.n += len(new)
 
 
@@ -252,7 +257,7 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
     iterator of FileChunk
         Each ``(X, y, tasks)``: X a CSR matrix (float64, ``n_features`` columns), y the labels as
         written (int64 -1/+1 or 0/1; ``None`` when no row of the chunk has one, float64 with NaN
-        when some lack one), tasks an object array of the task strings.
+        when some lack one), tasks a NumPy str array of the task labels as written.
 
     Raises
     ------
