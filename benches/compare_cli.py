@@ -70,7 +70,7 @@ def write_files(name, work: Path, data_dir):
 
 
 def timed(command, *, shell=False):
-    """``(wall seconds, peak RSS MB, stderr)`` of a command under ``/usr/bin/time -v``."""
+    """``(wall seconds, peak RSS MB, stderr, CPU seconds)`` of a command under ``/usr/bin/time -v``."""
     argv = ["/usr/bin/time", "-v", *(["sh", "-c", command] if shell else command)]
     proc = subprocess.run(argv, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -78,12 +78,41 @@ def timed(command, *, shell=False):
     wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", proc.stderr).group(1)
     seconds = sum(float(part) * 60**k for k, part in enumerate(reversed(wall.split(":"))))
     rss_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr).group(1))
-    return seconds, rss_kb / 1024, proc.stderr
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", proc.stderr).group(1)) for kind in ("User", "System"))
+    return seconds, rss_kb / 1024, proc.stderr, cpu
 
 
 def best_of(command, repeats, **kw):
+    """Fastest wall time, smallest peak RSS, the first run's stderr, least CPU time of ``repeats`` runs."""
     runs = [timed(command, **kw) for _ in range(repeats)]
-    return min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2]
+    return min(r[0] for r in runs), min(r[1] for r in runs), runs[0][2], min(r[3] for r in runs)
+
+
+PHASES = """
+import sys, time
+t0 = time.perf_counter(); c0 = time.process_time()
+import omtl, omtl.cli_learn
+from omtl.datasets import iter_file
+from omtl.datasets.files import scan_svmlight, svmlight_layout
+t1 = time.perf_counter(); c1 = time.process_time()
+scan = scan_svmlight(sys.argv[1])
+width, zero = svmlight_layout(sys.argv[1], scan=scan)
+t2 = time.perf_counter(); c2 = time.process_time()
+chunks = list(iter_file(sys.argv[1], n_features=width, zero_based=zero))
+t3 = time.perf_counter(); c3 = time.process_time()
+model = omtl.MTLinear()
+for X, y, tasks in chunks:
+    model.learn(X, y, tasks=tasks)
+t4 = time.perf_counter(); c4 = time.process_time()
+print(t1 - t0, c1 - c0, t2 - t1, c2 - c1, t3 - t2, c3 - c2, t4 - t3, c4 - c3)
+"""
+
+
+def phases(path: Path) -> list[float]:
+    """Wall and CPU seconds of omtl learn's phases, one after another in a fresh process: start-up
+    (Python, NumPy, SciPy, omtl), the svmlight scan, reading every chunk, learning them."""
+    out = subprocess.run([sys.executable, "-c", PHASES, str(path)], capture_output=True, text=True, check=True)
+    return [float(v) for v in out.stdout.split()]
 
 
 def model_bytes(path: Path) -> int:
@@ -111,10 +140,12 @@ def main() -> int:
     for name in args.datasets.split(","):
         svm, vw, n_rows, n_cols = write_files(name, work, data_dir)
         model_file = work / f"{name}.omtl"
-        t_omtl, m_omtl, log = best_of(omtl_command(svm), args.repeats)
+        t_omtl, m_omtl, log, c_omtl = best_of(omtl_command(svm), args.repeats)
         loss = re.search(r"average 0/1 loss = (\S+)", log).group(1)
-        t_omtl_vw, m_omtl_vw, _ = best_of(omtl_command(vw), args.repeats)
-        t_vw, m_vw, vw_log = best_of([sys.executable, "-m", "vowpalwabbit", *VW_ARGS, "-d", str(vw)], args.repeats)
+        t_omtl_vw, m_omtl_vw, _, c_omtl_vw = best_of(omtl_command(vw), args.repeats)
+        t_vw, m_vw, vw_log, c_vw = best_of([sys.executable, "-m", "vowpalwabbit", *VW_ARGS, "-d", str(vw)],
+                                           args.repeats)
+        t_start, _, _, _ = timed([sys.executable, "-c", "pass"])
         vw_loss = re.search(r"average loss = (\S+)", vw_log).group(1)
         subprocess.run(omtl_command(svm, "--quiet", "--save", model_file), check=True)
         mem = model_bytes(model_file) / 2**20
@@ -122,6 +153,7 @@ def main() -> int:
             "set": SETS[name][0], "rows": n_rows, "cols": n_cols, "svm_mb": svm.stat().st_size / 2**20,
             "vw_mb": vw.stat().st_size / 2**20, "t_omtl": t_omtl, "m_omtl": m_omtl, "t_omtl_vw": t_omtl_vw,
             "m_omtl_vw": m_omtl_vw, "t_vw": t_vw, "m_vw": m_vw, "model_mb": mem, "loss": loss, "vw_loss": vw_loss,
+            "c_omtl": c_omtl, "c_omtl_vw": c_omtl_vw, "c_vw": c_vw, "t_python": t_start, "phases": phases(svm),
         })
         print(rows_out[-1], flush=True)
         if name == "sentiment" and args.stream_gb > 0:
@@ -129,7 +161,7 @@ def main() -> int:
             cat = " ".join([str(svm)] * copies)
             command = (f"cat {cat} | {sys.executable} -m omtl learn - --format svmlight --n-features {n_cols} "
                        f"--quiet --save {model_file}")
-            t_s, m_s, _ = timed(command, shell=True)
+            t_s, m_s, _, _ = timed(command, shell=True)
             mem_s = model_bytes(model_file) / 2**20
             stream_row = {"gb": copies * svm.stat().st_size / 2**30, "rows": copies * n_rows, "t": t_s, "m": m_s,
                           "model_mb": mem_s}
@@ -151,6 +183,8 @@ def write_report(path: Path, rows, stream_row, args) -> None:
         "(names hashed into 2^18 columns). Targets: omtl's wall time <= VW's; omtl's peak RSS <= 2 x VW's "
         "+ the model's `memory_bytes_`.",
         "",
+        "Each cell: wall time, CPU time (user + system, all threads), peak RSS.",
+        "",
         "| file | rows | feature columns | svmlight / VW file | omtl learn FILE.svm | omtl learn FILE.vw | "
         "VW -d FILE.vw | model memory_bytes_ | RSS target | progressive 0/1 loss (omtl) | VW average logistic loss |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
@@ -159,9 +193,30 @@ def write_report(path: Path, rows, stream_row, args) -> None:
         target = 2 * r["m_vw"] + r["model_mb"]
         lines.append(
             f"| {r['set']} | {r['rows']:,} | {r['cols']:,} | {r['svm_mb']:.0f} / {r['vw_mb']:.0f} MB | "
-            f"{r['t_omtl']:.2f} s, {r['m_omtl']:.0f} MB | {r['t_omtl_vw']:.2f} s, {r['m_omtl_vw']:.0f} MB | "
-            f"{r['t_vw']:.2f} s, {r['m_vw']:.0f} MB | {r['model_mb']:.1f} MB | {target:.0f} MB | {r['loss']} | "
-            f"{r['vw_loss']} |")
+            f"{r['t_omtl']:.2f} s, {r['c_omtl']:.2f} s, {r['m_omtl']:.0f} MB | "
+            f"{r['t_omtl_vw']:.2f} s, {r['c_omtl_vw']:.2f} s, {r['m_omtl_vw']:.0f} MB | "
+            f"{r['t_vw']:.2f} s, {r['c_vw']:.2f} s, {r['m_vw']:.0f} MB | {r['model_mb']:.2f} MB | {target:.0f} MB | "
+            f"{r['loss']} | {r['vw_loss']} |")
+    lines += [
+        "",
+        "Where omtl's time goes (the svmlight file; phases one after another in a fresh process, wall / CPU "
+        "seconds; in `omtl learn` reading and learning overlap on two threads):",
+        "",
+        "| file | Python start-up (`python -c pass`) | start-up + import omtl (NumPy, SciPy) | svmlight scan | "
+        "read every chunk | learn every chunk |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        p = r["phases"]
+        lines.append(f"| {r['set']} | {r['t_python']:.2f} | {r['t_python'] + p[0]:.2f} / {p[1]:.2f} (import) | "
+                     f"{p[2]:.2f} / {p[3]:.2f} | {p[4]:.2f} / {p[5]:.2f} | {p[6]:.2f} / {p[7]:.2f} |")
+    lines.append("")
+    for r in rows:
+        target = 2 * r["m_vw"] + r["model_mb"]
+        lines.append(
+            f"- {r['set']}: wall time {r['t_omtl']:.2f} s vs VW's {r['t_vw']:.2f} s, target "
+            f"{'met' if r['t_omtl'] <= r['t_vw'] else 'missed'}; CPU time {r['c_omtl']:.2f} s vs {r['c_vw']:.2f} s; "
+            f"peak RSS {r['m_omtl']:.0f} MB vs {target:.0f} MB, target {'met' if r['m_omtl'] <= target else 'missed'}.")
     if stream_row is not None:
         s = stream_row
         lines += [
