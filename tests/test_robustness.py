@@ -8,11 +8,6 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
-import pytest
-
-import omtl
-
 MALFORMED_SPARSE = textwrap.dedent(
     """
     import numpy as np, scipy.sparse as sp, omtl

@@ -26,7 +26,10 @@ import json
 import math
 import numbers
 import os
+import socket
+import stat
 import struct
+import tempfile
 import warnings
 
 import numpy as np
@@ -104,8 +107,12 @@ def _fitted_header(model) -> dict | None:
 def save(model, path, *, metadata=None) -> None:
     """Writes ``model`` (a native omtl learner, fitted or not) to ``path`` in the omtl model format.
 
-    The file is written to a temporary name and renamed, so an existing file at ``path`` is
-    replaced whole or not at all. (:func:`dumps` gives the same bytes without a file.)
+    The model is read at one moment, under its lock: a thread learning meanwhile waits, so the
+    file holds the state after some whole call, never a mix. The file is written to a fresh
+    temporary file in the same directory, flushed to disk and renamed over ``path``, so an
+    existing file at ``path`` is replaced whole or not at all, also by concurrent saves and across
+    a crash; it keeps the existing file's permissions. (:func:`dumps` gives the same bytes
+    without a file.) docs/reliability.md has the details.
 
     Parameters
     ----------
@@ -127,7 +134,8 @@ def save(model, path, *, metadata=None) -> None:
     TypeError
         For anything but a native omtl learner, or metadata that is not a JSON object.
     ValueError
-        If the model cannot be restored (e.g. its numbers overflowed).
+        If the model cannot be restored (e.g. its numbers overflowed), or the file would be one
+        :func:`load` refuses (a header over 64 MiB: millions of long task labels).
 
     Examples
     --------
@@ -140,15 +148,106 @@ def save(model, path, *, metadata=None) -> None:
     True
     """
     data = dumps(model, metadata=metadata)
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    _write_atomically(os.fspath(path), data)
+
+
+# Temporary files: ".<name>.<host>-<pid>-<random>.omtl-tmp" in the target's directory.
+_TMP_SUFFIX = ".omtl-tmp"
+_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Replaces ``path`` by a file holding ``data``, whole or not at all, also across a crash.
+
+    The bytes go to a fresh temporary file in the target's directory, created with O_EXCL under
+    an unpredictable name (so concurrent savers never share one, and a planted symlink is never
+    followed), flushed to disk, given the mode of the file it replaces (or the mode a new file
+    gets under the umask), and renamed over the target; then the directory entry is flushed.
+    A crash leaves the old file or the new one, and at most a temporary file, which a later save
+    to the same path removes once its writer process is gone.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
     try:
-        with open(tmp, "wb") as f:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    _remove_stale_temporaries(directory, name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{_HOST_TAG}-{os.getpid()}-", suffix=_TMP_SUFFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
+    except BaseException:
+        try:
             os.remove(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system tells it (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: str) -> None:
+    """Flushes a directory's entries (the rename) to disk, where the system can (POSIX)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems do not sync directories; the rename itself is still atomic
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temporaries(directory: str, name: str) -> None:
+    """Removes the temporary files of saves to ``name`` whose writer process (on this host) no
+    longer exists: what a crash during a save leaves. Other hosts' temporaries are left alone."""
+    prefix = f".{name}.{_HOST_TAG}-"
+    try:
+        entries = [e for e in os.listdir(directory) if e.startswith(prefix) and e.endswith(_TMP_SUFFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _process_exists(int(pid)):
+            continue
+        try:
+            os.remove(os.path.join(directory, entry))
+        except OSError:
+            pass
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # no harmless existence probe (os.kill would terminate it): keep the file
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # it exists (another user's), or we cannot tell: keep its file
+    return True
 
 
 def dumps(model, *, metadata=None) -> bytes:
@@ -172,24 +271,32 @@ def dumps(model, *, metadata=None) -> bytes:
             f"omtl.save supports omtl's native learners ({', '.join(sorted(REGISTRY))}), got {cls.__module__}.{cls.__name__}; "
             "pickle a reference learner instead"
         )
-    params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
-    fitted = _fitted_header(model)
-    state = b""
-    if fitted is not None:
-        if not isinstance(model._core, NativeCore):
-            raise TypeError("omtl.save supports models fitted with the native engine")
-        try:  # a file we write is a file load() accepts
-            model._core._learner.check_state()
-            check_restored(model)
-        except ValueError as exc:
-            raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
-        state = bytes(model._core._learner.to_bytes())
+    # One moment: the parameters, the bookkeeping and the native state are read under the
+    # model's lock, which every learning call holds for its whole batch.
+    with model._model_lock():
+        params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
+        fitted = _fitted_header(model)
+        state = b""
+        if fitted is not None:
+            if not isinstance(model._core, NativeCore):
+                raise TypeError("omtl.save supports models fitted with the native engine")
+            try:  # a file we write is a file load() accepts
+                model._core._learner.check_state()
+                check_restored(model)
+            except ValueError as exc:
+                raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
+            state = bytes(model._core._learner.to_bytes())
     header = {"class": cls.__name__, "state_version": STATE_VERSION, "params": params, "fitted": fitted}
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict (a JSON object), got {type(metadata).__name__}")
         header["metadata"] = metadata
     head = json.dumps(header, allow_nan=False, sort_keys=True).encode("utf-8")
+    if len(head) > _MAX_HEADER:  # a file we write is a file load() accepts
+        raise ValueError(
+            f"cannot save this {cls.__name__}: its header (parameters, per-task counts and task labels) takes "
+            f"{len(head):,} bytes, over the {_MAX_HEADER:,} a model file may hold; pickle the model instead"
+        )
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(state)), state])
     return body + hashlib.sha256(body).digest()
@@ -232,8 +339,9 @@ def _reject_constant(name):
 
 
 def _int(value, what: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        _fail(f"{what} must be an integer >= {low}, got {value!r}")
+    """A count from the header: an integer in [low, 2**63) (what the engine's counters hold)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
+        _fail(f"{what} must be an integer in [{low}, 2**63), got {value!r}")
     return value
 
 
