@@ -72,7 +72,7 @@ def test_edited_floats_are_refused_or_give_a_model_that_stays_finite(name):
     import hashlib
     import struct
 
-    from _model_file_fuzz import K, REGISTRY, settings, stream
+    from _model_file_fuzz import REGISTRY, K, settings, stream
 
     from omtl.persistence import MAGIC, dumps, loads
 
