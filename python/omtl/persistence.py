@@ -50,6 +50,9 @@ _MAX_HEADER = 1 << 26
 # The classes a file may name: omtl's native learners, by class name (aliases share a class).
 REGISTRY = {cls.__name__: cls for cls in (getattr(_learners, name) for name in _learners.__all__)}
 
+# The largest dense task kernel (bytes) an unfitted model's file may name (k = 2,896 tasks).
+_MAX_DENSE_GRAPH = 1 << 26
+
 _GRAPH_KEY = "__omtl_task_graph__"
 _LABEL_FORMS = (PM1, ZERO_ONE, BOOL)
 
@@ -286,6 +289,13 @@ def dumps(model, *, metadata=None) -> bytes:
             except ValueError as exc:
                 raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
             state = bytes(model._core._learner.to_bytes())
+    for value in model.get_params().values():  # what load allows a graph to allocate
+        if isinstance(value, TaskGraph) and value.kind in ("edges", "laplacian_pinv") \
+                and 8 * value.n_tasks**2 > max(len(state), _MAX_DENSE_GRAPH):
+            raise ValueError(
+                f"cannot save this unfitted {cls.__name__}: its {value.n_tasks}-task graph's dense task kernel is over "
+                f"the {_MAX_DENSE_GRAPH:,} bytes a model file without a fitted state may name; fit it first or pickle it"
+            )
     header = {"class": cls.__name__, "state_version": STATE_VERSION, "params": params, "fitted": fitted}
     if metadata is not None:
         if not isinstance(metadata, dict):
@@ -345,13 +355,18 @@ def _int(value, what: str, low: int = 0) -> int:
     return value
 
 
-def _graph_from_json(spec) -> TaskGraph:
+def _graph_from_json(spec, dense_budget: int) -> TaskGraph:
     if not isinstance(spec, dict) or set(spec) != {"kind", "n_tasks", "edges", "weights", "matrix"}:
         _fail("malformed task graph")
     kind, k = spec["kind"], _int(spec["n_tasks"], "the task graph's n_tasks", 1)
     matrix_kinds = ("interaction", "psd_plus_identity", "task_kernel")
     if kind not in ("complete", "complete_open", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
         _fail(f"unknown task graph kind {kind!r}")
+    if kind in ("edges", "laplacian_pinv") and 8 * k * k > dense_budget:
+        # A graph from edges builds a dense k x k task kernel: a few bytes of header must not
+        # make load allocate and factor gigabytes. A fitted model's state holds that kernel, so
+        # the file is at least as large; an unfitted one may name up to _MAX_DENSE_GRAPH bytes.
+        _fail(f"the task graph's {k} x {k} task kernel is larger than the file allows")
     try:
         if kind == "complete":
             return TaskGraph.complete(k)
@@ -376,18 +391,19 @@ def _graph_from_json(spec) -> TaskGraph:
     return graph
 
 
-def _param_from_json(value):
+def _param_from_json(value, dense_budget: int):
     if isinstance(value, dict):
         if set(value) != {_GRAPH_KEY}:
             _fail("a parameter is an unknown object")
-        return _graph_from_json(value[_GRAPH_KEY])
+        return _graph_from_json(value[_GRAPH_KEY], dense_budget)
     if value is not None and not isinstance(value, (bool, int, float, str)):
         _fail(f"a parameter has the JSON type {type(value).__name__}")
     return value
 
 
-def _build(header: dict):
-    """The estimator the header describes (unfitted), its parameters validated."""
+def _build(header: dict, state_len: int = 0):
+    """The estimator the header describes (unfitted), its parameters validated. A dense task
+    kernel may take at most max(state_len, _MAX_DENSE_GRAPH) bytes."""
     name = header.get("class")
     cls = REGISTRY.get(name) if isinstance(name, str) else None
     if cls is None:
@@ -398,7 +414,8 @@ def _build(header: dict):
     if not isinstance(params, dict) or set(params) != set(cls._param_names()):
         _fail(f"the parameters do not match those of {name}")
     try:
-        return cls(**{k: _param_from_json(v) for k, v in params.items()})
+        dense_budget = max(state_len, _MAX_DENSE_GRAPH)
+        return cls(**{k: _param_from_json(v, dense_budget) for k, v in params.items()})
     except (TypeError, ValueError, OverflowError) as exc:
         _fail(f"invalid parameters for {name} ({exc})")
 
@@ -502,7 +519,7 @@ def loads(data: bytes):
         The model; ``ValueError`` as :func:`load` for invalid data.
     """
     header, state = _split(bytes(data))
-    model = _build(header)
+    model = _build(header, len(state))
     fitted = header.get("fitted")
     if fitted is None:
         if state:
@@ -531,8 +548,11 @@ def loads(data: bytes):
     model._n_tasks_at_fit = model.n_tasks
     labels = fitted.get("task_labels")
     if labels is not None:
-        if not isinstance(labels, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in labels):
-            _fail("task_labels must be a list of strings and integers")
+        if not isinstance(labels, list) or any(
+            isinstance(v, bool) or not isinstance(v, (str, int)) or (isinstance(v, int) and not -(2**63) <= v < 2**63)
+            for v in labels
+        ):
+            _fail("task_labels must be a list of strings and 64-bit integers")
         model._task_labels, model._task_index = labels, {v: i for i, v in enumerate(labels)}
     form = fitted["label_form"]
     model._label_form = tuple(form) if isinstance(form, list) else form
