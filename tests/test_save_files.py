@@ -228,3 +228,31 @@ def test_a_per_task_count_beyond_int64_is_a_value_error(tmp_path):
         body = data[: len(MAGIC) + 4] + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(state)) + state
         with pytest.raises(ValueError, match="2\\*\\*63"):
             persistence.loads(body + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("n_tasks", [10**9, 2**32, 40_000])
+def test_a_model_file_naming_a_huge_graph_is_refused_before_anything_is_allocated(n_tasks):
+    graph = omtl.TaskGraph.from_edges(3, [(0, 1)])
+    X, y, tasks = random_stream(n=30, d=4, k=3)
+    data = persistence.dumps(omtl.MTPerceptron(n_tasks=3, graph=graph).partial_fit(X, y, tasks=tasks))
+    fixed = len(MAGIC) + 4 + 8
+    (head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+    header, state = json.loads(data[fixed : fixed + head_len]), data[fixed + head_len + 8 : -32]
+    spec = header["params"]["graph"]["__omtl_task_graph__"]
+    spec["n_tasks"] = n_tasks
+    for fitted in (True, False):
+        h = dict(header, fitted=header["fitted"] if fitted else None)
+        s = state if fitted else b""
+        head = json.dumps(h).encode()
+        body = data[: len(MAGIC) + 4] + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(s)) + s
+        with pytest.raises(ValueError, match="larger than the file allows"):
+            persistence.loads(body + hashlib.sha256(body).digest())
+
+
+def test_save_refuses_an_unfitted_model_whose_graph_load_would_refuse(monkeypatch):
+    monkeypatch.setattr(persistence, "_MAX_DENSE_GRAPH", 8 * 20 * 20)
+    small = omtl.MTPerceptron(n_tasks=20, graph=omtl.TaskGraph.from_edges(20, [(0, 1)]))
+    assert persistence.loads(persistence.dumps(small)).n_tasks == 20
+    large = omtl.MTPerceptron(n_tasks=21, graph=omtl.TaskGraph.from_edges(21, [(0, 1)]))
+    with pytest.raises(ValueError, match="fit it first or pickle it"):
+        persistence.dumps(large)
