@@ -32,17 +32,33 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
         # sum_duplicates, format conversions) index by indptr unchecked, and a malformed one
         # corrupts the heap. A stale canonical flag cannot mislead the engine either: the native
         # core checks that every row's indices strictly increase before it learns.
+        # Whether the input is canonical is asked of the input, where scipy caches the answer,
+        # so a matrix passed again is not scanned again; a first answer is computed on the
+        # checked copy and cached on the input as scipy itself would.
+        canonical = None
         if X.format == "csr":
+            source = X
+            if not getattr(source, "_has_sorted_indices", True):
+                canonical = False
+            else:
+                canonical = source.__dict__.get("_has_canonical_format")
             # One constructor call on copies of the arrays (csr_matrix(X, copy=True) runs two:
             # most of the cost of a one-row call); the constructor's own check is shallow.
             X = sp.csr_matrix((X.data.astype(np.float64), X.indices.copy(), X.indptr.copy()), shape=X.shape)
+            _check_compressed(X)
+            if canonical is None:
+                canonical = bool(X.has_canonical_format)
+                source.has_canonical_format = canonical
         else:
             X = X.copy()  # element-wise copies of the arrays, no compiled routine on them
             if X.format in ("csc", "bsr"):
                 _check_compressed(X)
             X = sp.csr_matrix(X, dtype=np.float64, copy=False)
-        _check_compressed(X)
-        if not X.has_canonical_format:
+            _check_compressed(X)
+            canonical = bool(X.has_canonical_format)
+        if canonical:
+            X.has_canonical_format = True  # the same arrays as the input's (also sorted)
+        else:
             X.sum_duplicates()  # also sorts the indices
             X.sort_indices()
     else:
