@@ -2,6 +2,7 @@
 //! algorithm. Enabled by the `python` cargo feature, which maturin turns on.
 
 mod convert;
+mod events;
 mod kernels;
 mod learners;
 mod params;
@@ -17,6 +18,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
+    m.add_function(wrap_pyfunction!(events::learn_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::decision_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::predict_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::event_row, m)?)?;
+    m.add_function(wrap_pyfunction!(events::hash_dicts, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;
