@@ -445,9 +445,13 @@ fn task_of<'py>(
             "task is required: pass the event's task id in [0, {k}) (optional only when n_tasks=1)"
         )));
     }
-    let integral = if task.is_instance_of::<PyBool>() || is_numpy_bool(task)? {
+    let integral = if task.is_instance_of::<PyBool>() {
         None
-    } else if task.is_instance_of::<PyInt>() || is_numpy_integer(task)? {
+    } else if task.is_instance_of::<PyInt>() {
+        Some(task.extract::<i128>().unwrap_or(i128::MAX))
+    } else if is_numpy_bool(task)? {
+        None
+    } else if is_numpy_integer(task)? {
         Some(task.extract::<i128>().unwrap_or(i128::MAX))
     } else if task.is_instance_of::<PyFloat>() {
         let v = task.extract::<f64>()?;
@@ -509,7 +513,7 @@ fn label_of<'py>(y: &Bound<'py, PyAny>, form: &Bound<'py, PyAny>) -> PyResult<(f
     if !v.is_finite() {
         return Err(PyValueError::new_err("y contains NaN or infinity"));
     }
-    let current: String = form.extract()?;
+    let current = form.cast::<PyString>()?.to_str()?;
     match v {
         1.0 if current == "pm1" || current == "01" => Ok((1.0, None)),
         1.0 => Ok((1.0, Some("pm1"))),
@@ -527,8 +531,7 @@ fn in_form<'py>(py: Python<'py>, positive: bool, form: &Bound<'py, PyAny>) -> Py
     if let Ok(pair) = form.cast::<PyTuple>() {
         return pair.get_item(usize::from(positive));
     }
-    let form: &str = &form.extract::<String>()?;
-    Ok(match form {
+    Ok(match form.cast::<PyString>()?.to_str()? {
         "bool" => PyBool::new(py, positive).to_owned().into_any(),
         "01" => i64::from(positive).into_pyobject(py)?.into_any(),
         _ => (if positive { 1i64 } else { -1 }).into_pyobject(py)?.into_any(),
