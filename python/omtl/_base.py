@@ -731,6 +731,10 @@ class OnlineClassifier(SklearnClassifierMixin):
         """``learn_one`` through the batch path (a model's first event, a reference core, a
         learner with a hook before its updates)."""
         X = self._event_rows(x)
+        if y is None:
+            raise ValueError("this learner requires y to be passed, but the target y is None")
+        if isinstance(y, (list, tuple, dict, set, np.ndarray)):
+            raise TypeError(f"y must be one label (learn a batch with learn/partial_fit), got {type(y).__name__}")
         before = getattr(self, "_label_form", None) if self._is_fitted() else None
         scores, form = self._run_learn(X, [y], None if task is None else [task])
         if form == PM1 and before == ZERO_ONE and not isinstance(y, (bool, np.bool_)) and y == 1:

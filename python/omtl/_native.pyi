@@ -20,6 +20,11 @@ __all__ = [
     "NativeTaskKernel",
     "NativeLearner",
     "splitmix64_permutation",
+    "learn_event",
+    "decision_event",
+    "predict_event",
+    "event_row",
+    "hash_dicts",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -166,6 +171,24 @@ class NativeLearner:
     def diagnostics(self) -> dict[str, float]: ...
     def to_bytes(self) -> bytes:
         """The versioned, serialised state (for pickling and ``omtl.save``)."""
+
+def learn_event(model: object, x: object, y: object, task: object) -> object:
+    """``learn_one`` of a learner (src/python/events.rs): the prediction before the update."""
+
+def decision_event(model: object, x: object, task: object) -> float:
+    """``decision_one`` of a learner: the score of one event, the model unchanged."""
+
+def predict_event(model: object, x: object, task: object) -> object:
+    """``predict_one`` of a learner: the sign of the score in the model's label form."""
+
+def event_row(x: object, fitted: int | None, dict_width: int) -> tuple:
+    """One event's row for the batch path: ``("dense", values)`` or ``("csr", indices, values, width)``."""
+
+def hash_dicts(
+    dicts: object, n_features: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
+    """CSR parts ``(indptr, indices, data)`` of dicts of str feature names hashed as scikit-learn's
+    ``FeatureHasher(input_type="dict", alternate_sign=False)``."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""

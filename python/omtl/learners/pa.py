@@ -84,4 +84,4 @@ class PAGlobal(PAUnique):
     _global = True
 
     def __init__(self, *, n_tasks=None, C=1.0, variant="pa1", n_features=2**18):
-        super().__init__(n_tasks=n_tasks, C=C, variant=variant)
+        super().__init__(n_tasks=n_tasks, C=C, variant=variant, n_features=n_features)

@@ -60,4 +60,5 @@ class KernelPerceptron(MTPerceptron):
     """
 
     def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False, n_features=2**18):
-        super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize)
+        super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
+                         n_features=n_features)
