@@ -308,3 +308,42 @@ def test_per_task_counts_grow_in_place():
     assert model.n_seen_per_task_.tolist() == [1] * 300
     state = model.__getstate__()
     assert "_seen_buf" not in state and state["_task_index"] is not model._task_index
+
+
+@pytest.mark.parametrize("twin", [False, True], ids=["native", "twin"])
+def test_small_batches_equal_one_batch_and_fail_cleanly(twin):
+    cls = omtl.reference.MTLinear if twin else omtl.MTLinear
+    X, y, tasks = _stream(n=120)
+    whole = cls(n_tasks=K)
+    expected = whole.learn(X, y, tasks=tasks)
+    for form in (y, (y > 0).astype(np.int64), y > 0, y.astype(np.float64)):
+        chunks = cls(n_tasks=K)
+        got = np.concatenate([chunks.learn(X[i : i + 7], form[i : i + 7], tasks=tasks[i : i + 7]) for i in range(0, 120, 7)])
+        assert (got == form).tolist() == (expected == y).tolist()
+        _assert_same_model(chunks, whole, X, tasks)
+    labelled, batch = cls(), cls()
+    users = np.array([f"u{t}" for t in tasks], dtype=object)
+    batch.partial_fit(X, y, tasks=users)
+    for i in range(0, 120, 10):
+        labelled.partial_fit(X[i : i + 10], y[i : i + 10], tasks=users[i : i + 10])
+    _assert_same_model(labelled, batch, X, users)
+    np.testing.assert_array_equal(labelled.decision_function(X[:5], tasks="u1"), batch.decision_function(X[:5], tasks="u1"))
+    before = _state(labelled)
+    bad = X[:5].copy()
+    bad[3, 2] = np.nan
+    for call, kind in [(lambda: labelled.learn(bad, y[:5], tasks="u1"), ValueError),
+                       (lambda: labelled.learn(X[:5], [1, -1, 0, 1, 1], tasks="u1"), ValueError),
+                       (lambda: labelled.learn(X[:5, :4], y[:5], tasks="u1"), ValueError),
+                       (lambda: labelled.learn(X[:5], y[:4], tasks="u1"), ValueError),
+                       (lambda: labelled.learn(X[:5], y[:5], tasks=["u1"] * 4), ValueError),
+                       (lambda: labelled.learn(X[:5], y[:5], tasks=[True] * 5), TypeError),
+                       (lambda: labelled.decision_function(bad, tasks="u1"), ValueError)]:
+        with pytest.raises(kind):
+            call()
+    assert _state(labelled) == before
+    fixed = cls(n_tasks=K).partial_fit(X, y, tasks=tasks)
+    before = _state(fixed)
+    for ids in (np.array([0, 1, K]), np.array([-1, 0, 0]), K):
+        with pytest.raises(ValueError, match="unknown task"):
+            fixed.learn(X[:3], y[:3], tasks=ids)
+    assert _state(fixed) == before

@@ -22,7 +22,15 @@ from ._constraints import validate
 from ._docs import fill_doc
 
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
-from ._native import STATE_VERSION, decision_event, event_row, learn_event, predict_event
+from ._native import (
+    STATE_VERSION,
+    decision_event,
+    decision_small,
+    event_row,
+    learn_event,
+    learn_small,
+    predict_event,
+)
 from ._sklearn import SklearnClassifierMixin
 from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
 from ._validation import (
@@ -267,8 +275,16 @@ class OnlineClassifier(SklearnClassifierMixin):
         """What the core is built for besides its hyper-parameters (a linear learner: n_tasks)."""
         return {"n_tasks": self._check_n_tasks()}
 
+    def _check_dict_width(self) -> None:
+        """Checks ``n_features``, the column space of dict rows (a model file's too)."""
+        w = self._dict_width()
+        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 1 <= w <= 2**31 - 1:
+            raise ValueError(f"n_features (the column space of dict rows) must be an integer in [1, 2**31 - 1], got {w!r}")
+
     def _make_core(self, n_features: int, sparse: bool):
         from ._native import NativeLearner
+
+        self._check_dict_width()
 
         params = self._native_params(n_features, sparse)
         setting = self._native_setting(n_features)
@@ -546,7 +562,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         self
         """
-        self._run_learn(X, y, tasks, classes=classes)
+        # A small dense batch of known tasks: validated and counted in the binding, in one call.
+        if classes is not None or type(X) is not np.ndarray or learn_small(self, X, y, tasks) is None:
+            self._run_learn(X, y, tasks, classes=classes)
         return self
 
     @fill_doc
@@ -563,7 +581,8 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         {predictions}
         """
-        scores, form = self._run_learn(X, y, tasks)
+        fast = learn_small(self, X, y, tasks) if type(X) is np.ndarray else None  # see partial_fit
+        scores, form = fast if fast is not None else self._run_learn(X, y, tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     @fill_doc
@@ -609,6 +628,10 @@ class OnlineClassifier(SklearnClassifierMixin):
         ndarray of shape (n_samples,)
             The scores (0 before the first batch).
         """
+        if type(X) is np.ndarray:  # a small dense batch of known tasks, scored in the binding
+            fast = decision_small(self, X, tasks)
+            if fast is not None:
+                return fast
         self._check_columns(X)
         self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)

@@ -25,6 +25,8 @@ __all__ = [
     "predict_event",
     "event_row",
     "hash_dicts",
+    "learn_small",
+    "decision_small",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -189,6 +191,15 @@ def hash_dicts(
 ) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
     """CSR parts ``(indptr, indices, data)`` of dicts of str feature names hashed as scikit-learn's
     ``FeatureHasher(input_type="dict", alternate_sign=False)``."""
+
+def learn_small(
+    model: object, x: object, y: object, tasks: object
+) -> tuple[NDArray[np.float64], object] | None:
+    """``learn`` of a small dense batch of known tasks on a fitted native model: the scores and
+    the label form, bookkeeping done; ``None`` for the batch path."""
+
+def decision_small(model: object, x: object, tasks: object) -> NDArray[np.float64] | None:
+    """``decision_function`` of a small dense batch of known tasks; ``None`` for the batch path."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""

@@ -64,7 +64,7 @@ fn numpy_scalar_types(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
     Ok(types.bind(py))
 }
 
-fn is_numpy_bool(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+pub(super) fn is_numpy_bool(v: &Bound<'_, PyAny>) -> PyResult<bool> {
     v.is_instance(&numpy_scalar_types(v.py())?.get_item(2)?)
 }
 
@@ -309,10 +309,10 @@ pub(super) fn convert_row(
 }
 
 /// The model's lock, held until drop.
-struct Locked<'py>(Bound<'py, PyAny>);
+pub(super) struct Locked<'py>(Bound<'py, PyAny>);
 
 impl<'py> Locked<'py> {
-    fn acquire(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) -> PyResult<Self> {
+    pub(super) fn acquire(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) -> PyResult<Self> {
         let py = model.py();
         let lock = match dict.get_item(intern!(py, "_lock"))? {
             Some(lock) => lock,
@@ -329,20 +329,31 @@ impl Drop for Locked<'_> {
     }
 }
 
-fn required<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn required<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
     dict.get_item(key)?
         .ok_or_else(|| PyValueError::new_err(format!("this model lacks its fitted attribute {key}")))
 }
 
 /// The estimator's state the fast path reads: `None` when the model is not for the fast path.
-struct Fitted<'py> {
-    learner: Bound<'py, NativeLearner>,
-    n_features_in: usize,
-    dict_width: usize,
-    n_engine_tasks: usize,
+pub(super) struct Fitted<'py> {
+    pub(super) learner: Bound<'py, NativeLearner>,
+    pub(super) n_features_in: usize,
+    pub(super) n_engine_tasks: usize,
 }
 
-fn fitted<'py>(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) -> PyResult<Option<Fitted<'py>>> {
+/// The width of the column space of dict rows (the learner's `n_features`), checked only when a
+/// dict arrives: rows of numbers do not use it.
+fn dict_width(dict: &Bound<'_, PyDict>, x: &Bound<'_, PyAny>) -> PyResult<usize> {
+    if !x.is_instance_of::<PyDict>() {
+        return Ok(DEFAULT_HASHED_COLUMNS);
+    }
+    match dict.get_item(intern!(dict.py(), "n_features"))? {
+        Some(w) => check_width(&w),
+        None => Ok(DEFAULT_HASHED_COLUMNS),
+    }
+}
+
+pub(super) fn fitted<'py>(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) -> PyResult<Option<Fitted<'py>>> {
     let py = model.py();
     let Some(core) = dict.get_item(intern!(py, "_core"))?.filter(|c| !c.is_none()) else {
         return Ok(None);
@@ -357,15 +368,10 @@ fn fitted<'py>(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) -> PyResult
         return Ok(None);
     }
     let n_features_in = required(dict, intern!(py, "n_features_in_"))?.extract::<usize>()?;
-    let dict_width = match dict.get_item(intern!(py, "n_features"))? {
-        Some(w) => check_width(&w)?,
-        None => DEFAULT_HASHED_COLUMNS,
-    };
     let n_engine_tasks = required(dict, intern!(py, "_seen_per_task"))?.len()?;
     Ok(Some(Fitted {
         learner,
         n_features_in,
-        dict_width,
         n_engine_tasks,
     }))
 }
@@ -538,7 +544,7 @@ fn in_form<'py>(py: Python<'py>, positive: bool, form: &Bound<'py, PyAny>) -> Py
     })
 }
 
-fn model_dict<'py>(model: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+pub(super) fn model_dict<'py>(model: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
     Ok(model.getattr(intern!(model.py(), "__dict__"))?.cast_into::<PyDict>()?)
 }
 
@@ -557,7 +563,7 @@ pub fn learn_event<'py>(
     let Some(state) = fitted(model, &dict)? else {
         return model.call_method1(intern!(py, "_learn_one_slow"), (x, y, task));
     };
-    let (row, width) = convert_row(x, Some(state.n_features_in), state.dict_width)?;
+    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?)?;
     let task = task_of(model, &dict, task, state.n_engine_tasks)?;
     let form = required(&dict, intern!(py, "_label_form"))?;
     let (y_pm1, new_form) = label_of(y, &form)?;
@@ -621,7 +627,7 @@ pub fn decision_event(model: &Bound<'_, PyAny>, x: &Bound<'_, PyAny>, task: &Bou
             .call_method1(intern!(py, "_decision_one_slow"), (x, task))?
             .extract();
     };
-    let (row, width) = convert_row(x, Some(state.n_features_in), state.dict_width)?;
+    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?)?;
     let task = task_of(model, &dict, task, state.n_engine_tasks)?;
     let indptr = [0, row.nnz()];
     state

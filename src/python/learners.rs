@@ -222,6 +222,16 @@ impl NativeLearner {
         Ok(scores[0])
     }
 
+    /// Learns a small batch (atomically); its pre-update scores.
+    pub(super) fn small_learn(&self, py: Python<'_>, rows: &Rows, tasks: &[i64], y: &[f64]) -> PyResult<Vec<f64>> {
+        self.run_short(py, |m| learner::learn(m, rows, tasks, y))
+    }
+
+    /// Scores a small batch (the model is unchanged).
+    pub(super) fn small_decision(&self, py: Python<'_>, rows: &Rows, tasks: &[i64]) -> PyResult<Vec<f64>> {
+        self.run_short(py, |m| learner::decision(m, rows, tasks))
+    }
+
     /// Scores one event (as if `n_new` tasks had been added; the model is unchanged).
     pub(super) fn event_decision(&self, py: Python<'_>, row: &Rows, task: i64, n_new: usize) -> PyResult<f64> {
         let scores = self.run_short(py, |m| learner::decision_grown(m, n_new, row, &[task]))?;

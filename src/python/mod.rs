@@ -8,6 +8,7 @@ mod learners;
 mod params;
 mod pickling;
 mod registry;
+mod small;
 mod testing;
 
 use pyo3::prelude::*;
@@ -23,6 +24,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(events::predict_event, m)?)?;
     m.add_function(wrap_pyfunction!(events::event_row, m)?)?;
     m.add_function(wrap_pyfunction!(events::hash_dicts, m)?)?;
+    m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
+    m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;
