@@ -739,10 +739,11 @@ class OnlineClassifier(SklearnClassifierMixin):
         # A model pickled before n_features existed has the default.
         return self.__dict__.get("n_features", 2**18)
 
-    def _event_rows(self, x):
-        """One event's ``x`` as a one-row batch (for the batch path)."""
+    def _event_rows(self, x, skip=None):
+        """One event's ``x`` as a one-row batch (for the batch path); ``skip``: a dict key that is
+        not a feature (a River example's task key)."""
         fitted = self.n_features_in_ if self._is_fitted() else None
-        parts = event_row(x, fitted, self._dict_width())
+        parts = event_row(x, fitted, self._dict_width(), skip)
         if parts[0] == "dense":
             return parts[1].reshape(1, -1)
         _, indices, values, width = parts
@@ -750,10 +751,10 @@ class OnlineClassifier(SklearnClassifierMixin):
         return sp.csr_matrix((values, indices.astype(np.int64), indptr), shape=(1, width))
 
     @_locked
-    def _learn_one_slow(self, x, y, task):
+    def _learn_one_slow(self, x, y, task, skip=None):
         """``learn_one`` through the batch path (a model's first event, a reference core, a
         learner with a hook before its updates)."""
-        X = self._event_rows(x)
+        X = self._event_rows(x, skip)
         if y is None:
             raise ValueError("this learner requires y to be passed, but the target y is None")
         if isinstance(y, (list, tuple, dict, set, np.ndarray)):
@@ -765,9 +766,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)[0].item()
 
     @_locked
-    def _decision_one_slow(self, x, task) -> float:
+    def _decision_one_slow(self, x, task, skip=None) -> float:
         """``decision_one`` through the batch path."""
-        X = self._event_rows(x)
+        X = self._event_rows(x, skip)
         return float(self.decision_function(X, tasks=None if task is None else [task])[0])
 
     # ---- fitted attributes ---------------------------------------------------------------------

@@ -174,16 +174,16 @@ class NativeLearner:
     def to_bytes(self) -> bytes:
         """The versioned, serialised state (for pickling and ``omtl.save``)."""
 
-def learn_event(model: object, x: object, y: object, task: object) -> object:
+def learn_event(model: object, x: object, y: object, task: object, skip: object | None = None) -> object:
     """``learn_one`` of a learner (src/python/events.rs): the prediction before the update."""
 
-def decision_event(model: object, x: object, task: object) -> float:
+def decision_event(model: object, x: object, task: object, skip: object | None = None) -> float:
     """``decision_one`` of a learner: the score of one event, the model unchanged."""
 
-def predict_event(model: object, x: object, task: object) -> object:
+def predict_event(model: object, x: object, task: object, skip: object | None = None) -> object:
     """``predict_one`` of a learner: the sign of the score in the model's label form."""
 
-def event_row(x: object, fitted: int | None, dict_width: int) -> tuple:
+def event_row(x: object, fitted: int | None, dict_width: int, skip: object | None = None) -> tuple:
     """One event's row for the batch path: ``("dense", values)`` or ``("csr", indices, values, width)``."""
 
 def hash_dicts(

@@ -46,6 +46,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without River
 from . import learners as _learners
 from ._docs import fill_doc
 from ._hashing import hash_features
+from ._native import decision_event, learn_event
 from ._validation import check_classes_pair
 
 __all__ = [
@@ -115,6 +116,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
             del x[self.task_key]  # present: _task read it first
         return x
 
+    def _event(self, x):
+        """``(features, skip)`` for the learner's per-event functions: the dict as it is with its
+        task key skipped (no copy), or the row of the listed features."""
+        if self._names is not None or not isinstance(x, dict):
+            return self._features(x), None
+        return x, (self.task_key if self.task_fn is None else None)
+
     # ---- River's interface ---------------------------------------------------------------------
     def _label_pair(self, y):
         """The labels of the stream, fixed by the first label that tells the form (every bool; a
@@ -151,11 +159,11 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         """
         labels = self._label_pair(y)
         task = self._task(x)
-        features = self._features(x)
+        features, skip = self._event(x)
         if self.learner._is_fitted() or self.classes is None:
-            self.learner.learn_one(features, y, task=task)
+            learn_event(self.learner, features, y, task, skip)  # the learner's learn_one
         else:  # the first label of a custom pair needs the pair (classes=) to be read
-            rows = self.learner._event_rows(features)
+            rows = self.learner._event_rows(features, skip)
             self.learner.partial_fit(rows, [y], tasks=None if task is None else [task], classes=self.classes)
         self._labels = labels
 
@@ -175,7 +183,8 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
             In the form of the stream's labels (bool before the first example).
         """
         task = self._task(x)
-        score = self.learner.decision_one(self._features(x), task=task)
+        features, skip = self._event(x)
+        score = decision_event(self.learner, features, task, skip)  # the learner's decision_one
         if not self.learner._is_fitted():
             return True  # the empty model's score 0 predicts the positive class
         negative, positive = self._labels or (-1, 1)

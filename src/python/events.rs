@@ -130,12 +130,18 @@ fn dict_pairs(
     int_width: usize,
     name_width: usize,
     names_only: bool,
+    skip: Option<&Bound<'_, PyAny>>,
     pairs: &mut Vec<(u32, f64)>,
 ) -> PyResult<Option<Keys>> {
     pairs.clear();
     let mut keys = None;
     let mut name_buf: Vec<u8> = Vec::new();
     for (k, v) in d.iter() {
+        if let Some(skip) = skip {
+            if k.is(skip) || k.eq(skip)? {
+                continue; // the task key of a River example
+            }
+        }
         let kind = if k.is_instance_of::<PyString>() || k.is_instance_of::<PyBytes>() {
             Keys::Names
         } else if !names_only && (k.is_instance_of::<PyInt>() && !k.is_instance_of::<PyBool>() || is_numpy_integer(&k)?)
@@ -221,11 +227,12 @@ pub(super) fn convert_row(
     x: &Bound<'_, PyAny>,
     fitted: Option<usize>,
     dict_width: usize,
+    skip: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<(EventRow, usize)> {
     let py = x.py();
     if let Ok(d) = x.cast::<PyDict>() {
         let mut pairs = Vec::with_capacity(d.len());
-        let keys = dict_pairs(d, fitted.unwrap_or(dict_width), dict_width, false, &mut pairs)?;
+        let keys = dict_pairs(d, fitted.unwrap_or(dict_width), dict_width, false, skip, &mut pairs)?;
         let width = match (keys, fitted) {
             (Some(Keys::Names), Some(w)) if w != dict_width => {
                 return Err(PyValueError::new_err(format!(
@@ -255,7 +262,7 @@ pub(super) fn convert_row(
         match a.dtype().kind() {
             b'b' | b'i' | b'u' | b'f' => {
                 let converted = a.call_method1(intern!(py, "astype"), ("float64",))?;
-                return convert_row(&converted, fitted, dict_width);
+                return convert_row(&converted, fitted, dict_width, skip);
             }
             b'c' => {
                 return Err(PyValueError::new_err(
@@ -281,7 +288,7 @@ pub(super) fn convert_row(
         ));
     } else if x.hasattr(intern!(py, "__array__"))? {
         let converted = py.import("numpy")?.call_method1("asarray", (x,))?;
-        return convert_row(&converted, fitted, dict_width);
+        return convert_row(&converted, fitted, dict_width, skip);
     } else {
         return Err(PyTypeError::new_err(format!(
             "x must be a 1-D array or sequence of numbers, or a dict of int columns or str feature names, got {}",
@@ -551,19 +558,21 @@ pub(super) fn model_dict<'py>(model: &Bound<'py, PyAny>) -> PyResult<Bound<'py, 
 /// `learn_one` of a learner (see `OnlineClassifier.learn_one`): the prediction made before the
 /// update, in the form of `y`.
 #[pyfunction]
+#[pyo3(signature = (model, x, y, task, skip=None))]
 pub fn learn_event<'py>(
     model: &Bound<'py, PyAny>,
     x: &Bound<'py, PyAny>,
     y: &Bound<'py, PyAny>,
     task: &Bound<'py, PyAny>,
+    skip: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = model.py();
     let dict = model_dict(model)?;
     let _lock = Locked::acquire(model, &dict)?;
     let Some(state) = fitted(model, &dict)? else {
-        return model.call_method1(intern!(py, "_learn_one_slow"), (x, y, task));
+        return model.call_method1(intern!(py, "_learn_one_slow"), (x, y, task, skip));
     };
-    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?)?;
+    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?, skip.as_ref())?;
     let task = task_of(model, &dict, task, state.n_engine_tasks)?;
     let form = required(&dict, intern!(py, "_label_form"))?;
     let (y_pm1, new_form) = label_of(y, &form)?;
@@ -618,16 +627,22 @@ pub fn learn_event<'py>(
 
 /// `decision_one` of a learner: the score of one event, the model unchanged.
 #[pyfunction]
-pub fn decision_event(model: &Bound<'_, PyAny>, x: &Bound<'_, PyAny>, task: &Bound<'_, PyAny>) -> PyResult<f64> {
+#[pyo3(signature = (model, x, task, skip=None))]
+pub fn decision_event(
+    model: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    task: &Bound<'_, PyAny>,
+    skip: Option<Bound<'_, PyAny>>,
+) -> PyResult<f64> {
     let py = model.py();
     let dict = model_dict(model)?;
     let _lock = Locked::acquire(model, &dict)?;
     let Some(state) = fitted(model, &dict)? else {
         return model
-            .call_method1(intern!(py, "_decision_one_slow"), (x, task))?
+            .call_method1(intern!(py, "_decision_one_slow"), (x, task, skip))?
             .extract();
     };
-    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?)?;
+    let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?, skip.as_ref())?;
     let task = task_of(model, &dict, task, state.n_engine_tasks)?;
     let indptr = [0, row.nnz()];
     state
@@ -638,15 +653,17 @@ pub fn decision_event(model: &Bound<'_, PyAny>, x: &Bound<'_, PyAny>, task: &Bou
 
 /// `predict_one` of a learner: the sign of `decision_one` in the model's label form.
 #[pyfunction]
+#[pyo3(signature = (model, x, task, skip=None))]
 pub fn predict_event<'py>(
     model: &Bound<'py, PyAny>,
     x: &Bound<'py, PyAny>,
     task: &Bound<'py, PyAny>,
+    skip: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = model.py();
     let dict = model_dict(model)?;
     let _lock = Locked::acquire(model, &dict)?;
-    let score = decision_event(model, x, task)?;
+    let score = decision_event(model, x, task, skip)?;
     match dict.get_item(intern!(py, "_label_form"))? {
         Some(form) => in_form(py, score >= 0.0, &form),
         None => in_form(py, score >= 0.0, PyString::new(py, "pm1").as_any()),
@@ -656,14 +673,15 @@ pub fn predict_event<'py>(
 /// One event's row as NumPy data, for the batch path on one row: `("dense", values)` or
 /// `("csr", indices, values, width)`.
 #[pyfunction]
-#[pyo3(signature = (x, fitted, dict_width))]
+#[pyo3(signature = (x, fitted, dict_width, skip=None))]
 pub fn event_row<'py>(
     py: Python<'py>,
     x: &Bound<'py, PyAny>,
     fitted: Option<usize>,
     dict_width: &Bound<'py, PyAny>,
+    skip: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let (row, width) = convert_row(x, fitted, check_width(dict_width)?)?;
+    let (row, width) = convert_row(x, fitted, check_width(dict_width)?, skip.as_ref())?;
     match row {
         EventRow::Dense(v) => PyTuple::new(
             py,
@@ -713,7 +731,7 @@ pub fn hash_dicts<'py>(
                 PyDict::from_sequence(&d.call_method0(intern!(py, "items"))?)?
             }
         };
-        dict_pairs(&d, width, width, true, &mut pairs)?;
+        dict_pairs(&d, width, width, true, None, &mut pairs)?;
         indices.extend(pairs.iter().map(|p| p.0 as i32));
         data.extend(pairs.iter().map(|p| p.1));
         indptr.push(indices.len() as i64);
