@@ -231,27 +231,29 @@ def main():
     args = parser.parse_args()
     n, repeat = (2_000, 1) if args.quick else (args.n, args.repeat)
     streams = contenders(n)
+    load = os.getloadavg()[0]
     best = {stream: {} for stream in streams}
     for _ in range(repeat):  # interleaved, so load changes hit every contender alike
         for stream, runs in streams.items():
             for name, run in runs.items():
                 us = run() / n * 1e6
                 best[stream][name] = min(us, best[stream].get(name, float("inf")))
-    lines = report(best, n, repeat)
+    lines = report(best, n, repeat, (load, os.getloadavg()[0]))
     print("\n".join(lines))
     if not args.quick:
         OUT.write_text("\n".join(lines) + "\n")
         print(f"wrote {OUT}")
 
 
-def report(best, n, repeat):
+def report(best, n, repeat, load):
     dense, bow = best["dense"], best["bow"]
     river_lr = dense["River LogisticRegression predict_one + learn_one"]
     lines = [
         "# One event at a time",
         "",
         f"`python benches/compare_events.py --n {n} --repeat {repeat}` on {platform.machine()} "
-        f"({platform.python_implementation()} {platform.python_version()}), best of {repeat} interleaved runs; "
+        f"({platform.python_implementation()} {platform.python_version()}, {os.cpu_count()} cores, load average "
+        f"{load[0]:.1f} at the start and {load[1]:.1f} at the end), best of {repeat} interleaved runs; "
         "µs per event (predict, then learn), lower is better; ratio = River LogisticRegression's µs / this µs "
         "(bag-of-words: against River LR on that stream). Named features are hashed into 2**18 columns; "
         "`hash_bits=18` keeps MTLinear's blocks in one table of 2**18 cells, as VW's `-b 18`.",
