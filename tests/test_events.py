@@ -321,6 +321,17 @@ def test_small_batches_equal_one_batch_and_fail_cleanly(twin):
         got = np.concatenate([chunks.learn(X[i : i + 7], form[i : i + 7], tasks=tasks[i : i + 7]) for i in range(0, 120, 7)])
         assert (got == form).tolist() == (expected == y).tolist()
         _assert_same_model(chunks, whole, X, tasks)
+    for rows in (sp.csr_matrix(X), sp.csc_matrix(X), sp.csr_matrix(X, dtype=np.float64).astype(np.float64)):
+        chunks = cls(n_tasks=K)
+        got = np.concatenate([chunks.learn(rows[i : i + 9], y[i : i + 9], tasks=tasks[i : i + 9]) for i in range(0, 120, 9)])
+        assert got.tolist() == expected.tolist()
+        _assert_same_model(chunks, whole, X, tasks)
+        np.testing.assert_allclose(chunks.decision_function(rows[:6], tasks=tasks[:6]), whole.decision_function(X[:6], tasks=tasks[:6]),
+                                   rtol=1e-9, atol=1e-12)
+    unsorted = sp.csr_matrix((np.array([1.0, 2.0, 0.5]), np.array([3, 1, 1]), np.array([0, 2, 3])), shape=(2, 5))
+    assert not unsorted.has_sorted_indices  # the batch path sorts it (and sums duplicates)
+    np.testing.assert_allclose(whole.decision_function(unsorted, tasks=[0, 1]),
+                               whole.decision_function(unsorted.toarray(), tasks=[0, 1]), rtol=1e-12)
     labelled, batch = cls(), cls()
     users = np.array([f"u{t}" for t in tasks], dtype=object)
     batch.partial_fit(X, y, tasks=users)
@@ -331,13 +342,17 @@ def test_small_batches_equal_one_batch_and_fail_cleanly(twin):
     before = _state(labelled)
     bad = X[:5].copy()
     bad[3, 2] = np.nan
+    bad_csr = sp.csr_matrix(X[:5])
+    bad_csr.data[4] = np.inf
     for call, kind in [(lambda: labelled.learn(bad, y[:5], tasks="u1"), ValueError),
                        (lambda: labelled.learn(X[:5], [1, -1, 0, 1, 1], tasks="u1"), ValueError),
                        (lambda: labelled.learn(X[:5, :4], y[:5], tasks="u1"), ValueError),
                        (lambda: labelled.learn(X[:5], y[:4], tasks="u1"), ValueError),
                        (lambda: labelled.learn(X[:5], y[:5], tasks=["u1"] * 4), ValueError),
                        (lambda: labelled.learn(X[:5], y[:5], tasks=[True] * 5), TypeError),
-                       (lambda: labelled.decision_function(bad, tasks="u1"), ValueError)]:
+                       (lambda: labelled.decision_function(bad, tasks="u1"), ValueError),
+                       (lambda: labelled.learn(bad_csr, y[:5], tasks="u1"), ValueError),
+                       (lambda: labelled.learn(sp.csr_matrix(X[:5, :4]), y[:5], tasks="u1"), ValueError)]:
         with pytest.raises(kind):
             call()
     assert _state(labelled) == before

@@ -58,6 +58,20 @@ def _as_native_rows(X):
     return csr_parts(X) if sp.issparse(X) else X
 
 
+# The binding's small-batch path (src/python/small.rs) takes at most this many rows.
+_SMALL_BATCH = 64
+
+
+def _small_rows(X):
+    """``X`` as the binding's small-batch functions read it (a NumPy array, or a CSR matrix's
+    parts), or None when the batch path must take it."""
+    if type(X) is np.ndarray:
+        return X
+    if sp.issparse(X) and X.format == "csr" and X.shape[0] <= _SMALL_BATCH:
+        return (X.indptr, X.indices, X.data, X.shape[1])
+    return None
+
+
 class Core(Protocol):
     """What ``OnlineClassifier`` drives: ``NativeCore`` and every reference core
     (``omtl.reference._core.ReferenceCore``). A learner may also call, on its own core, the
@@ -562,8 +576,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         self
         """
-        # A small dense batch of known tasks: validated and counted in the binding, in one call.
-        if classes is not None or type(X) is not np.ndarray or learn_small(self, X, y, tasks) is None:
+        # A small batch of known tasks: validated and counted in the binding, in one call.
+        rows = None if classes is not None else _small_rows(X)
+        if rows is None or learn_small(self, rows, y, tasks) is None:
             self._run_learn(X, y, tasks, classes=classes)
         return self
 
@@ -581,7 +596,8 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         {predictions}
         """
-        fast = learn_small(self, X, y, tasks) if type(X) is np.ndarray else None  # see partial_fit
+        rows = _small_rows(X)
+        fast = None if rows is None else learn_small(self, rows, y, tasks)  # see partial_fit
         scores, form = fast if fast is not None else self._run_learn(X, y, tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
@@ -628,8 +644,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         ndarray of shape (n_samples,)
             The scores (0 before the first batch).
         """
-        if type(X) is np.ndarray:  # a small dense batch of known tasks, scored in the binding
-            fast = decision_small(self, X, tasks)
+        rows = _small_rows(X)
+        if rows is not None:  # a small batch of known tasks, scored in the binding
+            fast = decision_small(self, rows, tasks)
             if fast is not None:
                 return fast
         self._check_columns(X)

@@ -1,4 +1,4 @@
-//! Small dense batches (`learn`, `partial_fit`, `decision_function` on up to 64 rows of a fitted
+//! Small batches (`learn`, `partial_fit`, `decision_function` on up to 64 dense or CSR rows of a fitted
 //! native model whose task ids and labels it knows) in one call of the binding: X, y and the
 //! task ids are checked here, the counters updated in place, as the batch path would, so that a
 //! 10-row call costs a few microseconds besides the learner's work. Anything else (a new label,
@@ -102,17 +102,84 @@ fn small_labels(y: &Bound<'_, PyAny>, n: usize) -> PyResult<Option<(Vec<f64>, &'
     }
 }
 
-/// A small dense batch as a slice of the caller's array, or `None` for the batch path.
-fn small_rows<'a>(x: &'a Bound<'_, PyAny>, n_features: usize) -> Option<(&'a [f64], usize)> {
-    let a = x.cast::<PyArray2<f64>>().ok()?;
-    let shape = a.shape();
-    if shape[0] == 0 || shape[0] > SMALL_BATCH || shape[1] != n_features {
+/// A small batch: a dense matrix (a slice of the caller's array) or a canonical CSR (copied).
+enum SmallRows<'a> {
+    Dense(&'a [f64], usize),
+    Csr(Vec<i64>, Vec<u32>, Vec<f64>),
+}
+
+impl SmallRows<'_> {
+    fn len(&self) -> usize {
+        match self {
+            SmallRows::Dense(_, n) => *n,
+            SmallRows::Csr(indptr, ..) => indptr.len() - 1,
+        }
+    }
+
+    fn values(&self) -> &[f64] {
+        match self {
+            SmallRows::Dense(data, _) => data,
+            SmallRows::Csr(.., data) => data,
+        }
+    }
+
+    fn rows(&self, n_cols: usize) -> Rows<'_> {
+        match self {
+            SmallRows::Dense(data, n) => Rows::dense(data, *n, n_cols),
+            SmallRows::Csr(indptr, indices, data) => Rows::Csr {
+                indptr,
+                indices,
+                data,
+                n_cols,
+            },
+        }
+    }
+}
+
+fn int_vec(a: &Bound<'_, PyAny>) -> Option<Vec<i64>> {
+    if let Ok(a) = a.cast::<PyArray1<i32>>() {
+        Some(a.to_vec().ok()?.into_iter().map(i64::from).collect())
+    } else {
+        a.cast::<PyArray1<i64>>().ok()?.to_vec().ok()
+    }
+}
+
+/// A small batch of `n_features` columns, or `None` for the batch path: a C-contiguous float64
+/// matrix, or `(indptr, indices, data, n_cols)` of a CSR matrix whose rows have strictly
+/// increasing indices (anything else the batch path converts or refuses).
+fn small_rows<'a>(x: &'a Bound<'_, PyAny>, n_features: usize) -> Option<SmallRows<'a>> {
+    if let Ok(a) = x.cast::<PyArray2<f64>>() {
+        let shape = a.shape();
+        if shape[0] == 0 || shape[0] > SMALL_BATCH || shape[1] != n_features {
+            return None;
+        }
+        // SAFETY: the GIL is held for the whole call (the rows are not read with it released),
+        // so no Python code writes into the array meanwhile.
+        let data = unsafe { a.as_slice() }.ok()?;
+        return Some(SmallRows::Dense(data, shape[0]));
+    }
+    let parts = x.cast::<PyTuple>().ok().filter(|t| t.len() == 4)?;
+    if parts.get_item(3).ok()?.extract::<usize>().ok()? != n_features {
         return None;
     }
-    // SAFETY: the GIL is held for the whole call (the rows are not read with it released), so
-    // no Python code writes into the array meanwhile.
-    let data = unsafe { a.as_slice() }.ok()?;
-    Some((data, shape[0]))
+    let indptr = int_vec(&parts.get_item(0).ok()?)?;
+    let indices: Vec<u32> = int_vec(&parts.get_item(1).ok()?)?
+        .into_iter()
+        .map(|i| u32::try_from(i).ok().filter(|&i| (i as usize) < n_features))
+        .collect::<Option<_>>()?;
+    let data = parts.get_item(2).ok()?.cast::<PyArray1<f64>>().ok()?.to_vec().ok()?;
+    let n = indptr.len().checked_sub(1)?;
+    if n == 0 || n > SMALL_BATCH || indptr[0] != 0 || indptr[n] as usize != indices.len() || data.len() != indices.len()
+    {
+        return None;
+    }
+    for r in 0..n {
+        let (a, b) = (usize::try_from(indptr[r]).ok()?, usize::try_from(indptr[r + 1]).ok()?);
+        if a > b || b > indices.len() || indices[a..b].windows(2).any(|w| w[0] >= w[1]) {
+            return None;
+        }
+    }
+    Some(SmallRows::Csr(indptr, indices, data))
 }
 
 fn has_feature_names(dict: &Bound<'_, PyDict>) -> PyResult<bool> {
@@ -139,9 +206,10 @@ pub fn learn_small<'py>(
     let Some(state) = fitted(model, &dict)? else {
         return Ok(None);
     };
-    let Some((data, n)) = small_rows(x, state.n_features_in) else {
+    let Some(batch) = small_rows(x, state.n_features_in) else {
         return Ok(None);
     };
+    let n = batch.len();
     if has_feature_names(&dict)?
         || dict
             .get_item(intern!(py, "_label_form"))?
@@ -155,10 +223,10 @@ pub fn learn_small<'py>(
     let Some((y_pm1, form)) = small_labels(y, n)? else {
         return Ok(None);
     };
-    if data.iter().any(|v| !v.is_finite()) {
+    if batch.values().iter().any(|v| !v.is_finite()) {
         return Err(PyValueError::new_err("X contains NaN or infinity"));
     }
-    let rows = Rows::dense(data, n, state.n_features_in);
+    let rows = batch.rows(state.n_features_in);
     let scores = state.learner.get().small_learn(py, &rows, &task_ids, &y_pm1)?;
     let seen = required(&dict, intern!(py, "_seen_per_task"))?;
     let counts = seen.cast::<PyArray1<i64>>()?;
@@ -194,19 +262,20 @@ pub fn decision_small<'py>(
     let Some(state) = fitted(model, &dict)? else {
         return Ok(None);
     };
-    let Some((data, n)) = small_rows(x, state.n_features_in) else {
+    let Some(batch) = small_rows(x, state.n_features_in) else {
         return Ok(None);
     };
+    let n = batch.len();
     if has_feature_names(&dict)? {
         return Ok(None);
     }
     let Some(task_ids) = small_tasks(&dict, tasks, n, state.n_engine_tasks)? else {
         return Ok(None);
     };
-    if data.iter().any(|v| !v.is_finite()) {
+    if batch.values().iter().any(|v| !v.is_finite()) {
         return Err(PyValueError::new_err("X contains NaN or infinity"));
     }
-    let rows = Rows::dense(data, n, state.n_features_in);
+    let rows = batch.rows(state.n_features_in);
     Ok(Some(
         state
             .learner
