@@ -6,6 +6,7 @@ Everything here runs before a model is touched, so a bad call raises and leaves 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -179,8 +180,7 @@ def check_labels(y, n_rows: int, classes: tuple | None = None, new_classes: bool
     arr = np.asarray(y)
     if arr.dtype.kind == "O":  # labels held as Python objects: read them in their own type
         arr = np.asarray(arr.tolist())
-    if arr.ndim != 1:
-        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    arr = _column_as_1d(arr)
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
     if arr.dtype == np.bool_:
@@ -213,6 +213,31 @@ def check_labels(y, n_rows: int, classes: tuple | None = None, new_classes: bool
     raise ValueError(f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: {why}labels must be -1/+1, 0/1 or bool")
 
 
+def _column_as_1d(arr: np.ndarray) -> np.ndarray:
+    """y of shape (n, 1) raveled with scikit-learn's DataConversionWarning, as its estimators do;
+    any other shape than (n,) is an error. The warning comes before the model changes, so a
+    warning turned into an error leaves it as it was."""
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+            "(n_samples,), for example using ravel().",
+            _data_conversion_warning(),
+            stacklevel=4,
+        )
+        return arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+def _data_conversion_warning() -> type[Warning]:
+    try:
+        from sklearn.exceptions import DataConversionWarning
+    except ImportError:  # scikit-learn is optional; its class is a UserWarning too
+        return UserWarning
+    return DataConversionWarning
+
+
 def _labels_as_new_pair(arr: np.ndarray) -> tuple[np.ndarray, tuple]:
     values = np.unique(arr)
     if values.size > 2:
@@ -242,8 +267,7 @@ def _labels_of_pair(y, n_rows: int, classes: tuple) -> np.ndarray:
     arr = np.asarray(y)
     if arr.dtype.kind == "O":
         arr = np.asarray(arr.tolist())
-    if arr.ndim != 1:
-        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    arr = _column_as_1d(arr)
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
     negative, positive = classes

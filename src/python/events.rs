@@ -189,8 +189,11 @@ fn dict_pairs(
                 }
             }
             Keys::Names => {
+                // A str name as UTF-8 (borrowed where the Python build allows, abi3 copies).
+                let text;
                 let name: &[u8] = if let Ok(s) = k.cast::<PyString>() {
-                    s.to_str()?.as_bytes()
+                    text = s.to_cow()?;
+                    text.as_bytes()
                 } else {
                     k.cast::<PyBytes>()?.as_bytes()
                 };
@@ -198,7 +201,7 @@ fn dict_pairs(
                     name_buf.clear();
                     name_buf.extend_from_slice(name);
                     name_buf.push(b'=');
-                    name_buf.extend_from_slice(s.to_str()?.as_bytes());
+                    name_buf.extend_from_slice(s.to_cow()?.as_bytes());
                     (&name_buf, 1.0)
                 } else {
                     (name, number(&v)?)
@@ -526,7 +529,7 @@ fn label_of<'py>(y: &Bound<'py, PyAny>, form: &Bound<'py, PyAny>) -> PyResult<(f
     if !v.is_finite() {
         return Err(PyValueError::new_err("y contains NaN or infinity"));
     }
-    let current = form.cast::<PyString>()?.to_str()?;
+    let current = form.cast::<PyString>()?.to_cow()?;
     match v {
         1.0 if current == "pm1" || current == "01" => Ok((1.0, None)),
         1.0 => Ok((1.0, Some("pm1"))),
@@ -544,7 +547,7 @@ fn in_form<'py>(py: Python<'py>, positive: bool, form: &Bound<'py, PyAny>) -> Py
     if let Ok(pair) = form.cast::<PyTuple>() {
         return pair.get_item(usize::from(positive));
     }
-    Ok(match form.cast::<PyString>()?.to_str()? {
+    Ok(match &*form.cast::<PyString>()?.to_cow()? {
         "bool" => PyBool::new(py, positive).to_owned().into_any(),
         "01" => i64::from(positive).into_pyobject(py)?.into_any(),
         _ => (if positive { 1i64 } else { -1 }).into_pyobject(py)?.into_any(),

@@ -3,6 +3,7 @@
 
 mod convert;
 mod events;
+mod io;
 mod kernels;
 mod learners;
 mod params;
@@ -26,6 +27,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(events::hash_dicts, m)?)?;
     m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
     m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
+    io::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;

@@ -67,6 +67,8 @@ class ShardedLearner:
         TRML) change meaning when sharded; they are refused unless this is True, and then each shard
         is an independent model of its tasks.
 
+    Notes
+    -----
     A global ``budget`` becomes a per-shard budget: each shard stores at most ``budget`` examples.
     Within a shard rows are learned in input order; results come back in input order.
     """
