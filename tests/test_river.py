@@ -2,7 +2,7 @@
 progressive_val_score, River pipelines and clone."""
 
 import pickle
-import warnings
+from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -86,20 +86,46 @@ def test_task_fn_features_and_new_keys():
     twin = omtl.PAUnique(n_tasks=4).partial_fit(s.X, s.y > 0, tasks=s.tasks)
     np.testing.assert_array_equal(twin.decision_function(s.X, tasks=s.tasks),
                                   model.learner.decision_function(s.X, tasks=s.tasks))
-    # features fixed by the first example; a new key is ignored with one warning, a missing one is 0
-    m = omtl.river.PAGlobal(n_tasks=1, task_key=None)
+    # A listed feature missing from an example is 0, a key not listed is ignored; values are numbers
+    m = omtl.river.PAGlobal(n_tasks=1, task_key=None, features=["a", "b"])
     m.learn_one({"a": 1.0, "b": 2.0}, True)
-    with pytest.warns(RuntimeWarning, match="ignoring feature"):
-        m.learn_one({"a": 1.0, "c": 5.0}, False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        m.learn_one({"a": 1.0, "d": 5.0}, False)
-    assert m.learner.n_seen_ == 3 and m.learner.n_features_in_ == 2
-    with pytest.raises(KeyError, match="task key"):
+    m.learn_one({"a": 1.0, "c": 5.0}, False)
+    assert m.learner.n_seen_ == 2 and m.learner.n_features_in_ == 2
+    for bad in ("x", "1.5", Decimal("1.5"), 1j, None):
+        with pytest.raises(TypeError, match="real numbers"):
+            m.learn_one({"a": bad, "b": 1.0}, True)
+    with pytest.raises(ValueError, match="task key"):
         omtl.river.PAGlobal(n_tasks=2).learn_one({"a": 1.0}, True)
-    with pytest.raises(TypeError, match="features must be numbers"):
-        m.learn_one({"a": "x", "b": 1.0}, True)
-    assert m.learner.n_seen_ == 3
+    with pytest.raises(TypeError, match="dict"):
+        m.learn_one([1.0, 2.0], True)
+    assert m.learner.n_seen_ == 2
+
+
+def test_hashed_names_learn_a_word_first_seen_late():
+    # Default: every name hashed (scikit-learn's FeatureHasher), so a word that first appears
+    # after many messages still gets its own weight; none is dropped.
+    rng = np.random.default_rng(0)
+    words = [f"w{j}" for j in range(40)]
+    model = omtl.river.MTLinear(task_key="user", n_features=2**12)
+    for i in range(300):
+        x = {w: 1.0 for w in rng.choice(words, 5, replace=False)}
+        model.learn_one({**x, "user": f"u{i % 3}"}, bool(i % 2))
+    late = {"viagra": 1.0, "user": "u0"}
+    before = model.predict_proba_one(late)[True]
+    for _ in range(30):
+        model.learn_one(late, True)
+    assert model.predict_proba_one(late)[True] > max(before, 0.9)
+    assert model.learner.n_features_in_ == 2**12
+    assert sorted(model.learner.tasks_.tolist()) == ["u0", "u1", "u2"]
+    # learn_one over the dicts equals learn on omtl.hash_features of them
+    xs = [{w: float(v) for w, v in zip(rng.choice(words, 4, replace=False), rng.normal(size=4))} for _ in range(100)]
+    ys = rng.random(100) > 0.5
+    a = omtl.river.PAUnique(task_key=None, n_tasks=1, n_features=2**10)
+    for x, y in zip(xs, ys):
+        a.learn_one(x, y)
+    b = omtl.PAUnique(n_tasks=1, n_features=2**10).partial_fit(omtl.hash_features(xs, n_features=2**10), ys)
+    X = omtl.hash_features(xs, n_features=2**10)
+    np.testing.assert_array_equal(a.learner.decision_function(X), b.decision_function(X))
 
 
 def test_clone_and_pickle():
@@ -169,16 +195,16 @@ def test_mini_batches_match_one_at_a_time():
         for x, y in zip(xs[chunk], ys[chunk]):
             one.learn_one(x, y)
         many.learn_many(frame.iloc[chunk], labels.iloc[chunk])
-    np.testing.assert_array_equal(one.learner.decision_function(s.X, tasks=s.tasks),
-                                  many.learner.decision_function(s.X, tasks=s.tasks))
+    hashed = omtl.hash_features([{k: v for k, v in x.items() if k != "task"} for x in xs])
+    np.testing.assert_array_equal(one.learner.decision_function(hashed, tasks=s.tasks),
+                                  many.learner.decision_function(hashed, tasks=s.tasks))
     proba = many.predict_proba_many(frame.iloc[:5])
     assert list(proba.columns) == [False, True] and proba.index.equals(frame.index[:5])
     np.testing.assert_allclose(proba[True], [one.predict_proba_one(x)[True] for x in xs[:5]])
-    # a missing column is 0, an extra one ignored (one warning), the task column required
+    # a missing column is 0, an extra one hashed as any other name, the task column required
     assert many.predict_many(frame.drop(columns=["f0"]).iloc[:3]).shape == (3,)
-    with pytest.warns(RuntimeWarning, match="ignoring column"):
-        many.predict_many(frame.assign(extra=1.0).iloc[:3])
-    with pytest.raises(KeyError, match="task column"):
+    assert many.predict_many(frame.assign(extra=1.0).iloc[:3]).shape == (3,)
+    with pytest.raises(ValueError, match="task column"):
         many.learn_many(frame.drop(columns=["task"]), labels)
     with pytest.raises(NotImplementedError):
         omtl.river.ROMCO(n_tasks=4).predict_proba_many(frame)

@@ -7,6 +7,7 @@ read model files (:mod:`omtl.persistence`).
 """
 
 from . import datasets, kernels, learners
+from ._hashing import hash_features
 from ._native import StateError
 from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
 from .evaluate import EvaluationReport, evaluate
@@ -24,6 +25,7 @@ __all__ = [
     "detected_simd_level",
     "dumps",
     "evaluate",
+    "hash_features",
     "kernels",
     "load",
     "loads",

@@ -22,11 +22,20 @@ from ._constraints import validate
 from ._docs import fill_doc
 
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
-from ._native import STATE_VERSION
+from ._native import (
+    STATE_VERSION,
+    decision_event,
+    decision_small,
+    event_row,
+    learn_event,
+    learn_small,
+    predict_event,
+)
 from ._sklearn import SklearnClassifierMixin
 from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
 from ._validation import (
     PM1,
+    ZERO_ONE,
     check_finite_X,
     check_labels,
     check_rounds,
@@ -47,6 +56,20 @@ _LOCK_INIT = threading.Lock()
 
 def _as_native_rows(X):
     return csr_parts(X) if sp.issparse(X) else X
+
+
+# The binding's small-batch path (src/python/small.rs) takes at most this many rows.
+_SMALL_BATCH = 64
+
+
+def _small_rows(X):
+    """``X`` as the binding's small-batch functions read it (a NumPy array, or a CSR matrix's
+    parts), or None when the batch path must take it."""
+    if type(X) is np.ndarray:
+        return X
+    if sp.issparse(X) and X.format == "csr" and X.shape[0] <= _SMALL_BATCH:
+        return (X.indptr, X.indices, X.data, X.shape[1])
+    return None
 
 
 class Core(Protocol):
@@ -174,6 +197,15 @@ def _same_n_tasks(a, b) -> bool:
 class OnlineClassifier(SklearnClassifierMixin):
     """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
 
+    # Whether a fitted native model learns events on the binding's fast path (omtl._native's
+    # learn_event). A learner with a hook before its updates (``_before_learn``: MTFORG's radius
+    # warning) learns them through the batch path, which runs the hook.
+    _events_native = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._events_native = cls._before_learn is OnlineClassifier._before_learn
+
     # ---- hyper-parameters (scikit-learn conventions) -------------------------------------------
     @classmethod
     def _param_names(cls):
@@ -257,8 +289,16 @@ class OnlineClassifier(SklearnClassifierMixin):
         """What the core is built for besides its hyper-parameters (a linear learner: n_tasks)."""
         return {"n_tasks": self._check_n_tasks()}
 
+    def _check_dict_width(self) -> None:
+        """Checks ``n_features``, the column space of dict rows (a model file's too)."""
+        w = self._dict_width()
+        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or not 1 <= w <= 2**31 - 1:
+            raise ValueError(f"n_features (the column space of dict rows) must be an integer in [1, 2**31 - 1], got {w!r}")
+
     def _make_core(self, n_features: int, sparse: bool):
         from ._native import NativeLearner
+
+        self._check_dict_width()
 
         params = self._native_params(n_features, sparse)
         setting = self._native_setting(n_features)
@@ -439,7 +479,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             partial = getattr(exc, "omtl_partial_scores", None)
             if partial is not None and (len(partial) or not new):
                 n = len(partial)
-                done = np.bincount(task_ids[:n], minlength=counts.shape[0])
+                done = np.unique(task_ids[:n], return_counts=True) if not new else np.bincount(task_ids[:n], minlength=counts.shape[0])
                 self._commit_tasks(core, label_mode, new_labels, n_new)
                 self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], done, form)
                 self._record_feature_names(feature_names if new else None)
@@ -450,12 +490,34 @@ class OnlineClassifier(SklearnClassifierMixin):
         self._record_feature_names(feature_names if new else None)
         return scores, form
 
+    def _reserve_counts(self, n_new: int) -> None:
+        """Makes room for ``n_new`` more per-task counts without changing them: ``_seen_per_task``
+        becomes a view of a buffer with spare capacity (doubling), so that tasks added one at a
+        time cost amortised O(1). Called before the engine changes, so that nothing is
+        allocated once it has."""
+        seen = self._seen_per_task
+        k = seen.shape[0]
+        buf = self.__dict__.get("_seen_buf")
+        if buf is None or seen.base is not buf or buf.shape[0] < k + n_new:
+            try:
+                buf = np.zeros(max(2 * (k + n_new), 16), dtype=np.int64)
+            except (MemoryError, ValueError):
+                raise ValueError(f"{k + n_new} tasks are too many: their example counts alone need {16 * (k + n_new):,} bytes") from None
+            buf[:k] = seen
+            self._seen_buf = buf
+            self._seen_per_task = buf[:k]
+
+    def _grow_counts(self, n_new: int) -> None:
+        """Appends ``n_new`` zero counts (after ``_reserve_counts``; cannot fail then)."""
+        self._reserve_counts(n_new)
+        self._seen_per_task = self._seen_buf[: self._seen_per_task.shape[0] + n_new]
+
     def _commit_tasks(self, core, label_mode: bool, new_labels: list, n_new: int) -> None:
         """The Python-side record of a learned batch's new labels and engine tasks (no failure)."""
         if self._is_fitted():
             if n_new:
                 self._core = core  # a grown reference copy (a native core grew in place)
-                self._seen_per_task = np.concatenate([self._seen_per_task, np.zeros(n_new, dtype=np.int64)])
+                self._grow_counts(n_new)
         else:
             self._n_tasks_at_fit = self.n_tasks
             if label_mode:
@@ -465,8 +527,14 @@ class OnlineClassifier(SklearnClassifierMixin):
                 self._task_index[label] = len(self._task_labels)
                 self._task_labels.append(label)
 
-    def _task_counts(self, task_ids, n_new: int = 0) -> np.ndarray:
-        """Examples per task in a batch, as a length-n_tasks array (``n_seen_per_task_``)."""
+    def _task_counts(self, task_ids, n_new: int = 0):
+        """Examples per task in a batch: for a model's first batch a length-n_tasks array (its
+        ``n_seen_per_task_``); for a fitted model ``(task indices, counts)`` of the tasks the
+        batch names (no O(n_tasks) work per call), with room reserved for ``n_new`` new tasks."""
+        if self._is_fitted():
+            if n_new:
+                self._reserve_counts(n_new)
+            return np.unique(task_ids, return_counts=True)
         k = self._check_n_tasks() + n_new
         try:
             return np.bincount(task_ids, minlength=k)
@@ -484,7 +552,8 @@ class OnlineClassifier(SklearnClassifierMixin):
             self.n_mistakes_ = 0
             self._seen_per_task = counts
         else:
-            self._seen_per_task += counts
+            ids, n = counts
+            self._seen_per_task[ids] += n
         self.n_seen_ += scores.shape[0]
         self.n_mistakes_ += mistakes
         if scores.shape[0]:
@@ -507,7 +576,10 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         self
         """
-        self._run_learn(X, y, tasks, classes=classes)
+        # A small batch of known tasks: validated and counted in the binding, in one call.
+        rows = None if classes is not None else _small_rows(X)
+        if rows is None or learn_small(self, rows, y, tasks) is None:
+            self._run_learn(X, y, tasks, classes=classes)
         return self
 
     @fill_doc
@@ -524,7 +596,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         -------
         {predictions}
         """
-        scores, form = self._run_learn(X, y, tasks)
+        rows = _small_rows(X)
+        fast = None if rows is None else learn_small(self, rows, y, tasks)  # see partial_fit
+        scores, form = fast if fast is not None else self._run_learn(X, y, tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
     @fill_doc
@@ -570,6 +644,11 @@ class OnlineClassifier(SklearnClassifierMixin):
         ndarray of shape (n_samples,)
             The scores (0 before the first batch).
         """
+        rows = _small_rows(X)
+        if rows is not None:  # a small batch of known tasks, scored in the binding
+            fast = decision_small(self, rows, tasks)
+            if fast is not None:
+                return fast
         self._check_columns(X)
         self._check_n_tasks()
         X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
@@ -607,6 +686,107 @@ class OnlineClassifier(SklearnClassifierMixin):
         """
         scores = self.decision_function(X, tasks=tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
+
+    # ---- one event at a time (the binding's fast path: src/python/events.rs) --------------------
+    def learn_one(self, x, y, *, task=None):
+        """Runs the online protocol on one event: predicts it, then learns it.
+
+        Equal to ``learn`` on a one-row batch (same model afterwards, same prediction), at a small
+        constant cost per event: conversion, validation, the task lookup and the counters run in
+        the native binding.
+
+        Parameters
+        ----------
+        x : 1-D array-like of n_features numbers, or dict
+            The event's features: a row of numbers; a dict ``{int column: value}`` (absent
+            columns are 0); or a dict ``{str name: value}``, names hashed into ``n_features``
+            columns as scikit-learn's ``FeatureHasher(input_type="dict", alternate_sign=False)``
+            does (a str value ``v`` of name ``f`` is the feature ``"f=v"`` with value 1), so a
+            name never seen before is never dropped. Int and str keys cannot be mixed.
+        y : label
+            -1/+1, 0/1, bool, or one of the model's two classes. A lone 1 keeps a model's 0/1
+            form (it is valid in both -1/+1 and 0/1).
+        task : hashable, default=None
+            The event's task: an integer id in ``[0, n_tasks)``, or any hashable label
+            (``tasks_``; a new label adds a task where the model grows); may be left out when the
+            model has exactly one task.
+
+        Returns
+        -------
+        label
+            The prediction made before the update, in the label form of ``y``.
+        """
+        return learn_event(self, x, y, task)
+
+    def predict_one(self, x, *, task=None):
+        """The predicted label of one event (no update), in the last label form learned.
+
+        Parameters
+        ----------
+        x : 1-D array-like of n_features numbers, or dict
+            As for ``learn_one``.
+        task : hashable, default=None
+            As for ``learn_one``; a label never seen scores as a new task with no examples.
+
+        Returns
+        -------
+        label
+            The sign of ``decision_one`` (0 counts as positive).
+        """
+        return predict_event(self, x, task)
+
+    def decision_one(self, x, *, task=None) -> float:
+        """The real-valued score f_task(x) of one event (no update).
+
+        Parameters
+        ----------
+        x : 1-D array-like of n_features numbers, or dict
+            As for ``learn_one``.
+        task : hashable, default=None
+            As for ``predict_one``.
+
+        Returns
+        -------
+        float
+            The score (0 before the first event).
+        """
+        return decision_event(self, x, task)
+
+    def _dict_width(self) -> int:
+        # A model pickled before n_features existed has the default.
+        return self.__dict__.get("n_features", 2**18)
+
+    def _event_rows(self, x, skip=None):
+        """One event's ``x`` as a one-row batch (for the batch path); ``skip``: a dict key that is
+        not a feature (a River example's task key)."""
+        fitted = self.n_features_in_ if self._is_fitted() else None
+        parts = event_row(x, fitted, self._dict_width(), skip)
+        if parts[0] == "dense":
+            return parts[1].reshape(1, -1)
+        _, indices, values, width = parts
+        indptr = np.array([0, indices.shape[0]], dtype=np.int64)
+        return sp.csr_matrix((values, indices.astype(np.int64), indptr), shape=(1, width))
+
+    @_locked
+    def _learn_one_slow(self, x, y, task, skip=None):
+        """``learn_one`` through the batch path (a model's first event, a reference core, a
+        learner with a hook before its updates)."""
+        X = self._event_rows(x, skip)
+        if y is None:
+            raise ValueError("this learner requires y to be passed, but the target y is None")
+        if isinstance(y, (list, tuple, dict, set, np.ndarray)):
+            raise TypeError(f"y must be one label (learn a batch with learn/partial_fit), got {type(y).__name__}")
+        before = getattr(self, "_label_form", None) if self._is_fitted() else None
+        scores, form = self._run_learn(X, [y], None if task is None else [task])
+        if form == PM1 and before == ZERO_ONE and not isinstance(y, (bool, np.bool_)) and y == 1:
+            self._label_form = form = ZERO_ONE  # a lone 1 keeps the 0/1 form (as the fast path)
+        return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)[0].item()
+
+    @_locked
+    def _decision_one_slow(self, x, task, skip=None) -> float:
+        """``decision_one`` through the batch path."""
+        X = self._event_rows(x, skip)
+        return float(self.decision_function(X, tasks=None if task is None else [task])[0])
 
     # ---- fitted attributes ---------------------------------------------------------------------
     @property
@@ -727,9 +907,10 @@ class OnlineClassifier(SklearnClassifierMixin):
         core = self._core
         if n_new:
             core = core if isinstance(core, NativeCore) else copy.deepcopy(core)
+            self._reserve_counts(n_new)
             core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
             self._core = core
-            self._seen_per_task = np.concatenate([self._seen_per_task, np.zeros(n_new, dtype=np.int64)])
+            self._grow_counts(n_new)
         if label_mode:
             for label in new:
                 self._task_index[label] = len(self._task_labels)
@@ -754,7 +935,13 @@ class OnlineClassifier(SklearnClassifierMixin):
     @_locked
     def __getstate__(self):
         # A consistent, independent state: the core as a snapshot, arrays copied, no lock.
-        state = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items() if k != "_lock"}
+        # The label list and map are copied too: another thread may add labels while the state
+        # is pickled (outside the lock).
+        state = {
+            k: (v.copy() if isinstance(v, (np.ndarray, list, dict)) else v)
+            for k, v in self.__dict__.items()
+            if k not in ("_lock", "_seen_buf")
+        }
         if self._is_fitted():
             state["_core"] = _snapshot(self._core)
         state["__omtl_state_version__"] = STATE_VERSION
@@ -768,6 +955,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         if isinstance(state.get("_core"), _NativeSnapshot):  # copy.copy hands the snapshot over as is
             state["_core"] = state["_core"].restore()
         state.pop("_lock", None)
+        state.pop("_seen_buf", None)
         self.__dict__.update(state)
         from .persistence import check_restored  # (a cycle at import time)
 

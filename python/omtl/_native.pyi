@@ -20,6 +20,13 @@ __all__ = [
     "NativeTaskKernel",
     "NativeLearner",
     "splitmix64_permutation",
+    "learn_event",
+    "decision_event",
+    "predict_event",
+    "event_row",
+    "hash_dicts",
+    "learn_small",
+    "decision_small",
     "NativeFileReader",
     "scan_svmlight",
     "reader_limits",
@@ -169,6 +176,33 @@ class NativeLearner:
     def diagnostics(self) -> dict[str, float]: ...
     def to_bytes(self) -> bytes:
         """The versioned, serialised state (for pickling and ``omtl.save``)."""
+
+def learn_event(model: object, x: object, y: object, task: object, skip: object | None = None) -> object:
+    """``learn_one`` of a learner (src/python/events.rs): the prediction before the update."""
+
+def decision_event(model: object, x: object, task: object, skip: object | None = None) -> float:
+    """``decision_one`` of a learner: the score of one event, the model unchanged."""
+
+def predict_event(model: object, x: object, task: object, skip: object | None = None) -> object:
+    """``predict_one`` of a learner: the sign of the score in the model's label form."""
+
+def event_row(x: object, fitted: int | None, dict_width: int, skip: object | None = None) -> tuple:
+    """One event's row for the batch path: ``("dense", values)`` or ``("csr", indices, values, width)``."""
+
+def hash_dicts(
+    dicts: object, n_features: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32], NDArray[np.float64]]:
+    """CSR parts ``(indptr, indices, data)`` of dicts of str feature names hashed as scikit-learn's
+    ``FeatureHasher(input_type="dict", alternate_sign=False)``."""
+
+def learn_small(
+    model: object, x: object, y: object, tasks: object
+) -> tuple[NDArray[np.float64], object] | None:
+    """``learn`` of a small dense batch of known tasks on a fitted native model: the scores and
+    the label form, bookkeeping done; ``None`` for the batch path."""
+
+def decision_small(model: object, x: object, tasks: object) -> NDArray[np.float64] | None:
+    """``decision_function`` of a small dense batch of known tasks; ``None`` for the batch path."""
 
 @final
 class NativeFileReader:

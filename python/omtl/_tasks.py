@@ -13,6 +13,7 @@ Everything here runs before a model is touched and changes nothing.
 
 from __future__ import annotations
 
+import cmath
 import itertools
 import math
 import numbers
@@ -39,18 +40,34 @@ def is_integer_ids(tasks) -> bool:
 
 
 def _plain(label):
-    """A label as a plain Python value (NumPy scalars unwrapped), checked usable as a key."""
+    """A label as a plain Python value (NumPy scalars unwrapped), checked usable as a key.
+
+    A missing value is refused, whatever its spelling (None, NaN, pandas' NA and NaT, a NaN
+    Decimal), as is infinity: rows without a user id would otherwise pool into one task."""
     if isinstance(label, np.generic):
         label = label.item()
     if isinstance(label, (bool, np.bool_)):
         raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
-    if isinstance(label, float) and math.isnan(label):
-        raise ValueError("a task label cannot be NaN")
+    if label is None or type(label).__name__ in ("NAType", "NaTType") and type(label).__module__.startswith("pandas"):
+        raise ValueError(f"a task label cannot be missing ({label!r}): give every row its task")
+    if isinstance(label, numbers.Number) and not isinstance(label, numbers.Integral):
+        try:
+            finite = cmath.isfinite(label) if isinstance(label, complex) else math.isfinite(label)
+        except (TypeError, ValueError, OverflowError):
+            finite = False
+        if not finite:
+            raise ValueError(f"a task label cannot be NaN or infinite, got {label!r}")
     try:
         hash(label)
     except TypeError:
         raise TypeError(f"task labels must be hashable, got {type(label).__name__}") from None
     return label
+
+
+def check_label(label):
+    """A new task label as ``map_labels`` records it (see ``_plain``): what the per-event path
+    calls for a label the model does not know yet."""
+    return _plain(label)
 
 
 def label_list(tasks, n_rows: int) -> list:
@@ -97,8 +114,10 @@ def map_labels(labels: list, index: dict, capacity: int | None, hint: str) -> tu
             f"unknown task {label!r} at row {labels.index(label)}: this model has a fixed set of n_tasks={capacity} "
             f"tasks, all taken by other labels; {hint}"
         )
-    merged = {**index, **{v: len(index) + i for i, v in enumerate(new)}}
-    return np.array(list(map(merged.__getitem__, labels)), dtype=np.int64), new
+    # The new labels' indices in a map of their own: the model's map is not copied (its size).
+    fresh = {v: len(index) + i for i, v in enumerate(new)}
+    codes = [fresh[v] if c is None else c for v, c in zip(labels, codes)]
+    return np.array(codes, dtype=np.int64), new
 
 
 def _hashable(value) -> bool:

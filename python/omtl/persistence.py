@@ -411,7 +411,9 @@ def _build(header: dict, state_len: int = 0):
     if header.get("state_version") != STATE_VERSION:
         _fail(f"native state version {header.get('state_version')!r}, this omtl reads {STATE_VERSION}")
     params = header.get("params")
-    if not isinstance(params, dict) or set(params) != set(cls._param_names()):
+    # A file written before a parameter existed holds the others: the new one takes its default
+    # (``n_features``, the column space of dict rows, changes nothing a file records).
+    if not isinstance(params, dict) or not set(cls._param_names()) - {"n_features"} <= set(params) <= set(cls._param_names()):
         _fail(f"the parameters do not match those of {name}")
     try:
         dense_budget = max(state_len, _MAX_DENSE_GRAPH)

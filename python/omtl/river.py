@@ -13,27 +13,28 @@ come from (docs/sklearn.md#river):
   feature; or ``task_fn``, a function ``x -> task id`` (then no key is removed). With neither
   (``task_key=None``) every example is task 0, for a single-task model (``n_tasks=1``). The id is
   handed to the learner as it is (a label), so whatever the learner accepts as a task id works.
-- ``features``: the feature names, in order; ``None`` (default) fixes them from the first
-  example, in its key order. A key missing from a later example counts as 0 (River's sparse
-  dicts); a key not in the list is ignored (with one ``RuntimeWarning`` the first time when the
-  list was inferred).
+- ``features``: ``None`` (default) hashes every feature name into the learner's ``n_features``
+  columns (``2**18`` by default) exactly as scikit-learn's ``FeatureHasher(input_type="dict",
+  alternate_sign=False)`` does, so a name first seen late in the stream is learned, never
+  dropped (a str value ``v`` of feature ``f`` is the indicator ``"f=v"``); or the feature names,
+  in order, for a fixed row of numbers (a key missing from an example counts as 0, a key not in
+  the list is ignored).
 
 Labels are -1/+1, 0/1 or bool (River's binary datasets use bool), one form per stream (fixed by
 the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` before the first
 label (the empty model's score 0) and as -1/+1 while only 1s were seen. Any other two labels
 (``"spam"``/``"ham"``) need ``classes=[...]`` up front, since one example cannot tell which is
 positive; the larger (sorted) one is positive, as in scikit-learn.
-Each ``*_one`` call runs the native learner on one row; ``learn_many``/``predict_many``/
-``predict_proba_many`` (River's ``MiniBatchClassifier``, pandas data frames with the task id in
-column ``task_key``) run it once per frame, at batch speed (a missing column counts as 0, a NaN
-is an error). River is an optional dependency (``pip install 'omtl[river]'``).
+Each ``*_one`` call runs the learner's own per-event method (``learn_one``, ``decision_one``);
+``learn_many``/``predict_many``/``predict_proba_many`` (River's ``MiniBatchClassifier``, pandas
+data frames with the task id in column ``task_key``) run it once per frame, at batch speed (a
+missing column counts as 0, a NaN is an error). Bad input raises ``ValueError`` or
+``TypeError``. River is an optional dependency (``pip install 'omtl[river]'``).
 """
 
 from __future__ import annotations
 
 import itertools
-import numbers
-import warnings
 
 import numpy as np
 
@@ -44,6 +45,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without River
 
 from . import learners as _learners
 from ._docs import fill_doc
+from ._hashing import hash_features
+from ._native import decision_event, learn_event
 from ._validation import check_classes_pair
 
 __all__ = [
@@ -81,13 +84,11 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         self.params = params  # the learner's hyper-parameters (River's clone reads them back)
         self.learner = self._learner_class(**params)
         self._names = None if features is None else list(features)
-        self._known = None if features is None else set(self._names) | {task_key}
-        self._warned_new_keys = features is not None  # a given list says which keys matter: no warning
         # (negative, positive): given by ``classes`` or fixed by the first label that tells the form
         self._labels = None if classes is None else tuple(np.unique(np.asarray(classes)).tolist())
         self._custom_labels = classes is not None and check_classes_pair(classes) is not None
 
-    # ---- one example -> one row ----------------------------------------------------------------
+    # ---- one example -> the learner's per-event input ------------------------------------------
     def _task(self, x):
         if self.task_fn is not None:
             return self.task_fn(x)
@@ -96,40 +97,33 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         try:
             return x[self.task_key]
         except KeyError:
-            raise KeyError(
+            raise ValueError(
                 f"x has no task key {self.task_key!r}: pass task_key= (the key holding the task id), "
                 "task_fn= (a function x -> task id), or task_key=None for a single-task model"
             ) from None
+        except TypeError:
+            raise TypeError(f"x must be a dict of features, got {type(x).__name__}") from None
 
-    def _row(self, x) -> np.ndarray:
-        names = self._names
-        if names is None:  # the first example fixes the features
-            names = self._names = [k for k in x if k != self.task_key or self.task_fn is not None]
-            self._known = set(names) | {self.task_key}
-        elif not self._warned_new_keys and not self._known.issuperset(x):
-            new = sorted(map(str, set(x) - self._known))
-            warnings.warn(
-                f"ignoring feature(s) {new[:5]} not among the {len(names)} features fixed by the first "
-                "example; pass features=[...] to list them up front",
-                RuntimeWarning,
-                stacklevel=3,
-            )
-            self._warned_new_keys = True
-        try:
-            row = np.fromiter(map(x.get, names, _ZEROS), dtype=np.float64, count=len(names))
-        except (TypeError, ValueError):
-            bad = next(k for k in names if not isinstance(x.get(k, 0.0), (int, float, np.number)))
-            raise TypeError(f"feature {bad!r} is {x[bad]!r}: features must be numbers") from None
-        return row.reshape(1, -1)
+    def _features(self, x):
+        """``x`` as the learner's ``learn_one`` reads it: the dict without the task key (names
+        hashed), or the row of the listed features."""
+        if not isinstance(x, dict):
+            raise TypeError(f"x must be a dict of features, got {type(x).__name__}")
+        if self._names is not None:
+            return list(map(x.get, self._names, _ZEROS))  # numbers only (checked by the learner)
+        if self.task_key is not None and self.task_fn is None:
+            x = x.copy()
+            del x[self.task_key]  # present: _task read it first
+        return x
+
+    def _event(self, x):
+        """``(features, skip)`` for the learner's per-event functions: the dict as it is with its
+        task key skipped (no copy), or the row of the listed features."""
+        if self._names is not None or not isinstance(x, dict):
+            return self._features(x), None
+        return x, (self.task_key if self.task_fn is None else None)
 
     # ---- River's interface ---------------------------------------------------------------------
-    def _tasks(self, x):
-        # An int id goes as a scalar (the learner's cheapest check); any other label as a list.
-        task = self._task(x)
-        if task is None or (isinstance(task, numbers.Integral) and not isinstance(task, bool)):
-            return task
-        return [task]
-
     def _label_pair(self, y):
         """The labels of the stream, fixed by the first label that tells the form (every bool; a
         0 or a -1; a lone 1 does not), so that predictions keep one form whatever the next label
@@ -164,8 +158,13 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         None
         """
         labels = self._label_pair(y)
-        classes = None if self.learner._is_fitted() else self.classes
-        self.learner.partial_fit(self._row(x), [y], tasks=self._tasks(x), classes=classes)
+        task = self._task(x)
+        features, skip = self._event(x)
+        if self.learner._is_fitted() or self.classes is None:
+            learn_event(self.learner, features, y, task, skip)  # the learner's learn_one
+        else:  # the first label of a custom pair needs the pair (classes=) to be read
+            rows = self.learner._event_rows(features, skip)
+            self.learner.partial_fit(rows, [y], tasks=None if task is None else [task], classes=self.classes)
         self._labels = labels
 
     @fill_doc
@@ -183,9 +182,11 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         label
             In the form of the stream's labels (bool before the first example).
         """
+        task = self._task(x)
+        features, skip = self._event(x)
+        score = decision_event(self.learner, features, task, skip)  # the learner's decision_one
         if not self.learner._is_fitted():
             return True  # the empty model's score 0 predicts the positive class
-        score = self.learner.decision_function(self._row(x), tasks=self._tasks(x))[0]
         negative, positive = self._labels or (-1, 1)
         return positive if score >= 0.0 else negative
 
@@ -207,24 +208,22 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         """
         if not hasattr(self.learner, "predict_proba"):
             raise NotImplementedError(f"{type(self.learner).__name__} with these settings gives no probabilities")
-        p = self.learner.predict_proba(self._row(x), tasks=self._tasks(x))[0]
+        task = self._task(x)
+        p = self.learner.predict_proba_one(self._features(x), task=task)
         negative, positive = self._labels or (False, True)
-        return {negative: float(p[0]), positive: float(p[1])}
+        return {negative: 1.0 - p, positive: p}
 
     # ---- River's mini-batch interface: one call of the learner per data frame ------------------
-    def _rows(self, X) -> np.ndarray:
+    def _rows(self, X):
         names = self._names
-        if names is None:
-            names = self._names = [c for c in X.columns if c != self.task_key or self.task_fn is not None]
-            self._known = set(names) | {self.task_key}
-        elif not self._warned_new_keys and not self._known.issuperset(X.columns):
-            new = sorted(map(str, set(X.columns) - self._known))
-            warnings.warn(f"ignoring column(s) {new[:5]} not among the {len(names)} features", RuntimeWarning, stacklevel=3)
-            self._warned_new_keys = True
-        try:  # a missing column counts as 0, as a missing key of a dict
-            return X.reindex(columns=names, fill_value=0.0).to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"features must be numbers: {exc}") from None
+        if names is None:  # every column but the task's, names hashed as learn_one hashes them
+            drop = [self.task_key] if self.task_key in X.columns and self.task_fn is None else []
+            width = self.learner._dict_width()
+            return hash_features(X.drop(columns=drop).to_dict(orient="records"), n_features=width)
+        frame = X.reindex(columns=names, fill_value=0.0)  # a missing column counts as 0
+        if any(dtype.kind not in "biuf" for dtype in frame.dtypes):
+            raise TypeError("features must be numbers (a listed column holds other values)")
+        return frame.to_numpy(dtype=np.float64)
 
     def _tasks_many(self, X):
         if self.task_fn is not None:
@@ -232,7 +231,7 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         if self.task_key is None:
             return None
         if self.task_key not in X.columns:
-            raise KeyError(f"X has no task column {self.task_key!r}: pass task_key=, task_fn= or task_key=None")
+            raise ValueError(f"X has no task column {self.task_key!r}: pass task_key=, task_fn= or task_key=None")
         return X[self.task_key].to_numpy()
 
     def _label_pair_many(self, y: np.ndarray):

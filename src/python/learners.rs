@@ -5,7 +5,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError, TryLockError};
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};
@@ -16,7 +16,7 @@ use super::convert::{guarded, slice1, to_pyerr, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
 use super::pickling::{decode_state, encode_state};
 use super::registry::AnyLearner;
-use crate::data::Row;
+use crate::data::{Row, Rows};
 use crate::error::Error;
 use crate::kernel::Scratch;
 use crate::learner::{self, CwCol, OnlineLearner, Setting};
@@ -190,6 +190,52 @@ impl NativeLearner {
             }
             Err(e) => Err(to_pyerr(e)),
         }
+    }
+}
+
+impl NativeLearner {
+    /// Runs a short call on the model without releasing the GIL when its lock is free (one
+    /// event: releasing and re-taking the GIL would cost more than the call); when another
+    /// thread holds it, waits as [`NativeLearner::with_model`] does, with the GIL released.
+    fn run_short<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut AnyLearner) -> crate::Result<T> + Send,
+    ) -> PyResult<T> {
+        let key = std::ptr::from_ref(self) as usize;
+        if HELD.with(|h| h.borrow().contains(&key)) {
+            return self.run(py, f); // raises the re-entry error
+        }
+        let mut model = match self.inner.try_lock() {
+            Ok(model) => model,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return self.run(py, f),
+        };
+        HELD.with(|h| h.borrow_mut().push(key));
+        let _held = Held(key);
+        guarded(|| f(&mut model))
+    }
+
+    /// Learns one event (a one-row batch, `n_new` tasks added first, atomically); its score.
+    pub(super) fn event_learn(&self, py: Python<'_>, row: &Rows, task: i64, y: f64, n_new: usize) -> PyResult<f64> {
+        let scores = self.run_short(py, |m| learner::learn_grown(m, n_new, row, &[task], &[y]))?;
+        Ok(scores[0])
+    }
+
+    /// Learns a small batch (atomically); its pre-update scores.
+    pub(super) fn small_learn(&self, py: Python<'_>, rows: &Rows, tasks: &[i64], y: &[f64]) -> PyResult<Vec<f64>> {
+        self.run_short(py, |m| learner::learn(m, rows, tasks, y))
+    }
+
+    /// Scores a small batch (the model is unchanged).
+    pub(super) fn small_decision(&self, py: Python<'_>, rows: &Rows, tasks: &[i64]) -> PyResult<Vec<f64>> {
+        self.run_short(py, |m| learner::decision(m, rows, tasks))
+    }
+
+    /// Scores one event (as if `n_new` tasks had been added; the model is unchanged).
+    pub(super) fn event_decision(&self, py: Python<'_>, row: &Rows, task: i64, n_new: usize) -> PyResult<f64> {
+        let scores = self.run_short(py, |m| learner::decision_grown(m, n_new, row, &[task]))?;
+        Ok(scores[0])
     }
 }
 

@@ -2,12 +2,14 @@
 //! algorithm. Enabled by the `python` cargo feature, which maturin turns on.
 
 mod convert;
+mod events;
 mod io;
 mod kernels;
 mod learners;
 mod params;
 mod pickling;
 mod registry;
+mod small;
 mod testing;
 
 use pyo3::prelude::*;
@@ -18,6 +20,13 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
+    m.add_function(wrap_pyfunction!(events::learn_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::decision_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::predict_event, m)?)?;
+    m.add_function(wrap_pyfunction!(events::event_row, m)?)?;
+    m.add_function(wrap_pyfunction!(events::hash_dicts, m)?)?;
+    m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
+    m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
     io::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;

@@ -43,6 +43,11 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     omega : float in [0, 1], default=0.5
         Weight of the global model in the prior: 0 gives independent per-task CW, 1 predicts with
         the global CW model.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -61,7 +66,7 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
 
     _grows = True  # a new task starts from the prior, beside the global model (DECISIONS.md)
 
-    def __init__(self, *, n_tasks=None, confidence=0.85, a=1.0, omega=0.5):
+    def __init__(self, *, n_tasks=None, confidence=0.85, a=1.0, omega=0.5, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "cw_col"
@@ -127,6 +132,11 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     epoch : int >= 0 or None, default=None
         Warm-up length in examples before the coupling is learned; ``None`` means 1,000 (the
         paper uses half of the stream, which a streaming learner cannot know).
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -146,7 +156,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     [[0.667, 0.333], [0.333, 0.667]]
     """
 
-    def __init__(self, *, n_tasks=None, relation_update="batch", eta=1e-3, epoch=None):
+    def __init__(self, *, n_tasks=None, relation_update="batch", eta=1e-3, epoch=None, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "omtrl"
@@ -189,6 +199,11 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     C : float > 0, default=1.0
     global_norm : {"linf", "l1", "l2"}, default="linf"
     explicit : bool, default=False
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -205,7 +220,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
     _grows = True  # one w_i per task; a round involves only its tasks (DECISIONS.md)
 
-    def __init__(self, *, n_tasks=None, C=1.0, global_norm="linf", explicit=False):
+    def __init__(self, *, n_tasks=None, C=1.0, global_norm="linf", explicit=False, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "omtl"
@@ -223,7 +238,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 class _BatchMTL(_ArraysMixin, OnlineClassifier):
     _regularizer = ""
 
-    def __init__(self, *, n_tasks=None, rho=1e-2, retrain_every=100):
+    def __init__(self, *, n_tasks=None, rho=1e-2, retrain_every=100, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "batch_mtl"
@@ -281,6 +296,11 @@ _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrain
     rho : float >= 0, default=1e-2
         Regularisation weight (ours; MALSAR has no default).
     retrain_every : int >= 1, default=100
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------

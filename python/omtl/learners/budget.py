@@ -49,6 +49,11 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
         The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     seed : int, default=0
         Seed of the eviction generator, in ``[0, 2**64)``.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -68,7 +73,7 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, budget=1000, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
-        normalize=False, seed=0):
+        normalize=False, seed=0, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "mt_rbp"
@@ -95,6 +100,11 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -120,7 +130,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, budget=1000, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
-        normalize=False, radius=1.0):
+        normalize=False, radius=1.0, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "mt_forg"

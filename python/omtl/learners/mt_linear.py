@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .._base import OnlineClassifier
@@ -78,6 +80,11 @@ class MTLinear(OnlineClassifier):
         ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
         (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
         graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -101,7 +108,7 @@ class MTLinear(OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
-        fit_intercept=True, hash_bits=None, shared_rate=2.0):
+        fit_intercept=True, hash_bits=None, shared_rate=2.0, n_features=2**18):
         self._store_params(locals())
 
     _grows = True  # DECISIONS.md, open-ended task sets
@@ -121,6 +128,24 @@ class MTLinear(OnlineClassifier):
 
     def _native_setting(self, n_features):
         return {"task_kernel": self._task_graph().native()}
+
+    @available_if(_has_probabilities)
+    def predict_proba_one(self, x, *, task=None) -> float:
+        """The logistic model's probability of the positive class for one event (no update).
+
+        Parameters
+        ----------
+        x : 1-D array-like of n_features numbers, or dict
+            As for ``learn_one``.
+        task : hashable, default=None
+            As for ``predict_one``.
+
+        Returns
+        -------
+        float
+            ``P(y = positive)`` (``classes_[1]``).
+        """
+        return 0.5 * (1.0 + math.tanh(0.5 * self.decision_one(x, task=task)))
 
     @property
     def task_graph_(self) -> TaskGraph:

@@ -31,6 +31,11 @@ class PAUnique(OnlineClassifier):
     C : float, default=1.0
         Aggressiveness (PA-I and PA-II; ROMCO's experiments use 1).
     variant : {"pa", "pa1", "pa2"}, default="pa1"
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Examples
     --------
@@ -44,7 +49,7 @@ class PAUnique(OnlineClassifier):
     _global = False
     _grows = True  # DECISIONS.md, open-ended task sets
 
-    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1", n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "passive_aggressive"
@@ -63,6 +68,11 @@ class PAGlobal(PAUnique):
     ----------
     n_tasks, C, variant
         As :class:`PAUnique`.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Examples
     --------
@@ -73,5 +83,5 @@ class PAGlobal(PAUnique):
 
     _global = True
 
-    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1"):
-        super().__init__(n_tasks=n_tasks, C=C, variant=variant)
+    def __init__(self, *, n_tasks=None, C=1.0, variant="pa1", n_features=2**18):
+        super().__init__(n_tasks=n_tasks, C=C, variant=variant, n_features=n_features)

@@ -26,6 +26,11 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     coef0 : float, default=1.0
     normalize : bool, default=False
         Cosine-normalise the base kernel (``K(x,x) = 1``).
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Examples
     --------
@@ -38,7 +43,7 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
 
     _grows = True
 
-    def __init__(self, *, n_tasks=None, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
+    def __init__(self, *, n_tasks=None, graph="complete", kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "mt_perceptron"
@@ -59,5 +64,6 @@ class KernelPerceptron(MTPerceptron):
         As :class:`MTPerceptron` (without ``graph``: the tasks share nothing).
     """
 
-    def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):
-        super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize)
+    def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False, n_features=2**18):
+        super().__init__(n_tasks=n_tasks, graph="disconnected", kernel=kernel, gamma=gamma, degree=degree, coef0=coef0, normalize=normalize,
+                         n_features=n_features)

@@ -84,6 +84,11 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     threshold_on : {"norm", "squared"}, default="norm"
         Compare ``eta`` with the residual norm ``delta`` (the papers) or with ``delta**2``
         (Orabona's MATLAB Projectron++).
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -102,7 +107,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, budget=1000, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
-        coef0=1.0, normalize=False, threshold_on="norm"):
+        coef0=1.0, normalize=False, threshold_on="norm", n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "mtbprj"
@@ -137,6 +142,11 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
         ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
         coupling. The default drops it.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -153,7 +163,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, budget=1000, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
-        coef0=1.0, normalize=False, threshold_on="norm", alg2_literal_line14=False):
+        coef0=1.0, normalize=False, threshold_on="norm", alg2_literal_line14=False, n_features=2**18):
         self._store_params(locals())
 
     def _open_graph_error(self):

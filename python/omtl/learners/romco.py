@@ -57,6 +57,11 @@ class ROMCO(OnlineClassifier):
         When to update (A-R2): ``"loss"`` (Alg. 1 of the paper) when some present task has hinge
         loss ``1 - y p > 0``; ``"mistake"`` (the paper's text) when some present task has
         ``y p <= 0``. Either way every present task with positive loss contributes a gradient.
+    n_features : int, default=2**18
+        The column space of dict rows (``learn_one`` and the other per-event methods): str
+        feature names are hashed into this many columns exactly as scikit-learn's
+        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
+        int keys are columns below it. Rows of numbers set the width by their length instead.
 
     Attributes
     ----------
@@ -79,7 +84,7 @@ class ROMCO(OnlineClassifier):
     (2, 2, (2, 2))
     """
 
-    def __init__(self, *, n_tasks=None, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss"):
+    def __init__(self, *, n_tasks=None, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss", n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "romco"
