@@ -14,22 +14,24 @@ fma_builds! {
 
 /// `<a, b>` with four independent accumulators (the same order of operations as
 /// the dispatching [`dense_dot`]), always inlined so that it takes the vector width of its caller.
+/// `a` may be stored in single precision (BatchMtl's examples): each value is widened to f64
+/// before its product, so the sum is the f64 one of the widened values.
 #[inline(always)]
-pub(crate) fn dot4(a: &[f64], b: &[f64]) -> f64 {
+pub(crate) fn dot4<T: Copy + Into<f64>>(a: &[T], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0.0f64; 4];
     let chunks = n / 4;
     for c in 0..chunks {
         let i = 4 * c;
-        acc[0] += a[i] * b[i];
-        acc[1] += a[i + 1] * b[i + 1];
-        acc[2] += a[i + 2] * b[i + 2];
-        acc[3] += a[i + 3] * b[i + 3];
+        acc[0] += a[i].into() * b[i];
+        acc[1] += a[i + 1].into() * b[i + 1];
+        acc[2] += a[i + 2].into() * b[i + 2];
+        acc[3] += a[i + 3].into() * b[i + 3];
     }
     let mut tail = 0.0;
     for i in 4 * chunks..n {
-        tail += a[i] * b[i];
+        tail += a[i].into() * b[i];
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
