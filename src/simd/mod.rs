@@ -1,24 +1,22 @@
 //! Run-time selection of wider builds for the few hot loops (the default x86-64 target only
 //! assumes SSE2). Every choice goes through one [`level`]: the widest build the CPU runs, capped
 //! by the environment variable `OMTL_SIMD` (`portable`, `avx2` or `avx512`; never above what the
-//! CPU has), read once; and one mechanism, [`fma_builds!`], compiles a kernel once per level and
+//! CPU has), read once; and one mechanism, `fma_builds!`, compiles a kernel once per level and
 //! runs the build [`level`] names. Two kinds of kernel use it:
-//! - plain-Rust loops ([`dense`]: dot products, axpys, column sums): the same code in every build,
+//! - plain-Rust loops (`dense`: dot products, axpys, column sums): the same code in every build,
 //!   only the vector width differs; Rust never fuses a multiply and an add on its own, so their
 //!   results are the same bits at every level;
-//! - kernels written over SIMD registers ([`Lanes`]) with fused multiply-adds (AVX-512 or
-//!   AVX2 + FMA, and a portable array build; [`fused`]): `columns_dot`, `matmul`, the dense
+//! - kernels written over SIMD registers (`Lanes`) with fused multiply-adds (AVX-512 or
+//!   AVX2 + FMA, and a portable array build; `fused`): `columns_dot`, `matmul`, the dense
 //!   kernel sums, ROMCO's right multiplication (`svt::right_multiply_in_place`) and the inverse
 //!   Gram matrix's projection and rank-2 step (`sym_lower_matvec`, `lower_rank2_update`). Their
 //!   last bits depend on the build, so `OMTL_SIMD` lets a test run show every build's results on
 //!   one machine.
-//!
-//! [`Lanes`]: lanes::Lanes
 
 use std::sync::OnceLock;
 
-pub mod dense;
-pub mod fused;
+mod dense;
+mod fused;
 pub(crate) mod lanes;
 #[cfg(test)]
 mod tests;

@@ -73,10 +73,13 @@ impl SparseIndex {
         }
     }
 
+    /// An index for rows stored sparse (`sparse`; else it stays empty), built from
+    /// [`INDEX_FROM`] stored rows on.
     pub fn new(sparse: bool) -> Self {
         Self::with_threshold(sparse, INDEX_FROM)
     }
 
+    /// [`SparseIndex::new`], built from `from` stored rows on.
     pub fn with_threshold(sparse: bool, from: usize) -> Self {
         Self {
             enabled: sparse,
@@ -94,6 +97,7 @@ impl SparseIndex {
         })
     }
 
+    /// Whether the postings are built (scores use them) rather than pending.
     pub fn is_built(&self) -> bool {
         self.built
     }

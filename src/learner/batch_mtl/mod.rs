@@ -61,6 +61,8 @@ fn to_f32(v: f64) -> f32 {
     v.clamp(-f64::from(f32::MAX), f64::from(f32::MAX)) as f32
 }
 
+/// MTFL or TRML (by its [`Regularizer`]): every example stored, the model retrained on all of
+/// them every `retrain_every` examples.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BatchMtl {
     n_features: usize,
@@ -149,6 +151,8 @@ impl Build for BatchMtl {
 }
 
 impl BatchMtl {
+    /// The learner for `n_tasks` tasks of `n_features` features (rows stored sparse when
+    /// `sparse`), penalty `reg` with weight `rho`, retrained every `retrain_every` examples.
     pub fn new(
         n_tasks: usize,
         n_features: usize,
@@ -165,6 +169,7 @@ impl BatchMtl {
         Self::build(&params, &Setting::new(n_tasks, n_features, sparse))
     }
 
+    /// The same learner with the solver's stopping rule `opts`.
     pub fn with_options(mut self, opts: SolverOptions) -> Self {
         self.opts = opts;
         self

@@ -7,8 +7,11 @@ use crate::simd::dot4;
 
 /// Rows the solver reads: `x_r . w` and `w += a x_r`.
 pub trait RowSource {
+    /// The number of features.
     fn n_cols(&self) -> usize;
+    /// `x_r . w`.
     fn dot(&self, r: usize, w: &[f64]) -> f64;
+    /// `w += a x_r`.
     fn axpy(&self, r: usize, a: f64, w: &mut [f64]);
 }
 
@@ -30,14 +33,22 @@ impl RowSource for Rows<'_> {
 
 /// Stored examples in single precision (the learner's store), read in double precision.
 pub enum F32Rows<'a> {
+    /// Row-major `n_rows x n_cols`.
     Dense {
+        /// The values, row after row.
         data: &'a [f32],
+        /// The number of features.
         n_cols: usize,
     },
+    /// Compressed sparse rows with canonical (sorted, duplicate-free) indices.
     Csr {
+        /// Row `r` is `indptr[r]..indptr[r + 1]` of `indices` and `values`.
         indptr: &'a [i64],
+        /// Column of each stored value.
         indices: &'a [u32],
+        /// The stored values.
         values: &'a [f32],
+        /// The number of features.
         n_cols: usize,
     },
 }

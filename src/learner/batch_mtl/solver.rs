@@ -9,6 +9,7 @@ use super::rows::RowSource;
 use crate::error::{invalid, Error, Result};
 use crate::linalg::svt;
 
+/// The penalty `Omega(W)`: which of MTFL and TRML the learner is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Regularizer {
     /// Row-wise l2,1 norm (MTFL).
@@ -18,6 +19,7 @@ pub enum Regularizer {
 }
 
 impl Regularizer {
+    /// The penalty named `"l21"` or `"trace"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "l21" => Ok(Self::L21),
@@ -33,7 +35,9 @@ impl Regularizer {
 /// Stopping rule of the solver (§6.5 defaults: `tol = 1e-4`, `max_iter = 1000`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SolverOptions {
+    /// Stop when the objective changes by at most this much, relative.
     pub tol: f64,
+    /// Stop after this many iterations.
     pub max_iter: usize,
 }
 
@@ -51,6 +55,7 @@ impl Default for SolverOptions {
 pub struct SolveReport {
     /// `F(W) + rho Omega(W)` at the returned point.
     pub objective: f64,
+    /// Iterations run.
     pub n_iter: usize,
     /// The final line-search constant `L`.
     pub lipschitz: f64,
