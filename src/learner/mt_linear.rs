@@ -37,7 +37,7 @@ use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
-use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState, MAX_MAGNITUDE};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
 pub const MAX_HASH_BITS: u32 = 31;
@@ -1231,7 +1231,7 @@ impl CheckState for MTLinear {
         let n_blocks = self.blocks.len();
         for terms in &self.terms {
             for &(r, b) in terms {
-                ensure((r as usize) < n_blocks && b.is_finite(), || {
+                ensure((r as usize) < n_blocks && b.abs() <= MAX_MAGNITUDE, || {
                     format!("factor entry ({r}, {b}) outside the {n_blocks} blocks or not finite")
                 })?;
             }
