@@ -127,6 +127,7 @@ fma_builds! {
     /// 2/3 the time); of 12 rows for AVX2 (three registers: the 4 x 3 accumulators take 12 of the
     /// 16 ymm registers; of 8 x 4, 8 x 5, 8 x 6, 16 x 3 and 4 x 8 rows x columns, the fastest at
     /// d = 400, k = 12); of 6 rows of plain arrays otherwise.
+    #[inline] // the checks of its caller, then the build
     fn right_multiply_build(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
         avx512: right_multiply_tiles::<std::arch::x86_64::__m512d, 4, 32>(m, d, k, p),
         avx2: right_multiply_tiles::<std::arch::x86_64::__m256d, 3, 12>(m, d, k, p),

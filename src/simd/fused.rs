@@ -19,6 +19,7 @@ pub fn columns_dot(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
 }
 
 fma_builds! {
+    #[inline] // the checks of its caller, then the build
     fn columns_dot_build(b: &[f64], d: usize, m: usize, x: &[f64], out: &mut [f64]) {
         avx512: columns_dot_lanes::<std::arch::x86_64::__m512d>(b, d, m, x, out),
         avx2: columns_dot_lanes::<std::arch::x86_64::__m256d>(b, d, m, x, out),
@@ -91,6 +92,7 @@ pub(crate) fn matmul(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usiz
 }
 
 fma_builds! {
+    #[inline] // the checks of its caller, then the build
     fn matmul_build(a: &[f64], b: &[f64], rows: usize, inner: usize, cols: usize, out: &mut [f64]) {
         avx512: matmul_lanes::<std::arch::x86_64::__m512d, std::arch::x86_64::__m256d>(a, b, rows, inner, cols, out),
         avx2: matmul_lanes::<std::arch::x86_64::__m256d, [f64; 2]>(a, b, rows, inner, cols, out),
@@ -243,6 +245,7 @@ pub fn sym_lower_matvec(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64
 }
 
 fma_builds! {
+    #[inline] // the checks of its caller, then the build
     fn sym_lower_matvec_build(q: &[f64], cap: usize, n: usize, x: &[f64], y: &mut [f64]) {
         avx512: sym_lower_matvec_lanes::<std::arch::x86_64::__m512d>(q, cap, n, x, y),
         avx2: sym_lower_matvec_lanes::<std::arch::x86_64::__m256d>(q, cap, n, x, y),
@@ -291,6 +294,7 @@ pub fn lower_rank2_update(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f
 }
 
 fma_builds! {
+    #[inline] // the checks of its caller, then the build
     fn lower_rank2_update_build(q: &mut [f64], cap: usize, n: usize, u: &[f64], v: &[f64]) -> f64 {
         avx512: lower_rank2_update_lanes::<std::arch::x86_64::__m512d>(q, cap, n, u, v),
         avx2: lower_rank2_update_lanes::<std::arch::x86_64::__m256d>(q, cap, n, u, v),
