@@ -79,7 +79,7 @@ def school_grid(out, common):
 def _forget_loaded_streams():
     from omtl.experiments import runner
 
-    runner._STREAM_CACHE.clear()
+    runner.STATE.stream_cache.clear()
 
 
 def bench_grid(clients, repeat, data_dir, run_grid=quick_grid):

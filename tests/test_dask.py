@@ -484,9 +484,9 @@ def test_experiments_share_one_load_queue(client, data_dir):
         runner.load_streams_ahead(second, data_dir, 60)
         with ThreadPoolExecutor(2) as pool:  # the experiments' threads ask for their streams
             sizes = list(pool.map(lambda k: runner.stream_summary(k, data_dir, 60)["n"], second + first))
-        assert len(runner._LOAD_QUEUES) == 1
-        data_set_of = {future.key: ck[0] for ck, (_, future, _) in runner._STREAM_FUTURES.items()}
-    assert sizes == [60] * 5 and not runner._LOADS_AHEAD and not runner._LOAD_QUEUES
+        assert len(runner.STATE.load_queues) == 1
+        data_set_of = {future.key: ck[0] for ck, (_, future, _) in runner.STATE.stream_futures.items()}
+    assert sizes == [60] * 5 and not runner.STATE.loads_ahead and not runner.STATE.load_queues
     loads = sorted((ss["start"], ss["stop"], t["key"]) for t in stream.data for ss in t["startstops"]
                    if str(t["key"]).startswith("load_stream") and ss["action"] == "compute")
     assert len(loads) == 4
@@ -508,7 +508,7 @@ def test_streams_loaded_ahead_are_loaded_once(client, data_dir):
     with get_task_stream(client=client) as stream, runner.run_on_dask(client):
         runner.load_streams_ahead(keys, data_dir, 50)
         sizes = [runner.stream_summary(k, data_dir, 50)["n"] for k in reversed(keys)]
-    assert sizes == [50, 50, 50] and not runner._LOADS_AHEAD
+    assert sizes == [50, 50, 50] and not runner.STATE.loads_ahead
     assert sum(str(t["key"]).startswith("load_stream") for t in stream.data) == len(keys)
 
 
@@ -527,7 +527,7 @@ def test_tuning_search_on_dask_equals_one_process(client, tmp_path, data_dir, mo
         there = run_table2(out=tmp_path / "there", **common)
     assert there["trials"] == here["trials"] and len(here["trials"]) > len(table2.QUICK_GRID)
     assert there["settings"]["tuning"]["chosen"] == here["settings"]["tuning"]["chosen"]
-    assert set(client.run(lambda: len(__import__("omtl.experiments.runner").experiments.runner._STREAM_CACHE)).values()) == {0}
+    assert set(client.run(lambda: len(__import__("omtl.experiments.runner").experiments.runner.STATE.stream_cache)).values()) == {0}
 
 
 def test_without_a_client_it_starts_and_stops_its_own_cluster(client, monkeypatch):

@@ -143,7 +143,7 @@ def fake_learners(monkeypatch):
     for name in ("ROMCO", "PAGlobal"):
         if getattr(omtl, name, None) is None:
             monkeypatch.setattr(omtl, name, _FakeP2, raising=False)
-    monkeypatch.setattr(runner, "_STREAM_CACHE", {})
+    monkeypatch.setattr(runner.STATE, "stream_cache", {})
 
 
 # ---------------------------------------------------------------------------------------------

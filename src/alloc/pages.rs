@@ -134,7 +134,7 @@ impl<T: Zeroable> ZeroedBuf<T> {
     }
 
     /// A buffer holding a copy of `values`. A large one reuses the mapping of a dropped buffer
-    /// of the same size when the pool holds one ([`pool`]): its pages are already there, so the
+    /// of the same size when the pool holds one (`pool`): its pages are already there, so the
     /// copy is the only write (a fresh mapping is zeroed by the kernel first).
     pub fn from_slice(values: &[T]) -> Option<Self> {
         #[cfg(target_os = "linux")]

@@ -152,7 +152,7 @@ impl ActiveSet {
     }
 
     /// `sum_j beta_j T[i_j, task] K'(x_j, x)` over the elements in `task`'s component, by the
-    /// kernel-sum machinery ([`crate::kernel::kernel_sum::weighted_score`], without an inverted
+    /// kernel-sum machinery (`kernel_sum::weighted_score`, without an inverted
     /// index).
     pub fn score(&self, kernel: &BaseKernel, tasks: &TaskKernel, q: &Query, task: usize, scratch: &mut Scratch) -> f64 {
         let no_index = crate::kernel::SparseIndex::new(false);

@@ -785,3 +785,4 @@ mod tests {
         }
     }
 }
+pub mod defaults;

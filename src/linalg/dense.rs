@@ -91,7 +91,7 @@ pub const EIGEN_MAX_ITER: usize = 100_000;
 
 /// Eigenvalues (ascending) and eigenvectors (columns, row-major `n x n`) of a symmetric matrix.
 ///
-/// nalgebra's QR iteration is capped at [`EIGEN_MAX_ITER`] sweeps (its default has no cap and
+/// nalgebra's QR iteration is capped at `EIGEN_MAX_ITER` sweeps (its default has no cap and
 /// need not end on NaN input); a matrix that does not converge gives NaN values and vectors,
 /// which every caller treats as a failed (skipped or rejected) computation.
 pub fn sym_eigen(m: &SymMatrix) -> (Vec<f64>, SymMatrix) {

@@ -6,7 +6,7 @@ mod dense;
 pub mod eigen_update;
 mod inverse_gram;
 pub(crate) mod jacobi;
-// The SIMD kernels live below `data` (src/simd.rs); the old path stays for the linalg code.
+// The SIMD kernels live below `data` (src/simd/); the old path stays for the linalg code.
 pub use crate::simd;
 pub mod svt;
 

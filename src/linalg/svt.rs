@@ -24,7 +24,7 @@
 use nalgebra::{DMatrix, SymmetricEigen, SVD};
 
 use crate::linalg::column_to_row_major;
-use crate::linalg::simd::{dense_dot, dispatch, dot4, matmul, Lanes};
+use crate::linalg::simd::{dense_dot, dot4, fma_builds, matmul, Lanes};
 
 /// Rows per block in the blocked QR kernel.
 const BLOCK: usize = 512;
@@ -118,36 +118,22 @@ pub fn right_multiply_in_place(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
         m.len() >= d * k && p.len() >= k * k,
         "right_multiply_in_place: slices too short"
     );
-    #[cfg(target_arch = "x86_64")]
-    {
-        use crate::linalg::simd::{level, SimdLevel};
-        if level() == SimdLevel::Avx512 {
-            // SAFETY: the CPU supports AVX-512F and FMA (the level never exceeds the CPU's).
-            return unsafe { right_multiply_avx512(m, d, k, p) };
-        }
-        if level() == SimdLevel::Avx2 {
-            // SAFETY: the CPU supports AVX2 and FMA (a level never exceeds the CPU's).
-            return unsafe { right_multiply_avx2(m, d, k, p) };
-        }
+    right_multiply_build(m, d, k, p)
+}
+
+fma_builds! {
+    /// Tiles of 32 rows for AVX-512 (four registers: the 4 x 4 accumulators take 16 of the 32 zmm
+    /// registers; where measured, zmm FMAs issued as fast as ymm ones, so this build takes about
+    /// 2/3 the time); of 12 rows for AVX2 (three registers: the 4 x 3 accumulators take 12 of the
+    /// 16 ymm registers; of 8 x 4, 8 x 5, 8 x 6, 16 x 3 and 4 x 8 rows x columns, the fastest at
+    /// d = 400, k = 12); of 6 rows of plain arrays otherwise.
+    #[inline] // the checks of its caller, then the build
+    fn right_multiply_build(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
+        avx512: right_multiply_tiles::<std::arch::x86_64::__m512d, 4, 32>(m, d, k, p),
+        avx2: right_multiply_tiles::<std::arch::x86_64::__m256d, 3, 12>(m, d, k, p),
+        // SAFETY: plain arrays need no CPU feature.
+        portable: unsafe { right_multiply_tiles::<[f64; 2], 3, 6>(m, d, k, p) },
     }
-    // SAFETY: plain arrays need no CPU feature.
-    unsafe { right_multiply_tiles::<[f64; 2], 3, 6>(m, d, k, p) }
-}
-
-/// Tiles of 12 rows (three registers): the 4 x 3 accumulators take 12 of the 16 ymm registers
-/// (of 8 x 4, 8 x 5, 8 x 6, 16 x 3 and 4 x 8 rows x columns, the fastest at d = 400, k = 12).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn right_multiply_avx2(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
-    right_multiply_tiles::<std::arch::x86_64::__m256d, 3, 12>(m, d, k, p)
-}
-
-/// Tiles of 32 rows (four registers): the 4 x 4 accumulators take 16 of the 32 zmm registers.
-/// Where measured, zmm FMAs issued as fast as ymm ones, so this build takes about 2/3 the time.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn right_multiply_avx512(m: &mut [f64], d: usize, k: usize, p: &[f64]) {
-    right_multiply_tiles::<std::arch::x86_64::__m512d, 4, 32>(m, d, k, p)
 }
 
 /// Up to this many columns the tile scratch lives on the stack (larger `k` allocate it).
@@ -254,14 +240,17 @@ unsafe fn tile_outputs<L: Lanes, const V: usize, const ROWS: usize, const COLS: 
     }
 }
 
-dispatch! {
+fma_builds! {
     /// The `R` factor of a Householder QR of the `q` columns `cols` of the column-major matrix
     /// `m` (columns of length `d`), row-major `q x q` upper triangular (`RᵀR = MᵀM`). Computed
     /// as a tall-skinny QR over blocks of rows, `R ← qr([R; block]).R`, where the reflector of
     /// column j touches row j of R and the block only (scratch `O(BLOCK q)`). With `d < q` only
     /// `d` rows can be non-zero, but not necessarily the first `d`: a zero column leaves its row
     /// empty and pushes the work to a later one, so all `q` rows are returned.
-    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> Vec<f64> => r_factor_kernel, r_factor_avx2
+    pub fn r_factor(m: &[f64], d: usize, cols: &[usize]) -> Vec<f64> {
+        avx2: r_factor_kernel(m, d, cols),
+        portable: r_factor_kernel(m, d, cols),
+    }
 }
 
 #[inline(always)]
@@ -707,33 +696,16 @@ mod tests {
         assert!(qr_route(&deficient, d, k, 1e-9).is_some());
     }
 
-    /// Every build of the right multiplication this CPU can run: the dispatching entry point,
-    /// the portable tiles and the x86 kernels the CPU supports.
+    /// The right multiplication under the process's level and under every level this CPU runs.
     fn right_multiply_builds(m: &[f64], d: usize, k: usize, p: &[f64]) -> Vec<(&'static str, Vec<f64>)> {
         let mut runs = Vec::new();
         let mut out = m.to_vec();
         right_multiply_in_place(&mut out, d, k, p);
         runs.push(("dispatch", out));
-        let mut out = m.to_vec();
-        // SAFETY: plain arrays need no CPU feature.
-        unsafe { right_multiply_tiles::<[f64; 2], 3, 6>(&mut out, d, k, p) };
-        runs.push(("portable", out));
-        #[cfg(target_arch = "x86_64")]
-        {
-            use crate::simd::{runnable_levels, SimdLevel};
-            let levels = runnable_levels();
-            if levels.contains(&SimdLevel::Avx2) {
-                let mut out = m.to_vec();
-                // SAFETY: the CPU runs AVX2 and FMA (a runnable level).
-                unsafe { right_multiply_avx2(&mut out, d, k, p) };
-                runs.push(("avx2", out));
-            }
-            if levels.contains(&SimdLevel::Avx512) {
-                let mut out = m.to_vec();
-                // SAFETY: the CPU runs AVX-512F and FMA (a runnable level).
-                unsafe { right_multiply_avx512(&mut out, d, k, p) };
-                runs.push(("avx512", out));
-            }
+        for level in crate::simd::runnable_levels() {
+            let mut out = m.to_vec();
+            crate::simd::with_level(level, || right_multiply_in_place(&mut out, d, k, p));
+            runs.push((level.name(), out));
         }
         runs
     }

@@ -2,6 +2,7 @@
 //! algorithm. Enabled by the `python` cargo feature, which maturin turns on.
 
 mod convert;
+mod defaults;
 mod events;
 mod io;
 mod kernels;
@@ -35,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("LEARNER_KINDS", pyo3::types::PyTuple::new(m.py(), registry::KINDS)?)?;
     // An attribute, not in __all__: test-only, not part of the interface.
     m.setattr("_testing", testing::module(m.py())?)?;
+    defaults::register(m)?;
     Ok(())
 }
 
