@@ -187,6 +187,7 @@ mod lookahead;
 mod spec;
 #[cfg(test)]
 mod test_support;
+mod undo;
 
 pub use self::omtl::{omtl_tau, GlobalNorm, OmtlParams};
 pub use crate::kernel::ActiveSet;
@@ -195,7 +196,9 @@ pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
 pub use cw::{normal_quantile, CwColParams, CwConstants, CwModel};
 pub use linear::LinearWeights;
 pub use lookahead::Ahead;
-pub use mt_linear::{logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
+pub use mt_linear::{
+    logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH, MAX_HASH_BITS,
+};
 pub use omtrl::{OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressiveParams};
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};

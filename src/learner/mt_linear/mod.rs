@@ -35,8 +35,9 @@ use serde::{Deserialize, Serialize};
 
 mod store;
 
-pub use store::{slot_of, DENSE_MAX_WIDTH};
-use store::{CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
+pub use store::{slot_of, DENSE_MAX_BYTES, DENSE_MAX_WIDTH};
+
+use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
 
 use crate::alloc::Need;
 use crate::data::Row;
@@ -845,7 +846,11 @@ impl Build for MTLinear {
         } else {
             Vec::new()
         };
-        let store = Store::new(params.hash_bits, width, params.rule.stride(), n_tasks)?;
+        let n_blocks = match *tasks {
+            TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
+            _ => n_tasks,
+        };
+        let store = Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -1426,7 +1431,7 @@ impl CheckState for MTLinear {
                     values.push(t);
                 }
             }
-            (Store::Dense { width: w, own, shared }, None) if *w == width && width <= DENSE_MAX_WIDTH => {
+            (Store::Dense { width: w, own, shared }, None) if *w == width && dense_fits(width, stride, self.n_blocks()) => {
                 check_len("MTLinear's dense blocks", own.len(), self.n_tasks)?;
                 ensure(shared.is_none() || self.n_blocks() > self.n_tasks, || {
                     "a shared MTLinear block without the complete graph".into()
@@ -1608,7 +1613,14 @@ impl OnlineLearner for MTLinear {
             return;
         }
         let stride = self.params.rule.stride();
-        for &(at, cell) in j.cells.iter().rev() {
+        let mut cells = &j.cells[..];
+        if let Some(old) = j.old_store.take() {
+            // Tasks added by the call made the layout sparse: the dense store comes back, and only
+            // the writes logged before the conversion concern it.
+            self.store = old;
+            cells = &j.cells[..j.cells_at_convert];
+        }
+        for &(at, cell) in cells.iter().rev() {
             let data: &mut [f32] = match (&mut self.store, at) {
                 (Store::Hashed { table: Some(t), .. }, CellAt::Flat(_)) => t,
                 (Store::Sparse(cells), CellAt::Flat(_)) => cells.cells_mut(),
@@ -1692,7 +1704,16 @@ impl MTLinear {
         if !complete {
             need.reserve(&mut self.stats, n)?;
         }
-        if let Store::Dense { own, .. } = &mut self.store {
+        let stride = self.params.rule.stride();
+        let width = self.n_features + usize::from(self.params.fit_intercept);
+        let new_blocks = if complete && new_k >= 2 { new_k + 1 } else { new_k };
+        let sparse = match &self.store {
+            // Too many tasks for dense blocks of this width: the cells move to the sparse map
+            // (once; the dense store is kept until the journal ends).
+            Store::Dense { .. } if !dense_fits(width, stride, new_blocks) => Some(self.store.to_sparse(stride)?),
+            _ => None,
+        };
+        if let (None, Store::Dense { own, .. }) = (&sparse, &mut self.store) {
             need.reserve(own, n)?;
         }
         // Nothing below fails.
@@ -1701,6 +1722,14 @@ impl MTLinear {
         }
         if !complete {
             self.stats.resize(self.stats.len() + n, ComponentStats::default());
+        }
+        if let Some(cells) = sparse {
+            let dense = std::mem::replace(&mut self.store, Store::Sparse(cells));
+            if self.journal.active {
+                self.journal.old_store = Some(dense);
+                self.journal.cells_at_convert = self.journal.cells.len();
+                self.journal.sparse_len = 0; // every sparse cell is new: dropped with the store
+            }
         }
         if let Store::Dense { own, .. } = &mut self.store {
             own.resize_with(own.len() + n, || None);
@@ -1901,8 +1930,10 @@ mod tests {
         use crate::learner::{learn_grown, OnlineLearner};
         let (n, d) = (60, 6);
         let (x, y, _) = labelled(n, d, 3, 7);
-        for (bits, wide) in [(None, false), (None, true), (Some(5), false)] {
-            let width = if wide { DENSE_MAX_WIDTH + 10 } else { d };
+        // Dense; dense until the failing call's three new tasks make it sparse (7 blocks of 2^22
+        // cells exceed DENSE_MAX_BYTES); sparse from the start; hashed.
+        for (bits, width) in [(None, d), (None, 1 << 22), (None, 1 << 25), (Some(5), d)] {
+            let wide = width;
             let tk = TaskKernel::complete_open(1).unwrap();
             let mut model = MTLinear::new(&tk, width, params("squared", "normalized", bits)).unwrap();
             let ok_tasks: Vec<i64> = (0..20).map(|t| t % 2).collect();
@@ -1935,6 +1966,7 @@ mod tests {
                 assert_eq!(model, before, "{bits:?} {wide} row {bad_row}");
                 assert_eq!(crate::state::encode(&model).unwrap(), bytes);
                 assert_eq!(model.n_tasks(), 3);
+                assert_eq!(matches!(model.store, Store::Sparse(_)), width == 1 << 25);
             }
             // The journal was left clean: the next call learns as a copy of the model would.
             let mut copy = before.clone();

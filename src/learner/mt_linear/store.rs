@@ -22,11 +22,21 @@ pub const SHARED: u32 = u32::MAX;
 /// A coordinate with no cell yet (its state reads as zeros).
 pub const ABSENT: usize = usize::MAX;
 
-/// Unhashed blocks up to this width (features + intercept) are dense arrays; wider ones live in
-/// the sparse map. 4,096 cells are 48 KiB per block under the normalized rule: a dense block of a
-/// narrow problem (School's 28 features) costs less than the map's index would, and a wide one
-/// (a vocabulary) would cost width × 12 bytes per task however few words a task uses.
+/// Unhashed blocks up to this width (features + intercept) are always dense arrays: 4,096 cells
+/// are at most 48 KiB per block, and a dense block of a narrow problem (School's 28 features)
+/// costs less than the sparse map would for the same cells.
 pub const DENSE_MAX_WIDTH: usize = 4096;
+
+/// Wider unhashed blocks are dense while every block of the model, dense, would take at most
+/// this many bytes (a few tasks on a vocabulary: one direct read per cell, the fastest layout),
+/// and sparse beyond (many tasks, or a huge feature index: memory follows the pairs touched).
+pub const DENSE_MAX_BYTES: usize = 256 << 20;
+
+/// Whether `n_blocks` unhashed blocks of `width` cells of `stride` floats are stored densely.
+pub fn dense_fits(width: usize, stride: usize, n_blocks: usize) -> bool {
+    width <= DENSE_MAX_WIDTH
+        || (width as u128) * (stride as u128) * 4 * (n_blocks as u128) <= DENSE_MAX_BYTES as u128
+}
 
 /// The hash key of the intercept under hashing (never `2j` or `2j + 1` of a feature `j < 2^32`).
 pub const INTERCEPT_KEY: u64 = u64::MAX;
@@ -271,12 +281,12 @@ pub enum Store {
 }
 
 impl Store {
-    /// The layout for these parameters: `n_own` own blocks (tasks), `width` = features +
-    /// intercept.
-    pub fn new(hash_bits: Option<u32>, width: usize, stride: usize, n_own: usize) -> Result<Self> {
+    /// The layout for these parameters: `n_own` own blocks (tasks) of `n_blocks`, `width` =
+    /// features + intercept.
+    pub fn new(hash_bits: Option<u32>, width: usize, stride: usize, n_own: usize, n_blocks: usize) -> Result<Self> {
         Ok(match hash_bits {
             Some(bits) => Self::Hashed { bits, table: None },
-            None if width <= DENSE_MAX_WIDTH => Self::Dense {
+            None if dense_fits(width, stride, n_blocks) => Self::Dense {
                 width,
                 own: Need::new("n_tasks", n_own, "MTLinear's per-task block slots").filled(&[n_own], None)?,
                 shared: None,
@@ -295,6 +305,25 @@ impl Store {
             }
             Self::Sparse(s) => s.memory_bytes(),
         }
+    }
+
+    /// The dense layout's cells as a sparse map (the cells holding a nonzero value: a zero cell
+    /// and a missing one read and update alike), in block order then feature order.
+    pub fn to_sparse(&self, stride: usize) -> Result<SparseCells> {
+        let mut out = SparseCells::new(stride);
+        if let Self::Dense { own, shared, .. } = self {
+            let blocks = own.iter().enumerate().map(|(r, b)| (r as u32, b)).chain(std::iter::once((SHARED, shared)));
+            for (r, block) in blocks {
+                let Some(data) = block else { continue };
+                for (key, cell) in data.chunks_exact(stride).enumerate() {
+                    if cell.iter().any(|&v| v != 0.0) {
+                        let at = out.insert(r, key as u32)?;
+                        out.cells_mut()[at..at + stride].copy_from_slice(cell);
+                    }
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The dense array of block `r` (`Dense` only).
@@ -369,6 +398,10 @@ pub struct Journal {
     pub n_own: usize,
     /// The task kernel at the start, when tasks were added.
     pub tasks: Option<crate::kernel::TaskKernel>,
+    /// The dense store, when tasks added made the layout sparse (restored on rollback), and the
+    /// length of `cells` then (the entries before it are the dense store's).
+    pub old_store: Option<Store>,
+    pub cells_at_convert: usize,
 }
 
 impl Journal {
@@ -388,6 +421,8 @@ impl Journal {
         self.new_table = false;
         self.stats.clear();
         self.tasks = None;
+        self.old_store = None;
+        self.cells_at_convert = 0;
     }
 }
 
