@@ -182,6 +182,8 @@ macro_rules! declare_learners {
 }
 
 learner_table!(declare_learners);
+#[cfg(test)]
+mod atomicity_tests;
 mod linear;
 mod lookahead;
 mod spec;

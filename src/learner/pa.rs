@@ -232,7 +232,7 @@ impl OnlineLearner for PassiveAggressive {
         if self.journal.is_active() {
             let [n_updates, n_tasks, ..] = self.journal.counts;
             (self.n_updates, self.n_tasks) = (n_updates, n_tasks as usize);
-            self.journal.rollback(&mut self.weights);
+            let _ = self.journal.rollback(&mut self.weights);
         }
     }
 

@@ -18,6 +18,11 @@ pub struct SlotJournal<T> {
     saved: Vec<(usize, T)>,
     seen: HashSet<usize>,
     pub counts: [u64; 4],
+    /// The learner's one shared value (a global model or block) before its first write.
+    shared: Option<T>,
+    shared_saved: bool,
+    /// The task kernel at the start (closed forms only: a constant-size value).
+    pub kernel: Option<crate::kernel::TaskKernel>,
 }
 
 impl<T> PartialEq for SlotJournal<T> {
@@ -31,12 +36,17 @@ pub trait TryCopy: Sized {
     fn try_copy(&self) -> Result<Self>;
 }
 
+/// A copy of `values`, allocated fallibly.
+pub fn try_copy_slice(values: &[f64]) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    Need::new("n_features", values.len(), "a saved weight vector").reserve_exact(&mut v, values.len())?;
+    v.extend_from_slice(values);
+    Ok(v)
+}
+
 impl TryCopy for Vec<f64> {
     fn try_copy(&self) -> Result<Self> {
-        let mut v = Vec::new();
-        Need::new("n_features", self.len(), "a saved weight vector").reserve_exact(&mut v, self.len())?;
-        v.extend_from_slice(self);
-        Ok(v)
+        try_copy_slice(self)
     }
 }
 
@@ -51,24 +61,38 @@ impl<T: TryCopy> SlotJournal<T> {
         self.active
     }
 
-    /// Starts journaling `slots` (their count now).
+    /// Starts journaling `len` slots (their count now).
     pub fn begin(&mut self, len: usize) {
-        self.saved.clear();
-        self.seen.clear();
+        self.commit();
         self.active = true;
         self.len = len;
     }
 
-    /// Before writing `slots[i]`: saves its value on the first write of the call (a slot added
-    /// during the call is dropped on rollback and needs no copy). On `Err` nothing has changed.
-    pub fn touch(&mut self, slots: &[T], i: usize) -> Result<()> {
+    /// Before writing slot `i`: saves its value (`copy()`) on the first write of the call (a slot
+    /// added during the call is dropped on rollback and needs no copy). On `Err` nothing has
+    /// changed.
+    pub fn touch_with(&mut self, i: usize, copy: impl FnOnce() -> Result<T>) -> Result<()> {
         if !self.active || i >= self.len || self.seen.contains(&i) {
             return Ok(());
         }
-        let old = slots[i].try_copy()?;
+        let old = copy()?;
         Need::new("rows", self.saved.len() + 1, "an undo journal").reserve(&mut self.saved, 1)?;
         self.seen.insert(i);
         self.saved.push((i, old));
+        Ok(())
+    }
+
+    /// [`Self::touch_with`] for slots held in a vector.
+    pub fn touch(&mut self, slots: &[T], i: usize) -> Result<()> {
+        self.touch_with(i, || slots[i].try_copy())
+    }
+
+    /// Before writing the shared value: saves it (`copy()`) on the first write of the call.
+    pub fn touch_shared(&mut self, copy: impl FnOnce() -> Result<T>) -> Result<()> {
+        if self.active && !self.shared_saved {
+            self.shared = Some(copy()?);
+            self.shared_saved = true;
+        }
         Ok(())
     }
 
@@ -77,18 +101,30 @@ impl<T: TryCopy> SlotJournal<T> {
         self.active = false;
         self.saved.clear();
         self.seen.clear();
+        self.shared = None;
+        self.shared_saved = false;
+        self.kernel = None;
     }
 
-    /// Ends the journal, restoring the saved slots and the slot count.
-    pub fn rollback(&mut self, slots: &mut Vec<T>) {
+    /// Ends the journal: hands every saved slot to `restore` and returns the saved shared value
+    /// (None when it was not written).
+    pub fn rollback_with(&mut self, mut restore: impl FnMut(usize, T)) -> Option<T> {
+        for (i, old) in self.saved.drain(..) {
+            restore(i, old);
+        }
+        let shared = self.shared.take();
+        self.commit();
+        shared
+    }
+
+    /// Ends the journal, restoring the saved slots and the slot count of `slots`; returns the
+    /// saved shared value.
+    pub fn rollback(&mut self, slots: &mut Vec<T>) -> Option<T> {
         if !self.active {
-            return;
+            return None;
         }
         slots.truncate(self.len);
-        for (i, old) in self.saved.drain(..) {
-            slots[i] = old;
-        }
-        self.commit();
+        self.rollback_with(|i, old| slots[i] = old)
     }
 }
 
