@@ -409,3 +409,33 @@ def test_memory_floor_hook_runs_on_sparse_and_dense_rows_and_refuses_bad_tasks()
     assert seconds >= 0.0 and dense_sum == sparse_sum and dense_sum != 0.0
     with pytest.raises(ValueError, match="task"):
         _testing.complete_graph_floor(np.ascontiguousarray(X), tasks, 2)
+
+
+@pytest.mark.parametrize("layout", ["dense", "sparse", "hashed"])
+def test_a_call_failing_at_its_last_row_with_new_labels_leaves_the_model_as_before(layout):
+    """A batch naming new string labels whose last row passes validation but is refused by the
+    update (a value of 1e25: statistics beyond single precision) leaves the pickled model byte for
+    byte as before, new labels and tasks included; the journal undoes it without a copy."""
+    rng = np.random.default_rng(5)
+    d = 2**20 if layout == "sparse" else 40  # 2^20 columns x 4+ blocks: past the dense bound
+    n = 120
+    X = sp.random(n, d, density=8 / d, format="csr", random_state=rng)
+    X.data[:] = rng.uniform(0.5, 2.0, X.nnz)
+    y = np.where(rng.random(n) < 0.5, 1, -1)
+    users = np.array([f"user{i}" for i in rng.integers(0, 30, n)], dtype=object)
+    model = omtl.MTLinear(hash_bits=12 if layout == "hashed" else None)
+    model.partial_fit(X[:80], y[:80], tasks=users[:80])
+    before, memory = pickle.dumps(model), model.memory_bytes_
+    bad = X[80:].copy()
+    last = bad.indptr[-2]
+    assert bad.indptr[-1] > last
+    bad.data[last] = 1e25
+    new_users = np.array([f"new{i}" for i in range(40)], dtype=object)
+    y_bad = y[80:].copy()
+    y_bad[-1] = -1 if model.decision_function(bad[-1:], tasks=new_users[-1:])[0] >= 0 else 1
+    with pytest.raises(ValueError, match="single precision"):
+        model.learn(bad, y_bad, tasks=new_users)
+    assert pickle.dumps(model) == before
+    # What is allocated may keep the room the call reserved (amortised growth: at most double).
+    assert memory <= model.memory_bytes_ <= 2 * memory + 64 * 40
+    model.partial_fit(X[80:], y[80:], tasks=new_users)  # and it goes on learning

@@ -74,7 +74,7 @@ class MTLinear(OnlineClassifier):
         (docs/mt_linear.md M.4). The model is then at most the table (``2**hash_bits`` x 4 to 12
         bytes by ``update``) plus a few bytes per task, whatever the number of tasks and features.
         ``None``: exact, every (block, feature) pair its own cell, stored densely for up to 4,095
-        features and sparsely above (memory follows the pairs touched; M.5b).
+        features or a few tasks and sparsely beyond (memory follows the pairs touched; M.4).
     shared_rate : float, default=2.0
         The complete graph's shared block learns at ``shared_rate`` times the rate of the per-task
         blocks (every ``update`` rule; for ``"arow"`` its variances): above 1 a mistake moves the
