@@ -15,7 +15,7 @@ from .graph import task_kernel
 M64 = (1 << 64) - 1
 
 
-INTERCEPT_KEY = M64  # the intercept's key under hashing (never 2j or 2j + 1 of a feature)
+INTERCEPT_KEY = M64  # the intercept's key under hashing (never a feature index)
 SHARED = 2**32 - 1  # the complete graph's shared block: its id and hash seed, whatever k
 
 
@@ -194,15 +194,13 @@ class MTLinearCore(ReferenceCore):
 
     def entries(self, x, block):
         """(cell, value) of every coordinate of (x, 1) in ``block``: without hashing the cell is
-        (block, feature) (the intercept's feature is d); under hashing, feature j is stored twice,
-        keys 2j and 2j + 1, with value x_j/√2 each, in the table cell of each key."""
+        (block, feature) (the intercept's feature is d); under hashing, the table cell of the
+        feature index (the intercept's key is 2^64 - 1) hashed with the block as seed."""
         out = [(j, v) for j, v in enumerate(x) if v != 0.0]
         if self.bits is None:
             if self.intercept:
                 out.append((self.d, 1.0))
             return [((block, j), v) for j, v in out]
-        half = math.sqrt(0.5)
-        out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
         if self.intercept:
             out.append((INTERCEPT_KEY, 1.0))
         return [(slot_of(key, block, 2**self.bits), v) for key, v in out]

@@ -21,15 +21,13 @@
 //! the rates (AROW: the variances) of the complete graph's shared block, under every rule (M.8).
 //!
 //! Storage ([`store`]): with `hash_bits = b` one table of `2^b` cells shared by every block,
-//! each (block, key) hashed into it with the block as seed; feature `j` takes two keys with
-//! value `x_j/√2` each, so colliding coordinates share a weight and its statistics. Without
+//! each (block, feature) hashed into it with the block as seed, so colliding coordinates share a
+//! weight and its statistics. Without
 //! hashing every coordinate has its own cell: dense blocks for a narrow feature space, a sparse
 //! map of the (block, feature) pairs touched for a wide one. An undo journal
 //! ([`store::Journal`]) makes a batch atomic at the cost of the cells it writes.
 //!
 //! The state is single precision (as VW's table), the arithmetic double (docs/mt_linear.md, M.5).
-
-use std::f64::consts::FRAC_1_SQRT_2;
 
 use serde::{Deserialize, Serialize};
 
@@ -951,8 +949,7 @@ impl MTLinear {
     }
 
     /// `<w_r, x̃>` for block `r`, summed term by term in the order of [`Self::gather`] (nonzero
-    /// features, under hashing both half-value copies, then the intercept), so that `decision`
-    /// reproduces `learn`'s scores.
+    /// features, then the intercept), so that `decision` reproduces `learn`'s scores.
     fn block_score(&self, x: &Row, r: u32) -> f64 {
         let (loc, data) = self.block_view(r);
         if data.is_none() {
@@ -971,14 +968,7 @@ impl MTLinear {
         let mut s = 0.0;
         let mut add = |j: usize, value: f64| {
             if value != 0.0 {
-                // Not `s += a + b`: the gather adds the two copies one at a time.
-                if hashed {
-                    let half = value * FRAC_1_SQRT_2;
-                    s += half * f64::from(weight(2 * j));
-                    s += half * f64::from(weight(2 * j + 1));
-                } else {
-                    s += value * f64::from(weight(j));
-                }
+                s += value * f64::from(weight(j));
             }
         };
         match *x {
@@ -995,9 +985,8 @@ impl MTLinear {
         s
     }
 
-    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features; under
-    /// hashing the two half-value keys `2j`, `2j + 1` of every feature and [`INTERCEPT_KEY`],
-    /// else the feature index and `n_features` for the intercept). Gathered once per update so
+    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features): the
+    /// feature index, and for the intercept [`INTERCEPT_KEY`] under hashing, else `n_features`. Gathered once per update so
     /// that the loops over blocks run without branches.
     fn gather_entries(&mut self, x: &Row) {
         self.entries.clear();
@@ -1021,15 +1010,6 @@ impl MTLinear {
             ),
         }
         let hashed = matches!(self.store, Store::Hashed { .. });
-        if hashed {
-            let n = self.entries.len();
-            self.entries.resize(2 * n, (0, 0.0));
-            for i in (0..n).rev() {
-                let (j, value) = self.entries[i];
-                self.entries[2 * i] = (2 * j, value * FRAC_1_SQRT_2);
-                self.entries[2 * i + 1] = (2 * j + 1, value * FRAC_1_SQRT_2);
-            }
-        }
         if self.params.fit_intercept {
             let key = if hashed { INTERCEPT_KEY as usize } else { self.n_features };
             self.entries.push((key, 1.0));
@@ -1085,9 +1065,31 @@ impl MTLinear {
         score
     }
 
+    /// Once the log of a journaled call would outgrow a copy of the model's cells, the model as
+    /// it was at the start is kept instead: a copy of the model now, with the logged writes undone
+    /// (O(model), once, in a call that has already written more than the model holds), and the
+    /// call goes on without logging. So a journal costs at most about a copy of the model.
+    fn bound_journal(&mut self) -> Result<()> {
+        let entry = std::mem::size_of::<(CellAt, store::Cell)>();
+        let log = self.journal.cells.len().saturating_mul(entry);
+        if !self.journal.logging() || log <= self.store.memory_bytes(self.params.rule.stride()).max(1 << 20) {
+            return Ok(());
+        }
+        let journal = std::mem::take(&mut self.journal);
+        let mut start = self.clone(); // its journal is empty: taken above
+        start.journal = journal;
+        start.journal_rollback();
+        let mut journal = std::mem::take(&mut start.journal);
+        journal.cells = Vec::new(); // its room is a copy's worth of memory: given back
+        journal.active = true;
+        journal.snapshot = Some(Box::new(start));
+        self.journal = journal;
+        Ok(())
+    }
+
     /// Sets component `c`'s counters, logging the old ones when a batch is journaled.
     fn set_stats(&mut self, c: usize, stats: ComponentStats) -> Result<()> {
-        if self.journal.active {
+        if self.journal.logging() {
             Need::new("rows", self.journal.stats.len() + 1, "MTLinear's undo journal").reserve(&mut self.journal.stats, 1)?;
             let old = self.stats[c];
             self.journal.stats.push((c, [old.n_examples, old.n_updates, old.sum_norm_x]));
@@ -1216,6 +1218,7 @@ impl MTLinear {
         let stride = self.params.rule.stride();
         let n_entries = self.entries.len();
         let n_coords = n_entries * terms.len();
+        self.bound_journal()?;
         self.journal.reserve_cells(n_coords)?;
         let journal = &mut self.journal;
         let pad = &mut self.pad;
@@ -1224,10 +1227,10 @@ impl MTLinear {
                 if table.is_none() {
                     let n = 1usize << *bits;
                     *table = Some(Need::new("hash_bits", *bits as usize, "MTLinear's weight table").zeroed(&[n, stride])?);
-                    journal.new_table |= journal.active;
+                    journal.new_table |= journal.logging();
                 }
                 let data = table.as_mut().expect("allocated above");
-                if journal.active && !journal.new_table {
+                if journal.logging() && !journal.new_table {
                     for &at in &pad.slot[..n_coords] {
                         journal.cells.push((CellAt::Flat(at), read_cell(data, at, stride)));
                     }
@@ -1248,7 +1251,7 @@ impl MTLinear {
                 for (i, &(r, _)) in terms.iter().enumerate() {
                     if store.dense_block(r).is_none() {
                         let block = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, stride])?;
-                        if journal.active {
+                        if journal.logging() {
                             Need::new("rows", journal.new_blocks.len() + 1, "MTLinear's undo journal")
                                 .reserve(&mut journal.new_blocks, 1)?;
                             journal.new_blocks.push(r);
@@ -1263,7 +1266,7 @@ impl MTLinear {
                     let data = store.dense_block_mut(r).expect("allocated above");
                     let span = term * n_entries..(term + 1) * n_entries;
                     // A block allocated by this update is dropped on rollback: nothing to log.
-                    if journal.active && !fresh.get(term).copied().unwrap_or(false) {
+                    if journal.logging() && !fresh.get(term).copied().unwrap_or(false) {
                         for &at in &pad.slot[span.clone()] {
                             journal.cells.push((CellAt::Block(r, at), read_cell(data, at, stride)));
                         }
@@ -1302,7 +1305,7 @@ impl MTLinear {
                     }
                 }
                 let data = cells.cells_mut();
-                if journal.active {
+                if journal.logging() {
                     let existing = journal.sparse_len * stride;
                     for &at in &pad.slot[..n_coords] {
                         if at < existing {
@@ -1529,10 +1532,7 @@ impl OnlineLearner for MTLinear {
                 for &j in indices {
                     match loc {
                         Loc::Direct => cell_hint(data, j as usize * stride),
-                        Loc::Hashed(n) => {
-                            cell_hint(data, slot_of(2 * u64::from(j), r, n) * stride);
-                            cell_hint(data, slot_of(2 * u64::from(j) + 1, r, n) * stride);
-                        }
+                        Loc::Hashed(n) => cell_hint(data, slot_of(u64::from(j), r, n) * stride),
                         Loc::Sparse(_) => return, // the probe is the cost; nothing to hint cheaply
                     }
                 }
@@ -1609,6 +1609,12 @@ impl OnlineLearner for MTLinear {
     fn journal_rollback(&mut self) {
         let mut j = std::mem::take(&mut self.journal);
         if !j.active {
+            self.journal = j;
+            return;
+        }
+        if let Some(start) = j.snapshot.take() {
+            *self = *start;
+            j.clear();
             self.journal = j;
             return;
         }
@@ -1717,7 +1723,7 @@ impl MTLinear {
             need.reserve(own, n)?;
         }
         // Nothing below fails.
-        if self.journal.active && self.journal.tasks.is_none() {
+        if self.journal.logging() && self.journal.tasks.is_none() {
             self.journal.tasks = Some(self.tasks.clone());
         }
         if !complete {
@@ -1725,7 +1731,7 @@ impl MTLinear {
         }
         if let Some(cells) = sparse {
             let dense = std::mem::replace(&mut self.store, Store::Sparse(cells));
-            if self.journal.active {
+            if self.journal.logging() {
                 self.journal.old_store = Some(dense);
                 self.journal.cells_at_convert = self.journal.cells.len();
                 self.journal.sparse_len = 0; // every sparse cell is new: dropped with the store
@@ -1978,6 +1984,26 @@ mod tests {
                 crate::learner::learn(&mut copy, &rows, &t, &y[40..]).unwrap()
             );
             assert_eq!(model, copy);
+        }
+    }
+
+    /// A call that writes more cells than the model holds switches its journal to a snapshot of
+    /// the model at the start; a failure at its last row still restores the model exactly.
+    #[test]
+    fn a_long_failing_call_is_undone_through_its_snapshot() {
+        let (n, d) = (6000, 6);
+        let (mut x, y, tasks) = labelled(n, d, 4, 9);
+        for (bits, rule) in [(None, "normalized"), (Some(6), "adagrad")] {
+            let tk = TaskKernel::complete(4).unwrap();
+            let mut model = MTLinear::new(&tk, d, params("squared", rule, bits)).unwrap();
+            run(&mut model, &x[..60 * d], &y[..60], &tasks[..60], d);
+            let before = crate::state::encode(&model).unwrap();
+            x[(n - 1) * d] = 1e30;
+            let rows = Rows::dense(&x, n, d);
+            assert!(learn(&mut model, &rows, &tasks, &y).is_err());
+            assert!(model.journal.snapshot.is_none() && !model.journal.active);
+            assert_eq!(crate::state::encode(&model).unwrap(), before, "{bits:?}");
+            x[(n - 1) * d] = 0.5;
         }
     }
 

@@ -38,7 +38,7 @@ pub fn dense_fits(width: usize, stride: usize, n_blocks: usize) -> bool {
         || (width as u128) * (stride as u128) * 4 * (n_blocks as u128) <= DENSE_MAX_BYTES as u128
 }
 
-/// The hash key of the intercept under hashing (never `2j` or `2j + 1` of a feature `j < 2^32`).
+/// The hash key of the intercept under hashing (never a feature index, which is below 2^32).
 pub const INTERCEPT_KEY: u64 = u64::MAX;
 
 /// MurmurHash3's 64-bit finaliser.
@@ -402,12 +402,15 @@ pub struct Journal {
     /// length of `cells` then (the entries before it are the dense store's).
     pub old_store: Option<Store>,
     pub cells_at_convert: usize,
+    /// The model as it was at the start, once the log would have outgrown a copy of the model
+    /// (a call that writes more cells than the model holds); no more logging then.
+    pub snapshot: Option<Box<super::MTLinear>>,
 }
 
 impl Journal {
     /// Room for `n` more logged cells, fallibly (an update reserves before it writes).
     pub fn reserve_cells(&mut self, n: usize) -> Result<()> {
-        if !self.active {
+        if !self.logging() {
             return Ok(());
         }
         Need::new("rows", self.cells.len() + n, "MTLinear's undo journal").reserve(&mut self.cells, n)
@@ -423,6 +426,12 @@ impl Journal {
         self.tasks = None;
         self.old_store = None;
         self.cells_at_convert = 0;
+        self.snapshot = None;
+    }
+
+    /// Whether writes are still logged (journaled and no snapshot taken).
+    pub fn logging(&self) -> bool {
+        self.active && self.snapshot.is_none()
     }
 }
 
