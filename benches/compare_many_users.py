@@ -45,6 +45,7 @@ NNZ = 30
 ROWS_PER_USER = 3
 CHUNK = 10_000
 VW_ARGS = "--loss_function logistic -q st -b 22"
+ENGINE = "MTLinear hash_bits=22, native core alone (integer ids)"
 
 
 def word_draws(rng, n):
@@ -177,6 +178,45 @@ def run_mtlinear(stream: Stream, hash_bits, check_identity: bool):
     }
 
 
+def run_engine_only(stream: Stream, hash_bits):
+    """The native core alone, as the binding's per-call path drives it once the Python side's
+    per-call work is O(batch): user ids mapped to integers beforehand (outside the clock), new users
+    added by the call (``n_new``), 10,000-row calls; and the 10-row call on the grown model."""
+    import omtl
+    from omtl._validation import csr_parts
+
+    base_rss = peak_rss_mb()
+    model = omtl.MTLinear(hash_bits=hash_bits)
+    X, y, _ = stream.chunk(0, 1)
+    model.partial_fit(X, y, tasks=np.array([0]))  # builds the core
+    core = model._core._learner
+    n_tasks, ids, chunk_s, errors = core.n_tasks, {}, [], 0
+    for start in range(0, len(stream), CHUNK):
+        X, y, _ = stream.chunk(start, min(start + CHUNK, len(stream)))
+        t = np.array([ids.setdefault(u, len(ids)) for u in stream.order[start:start + len(y)]], dtype=np.int64)
+        n_new = max(0, len(ids) - n_tasks)
+        parts, yf = csr_parts(X), y.astype(np.float64)
+        t0 = time.perf_counter()
+        scores = core.learn(parts, t, yf, n_new)
+        chunk_s.append(time.perf_counter() - t0)
+        errors += int(np.sum(np.where(scores >= 0, 1, -1) != y))
+        n_tasks += n_new
+    X, y, _ = stream.chunk(0, 10)
+    t = np.array([ids[u] for u in stream.order[:10]], dtype=np.int64)
+    parts, yf = csr_parts(X), y.astype(np.float64)
+    ok = []
+    for _ in range(200):
+        t0 = time.perf_counter()
+        core.learn(parts, t, yf, 0)
+        ok.append(time.perf_counter() - t0)
+    tenth = max(1, len(chunk_s) // 10)
+    return {"examples_per_s": len(stream) / sum(chunk_s), "seconds": sum(chunk_s),
+            "memory_bytes": int(core.diagnostics()["memory_bytes"]), "peak_rss_mb": peak_rss_mb(),
+            "rss_growth_mb": peak_rss_mb() - base_rss, "error": 100.0 * errors / len(stream),
+            "first_tenth_s": sum(chunk_s[:tenth]), "last_tenth_s": sum(chunk_s[-tenth:]),
+            "engine_ten_row_ms": 1e3 * float(np.median(ok))}
+
+
 def vw_text(stream: Stream, path: Path):
     """The stream as VW lines: ``label |s w1 w2 ... |t u<id>`` (binary words need no value)."""
     vocab = np.array([str(j) for j in range(N_COLS)], dtype=object)
@@ -233,6 +273,8 @@ def worker(spec: dict) -> dict:
     stream = Stream(spec["stream"], spec["users"])
     if spec["who"] == "mtlinear":
         return run_mtlinear(stream, spec["hash_bits"], spec.get("check_identity", False))
+    if spec["who"] == "engine":
+        return run_engine_only(stream, spec["hash_bits"])
     if spec["who"] == "vw_file":
         return run_vw_file(stream)
     return run_vw_inprocess(stream)
@@ -241,6 +283,7 @@ def worker(spec: dict) -> dict:
 CONTENDERS = {
     "MTLinear (defaults)": {"who": "mtlinear", "hash_bits": None},
     "MTLinear hash_bits=22": {"who": "mtlinear", "hash_bits": 22},
+    ENGINE: {"who": "engine", "hash_bits": 22},
     f"VW {VW_ARGS} (file driver)": {"who": "vw_file"},
     f"VW {VW_ARGS} (in-process)": {"who": "vw_inprocess"},
 }
@@ -257,6 +300,8 @@ def plan(quick: bool):
         for users in stream_sizes:
             for label, spec in CONTENDERS.items():
                 if spec["who"] != "vw_file" and spec.get("hash_bits") != 22 and users > cap:
+                    continue
+                if spec["who"] == "engine" and stream != "bow":
                     continue
                 runs.append((stream, users, label, spec))
     return runs
@@ -355,6 +400,13 @@ def targets(results) -> list[str]:
     if h and hs and h["costs"] and hs["costs"]:
         a, b = hs["costs"][-1]["ok_ms"], h["costs"][-1]["ok_ms"]
         lines.append(f"- 10-row call with {big:,} users {b:.3f} ms vs {small:,} users {a:.3f} ms: {b / a:.2f}× (target ≤ 2×).")
+    e, es = get("bow", big, ENGINE), get("bow", small, ENGINE)
+    if e and es and v:
+        lines.append(f"- The native core alone (what the Python layer adds excluded): {e['examples_per_s']:,.0f} ex/s with "
+                     f"{big:,} users = {e['examples_per_s'] / v['examples_per_s']:.2f}× VW's file driver; last tenth "
+                     f"{e['last_tenth_s'] / e['first_tenth_s']:.2f}× the first; 10-row call {e['engine_ten_row_ms']:.4f} ms "
+                     f"with {big:,} users vs {es['engine_ten_row_ms']:.4f} ms with {small:,} "
+                     f"({e['engine_ten_row_ms'] / es['engine_ten_row_ms']:.2f}×).")
     for users in sorted({r["users"] for r in results if r["stream"] == "per_user"}):
         h, v = get("per_user", users, hashed), get("per_user", users, vw_file)
         if h and v:

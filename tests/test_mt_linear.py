@@ -213,7 +213,7 @@ def test_hashing_puts_every_block_in_one_table_as_the_twin(sparse, update):
     np.testing.assert_array_equal(nat.table_weights_, twin._core.arrays()["table_weights"])
     assert nat.table_weights_.shape == (8,)
     with pytest.raises(ValueError, match="table_weights_"):
-        nat.block_weights_
+        _ = nat.block_weights_
 
 
 def test_hashing_bounds_the_memory_whatever_the_number_of_features_and_tasks():
@@ -257,7 +257,7 @@ def test_without_hashing_a_wide_model_stores_the_pairs_it_touches():
     # 4 blocks x at most 51 pairs, each well under 64 bytes with its index.
     assert wide.memory_bytes_ < 4 * 51 * 64
     with pytest.raises(ValueError, match="bytes"):
-        wide.block_weights_
+        _ = wide.block_weights_
 
 
 @pytest.mark.parametrize("weighted", [False, True])
