@@ -1072,7 +1072,15 @@ impl MTLinear {
     fn bound_journal(&mut self) -> Result<()> {
         let entry = std::mem::size_of::<(CellAt, store::Cell)>();
         let log = self.journal.cells.len().saturating_mul(entry);
-        if !self.journal.logging() || log <= self.store.memory_bytes(self.params.rule.stride()).max(1 << 20) {
+        // The model's size is counted once per call, and only past 1 MiB of log (it walks the
+        // dense block slots, one per task).
+        if !self.journal.logging() || log <= 1 << 20 {
+            return Ok(());
+        }
+        if self.journal.limit == 0 {
+            self.journal.limit = self.store.memory_bytes(self.params.rule.stride()).max(1 << 20);
+        }
+        if log <= self.journal.limit {
             return Ok(());
         }
         let journal = std::mem::take(&mut self.journal);

@@ -405,6 +405,8 @@ pub struct Journal {
     /// The model as it was at the start, once the log would have outgrown a copy of the model
     /// (a call that writes more cells than the model holds); no more logging then.
     pub snapshot: Option<Box<super::MTLinear>>,
+    /// The log size past which the snapshot is taken (the model's bytes; 0 until counted).
+    pub limit: usize,
 }
 
 impl Journal {
@@ -427,6 +429,7 @@ impl Journal {
         self.old_store = None;
         self.cells_at_convert = 0;
         self.snapshot = None;
+        self.limit = 0;
     }
 
     /// Whether writes are still logged (journaled and no snapshot taken).
