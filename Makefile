@@ -1,13 +1,13 @@
-# One entry point for developers and CI (.ci/run calls `make test`).
+# Shortcuts for developers. CI (.ci/run) runs the README's test command and `make test-simd-levels`.
 PYTHON ?= python3
-SO_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 
-.PHONY: dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
+.PHONY: docs dev test test-rust test-python test-simd-levels check-inlining lint fmt bench
 
 # Build the extension in release mode into python/omtl (for PYTHONPATH=python runs).
 dev:
-	cargo build --release --features python,pyo3/extension-module
-	cp target/release/libomtl.so python/omtl/_native$(SO_SUFFIX)
+	cargo build --release --features python,pyo3/extension-module,pyo3/abi3-py39
+	rm -f python/omtl/_native*.so  # an older build's file would shadow this one
+	cp target/release/libomtl.so python/omtl/_native.abi3.so
 
 test-rust:
 	cargo test --quiet
@@ -34,9 +34,16 @@ check-inlining:
 
 lint:
 	cargo fmt --check
-	cargo clippy --all-targets --features python -- -D warnings
+	cargo clippy --all-targets --features python,bench -- -D warnings
 	ruff check python tests benches
 
 fmt:
 	cargo fmt
 	ruff check --fix python tests benches
+
+# The documentation site (strict: a warning fails) with the Rust API beside it in site/rust/.
+# Needs the docs extra: pip install -e ".[docs]".
+docs:
+	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
+	cargo doc --no-deps --quiet
+	rm -rf site/rust && cp -r target/doc site/rust

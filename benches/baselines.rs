@@ -1,4 +1,4 @@
-//! The ROMCO baselines (issue 6). Run with `cargo bench --bench baselines`.
+//! The baselines of ROMCO's paper (PA, OMTL, OMTRL, CW-COL, MTFL/TRML). Run with `cargo bench --bench baselines`.
 //!
 //! - `batch_mtl_retrain/{mtfl,trml}/n`: one warm-started retrain of MTFL/TRML on the first `n`
 //!   examples of a dense 12-task, 400-feature stream (the warm start is the solution on the first

@@ -5,7 +5,7 @@
 # on a hot path is a call (and a
 # spill of the vector registers) per use: `dot4_lanes` once summed its lanes through
 # `std::array::from_fn`, whose closure is not compiled with the caller's target features, and
-# MTRBP ran 3.6x slower (issue 12). An intrinsic compiled inside a `#[target_feature]` function
+# MTRBP ran 3.6x slower. An intrinsic compiled inside a `#[target_feature]` function
 # is always inlined, so any such symbol means one escaped its caller's features.
 #
 #     bash benches/check_inlining.sh [path/to/extension.so]

@@ -16,7 +16,7 @@ Contenders (each runs the prequential protocol: predict, then learn, row by row)
   advance) if ``vowpalwabbit`` is installed.
 
 With the real data sets at hand (``--data-dir`` or ``$OMTL_DATA``) two more groups run on the
-stream shapes of issue 12: School (wide U: d = 28, k = 139; native against the NumPy-SVD ROMCO
+stream shapes: School (wide U: d = 28, k = 139; native against the NumPy-SVD ROMCO
 and the twin, defaults, P1) and Sentiment (sparse, d = 473,856, k = 4; a native ROMCO pass
 against a native PA-Unique pass, as the issue states its target).
 

@@ -1,4 +1,4 @@
-"""The hot paths of issue 12 beside their floors: how far each is from what the hardware allows.
+"""The hot paths of the budget learners, the Projectrons, OMTRL and ROMCO beside their floors: how far each is from what the hardware allows.
 
 For every path, in one process on the same stream: the native learner, the hand-written NumPy
 (or SciPy) code a user would write instead (the *peer*), and a *floor*, the time of the same
@@ -25,7 +25,7 @@ single-threaded process (on a shared machine wall time mostly measures the neigh
    native algorithm's multiply-adds (per refresh after a mistake O(k d^2 + d^3 + k^2 d), per
    mistake O(k d), per example O(d)) at the measured FMA rate.
 
-4. ROMCO (P1, defaults) on issue 12's three streams: School (wide U, the row side), Sentiment
+4. ROMCO (P1, defaults) on three streams: School (wide U, the row side), Sentiment
    (sparse, d = 473,856, k = 4: U held factored) and the dense 18,000 x 400, 12-task stream (the
    column side). Peer: the NumPy ROMCO of ``compare_romco.py`` (``numpy.linalg.svd`` at every
    update); on Sentiment the native PA-Unique pass (the target is ROMCO within 10x of it).
@@ -285,7 +285,7 @@ def omtrl(args, rate):
 
 
 def romco_streams(args):
-    """(name, X, y, tasks, k, peer name, peer) for issue 12's three ROMCO streams (P1, defaults)."""
+    """(name, X, y, tasks, k, peer name, peer) for the three ROMCO streams (P1, defaults)."""
     from compare_romco import numpy_romco
 
     out = []

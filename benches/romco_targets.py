@@ -1,4 +1,4 @@
-"""Issue 12's ROMCO targets, side by side in one run, each contender the best of ``--repeat``
+"""ROMCO's speed goals on wide and sparse streams, side by side in one run, each contender the best of ``--repeat``
 fresh passes (alternating, so that load from other processes hits every contender alike):
 
 - School (wide U: d = 28, k = 139), defaults, P1: native ROMCO against the NumPy ROMCO of

@@ -1,7 +1,7 @@
 """Choose MTLinear's default update rule and learning rate on selection data only.
 
-The six real data sets of ``benches/compare_vw.py`` are the test sets of issue 13 and are never
-read here. Selection streams: the two MALSAR 20 Newsgroups pairs (``newsgroups_malsar/``, text,
+The six real data sets of ``benches/compare_vw.py`` are the test sets of the comparison with
+Vowpal Wabbit and are never read here. Selection streams: the two MALSAR 20 Newsgroups pairs (``newsgroups_malsar/``, text,
 2 tasks each) and three synthetic streams of :func:`omtl.datasets.make_multitask_stream` (dense,
 dense with more tasks and noise, sparse text-like). Protocol, as in compare_vw.py: 3 seeded
 permutations of each pooled stream, one prequential pass (predict, then learn), cumulative error %.

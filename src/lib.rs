@@ -9,6 +9,7 @@
 //!   batch protocol ([`learner::learn`], [`learner::decision`]);
 //! - [`linalg`]: small dense linear algebra; [`rng`]: the pinned SplitMix64 generator;
 //! - [`hashing`]: named features hashed into columns (scikit-learn's `FeatureHasher` mapping);
+//! - [`io`]: streaming readers for svmlight, Vowpal Wabbit's text format and CSV (gzip, stdin);
 //! - [`state`]: saving and restoring a model's state, checked (a state file is untrusted input).
 //!
 //! The specification every formula follows is `ALGORITHMS.md` (its section numbers are cited
@@ -34,6 +35,7 @@ pub mod error;
 pub mod floors;
 pub mod hashing;
 pub mod interrupt;
+pub mod io;
 pub mod kernel;
 pub mod learner;
 pub mod linalg;

@@ -58,10 +58,20 @@ pub(crate) fn check_len(what: &str, len: usize, expected: usize) -> Result<()> {
     })
 }
 
-/// Every value finite.
+/// The largest magnitude a restored floating-point value may have: its square (a norm, a Gram
+/// entry, a variance's precision) and its products with inputs of ordinary scale stay finite,
+/// with room to spare. A model that learned its way there has diverged already; a value beyond
+/// it is a tampered state that would score ±inf and turn the next update into NaN.
+pub const MAX_MAGNITUDE: f64 = 1e150;
+
+/// Every value finite and at most [`MAX_MAGNITUDE`] in magnitude.
 pub(crate) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
+    match values.iter().position(|v| v.is_nan() || v.abs() > MAX_MAGNITUDE) {
         None => Ok(()),
+        Some(i) if values[i].is_finite() => Err(Error::State(format!(
+            "{what}[{i}] = {:e} is beyond the magnitude a model can hold ({MAX_MAGNITUDE:e})",
+            values[i]
+        ))),
         Some(i) => Err(Error::State(format!("{what}[{i}] = {} is not finite", values[i]))),
     }
 }

@@ -222,3 +222,61 @@ def test_hyper_parameters_are_keyword_only_and_cloneable(entry):
     with pytest.raises(ValueError):
         model.set_params(no_such_parameter=1)
     assert repr(model).startswith(cls.__name__ + "(")
+
+
+def _documented_parameters(cls) -> str:
+    """The Parameters section of ``cls``'s docstring and of the classes it refers to ("As :class:`X`")."""
+    import re
+
+    import omtl.learners
+
+    doc = cls.__doc__ or ""
+    section = doc.split("Parameters\n    ----------", 1)[-1].split("Attributes\n", 1)[0]
+    for name in re.findall(r"[Aa]s :class:`(\w+)`", section):
+        section += _documented_parameters(getattr(omtl.learners, name))
+    return section
+
+
+@pytest.mark.parametrize("entry", LEARNERS, ids=IDS)
+def test_every_hyper_parameter_has_a_documented_default(entry):
+    import inspect
+
+    from sklearn.base import clone
+
+    _, native, reference, _ = entry
+    for cls in (native, reference):
+        signature = inspect.signature(cls.__init__)
+        for name, parameter in signature.parameters.items():
+            if name == "self":
+                continue
+            assert parameter.default is not inspect.Parameter.empty, f"{cls.__name__}({name}=...) has no default"
+            # a twin's docstring points at its native class
+            assert name in _documented_parameters(native), f"{native.__name__}'s docstring does not document {name}"
+        model = cls()  # scikit-learn's and River's clone build a learner from its defaults
+        assert clone(model).get_params() == model.get_params()
+    if "budget" in native._param_names():
+        assert native().budget == 1000 and "default=1000" in native.__doc__ + _documented_parameters(native)
+
+
+@pytest.mark.parametrize("cls_params", BOTH)
+def test_a_column_vector_y_is_raveled_with_a_data_conversion_warning(cls_params):
+    import warnings
+
+    from sklearn.exceptions import DataConversionWarning
+
+    model, (X, y, tasks) = fitted(cls_params)
+    twin = pickle.loads(snapshot(model))
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        column = model.learn(X, y.reshape(-1, 1), tasks=tasks)
+    np.testing.assert_array_equal(column, twin.learn(X, y, tasks=tasks))
+    np.testing.assert_array_equal(model.decision_function(X, tasks=tasks), twin.decision_function(X, tasks=tasks))
+    assert model.n_seen_ == twin.n_seen_
+    # Any other 2-D y is refused; the warning turned into an error leaves the model as it was.
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="1-D"):
+        model.partial_fit(X, np.c_[y, y], tasks=tasks)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataConversionWarning)
+        with pytest.raises(DataConversionWarning):
+            model.partial_fit(X, y.reshape(-1, 1), tasks=tasks)
+    assert snapshot(model) == before

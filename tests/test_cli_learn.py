@@ -1,8 +1,10 @@
-"""`omtl learn` / `omtl predict` on small files the tests write (svmlight with qid, CSV, Parquet,
-broken files)."""
+"""`omtl learn` / `omtl predict` on small files the tests write: every format, gzip, standard input,
+broken files, models saved from Python; exact equality with learning the same rows in Python."""
 
 from __future__ import annotations
 
+import gzip
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import pytest
 
 import omtl
 from omtl.cli import main
-from omtl.cli_learn import build_learner, map_tasks, parse_value
+from omtl.cli_learn import build_learner, parse_value
+from omtl.datasets import iter_file
 from omtl.datasets.files import DataFileError, read_data
 from omtl.persistence import load_metadata
 
@@ -26,12 +29,16 @@ SVM = """\
 
 
 def stream_rows(n=200, seed=0):
-    """A separable two-task stream with string task ids: (task, label, x1, x2) rows."""
+    """A separable two-task stream with string task ids: (task, label 0/1, X) rows."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 2))
     tasks = np.where(rng.random(n) < 0.5, "east", "west")
     y = np.where(np.where(tasks == "east", X[:, 0], -X[:, 0]) > 0, 1, 0)
     return tasks, y, X
+
+
+def svm_text(tasks, y, X) -> str:
+    return "".join(f"{1 if b else -1} qid:{t} 1:{float(a)!r} 2:{float(c)!r}\n" for t, b, (a, c) in zip(tasks, y, X))
 
 
 def write_csv(path, tasks, y, X, task="shop", label="bought"):
@@ -45,77 +52,166 @@ def run(capsys, *argv):
     return code, out, err
 
 
+def cli(*argv, stdin=b""):
+    """The installed command in a fresh process (standard input, exit codes, no traceback)."""
+    return subprocess.run([sys.executable, "-m", "omtl", *map(str, argv)], input=stdin, capture_output=True,
+                          timeout=120)
+
+
+# ---- reading ---------------------------------------------------------------------------------------
 def test_svmlight_with_qid_is_read_in_file_order(tmp_path):
     path = tmp_path / "d.svm"
     path.write_text(SVM)
     data = read_data(path)
-    assert data.X.shape == (5, 3)
+    assert data.X.shape == (5, 3) and data.zero_based is False
     np.testing.assert_array_equal(data.X.toarray(), [[0.5, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 0.25], [2, 0.5, 0]])
     np.testing.assert_array_equal(data.y, [1, -1, 1, -1, 1])
     assert data.task_labels == ["alice", "bob", "alice", "carol", "bob"]
-    ids, mapping = map_tasks(data.task_labels)
-    np.testing.assert_array_equal(ids, [0, 1, 0, 2, 1])
-    assert mapping == ["alice", "bob", "carol"]
 
 
-def test_svmlight_without_qid_is_one_task(tmp_path):
-    path = tmp_path / "d.libsvm"
-    path.write_text("1 1:1\n0 2:1\n")
+def test_bom_and_crlf_read_as_plain_lines(tmp_path):
+    plain, windows = tmp_path / "p.svm", tmp_path / "w.svm"
+    plain.write_text(SVM)
+    windows.write_bytes(b"\xef\xbb\xbf" + SVM.replace("\n", "\r\n").encode())
+    a, b = read_data(plain), read_data(windows)
+    assert (a.X != b.X).nnz == 0 and a.task_labels == b.task_labels and a.y.tolist() == b.y.tolist()
+    csv = tmp_path / "e.csv"
+    csv.write_bytes(b"\xef\xbb\xbftask,label,x\r\n\"a, b\",1,0.5\r\nc,0,2\r\n")
+    data = read_data(csv)
+    assert data.task_labels == ["a, b", "c"] and data.X.tolist() == [[0.5], [2.0]] and data.feature_columns == ["x"]
+
+
+def test_iter_file_chunks_are_bounded_and_add_up_to_the_whole_file(tmp_path):
+    tasks, y, X = stream_rows(1000)
+    path = tmp_path / "d.svm"
+    path.write_text(svm_text(tasks, y, X))
+    chunks = list(iter_file(path, chunk_rows=64))
+    assert len(chunks) == 16 and all(c.X.shape[0] <= 64 for c in chunks)
+    Xs, ys, ts = zip(*chunks)
+    np.testing.assert_array_equal(np.vstack([x.toarray() for x in Xs]), X)
+    np.testing.assert_array_equal(np.concatenate(ys), np.where(y > 0, 1, -1))
+    assert np.concatenate(ts).tolist() == tasks.tolist()
+    assert chunks[3].lines.tolist() == list(range(193, 257))
+    assert len(list(iter_file(path, chunk_rows=10_000, chunk_bytes=2000))) > 10  # bytes bound too
+
+
+def test_gzip_is_read_like_the_plain_file(tmp_path):
+    plain, packed = tmp_path / "d.svm", tmp_path / "d.svm.gz"
+    plain.write_text(SVM)
+    packed.write_bytes(gzip.compress(SVM.encode()))
+    a, b = read_data(plain), read_data(packed)
+    assert (a.X != b.X).nnz == 0 and a.task_labels == b.task_labels
+
+
+def test_vw_names_hash_as_feature_hasher(tmp_path):
+    FeatureHasher = pytest.importorskip("sklearn.feature_extraction").FeatureHasher
+    path = tmp_path / "d.vw"
+    path.write_text("1 |t alice |s 3:0.5 word |w big:2\n-1 'x|w:0.5 big small:4 |t bob| naked\n0 |t alice\n")
+    with pytest.raises(DataFileError, match="line 3: label 0 mixes -1/\\+1 with 0/1"):
+        read_data(path)
+    path.write_text("1 |t alice |s 3:0.5 word |w big:2\n-1 'x|w:0.5 big small:4 |t bob| naked\n")
     data = read_data(path)
-    assert data.task_labels == ["0", "0"] and data.y.tolist() == [1, 0]
+    assert data.task_labels == ["alice", "bob"] and data.X.shape == (2, 2**18)
+    hashed = FeatureHasher(n_features=2**18, input_type="dict", alternate_sign=False).transform(
+        [{"s^word": 1.0, "w^big": 2.0}, {"w^big": 0.5, "w^small": 2.0, "naked": 1.0}]).toarray()
+    hashed[0, 3] = 0.5  # a name of digits is its column index
+    np.testing.assert_array_equal(data.X.toarray(), hashed)
+    if hasattr(omtl, "hash_features"):
+        np.testing.assert_array_equal(omtl.hash_features([{"s^word": 1.0, "w^big": 2.0}]).toarray()[0, 4:],
+                                      hashed[0, 4:])
+    path.write_text("1 'u7 |s a\n-1 'u8|t ignored\n")
+    by_tag = read_data(path, task_namespace=None)
+    assert by_tag.task_labels == ["u7", "u8"] and by_tag.X.nnz == 2
 
 
-def test_map_tasks_with_a_known_mapping_rejects_a_new_task():
-    ids, _ = map_tasks(["b", "a"], ["a", "b"])
-    assert ids.tolist() == [1, 0]
-    with pytest.raises(DataFileError, match="'z', which the model never saw"):
-        map_tasks(["a", "z"], ["a", "b"], path="f.csv")
+def test_huge_and_too_wide_indices_are_clean_errors(tmp_path):
+    path = tmp_path / "h.svm"
+    path.write_text("1 qid:a 1:1\n1 qid:a 9223372036854775808:1\n")
+    with pytest.raises(DataFileError, match="h.svm, line 2: feature index 9223372036854775808 is 2\\^63 or more"):
+        read_data(path)
+    path.write_text("1 qid:a 1:1\n1 qid:a 9223372036854775807:1\n")
+    with pytest.raises(DataFileError, match="the engine takes 1 to 4294967295"):
+        read_data(path)
+    path.write_text("1 qid:a 5:1\n")
+    with pytest.raises(DataFileError, match="line 1: feature index 5 beyond the 3 feature columns"):
+        read_data(path, n_features=3)
 
 
-def test_parse_value_and_unknown_parameters():
-    assert [parse_value(v) for v in ("3", "0.5", "true", "False", "none", "rbf", "1e-3")] == [
-        3, 0.5, True, False, None, "rbf", 1e-3]
-    model = build_learner("mtperceptron", ["kernel=rbf", "gamma=0.5"], n_tasks=3)
-    assert isinstance(model, omtl.MTPerceptron) and model.gamma == 0.5 and model.n_tasks == 3
-    with pytest.raises(ValueError, match=r"MTRBP has no parameter 'bugdet'; valid: .*budget"):
-        build_learner("MTRBP", ["bugdet=10"], n_tasks=2)
-    with pytest.raises(ValueError, match="unknown learner 'Nope'; choose one of: .*MTLinear"):
-        build_learner("Nope", [], n_tasks=2)
-    with pytest.raises(ValueError, match="key=value"):
-        build_learner("MTLinear", ["learning_rate"], n_tasks=2)
+def test_the_line_cap_is_a_clear_error_or_a_skipped_line(tmp_path, capsys):
+    path = tmp_path / "long.svm"
+    path.write_text("1 qid:a 1:1\n-1 qid:a " + " ".join(f"{j}:1" for j in range(1, 2000)) + "\n1 qid:b 2:1\n")
+    code, _, err = run(capsys, "learn", path, "--max-line-bytes", "1000", "--n-features", "2000")
+    assert code == 2 and "long.svm, line 2: line of" in err and "--max-line-bytes" in err
+    code, _, err = run(capsys, "learn", path, "--max-line-bytes", "1000", "--n-features", "2000", "--skip-bad-lines",
+                       "--quiet")
+    assert code == 0 and "skipped 1 bad lines (first:" in err and "line 2" in err
 
 
-def test_learn_svmlight_prints_metrics_writes_predictions_and_model(tmp_path, capsys):
-    tasks, y, X = stream_rows()
-    lines = [f"{1 if b else -1} qid:{t} 1:{float(a)!r} 2:{float(c)!r}" for t, b, (a, c) in zip(tasks, y, X)]
-    data = tmp_path / "s.svm"
-    data.write_text("\n".join(lines) + "\n")
-    preds, model_file = tmp_path / "p.txt", tmp_path / "m.omtl"
-    code, out, err = run(capsys, "learn", data, "--learner", "MTPerceptron", "--param", "graph=disconnected",
-                         "--predictions", preds, "--save", model_file, "--no-progress")
+# ---- the command line ------------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["svmlight", "vw", "csv"])
+def test_learn_predictions_equal_learn_in_python_on_the_same_rows(tmp_path, capsys, fmt):
+    tasks, y, X = stream_rows(3000, seed=4)
+    tasks[-100:] = "nort"  # a task first seen in the last chunk (grown once, after the first chunk)
+    path = tmp_path / f"d.{ {'svmlight': 'svm', 'vw': 'vw', 'csv': 'csv'}[fmt] }"
+    if fmt == "svmlight":
+        path.write_text(svm_text(tasks, y, X))
+    elif fmt == "vw":
+        path.write_text("".join(f"{1 if b else -1} |t {t} |s a:{float(p)!r} b:{float(q)!r}\n"
+                                for t, b, (p, q) in zip(tasks, y, X)))
+    else:
+        write_csv(path, tasks, y, X, task="task", label="label")
+    preds = tmp_path / "p.txt"
+    code, _, err = run(capsys, "learn", path, "-p", preds, "--chunk-rows", "257", "--quiet")
     assert code == 0, err
-    assert "200 examples, 2 features, 2 tasks" in out and "error " in out and "F1 micro" in out and "examples/s" in out
-    written = np.array(preds.read_text().split(), dtype=int)
-    # The same pass in Python, by hand: the file's predictions are the pre-update predictions.
-    ids, _ = map_tasks(list(tasks))
-    expected = omtl.MTPerceptron(n_tasks=2, graph="disconnected").learn(X, np.where(y > 0, 1, -1), tasks=ids)
-    np.testing.assert_array_equal(written, expected)
-    error = float(np.mean(expected != np.where(y > 0, 1, -1)))
-    assert f"error {100 * error:.2f} %" in out
-    saved = omtl.load(model_file)
-    assert isinstance(saved, omtl.MTPerceptron) and saved.n_seen_ == 200
-    assert load_metadata(model_file)["omtl_cli"]["tasks"] == ["east" if tasks[0] == "east" else "west",
-                                                              "west" if tasks[0] == "east" else "east"]
+    data = read_data(path)
+    expected = omtl.MTLinear().learn(data.X, data.y, tasks=data.task_labels)  # one call, the whole file
+    np.testing.assert_array_equal(np.array(preds.read_text().split(), dtype=int), expected)
 
 
-def test_learn_csv_then_predict_maps_tasks_and_columns_the_same_way(tmp_path, capsys):
+def test_report_at_doubling_counts_summary_and_quiet(tmp_path, capsys):
+    tasks, y, X = stream_rows(100)
+    path = tmp_path / "d.svm"
+    path.write_text(svm_text(tasks, y, X))
+    code, out, err = run(capsys, "learn", path, "--chunk-rows", "7")
+    assert code == 0 and out == ""
+    report = [line.split() for line in err.splitlines() if len(line.split()) == 6 and line.split()[2].isdigit()]
+    counters = [int(parts[2]) for parts in report]
+    assert counters == [1, 2, 4, 8, 16, 32, 64]
+    expected = omtl.MTLinear().learn(read_data(path).X, np.where(y > 0, 1, -1), tasks=tasks)
+    loss = np.mean(expected != np.where(y > 0, 1, -1))
+    assert "number of examples = 100" in err and f"average 0/1 loss = {loss:.6f}" in err and "tasks = 2" in err
+    line_64 = report[-1]
+    assert float(line_64[0]) == pytest.approx(np.mean((expected != np.where(y > 0, 1, -1))[:64]), abs=1e-6)
+    assert float(line_64[1]) == pytest.approx(np.mean((expected != np.where(y > 0, 1, -1))[32:64]), abs=1e-6)
+    assert run(capsys, "learn", path, "--quiet")[1:] == ("", "")
+
+
+def test_passes_and_initial_model_continue_as_python_would(tmp_path, capsys):
+    tasks, y, X = stream_rows(300, seed=5)
+    first, second = tmp_path / "a.svm", tmp_path / "b.svm"
+    first.write_text(svm_text(tasks[:150], y[:150], X[:150]))
+    second.write_text(svm_text(tasks[150:], y[150:], X[150:]))
+    model_file, preds = tmp_path / "m.omtl", tmp_path / "p.txt"
+    assert run(capsys, "learn", first, "--passes", "2", "--save", model_file, "--quiet")[0] == 0
+    code, _, err = run(capsys, "learn", second, "--initial-model", model_file, "-p", preds, "--quiet")
+    assert code == 0, err
+    model, pm1 = omtl.MTLinear(), np.where(y > 0, 1, -1)
+    for _ in range(2):
+        model.learn(X[:150], pm1[:150], tasks=tasks[:150])
+    expected = model.learn(X[150:], pm1[150:], tasks=tasks[150:])
+    np.testing.assert_array_equal(np.array(preds.read_text().split(), dtype=int), expected)
+
+
+def test_csv_learn_then_predict_maps_tasks_and_columns_and_keeps_string_tasks(tmp_path, capsys):
     tasks, y, X = stream_rows(300, seed=1)
     train, test = tmp_path / "train.csv", tmp_path / "test.csv"
     write_csv(train, tasks, y, X)
     model_file = tmp_path / "m.omtl"
-    code, out, err = run(capsys, "learn", train, "--task-column", "shop", "--label-column", "bought",
-                         "--save", model_file, "--no-progress")
+    code, _, err = run(capsys, "learn", train, "--task-column", "shop", "--label-column", "bought",
+                       "--save", model_file, "--quiet")
     assert code == 0, err
+    model = omtl.load(model_file)
+    assert sorted(model.tasks_.tolist()) == ["east", "west"]  # the file's strings, in Python too
     # The test file lists the columns in another order, has no labels and starts with "west".
     t2, _, X2 = stream_rows(40, seed=2)
     order = np.argsort(t2 == "east", kind="stable")
@@ -124,48 +220,80 @@ def test_learn_csv_then_predict_maps_tasks_and_columns_the_same_way(tmp_path, ca
     out_file = tmp_path / "pred.txt"
     code, out, err = run(capsys, "predict", test, "--model", model_file, "--predictions", out_file)
     assert code == 0, err
-    model = omtl.load(model_file)
-    mapping = load_metadata(model_file)["omtl_cli"]["tasks"]
-    ids = np.array([mapping.index(t) for t in t2])
-    expected = np.where(model.decision_function(X2, tasks=ids) >= 0, 1, 0)  # 0/1, as the training file
+    expected = np.where(model.decision_function(X2, tasks=list(t2)) >= 0, 1, 0)  # 0/1, as the training file
     np.testing.assert_array_equal(np.array(out_file.read_text().split(), dtype=int), expected)
-    # Without --predictions they go to standard output, one per line.
     code, out, err = run(capsys, "predict", test, "--model", model_file)
     assert code == 0 and np.array(out.split(), dtype=int).tolist() == expected.tolist()
 
 
-def test_predict_an_unknown_task_is_one_line(tmp_path, capsys):
+def test_predict_with_a_model_saved_from_python_with_open_ended_tasks(tmp_path, capsys):
+    tasks, y, X = stream_rows(200, seed=6)
+    ids = np.where(tasks == "east", 17, 4)  # integer task labels, n_tasks=None
+    model = omtl.MTLinear().partial_fit(X, np.where(y > 0, 1, -1), tasks=ids)
+    omtl.save(model, tmp_path / "py.omtl")
+    path = tmp_path / "d.svm"
+    path.write_text(svm_text(ids, y, X))
+    code, out, err = run(capsys, "predict", path, "--model", tmp_path / "py.omtl")
+    assert code == 0, err
+    expected = np.where(model.decision_function(X, tasks=ids) >= 0, 1, -1)
+    assert np.array(out.split(), dtype=int).tolist() == expected.tolist()
+    # omtl learn continues it: the file's "17" is its task 17.
+    code, _, err = run(capsys, "learn", path, "--initial-model", tmp_path / "py.omtl", "-p", tmp_path / "p.txt",
+                       "--quiet")
+    assert code == 0, err
+    expected = model.learn(X, np.where(y > 0, 1, -1), tasks=ids)
+    assert np.array((tmp_path / "p.txt").read_text().split(), dtype=int).tolist() == expected.tolist()
+    path.write_text("1 qid:99 1:1\n")
+    code, out, err = run(capsys, "predict", path, "--model", tmp_path / "py.omtl")
+    assert code == 2 and "line 1: task '99', which the model never saw" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("metadata", [{"omtl_cli": "csv"}, {"omtl_cli": {"format": "xml"}},
+                                      {"omtl_cli": {"format": "svmlight", "n_features": 7}},
+                                      {"omtl_cli": {"format": "csv", "feature_columns": [1, 2]}}])
+def test_bad_cli_metadata_in_a_model_file_is_one_line(tmp_path, capsys, metadata):
     tasks, y, X = stream_rows(50)
-    train = tmp_path / "t.csv"
-    write_csv(train, tasks, y, X, task="task", label="label")
-    model_file = tmp_path / "m.omtl"
-    assert run(capsys, "learn", train, "--save", model_file, "--no-progress")[0] == 0
-    other = tmp_path / "o.csv"
-    write_csv(other, ["north"], [1], X[:1], task="task", label="label")
-    code, out, err = run(capsys, "predict", other, "--model", model_file)
-    assert code == 2 and "'north', which the model never saw" in err and len(err.strip().splitlines()) == 1
+    model = omtl.MTLinear().partial_fit(X, np.where(y > 0, 1, -1), tasks=tasks)
+    omtl.save(model, tmp_path / "m.omtl", metadata=metadata)
+    (tmp_path / "d.svm").write_text(svm_text(tasks, y, X))
+    for command in (["predict", tmp_path / "d.svm", "--model"], ["learn", tmp_path / "d.svm", "--initial-model"]):
+        code, _, err = run(capsys, *command, tmp_path / "m.omtl")
+        assert code == 2 and "omtl_cli metadata is invalid" in err and len(err.strip().splitlines()) == 1, err
+    assert load_metadata(tmp_path / "m.omtl") == metadata
 
 
 @pytest.mark.parametrize(
     ("name", "text", "expected"),
     [
-        ("bad_feature.svm", "1 qid:a 1:1\n1 qid:a x:1\n", "bad_feature.svm, line 2: feature 'x:1'"),
-        ("bad_label.svm", "1 qid:a 1:1\n\n2 qid:a 1:1\n", "bad_label.svm, line 3: label '2'"),
-        ("negative_index.svm", "1 qid:a -1:1\n", "negative_index.svm, line 1: feature '-1:1'"),
-        ("mixed_qid.svm", "1 qid:a 1:1\n-1 1:1\n", "mixed_qid.svm, line 2: no qid: field, unlike line 1"),
+        ("bad_feature.svm", "1 qid:a 1:1\n1 qid:a x:1\n", "bad_feature.svm, line 2: feature index \"x\""),
+        ("bad_label.svm", "1 qid:a 1:1\n\n2 qid:a 1:1\n", "bad_label.svm, line 3: label \"2\""),
+        ("negative_index.svm", "1 qid:a -1:1\n", "negative_index.svm, line 1: feature index \"-1\""),
+        ("bad_value.svm", "1 qid:a 1:nan\n", "bad_value.svm, line 1: feature \"1:nan\""),
+        ("mixed_qid.svm", "1 qid:a 1:1\n-1 1:1\n", "mixed_qid.svm, line 2: no task, unlike line 1"),
         ("mixed_labels.svm", "1 1:1\n-1 1:1\n0 1:1\n", "mixed_labels.svm, line 3: label 0 mixes"),
-        ("text.csv", "task,label,x\na,1,0.5\na,1,oops\n", "text.csv, line 3: column 'x' holds 'oops'"),
+        ("latin1.svm", "1 qid:a 1:1\n1 qid:\udce9t 1:1\n", "latin1.svm, line 2: a task that is not UTF-8 text"),
+        ("text.csv", "task,label,x\na,1,0.5\na,1,oops\n", "text.csv, line 3: column \"x\" holds \"oops\""),
         ("short.csv", "task,label,x\na,1\n", "short.csv, line 2: 2 fields, the header has 3"),
-        ("nolabel.csv", "task,y,x\na,1,2\n", "no label column 'label'"),
+        ("nolabel.csv", "task,y,x\na,1,2\n", "no label column \"label\""),
+        ("nobar.vw", "1 |t a |s x\n1 x\n", "nobar.vw, line 2: no '|'"),
+        ("weight.vw", "1 0.5 |t a |s x\n", "weight.vw, line 1: importance weight \"0.5\""),
         ("empty.svm", "# nothing\n", "empty.svm: no examples"),
     ],
 )
 def test_a_bad_file_is_one_line_with_file_and_line_and_exit_code_2(tmp_path, capsys, name, text, expected):
-    (tmp_path / name).write_text(text)
-    code, out, err = run(capsys, "learn", tmp_path / name, "--no-progress")
+    (tmp_path / name).write_bytes(text.encode("utf-8", "surrogateescape"))
+    code, out, err = run(capsys, "learn", tmp_path / name)
     assert code == 2
     assert expected in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_skip_bad_lines_counts_and_reports_them(tmp_path, capsys):
+    path = tmp_path / "d.svm"
+    path.write_text("1 qid:a 1:1\n1 qid:a x:1\n-1 qid:b 2:1\nfoo\n1 qid:a 1:2\n")
+    code, _, err = run(capsys, "learn", path, "--skip-bad-lines")
+    assert code == 0 and "number of examples = 3" in err
+    assert "skipped bad lines = 2 (first: " in err and "d.svm, line 2: feature index" in err
 
 
 def test_bad_learner_parameter_missing_file_and_format_are_one_line(tmp_path, capsys):
@@ -176,10 +304,34 @@ def test_bad_learner_parameter_missing_file_and_format_are_one_line(tmp_path, ca
         (["learn", data, "--param", "learning_rate=-1"], "learning_rate"),
         (["learn", tmp_path / "none.svm"], "none.svm: file not found"),
         (["learn", tmp_path / "d.xyz"], "pass --format"),
-        (["predict", data, "--model", tmp_path / "none.omtl"], "none.omtl"),
+        (["learn", "-"], "cannot tell the format of standard input"),
+        (["learn", data, "--passes", "0"], "--passes must be >= 1"),
+        (["predict", data, "--model", tmp_path / "none.omtl"], "none.omtl: model file not found"),
+        (["predict", data, "--model", data], "not a readable omtl model file"),
     ]:
-        code, out, err = run(capsys, *argv, *(["--no-progress"] if argv[0] == "learn" else []))
+        code, out, err = run(capsys, *argv)
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_parse_value_and_unknown_parameters():
+    assert [parse_value(v) for v in ("3", "0.5", "true", "False", "none", "rbf", "1e-3")] == [
+        3, 0.5, True, False, None, "rbf", 1e-3]
+    model = build_learner("mtperceptron", ["kernel=rbf", "gamma=0.5", "n_tasks=3"])
+    assert isinstance(model, omtl.MTPerceptron) and model.gamma == 0.5 and model.n_tasks == 3
+    with pytest.raises(ValueError, match=r"MTRBP has no parameter 'bugdet'; valid: .*budget"):
+        build_learner("MTRBP", ["bugdet=3"])
+
+
+def test_a_fixed_task_learner_from_the_command_line(tmp_path, capsys):
+    data, model_file = tmp_path / "d.svm", tmp_path / "m.omtl"
+    data.write_text(SVM)
+    code, _, err = run(capsys, "learn", data, "--learner", "MTRBP", "--param", "budget=3", "--param", "kernel=rbf",
+                       "--param", "gamma=scale", "--param", "n_tasks=3", "--save", model_file, "--quiet")
+    assert code == 0, err
+    X = read_data(data).X
+    model = omtl.load(model_file)
+    assert model.kernel_.gamma == pytest.approx(1.0 / (3 * X.toarray().var()))
+    assert model.tasks_.tolist() == ["alice", "bob", "carol"]
 
 
 def test_parquet_with_string_tasks(tmp_path, capsys):
@@ -188,19 +340,61 @@ def test_parquet_with_string_tasks(tmp_path, capsys):
     tasks, y, X = stream_rows(80)
     path = tmp_path / "d.parquet"
     pd.DataFrame({"who": tasks, "x1": X[:, 0], "x2": X[:, 1], "label": np.where(y > 0, 1, -1)}).to_parquet(path)
-    code, out, err = run(capsys, "learn", path, "--task-column", "who", "--no-progress")
-    assert code == 0 and "80 examples, 2 features, 2 tasks" in out, err
+    code, out, err = run(capsys, "learn", path, "--task-column", "who")
+    assert code == 0 and "number of examples = 80" in err and "tasks = 2" in err, err
 
 
-def test_gamma_scale_from_the_command_line_round_trips_through_the_model_file(tmp_path, capsys):
-    data, model_file = tmp_path / "d.svm", tmp_path / "m.omtl"
-    data.write_text(SVM)
-    code, _, err = run(capsys, "learn", data, "--learner", "MTRBP", "--param", "budget=3", "--param", "kernel=rbf",
-                       "--param", "gamma=scale", "--save", model_file, "--no-progress")
-    assert code == 0, err
-    X = read_data(data).X
-    model = omtl.load(model_file)
-    assert model.kernel_.gamma == pytest.approx(1.0 / (3 * X.toarray().var()))
+def test_parquet_without_pandas_says_what_to_install(tmp_path, capsys, monkeypatch):
+    path = tmp_path / "d.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
+    code, out, err = run(capsys, "learn", path)
+    assert code == 2 and "reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)" in err
+
+
+def test_scikit_learn_svmlight_files_zero_based_with_query_id(tmp_path, capsys):
+    datasets = pytest.importorskip("sklearn.datasets")
+    tasks, y, X = stream_rows(60, seed=3)
+    X = np.hstack([X, np.zeros((60, 1))])
+    X[::7, 2] = 1.5
+    path = tmp_path / "sk.svm"
+    datasets.dump_svmlight_file(X, np.where(y > 0, 1, -1), str(path), query_id=np.where(tasks == "east", 0, 1))
+    data = read_data(path)
+    assert data.zero_based is True
+    np.testing.assert_allclose(data.X.toarray(), X, rtol=1e-15)  # written with 16 significant digits
+    model_file = tmp_path / "m.omtl"
+    assert run(capsys, "learn", path, "--save", model_file, "--quiet")[0] == 0
+    code, out, err = run(capsys, "predict", path, "--model", model_file)
+    assert code == 0 and len(out.split()) == 60, err
+    one_based = tmp_path / "one.svm"
+    one_based.write_text("1 qid:a 1:1 2:1\n-1 qid:b 3:1\n")
+    assert run(capsys, "learn", one_based, "--save", model_file, "--quiet")[0] == 0
+    (tmp_path / "zero.svm").write_text("1 qid:a 1:1\n1 qid:a 0:1\n")
+    code, out, err = run(capsys, "predict", tmp_path / "zero.svm", "--model", model_file)
+    assert code == 2 and "zero.svm, line 2: feature index 0 in a 1-based file" in err
+    (tmp_path / "wide.svm").write_text("1 qid:a 4:1\n")
+    code, out, err = run(capsys, "predict", tmp_path / "wide.svm", "--model", model_file)
+    assert code == 2 and "wide.svm, line 1: feature index 4 beyond the 3 feature columns" in err
+
+
+def test_standard_input_plain_and_gzip_in_a_fresh_process(tmp_path):
+    tasks, y, X = stream_rows(500, seed=7)
+    text = "".join(f"{1 if b else -1} |t {t} |s a:{float(p)!r} b:{float(q)!r}\n" for t, b, (p, q) in zip(tasks, y, X))
+    (tmp_path / "d.vw").write_text(text)
+    from_file = cli("learn", tmp_path / "d.vw", "-p", tmp_path / "f.txt", "--quiet")
+    piped = cli("learn", "-", "--format", "vw", "-p", tmp_path / "s.txt", "--save", tmp_path / "m.omtl",
+                stdin=gzip.compress(text.encode()))
+    assert from_file.returncode == 0 and piped.returncode == 0, piped.stderr.decode()
+    assert (tmp_path / "f.txt").read_text() == (tmp_path / "s.txt").read_text()
+    assert b"number of examples = 500" in piped.stderr
+    predicted = cli("predict", "-", "--model", tmp_path / "m.omtl", stdin=text.encode())
+    assert predicted.returncode == 0 and len(predicted.stdout.split()) == 500
+    bad = cli("learn", "-", "--format", "vw", stdin=b"1 |t a |s x\n1 |t a |s x:zz\n")
+    assert bad.returncode == 2 and bad.stderr.decode().strip() == (
+        'omtl learn: <stdin>, line 2: feature "x:zz": value is not a finite number')
+    wide = cli("learn", "-", "--format", "svmlight", stdin=b"1 1:1\n")
+    assert wide.returncode == 2 and b"needs the width (--n-features N)" in wide.stderr
+    assert b"Traceback" not in bad.stderr + wide.stderr
 
 
 def test_reproduce_writes_to_a_fresh_folder_by_default(tmp_path, monkeypatch):
@@ -212,51 +406,4 @@ def test_reproduce_writes_to_a_fresh_folder_by_default(tmp_path, monkeypatch):
     first.mkdir(parents=True)
     second = fresh_results_dir("table1")
     assert second != first and not second.exists()
-    # The committed outputs are never the default.
     assert "docs" not in first.parts
-
-
-def test_scikit_learn_svmlight_files_zero_based_with_query_id(tmp_path, capsys):
-    datasets = pytest.importorskip("sklearn.datasets")
-    tasks, y, X = stream_rows(60, seed=3)
-    X = np.hstack([X, np.zeros((60, 1))])
-    X[::7, 2] = 1.5
-    path = tmp_path / "sk.svm"
-    ids, _ = map_tasks(list(tasks))
-    datasets.dump_svmlight_file(X, np.where(y > 0, 1, -1), str(path), query_id=ids)  # 0-based indices
-    data = read_data(path)
-    assert data.zero_based is True
-    np.testing.assert_allclose(data.X.toarray(), X, rtol=1e-15)  # written with 16 significant digits
-    model_file = tmp_path / "m.omtl"
-    assert run(capsys, "learn", path, "--save", model_file, "--no-progress")[0] == 0
-    # predict reads the same indexing; a 1-based model refuses an index 0.
-    code, out, err = run(capsys, "predict", path, "--model", model_file)
-    assert code == 0 and len(out.split()) == 60, err
-    one_based = tmp_path / "one.svm"
-    one_based.write_text("1 qid:a 1:1 2:1\n-1 qid:b 3:1\n")
-    assert run(capsys, "learn", one_based, "--save", model_file, "--no-progress")[0] == 0
-    (tmp_path / "zero.svm").write_text("1 qid:a 1:1\n1 qid:a 0:1\n")
-    code, out, err = run(capsys, "predict", tmp_path / "zero.svm", "--model", model_file)
-    assert code == 2 and "zero.svm, line 2: feature index 0, but the model was trained on a 1-based file" in err
-    (tmp_path / "wide.svm").write_text("1 qid:a 4:1\n")
-    code, out, err = run(capsys, "predict", tmp_path / "wide.svm", "--model", model_file)
-    assert code == 2 and "wide.svm, line 1: feature index 4 beyond the model's 3 features" in err
-
-
-def test_no_progress_noise_off_a_terminal_and_non_utf8_is_one_line(tmp_path, capsys):
-    data = tmp_path / "d.svm"
-    data.write_text(SVM)
-    code, out, err = run(capsys, "learn", data)  # capsys is not a terminal: no bar, nothing on stderr
-    assert code == 0 and err == ""
-    bad = tmp_path / "latin1.svm"
-    bad.write_bytes(b"1 qid:a 1:1\n1 qid:\xe9t\xe9 1:1\n")
-    code, out, err = run(capsys, "learn", bad)
-    assert code == 2 and "latin1.svm, line 2: not UTF-8 text" in err
-
-
-def test_parquet_without_pandas_says_what_to_install(tmp_path, capsys, monkeypatch):
-    path = tmp_path / "d.parquet"
-    path.write_bytes(b"PAR1")
-    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas now raises ImportError
-    code, out, err = run(capsys, "learn", path)
-    assert code == 2 and "reading Parquet needs pandas and pyarrow (pip install pandas pyarrow)" in err

@@ -7,6 +7,7 @@ arrays and data frames, and ``omtl reproduce`` on Dask."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import pickle
 import time
@@ -18,8 +19,13 @@ import scipy.sparse as sp
 pytest.importorskip("distributed", reason='Dask distributed is not installed (pip install "omtl[dask]")')
 
 import dask.array as da  # noqa: E402
-import dask.dataframe as dd  # noqa: E402
 import pandas as pd  # noqa: E402
+
+try:  # needs pyarrow: only the data-frame tests are skipped without it
+    import dask.dataframe as dd
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    dd, _DD_MISSING = None, str(exc)
+needs_dask_dataframe = pytest.mark.skipif(dd is None, reason="dask.dataframe cannot be imported here")
 from distributed import Client, LocalCluster  # noqa: E402
 from learner_table import LEARNERS  # noqa: E402
 
@@ -315,6 +321,7 @@ def test_dask_array_with_sparse_blocks(client):
     np.testing.assert_array_equal(scores.compute(), model.decision_function(X, tasks=tasks))
 
 
+@needs_dask_dataframe
 def test_dask_dataframe_scoring(client):
     model, X, tasks = fitted_model()
     frame = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])]).assign(task=tasks)
@@ -537,3 +544,73 @@ def test_without_a_client_it_starts_and_stops_its_own_cluster(client, monkeypatc
         assert own is not None and sharded.client is not client and len(sharded._workers()) == 2
         assert np.array_equal(sharded.learn(X, y, tasks=tasks), omtl.PAUnique(n_tasks=K).learn(X, y, tasks=tasks))
     assert sharded._own_cluster is None and own.status.name == "closed"
+
+
+# ---- restore failures and restores racing a lost worker ---------------------------------------------
+def test_a_failed_restore_keeps_the_live_model_and_raises(client, tmp_path):
+    X, y, tasks = grouped_stream(n=160, seed=11)
+    with ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2, client=client) as sharded:
+        sharded.partial_fit(X[:60], y[:60], tasks=tasks[:60])
+        folder = sharded.checkpoint(tmp_path / "ck")
+        sharded.partial_fit(X[60:100], y[60:100], tasks=tasks[60:100])
+        before = sharded.decision_function(X, tasks=tasks)
+        shard_file = sorted(folder.glob("shard-*"))[0]
+        data = bytearray(shard_file.read_bytes())
+        data[len(data) // 2] ^= 0x10
+        shard_file.write_bytes(bytes(data))
+        with pytest.raises(ValueError, match="checksum"):
+            sharded.restore()
+        # the live shards were kept: same counts, same scores, and learning goes on
+        assert sharded.n_seen_ == 100
+        assert np.array_equal(sharded.decision_function(X, tasks=tasks), before)
+        sharded.partial_fit(X[100:], y[100:], tasks=tasks[100:])
+        assert sharded.n_seen_ == 160
+
+
+class _RunsCode:
+    """Pickles as a call that leaves a marker file: what a planted pickle could do."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_checkpoint_manifest_cannot_switch_omtl_learners_to_pickle(client, tmp_path):
+    X, y, tasks = grouped_stream(n=60, seed=12)
+    with ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2, client=client) as sharded:
+        sharded.partial_fit(X, y, tasks=tasks)
+        folder = sharded.checkpoint(tmp_path / "ck")
+        manifest = json.loads((folder / "checkpoint.json").read_text())
+        marker = tmp_path / "code-ran"
+        for name in manifest["files"]:
+            (folder / name).write_bytes(pickle.dumps(_RunsCode(str(marker))))
+        manifest["format"] = "pickle"
+        (folder / "checkpoint.json").write_text(json.dumps(manifest))
+        for restorer in (sharded, ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2, client=client)):
+            with pytest.raises(ValueError, match="format"):
+                restorer.restore(folder)
+        assert not marker.exists()
+        assert sharded.n_seen_ == 60
+
+
+def test_restore_right_after_a_worker_dies_does_not_wait_on_it(client, tmp_path):
+    X, y, tasks = grouped_stream(n=120, seed=13)
+    sharded = ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2, client=client)
+    try:
+        sharded.partial_fit(X[:80], y[:80], tasks=tasks[:80])
+        sharded.checkpoint(tmp_path / "ck")
+        victim = sharded.shard_stats()[0]["worker"]
+        try:
+            client.run(os._exit, 1, workers=[victim])
+        except Exception:  # noqa: BLE001 - the worker dies before it can answer
+            pass
+        # No wait for the scheduler to notice: the actors must not be bound to the dead worker.
+        sharded.restore(timeout=120)
+        assert sharded.n_seen_ == 80
+        here = omtl.PAUnique(n_tasks=K).partial_fit(X[:80], y[:80], tasks=tasks[:80])
+        assert np.array_equal(sharded.decision_function(X, tasks=tasks), here.decision_function(X, tasks=tasks))
+    finally:
+        sharded.close()
+        client.wait_for_workers(2, timeout=60)

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import random_stream
 from sklearn.metrics import f1_score
 
 import omtl
@@ -113,3 +114,39 @@ def test_evaluate_runs_rounds_when_the_stream_has_them():
     assert not np.array_equal(direct, flat)  # the joint round update is a different protocol
     with pytest.raises(ValueError, match="rounds"):
         omtl.evaluate(omtl.ROMCO(n_tasks=5), stream.X, stream.y, tasks=stream.tasks, rounds=stream.rounds[:-1])
+
+
+# ---- open-ended models and task labels --------------------------------------------------------------
+@pytest.mark.parametrize("labels", ["integers", "strings"])
+def test_evaluate_an_open_ended_model_with_any_task_labels(labels):
+    X, y, t = random_stream(n=300, k=4, seed=5)
+    tasks = t if labels == "integers" else np.array([f"user-{i}" for i in t])
+    model = omtl.MTPerceptron(n_tasks=None)
+    report = omtl.evaluate(model, X, y, tasks=tasks, chunk_size=50)
+    twin = omtl.MTPerceptron(n_tasks=None)
+    expected = twin.learn(X, y, tasks=list(tasks))
+    np.testing.assert_array_equal(report.predictions, expected)
+    assert report.n == 300 and model.n_seen_ == 300
+    # Per-task counts are indexed by the model's task index, named by tasks_.
+    for index, label in enumerate(model.tasks_):
+        assert report.per_task.n[index] == int(np.sum(tasks == label))
+
+
+def test_evaluate_string_task_ids_on_a_fixed_size_model():
+    X, y, t = random_stream(n=200, k=3, seed=6)
+    tasks = [("abc")[i] for i in t]
+    report = omtl.evaluate(omtl.MTPerceptron(n_tasks=3), X, y, tasks=tasks)
+    assert report.per_task.n.sum() == 200 and report.per_task.n.shape == (3,)
+
+
+@pytest.mark.parametrize("n_tasks", [3, None])
+def test_task_ids_the_model_refuses_are_refused_before_the_pass_changes_it(n_tasks):
+    X, y, t = random_stream(n=200, k=3, seed=7)
+    model = omtl.MTPerceptron(n_tasks=n_tasks).partial_fit(X[:10], y[:10], tasks=t[:10])
+    before = model.decision_function(X, tasks=t)
+    bad = t.copy() if n_tasks is not None else t.astype(object)
+    bad[-1] = 7 if n_tasks is not None else float("nan")
+    with pytest.raises((ValueError, TypeError)):
+        omtl.evaluate(model, X, y, tasks=bad, chunk_size=20)
+    assert model.n_seen_ == 10
+    np.testing.assert_array_equal(model.decision_function(X, tasks=t), before)

@@ -449,3 +449,13 @@ def test_reproduce_several_tables_splits_the_subsets_among_them(tmp_path, data_d
     assert {r["algorithm"] for r in _read(tmp_path / "both" / "table2_runs.csv")} == {"PA-Unique"}
     assert (tmp_path / "both" / "fig_f1_vs_budget.png").exists()
     assert (tmp_path / "both" / "fig_cumulative_error_landmine.png").exists()
+
+
+def test_a_failed_reproduce_leaves_no_empty_results_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["reproduce", "table1", "--quick", "--data-dir", str(tmp_path / "no-data"), "--no-progress"]) != 0
+    assert list(tmp_path.iterdir()) == []  # neither omtl-results/ nor the run's folder
+    out = tmp_path / "given" / "run"
+    assert main(["reproduce", "table1", "--quick", "--out", str(out), "--data-dir", str(tmp_path / "no-data"),
+                 "--no-progress"]) != 0
+    assert list(tmp_path.iterdir()) == []

@@ -226,3 +226,38 @@ def test_graph_pickles_and_compares():
     assert g2 == g
     np.testing.assert_array_equal(g2.task_kernel, g.task_kernel)
     assert TaskGraph.complete(3) != TaskGraph.disconnected(3)
+
+
+# ---- graphs of many tasks: sizes checked first, work per component, Ctrl-C honoured ---------------
+@pytest.mark.parametrize("k", [10**7, 2**32])
+def test_a_graph_too_large_for_memory_is_a_value_error_not_an_abort(k):
+    with pytest.raises(ValueError, match="n_tasks=.*available memory"):
+        TaskGraph.from_edges(k, [(0, 1)])
+    with pytest.raises(ValueError, match="n_tasks=.*available memory"), pytest.warns(UserWarning):
+        TaskGraph.laplacian_pinv(k, [(0, 1)])
+
+
+def test_a_graph_of_many_small_components_is_factored_per_component():
+    # 4,000 tasks in pairs and triangles: the whole (I + L) would be a 4,000 x 4,000 factorisation.
+    k = 4000
+    edges = [(i, i + 1) for i in range(0, k, 2)] + [(i, i + 2) for i in range(0, k - 2, 6)]
+    g = TaskGraph.from_edges(k, edges)
+    comp = g.components
+    T = g.task_kernel
+    for block in (range(0, 6), range(6, 12), range(3990, 4000)):
+        idx = np.array(block)
+        sub = [(i - idx[0], j - idx[0]) for i, j in edges if i in block and j in block]
+        np.testing.assert_allclose(T[np.ix_(idx, idx)], TaskGraph.from_edges(len(idx), sub).task_kernel,
+                                   rtol=0, atol=1e-14)
+    assert (T[comp[:, None] != comp[None, :]] == 0).all()
+    np.testing.assert_allclose(T.sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_ctrl_c_stops_the_factorisation_of_one_large_component():
+    from test_reliability import interrupted
+
+    k = 3000  # one path: a 3,000 x 3,000 factorisation, seconds of work
+    path = [(i - 1, i) for i in range(1, k)]
+    interrupted(lambda: TaskGraph.from_edges(k, path), delay=0.3)
+    with pytest.warns(UserWarning):
+        interrupted(lambda: TaskGraph.laplacian_pinv(k, path), delay=0.3)

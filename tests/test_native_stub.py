@@ -121,6 +121,13 @@ def runtime_kind(attr) -> str:
     return f"unknown ({type(attr).__name__})"
 
 
+def has_constructor(cls: type) -> bool:
+    """Whether the binding defines a constructor (``#[new]``). Built for the stable ABI (abi3), a
+    class without one still has a ``__new__`` that raises "No constructor defined", but no
+    ``__text_signature__``; a ``#[new]`` always gives the class one."""
+    return "__new__" in vars(cls) and getattr(cls, "__text_signature__", None) is not None
+
+
 def runtime_members(cls: type) -> dict[str, str]:
     return {name: runtime_kind(attr) for name, attr in vars(cls).items() if name not in CLASS_BOOKKEEPING}
 
@@ -135,7 +142,7 @@ def runtime_callables():
     for name in sorted(runtime_public_names()):
         obj = getattr(_native, name)
         if isinstance(obj, type):
-            if "__new__" in vars(obj):
+            if has_constructor(obj):
                 yield name, obj, False  # the class's __text_signature__ is the constructor's
             for member, kind in sorted(runtime_members(obj).items()):
                 if kind in ("method", "classmethod"):
@@ -185,8 +192,8 @@ def class_problems(name: str, cls: type, stub_class: StubClass) -> list[str]:
     problems = []
     if bool(cls.__flags__ & Py_TPFLAGS_BASETYPE) == stub_class.final:
         problems.append(f"{name}: mark it @final in the stub exactly when it cannot be subclassed at runtime")
-    if ("__new__" in vars(cls)) != (stub_class.constructor is not None):
-        has = "has" if "__new__" in vars(cls) else "has no"
+    if has_constructor(cls) != (stub_class.constructor is not None):
+        has = "has" if has_constructor(cls) else "has no"
         problems.append(f"{name}: {has} constructor at runtime but the stub disagrees")
     runtime = runtime_members(cls)
     stub = {member: kind for member, (kind, _) in stub_class.members.items()}

@@ -1,4 +1,4 @@
-"""Finiteness and resources (issue 11): no learner absorbs a non-finite value, no allocation sized
+"""Finiteness and resources: no learner absorbs a non-finite value, no allocation sized
 by a hyper-parameter aborts the interpreter, every failing call leaves the model unchanged, and
 the numerical fixes (CW-COL's variance floor, OMTL's step on tiny rows, the projectron threshold at
 many tasks) hold. docs/reliability.md ("Finiteness and resources") lists the guarantees these tests stand for."""

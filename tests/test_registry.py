@@ -32,17 +32,17 @@ def test_the_conformance_table_covers_every_learner():
     assert covered == set(_registry.LEARNERS)
 
 
-def readme_learner_names() -> set[str]:
-    """The class names (and aliases) in the first column of the README's learner table."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    table = text[text.index("| class | algorithm | memory | source |") :].split("\n\n", 1)[0]
+def table_learner_names(path: str, header: str) -> set[str]:
+    """The class names (and aliases) in the first column of the learner table of ``path``."""
+    text = (Path(__file__).resolve().parents[1] / path).read_text(encoding="utf-8")
+    table = text[text.index(header) :].split("\n\n", 1)[0]
     rows = table.splitlines()[2:]
     return {name for row in rows for name in re.findall(r"`(\w+)`", row.split("|")[1])}
 
 
 def test_every_kind_has_a_class_a_twin_test_settings_and_a_readme_row():
     """Adding a learner is the Rust learner, its line in learner_table! (src/learner/mod.rs), the
-    Python class, its twin, its test file (with CONFORMANCE) and its README row: this holds them
+    Python class, its twin, its test file (with CONFORMANCE) and its rows in docs/learners.md and the README: this holds them
     together, so a learner missing any of them fails here by name."""
     classes = {name: getattr(omtl.learners, name) for name in _registry.LEARNERS}
     by_kind = {}
@@ -55,7 +55,10 @@ def test_every_kind_has_a_class_a_twin_test_settings_and_a_readme_row():
     tested = {native.__name__ for _, native, twin, _ in LEARNERS}
     assert tested == set(classes), f"no CONFORMANCE entries in tests/test_<module>.py for {set(classes) - tested}"
     assert {cls.__module__.rsplit(".", 1)[1] for cls in classes.values()} == set(learner_modules())
-    assert readme_learner_names() == set(_registry.EXPORTS), "the README's learner table and the registry differ"
+    learners_page = table_learner_names("docs/learners.md", "| class | algorithm | memory | source |")
+    assert learners_page == set(_registry.EXPORTS), "docs/learners.md's learner table and the registry differ"
+    readme = table_learner_names("README.md", "| class | what it is | memory |")
+    assert readme == set(_registry.LEARNERS), "the README's short learner table and the registry differ"
 
 
 def test_the_registry_finds_only_learners():

@@ -71,8 +71,8 @@ def test_ctrl_c_stops_a_long_batch_mtl_call_and_keeps_the_rows_learned(cls):
 
 
 def test_ctrl_c_stops_a_long_kernel_learner_between_rows_in_learn_rounds():
-    # 60,000 rows: with the scores made ahead (issue 12) 30,000 were ~90 % learned by the time the
-    # signal came, so a faster machine would have finished before it.
+    # 60,000 rows: with the scores made ahead (DECISIONS.md), 30,000 can be ~90 % learned by the time
+    # the signal comes, and a faster machine would finish before it.
     X, y, tasks = long_stream(n=60_000, d=50, seed=1)
     y = np.where(np.random.default_rng(2).random(X.shape[0]) < 0.5, 1, -1)  # noise: every row a mistake or so
     rounds = np.arange(X.shape[0]) // 5
@@ -257,7 +257,7 @@ OUT_OF_RANGE = [
 
 @pytest.mark.parametrize(("cls", "params", "call", "name"), OUT_OF_RANGE, ids=[f"{c[0].__name__}-{c[3]}-{i}" for i, c in enumerate(OUT_OF_RANGE)])
 def test_out_of_range_integers_raise_value_error_naming_the_parameter(cls, params, call, name):
-    # Before: OverflowError, TypeError (object arrays) or "internal error".
+    # Not OverflowError, TypeError (object arrays) or "internal error".
     X = np.random.default_rng(0).standard_normal((4, 3))
     y = np.array([1, -1, 1, -1])
     params = {"n_tasks": 2, "budget": 5, **params} if "budget" in cls._param_names() else {"n_tasks": 2, **params}

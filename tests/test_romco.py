@@ -509,7 +509,7 @@ def test_unknown_svt_route_is_rejected():
 @pytest.mark.parametrize("route", ["auto", "brand"])
 def test_an_overflowing_step_is_refused_on_every_route(route):
     """An overflowing step (η1 |x| = inf) is neither thresholded away silently nor absorbed: the
-    update raises ValueError before anything changes (issue 11), on route (c) as elsewhere."""
+    update raises ValueError before anything changes, on route (c) as elsewhere."""
     m = omtl.ROMCO(n_tasks=2, eta1=1e150, lambda1=1e-4)
     m._svt_route = route
     X, y, tasks = np.ones((3, 3)), [1, -1, 1], [0, 1, 0]

@@ -26,9 +26,7 @@ LEARNER_NAMES = ["MTLinear", "KernelPerceptron", "MTPerceptron", "MTRBP", "MTFOR
 
 
 def _make(cls, **kw):
-    if "budget" in cls._param_names():
-        kw.setdefault("budget", 50)
-    return cls(**kw)
+    return cls(**kw)  # every other hyper-parameter at its default
 
 
 @pytest.fixture

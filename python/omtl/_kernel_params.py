@@ -4,9 +4,9 @@
 poly). ``"scale"`` is 1 / (n_features * Var(X)) as in scikit-learn's SVC, Var over every entry of
 the **first batch** a model learns (implicit zeros of a sparse batch included), fixed from then on.
 A first batch whose entries are all equal (Var = 0, e.g. one row of one feature, or an all-zero
-batch) falls back to 1/n_features rather than SVC's 1.0. The rbf default was 1/n_features until
-``"scale"`` proved better on every real data set (docs/results/gamma_scale.md); a model fitted
-then (saved without the resolved value) keeps 1/n_features. See docs/DECISIONS.md.
+batch) falls back to 1/n_features rather than SVC's 1.0. ``"scale"`` beat 1/n_features on every
+real data set (docs/results/gamma_scale.md); a model file of an older version that stores no
+resolved value keeps 1/n_features (CHANGELOG.md). See docs/DECISIONS.md.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ __all__ = [
     "NativeTaskKernel",
     "NativeLearner",
     "splitmix64_permutation",
+    "NativeFileReader",
+    "scan_svmlight",
+    "reader_limits",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -166,6 +169,44 @@ class NativeLearner:
     def diagnostics(self) -> dict[str, float]: ...
     def to_bytes(self) -> bytes:
         """The versioned, serialised state (for pickling and ``omtl.save``)."""
+
+@final
+class NativeFileReader:
+    """Chunks of a data file (svmlight, VW, CSV; gzip; ``"-"``: standard input), parsed on a
+    thread of its own at most two chunks ahead (src/io/); ``omtl.datasets.iter_file`` wraps it."""
+
+    def __init__(
+        self,
+        path: str,
+        format: str,
+        n_features: int,
+        *,
+        chunk_rows: int,
+        chunk_bytes: int,
+        max_line_bytes: int,
+        skip_bad_lines: bool,
+        zero_based: bool,
+        vw_task_namespace: str | None,
+        csv_task_column: str,
+        csv_label_column: str,
+        csv_feature_columns: list[str] | None,
+        require_labels: bool,
+    ) -> None: ...
+    def __iter__(self) -> NativeFileReader: ...
+    def __next__(
+        self,
+    ) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[str], np.ndarray, int, str | None, int,
+        list[str],
+    ]:
+        """``(indptr, indices, data, labels, task_ids, new_tasks, lines, n_skipped, first_skipped,
+        bytes_read, feature_columns)``; a malformed file raises ``ValueError`` naming file and line."""
+
+def scan_svmlight(path: str, max_line_bytes: int) -> tuple[int | None, bool, list[str]]:
+    """``(largest index, whether an index 0 appears, the qid tasks in order)`` of an svmlight file."""
+
+def reader_limits() -> tuple[int, int]:
+    """``(widest feature space the engine takes, default line cap in bytes)``."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""

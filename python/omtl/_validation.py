@@ -6,6 +6,7 @@ Everything here runs before a model is touched, so a bad call raises and leaves 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,17 +28,35 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     if sp.issparse(X):
         # Always a copy, also of a canonical float64 CSR: the caller (or another thread) could
         # write into its arrays during the call, and canonicalising in place would change them.
+        # The copy's structure (indptr, indices) is checked in full before any scipy routine
+        # that assumes it runs on it: scipy's compiled routines (canonical-format test,
+        # sum_duplicates, format conversions) index by indptr unchecked, and a malformed one
+        # corrupts the heap. A stale canonical flag cannot mislead the engine either: the native
+        # core checks that every row's indices strictly increase before it learns.
         # Whether the input is canonical is asked of the input, where scipy caches the answer,
-        # so a matrix passed again is not scanned again (its copy would be: the flag is not
-        # copied). A stale flag cannot mislead the engine: the native core checks that every
-        # row's indices strictly increase before it learns.
-        canonical = X.format == "csr" and X.has_canonical_format
+        # so a matrix passed again is not scanned again; a first answer is computed on the
+        # checked copy and cached on the input as scipy itself would.
+        canonical = None
         if X.format == "csr":
+            source = X
+            if not getattr(source, "_has_sorted_indices", True):
+                canonical = False
+            else:
+                canonical = source.__dict__.get("_has_canonical_format")
             # One constructor call on copies of the arrays (csr_matrix(X, copy=True) runs two:
-            # most of the cost of a one-row call).
+            # most of the cost of a one-row call); the constructor's own check is shallow.
             X = sp.csr_matrix((X.data.astype(np.float64), X.indices.copy(), X.indptr.copy()), shape=X.shape)
+            _check_compressed(X)
+            if canonical is None:
+                canonical = bool(X.has_canonical_format)
+                source.has_canonical_format = canonical
         else:
-            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            X = X.copy()  # element-wise copies of the arrays, no compiled routine on them
+            if X.format in ("csc", "bsr"):
+                _check_compressed(X)
+            X = sp.csr_matrix(X, dtype=np.float64, copy=False)
+            _check_compressed(X)
+            canonical = bool(X.has_canonical_format)
         if canonical:
             X.has_canonical_format = True  # the same arrays as the input's (also sorted)
         else:
@@ -76,6 +95,31 @@ def check_X(X, *, n_features: int | None = None, check_finite: bool = True):
     if X.shape[1] == 0 and X.shape[0] > 0:
         raise ValueError(f"X has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required.")
     return X
+
+
+def _check_compressed(X) -> None:
+    """Raises ValueError unless a (private) CSR, CSC or BSR matrix's index structure is well formed:
+    one indptr entry per major row plus one, starting at 0, never decreasing and ending at the
+    number of stored entries, and every index inside the matrix (what scipy's
+    ``check_format(full_check=True)`` checks, in a few vectorised passes for CSR and CSC)."""
+    if X.format == "bsr":
+        try:
+            X.check_format(full_check=True)
+        except (ValueError, TypeError, OverflowError, IndexError) as exc:
+            raise ValueError(f"X is a malformed sparse matrix: {exc}") from None
+        return
+    n_major, n_minor = X.shape if X.format == "csr" else X.shape[::-1]
+    indptr, indices = X.indptr, X.indices
+    if indptr.ndim != 1 or indices.ndim != 1 or indptr.shape[0] != n_major + 1 or indptr.dtype.kind not in "iu" \
+            or indices.dtype.kind not in "iu":
+        raise ValueError("X is a malformed sparse matrix: indptr or indices have the wrong shape or type")
+    nnz = indices.shape[0]
+    if indptr[0] != 0 or indptr[-1] != nnz or X.data.shape != (nnz,):
+        raise ValueError("X is a malformed sparse matrix: indptr does not span indices and data")
+    if n_major > 0 and (indptr[1:] < indptr[:-1]).any():
+        raise ValueError("X is a malformed sparse matrix: indptr must be a non-decreasing sequence")
+    if nnz and (indices.min() < 0 or indices.max() >= n_minor):
+        raise ValueError("X is a malformed sparse matrix: an index is outside the matrix")
 
 
 def check_finite_X(X) -> None:
@@ -179,8 +223,7 @@ def check_labels(y, n_rows: int, classes: tuple | None = None, new_classes: bool
     arr = np.asarray(y)
     if arr.dtype.kind == "O":  # labels held as Python objects: read them in their own type
         arr = np.asarray(arr.tolist())
-    if arr.ndim != 1:
-        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    arr = _column_as_1d(arr)
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
     if arr.dtype == np.bool_:
@@ -213,6 +256,31 @@ def check_labels(y, n_rows: int, classes: tuple | None = None, new_classes: bool
     raise ValueError(f"label {arr[bad[0]]!r} at row {bad[0]} is not allowed: {why}labels must be -1/+1, 0/1 or bool")
 
 
+def _column_as_1d(arr: np.ndarray) -> np.ndarray:
+    """y of shape (n, 1) raveled with scikit-learn's DataConversionWarning, as its estimators do;
+    any other shape than (n,) is an error. The warning comes before the model changes, so a
+    warning turned into an error leaves it as it was."""
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        warnings.warn(
+            "A column-vector y was passed when a 1d array was expected. Please change the shape of y to "
+            "(n_samples,), for example using ravel().",
+            _data_conversion_warning(),
+            stacklevel=4,
+        )
+        return arr.ravel()
+    if arr.ndim != 1:
+        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    return arr
+
+
+def _data_conversion_warning() -> type[Warning]:
+    try:
+        from sklearn.exceptions import DataConversionWarning
+    except ImportError:  # scikit-learn is optional; its class is a UserWarning too
+        return UserWarning
+    return DataConversionWarning
+
+
 def _labels_as_new_pair(arr: np.ndarray) -> tuple[np.ndarray, tuple]:
     values = np.unique(arr)
     if values.size > 2:
@@ -242,8 +310,7 @@ def _labels_of_pair(y, n_rows: int, classes: tuple) -> np.ndarray:
     arr = np.asarray(y)
     if arr.dtype.kind == "O":
         arr = np.asarray(arr.tolist())
-    if arr.ndim != 1:
-        raise ValueError(f"y must be 1-D, got shape {arr.shape}")
+    arr = _column_as_1d(arr)
     if arr.shape[0] != n_rows:
         raise ValueError(f"X has {n_rows} rows but y has {arr.shape[0]}")
     negative, positive = classes

@@ -180,12 +180,37 @@ def run_reproduce(args) -> int:
         plans["table2"]["full_grid"] = args.full_grid
     elif args.full_grid:
         print("[table1] --full-grid has no effect on table1 (no tuning; the kernels are fixed by ALGORITHMS.md 7.4)")
-    with grid_executor(args):
-        results = run_experiments(plans)  # several: at once on Dask, one after the other elsewhere
+    created = missing_folders(out)
+    try:
+        with grid_executor(args):
+            results = run_experiments(plans)  # several: at once on Dask, one after the other elsewhere
+    except BaseException:
+        remove_if_empty(created)  # a run that failed (no data, Ctrl-C) leaves no empty results folder
+        raise
     for table in tables:
         print((out / f"{table}.md").read_text())
     print(f"outputs written to {out}/")
     return 1 if any(result["settings"]["failures"] for result in results.values()) else 0
+
+
+def missing_folders(path) -> list:
+    """``path`` and those of its parents that do not exist yet, deepest first."""
+    from pathlib import Path
+
+    missing, p = [], Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    return missing
+
+
+def remove_if_empty(folders) -> None:
+    """Removes the folders (deepest first) as long as they are empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (or gone): keep it and its parents
+            return
 
 
 @contextmanager

@@ -139,8 +139,9 @@ def evaluate(
         The rows, or a :class:`omtl.datasets.Stream` holding rows, labels, tasks and rounds.
     y : array-like of shape (n,), optional
         Labels (-1/+1, 0/1 or bool); taken from the Stream when ``X`` is one.
-    tasks : array-like of int or int, optional
-        The task of each row; required unless ``X`` is a Stream.
+    tasks : array-like or scalar, optional
+        The task of each row (integer ids, or any hashable labels as the model takes them);
+        required unless ``X`` is a Stream. Checked for the whole stream before the pass starts.
     rounds : array-like of int, optional
         One round id per row (protocol P2).
     curve_points : int
@@ -154,7 +155,8 @@ def evaluate(
     -------
     EvaluationReport
         Mistakes, error rate, micro/macro F1, per-task counts, the cumulative error curve,
-        seconds, throughput, the active-set size and the pre-update predictions.
+        seconds, throughput, the active-set size and the pre-update predictions. The per-task
+        counts are indexed by the model's task index (``model.tasks_`` names them).
     """
     name = type(model).__name__
     if y is None and hasattr(X, "y"):
@@ -168,8 +170,12 @@ def evaluate(
         rounds = np.asarray(rounds, dtype=np.int64)
         if rounds.shape != (X.shape[0],):
             raise ValueError(f"rounds must have one id per row ({X.shape[0]}), got shape {rounds.shape}")
-    tasks_arr = np.broadcast_to(np.asarray(tasks, dtype=np.int64), (X.shape[0],))
     n = X.shape[0]
+    # Task ids as the model takes them (integer ids, or any hashable labels), checked for the
+    # whole stream before the first chunk changes the model; ``codes`` are the model's task
+    # indices, what the per-task counts are indexed by.
+    task_ids = _task_array(tasks, n)
+    codes = _task_codes(model, task_ids, n)
     chunk = chunk_size or max(256, math.ceil(n / 100))
     preds = np.empty(n)
     bar = None
@@ -182,16 +188,17 @@ def evaluate(
     use_rounds = rounds is not None and hasattr(model, "learn_rounds")
     for a, b in round_chunks(n, chunk, rounds):
         if not use_rounds:
-            preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b])
+            preds[a:b] = model.learn(X[a:b], y_pm1[a:b], tasks=task_ids[a:b])
         else:
-            preds[a:b] = model.learn_rounds(X[a:b], y_pm1[a:b], tasks=tasks_arr[a:b], rounds=rounds[a:b])
+            preds[a:b] = model.learn_rounds(X[a:b], y_pm1[a:b], tasks=task_ids[a:b], rounds=rounds[a:b])
         if bar is not None:
             bar.update(b - a)
     seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
     protocol = "P1" if rounds is None else ("P2 (learn_rounds)" if use_rounds else "P2 flattened to P1 (learn)")
-    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, preds, tasks_arr, model.n_tasks, curve_points)
+    n_tasks = max(_model_n_tasks(model), int(codes.max()) + 1 if n else 0)
+    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, preds, codes, n_tasks, curve_points)
     return EvaluationReport(
         learner=name,
         n=n,
@@ -209,6 +216,42 @@ def evaluate(
         predictions=preds,
         protocol=protocol,
     )
+
+
+def _task_array(tasks, n: int) -> np.ndarray:
+    """One task id per row (a scalar applies to every row), integers kept as integers and any
+    other labels as Python objects (strings are not truncated to a fixed width)."""
+    arr = np.asarray(tasks)
+    if arr.dtype.kind in "US":
+        arr = arr.astype(object)  # Python strings, as the model maps them
+    if arr.ndim == 0:
+        return np.broadcast_to(arr, (n,))
+    if arr.shape != (n,):
+        raise ValueError(f"tasks must have one id per row ({n}), got shape {arr.shape}")
+    return arr
+
+
+def _task_codes(model, task_ids: np.ndarray, n: int) -> np.ndarray:
+    """The model's task index of every row, as its next calls will map them; raises (without
+    changing the model) for ids the model would refuse."""
+    map_tasks = getattr(model, "_map_tasks", None)
+    if map_tasks is not None:  # an omtl learner: its own validation, labels mapped in order
+        with model._model_lock():
+            codes, _ = map_tasks(task_ids, n)
+        return np.asarray(codes, dtype=np.int64).reshape(-1)
+    codes = np.asarray(task_ids, dtype=np.int64)
+    if n and codes.min() < 0:
+        raise ValueError("task ids must be non-negative integers")
+    return codes
+
+
+def _model_n_tasks(model) -> int:
+    """The number of tasks the model has now (after the pass), 0 if it does not say."""
+    k = getattr(model, "n_tasks", None)
+    if k is None:
+        seen = getattr(model, "n_seen_per_task_", None)
+        return 0 if seen is None else len(seen)
+    return int(k)
 
 
 def round_chunks(n: int, size: int, rounds=None):

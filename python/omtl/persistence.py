@@ -26,7 +26,10 @@ import json
 import math
 import numbers
 import os
+import socket
+import stat
 import struct
+import tempfile
 import warnings
 
 import numpy as np
@@ -46,6 +49,9 @@ _MAX_HEADER = 1 << 26
 
 # The classes a file may name: omtl's native learners, by class name (aliases share a class).
 REGISTRY = {cls.__name__: cls for cls in (getattr(_learners, name) for name in _learners.__all__)}
+
+# The largest dense task kernel (bytes) an unfitted model's file may name (k = 2,896 tasks).
+_MAX_DENSE_GRAPH = 1 << 26
 
 _GRAPH_KEY = "__omtl_task_graph__"
 _LABEL_FORMS = (PM1, ZERO_ONE, BOOL)
@@ -104,8 +110,12 @@ def _fitted_header(model) -> dict | None:
 def save(model, path, *, metadata=None) -> None:
     """Writes ``model`` (a native omtl learner, fitted or not) to ``path`` in the omtl model format.
 
-    The file is written to a temporary name and renamed, so an existing file at ``path`` is
-    replaced whole or not at all. (:func:`dumps` gives the same bytes without a file.)
+    The model is read at one moment, under its lock: a thread learning meanwhile waits, so the
+    file holds the state after some whole call, never a mix. The file is written to a fresh
+    temporary file in the same directory, flushed to disk and renamed over ``path``, so an
+    existing file at ``path`` is replaced whole or not at all, also by concurrent saves and across
+    a crash; it keeps the existing file's permissions. (:func:`dumps` gives the same bytes
+    without a file.) docs/reliability.md has the details.
 
     Parameters
     ----------
@@ -127,7 +137,8 @@ def save(model, path, *, metadata=None) -> None:
     TypeError
         For anything but a native omtl learner, or metadata that is not a JSON object.
     ValueError
-        If the model cannot be restored (e.g. its numbers overflowed).
+        If the model cannot be restored (e.g. its numbers overflowed), or the file would be one
+        :func:`load` refuses (a header over 64 MiB: millions of long task labels).
 
     Examples
     --------
@@ -140,15 +151,106 @@ def save(model, path, *, metadata=None) -> None:
     True
     """
     data = dumps(model, metadata=metadata)
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    _write_atomically(os.fspath(path), data)
+
+
+# Temporary files: ".<name>.<host>-<pid>-<random>.omtl-tmp" in the target's directory.
+_TMP_SUFFIX = ".omtl-tmp"
+_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    """Replaces ``path`` by a file holding ``data``, whole or not at all, also across a crash.
+
+    The bytes go to a fresh temporary file in the target's directory, created with O_EXCL under
+    an unpredictable name (so concurrent savers never share one, and a planted symlink is never
+    followed), flushed to disk, given the mode of the file it replaces (or the mode a new file
+    gets under the umask), and renamed over the target; then the directory entry is flushed.
+    A crash leaves the old file or the new one, and at most a temporary file, which a later save
+    to the same path removes once its writer process is gone.
+    """
+    directory, name = os.path.split(os.path.abspath(path))
     try:
-        with open(tmp, "wb") as f:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        mode = 0o666 & ~_umask()
+    _remove_stale_temporaries(directory, name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{_HOST_TAG}-{os.getpid()}-", suffix=_TMP_SUFFIX, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
+            f.flush()
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
+            os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
+    except BaseException:
+        try:
             os.remove(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    _fsync_directory(directory)
+
+
+def _umask() -> int:
+    """The process umask, read without changing it where the system tells it (Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_directory(directory: str) -> None:
+    """Flushes a directory's entries (the rename) to disk, where the system can (POSIX)."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems do not sync directories; the rename itself is still atomic
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temporaries(directory: str, name: str) -> None:
+    """Removes the temporary files of saves to ``name`` whose writer process (on this host) no
+    longer exists: what a crash during a save leaves. Other hosts' temporaries are left alone."""
+    prefix = f".{name}.{_HOST_TAG}-"
+    try:
+        entries = [e for e in os.listdir(directory) if e.startswith(prefix) and e.endswith(_TMP_SUFFIX)]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid() or _process_exists(int(pid)):
+            continue
+        try:
+            os.remove(os.path.join(directory, entry))
+        except OSError:
+            pass
+
+
+def _process_exists(pid: int) -> bool:
+    if os.name != "posix":
+        return True  # no harmless existence probe (os.kill would terminate it): keep the file
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # it exists (another user's), or we cannot tell: keep its file
+    return True
 
 
 def dumps(model, *, metadata=None) -> bytes:
@@ -172,24 +274,39 @@ def dumps(model, *, metadata=None) -> bytes:
             f"omtl.save supports omtl's native learners ({', '.join(sorted(REGISTRY))}), got {cls.__module__}.{cls.__name__}; "
             "pickle a reference learner instead"
         )
-    params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
-    fitted = _fitted_header(model)
-    state = b""
-    if fitted is not None:
-        if not isinstance(model._core, NativeCore):
-            raise TypeError("omtl.save supports models fitted with the native engine")
-        try:  # a file we write is a file load() accepts
-            model._core._learner.check_state()
-            check_restored(model)
-        except ValueError as exc:
-            raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
-        state = bytes(model._core._learner.to_bytes())
+    # One moment: the parameters, the bookkeeping and the native state are read under the
+    # model's lock, which every learning call holds for its whole batch.
+    with model._model_lock():
+        params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
+        fitted = _fitted_header(model)
+        state = b""
+        if fitted is not None:
+            if not isinstance(model._core, NativeCore):
+                raise TypeError("omtl.save supports models fitted with the native engine")
+            try:  # a file we write is a file load() accepts
+                model._core._learner.check_state()
+                check_restored(model)
+            except ValueError as exc:
+                raise ValueError(f"cannot save this {cls.__name__}: {exc}") from None
+            state = bytes(model._core._learner.to_bytes())
+    for value in model.get_params().values():  # what load allows a graph to allocate
+        if isinstance(value, TaskGraph) and value.kind in ("edges", "laplacian_pinv") \
+                and 8 * value.n_tasks**2 > max(len(state), _MAX_DENSE_GRAPH):
+            raise ValueError(
+                f"cannot save this unfitted {cls.__name__}: its {value.n_tasks}-task graph's dense task kernel is over "
+                f"the {_MAX_DENSE_GRAPH:,} bytes a model file without a fitted state may name; fit it first or pickle it"
+            )
     header = {"class": cls.__name__, "state_version": STATE_VERSION, "params": params, "fitted": fitted}
     if metadata is not None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata must be a dict (a JSON object), got {type(metadata).__name__}")
         header["metadata"] = metadata
     head = json.dumps(header, allow_nan=False, sort_keys=True).encode("utf-8")
+    if len(head) > _MAX_HEADER:  # a file we write is a file load() accepts
+        raise ValueError(
+            f"cannot save this {cls.__name__}: its header (parameters, per-task counts and task labels) takes "
+            f"{len(head):,} bytes, over the {_MAX_HEADER:,} a model file may hold; pickle the model instead"
+        )
     body = b"".join([MAGIC, struct.pack("<I", FORMAT_VERSION), struct.pack("<Q", len(head)), head,
                      struct.pack("<Q", len(state)), state])
     return body + hashlib.sha256(body).digest()
@@ -232,18 +349,24 @@ def _reject_constant(name):
 
 
 def _int(value, what: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        _fail(f"{what} must be an integer >= {low}, got {value!r}")
+    """A count from the header: an integer in [low, 2**63) (what the engine's counters hold)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < 2**63:
+        _fail(f"{what} must be an integer in [{low}, 2**63), got {value!r}")
     return value
 
 
-def _graph_from_json(spec) -> TaskGraph:
+def _graph_from_json(spec, dense_budget: int) -> TaskGraph:
     if not isinstance(spec, dict) or set(spec) != {"kind", "n_tasks", "edges", "weights", "matrix"}:
         _fail("malformed task graph")
     kind, k = spec["kind"], _int(spec["n_tasks"], "the task graph's n_tasks", 1)
     matrix_kinds = ("interaction", "psd_plus_identity", "task_kernel")
     if kind not in ("complete", "complete_open", "disconnected", "edges", "laplacian_pinv", *matrix_kinds):
         _fail(f"unknown task graph kind {kind!r}")
+    if kind in ("edges", "laplacian_pinv") and 8 * k * k > dense_budget:
+        # A graph from edges builds a dense k x k task kernel: a few bytes of header must not
+        # make load allocate and factor gigabytes. A fitted model's state holds that kernel, so
+        # the file is at least as large; an unfitted one may name up to _MAX_DENSE_GRAPH bytes.
+        _fail(f"the task graph's {k} x {k} task kernel is larger than the file allows")
     try:
         if kind == "complete":
             return TaskGraph.complete(k)
@@ -268,18 +391,19 @@ def _graph_from_json(spec) -> TaskGraph:
     return graph
 
 
-def _param_from_json(value):
+def _param_from_json(value, dense_budget: int):
     if isinstance(value, dict):
         if set(value) != {_GRAPH_KEY}:
             _fail("a parameter is an unknown object")
-        return _graph_from_json(value[_GRAPH_KEY])
+        return _graph_from_json(value[_GRAPH_KEY], dense_budget)
     if value is not None and not isinstance(value, (bool, int, float, str)):
         _fail(f"a parameter has the JSON type {type(value).__name__}")
     return value
 
 
-def _build(header: dict):
-    """The estimator the header describes (unfitted), its parameters validated."""
+def _build(header: dict, state_len: int = 0):
+    """The estimator the header describes (unfitted), its parameters validated. A dense task
+    kernel may take at most max(state_len, _MAX_DENSE_GRAPH) bytes."""
     name = header.get("class")
     cls = REGISTRY.get(name) if isinstance(name, str) else None
     if cls is None:
@@ -290,7 +414,8 @@ def _build(header: dict):
     if not isinstance(params, dict) or set(params) != set(cls._param_names()):
         _fail(f"the parameters do not match those of {name}")
     try:
-        return cls(**{k: _param_from_json(v) for k, v in params.items()})
+        dense_budget = max(state_len, _MAX_DENSE_GRAPH)
+        return cls(**{k: _param_from_json(v, dense_budget) for k, v in params.items()})
     except (TypeError, ValueError, OverflowError) as exc:
         _fail(f"invalid parameters for {name} ({exc})")
 
@@ -394,7 +519,7 @@ def loads(data: bytes):
         The model; ``ValueError`` as :func:`load` for invalid data.
     """
     header, state = _split(bytes(data))
-    model = _build(header)
+    model = _build(header, len(state))
     fitted = header.get("fitted")
     if fitted is None:
         if state:
@@ -423,8 +548,11 @@ def loads(data: bytes):
     model._n_tasks_at_fit = model.n_tasks
     labels = fitted.get("task_labels")
     if labels is not None:
-        if not isinstance(labels, list) or any(isinstance(v, bool) or not isinstance(v, (str, int)) for v in labels):
-            _fail("task_labels must be a list of strings and integers")
+        if not isinstance(labels, list) or any(
+            isinstance(v, bool) or not isinstance(v, (str, int)) or (isinstance(v, int) and not -(2**63) <= v < 2**63)
+            for v in labels
+        ):
+            _fail("task_labels must be a list of strings and 64-bit integers")
         model._task_labels, model._task_index = labels, {v: i for i, v in enumerate(labels)}
     form = fitted["label_form"]
     model._label_form = tuple(form) if isinstance(form, list) else form

@@ -6,7 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::alloc::Need;
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::linalg::{cholesky_inverse, sym_eigen, SymMatrix};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -58,37 +60,94 @@ impl TaskKernel {
     }
 
     /// T = (I + L_G)^{-1} for an undirected graph given by weighted edges `(i, j, w)`, w >= 0.
+    ///
+    /// I + L is block diagonal by connected component, so T is factored component by component:
+    /// the time is Σ c³ over the component sizes c (a graph of isolated pairs is linear in k), the
+    /// k x k result is sized through [`Need`] before anything is allocated, and the interrupt hook
+    /// is polled between columns ([`interrupt::check_now`]).
     pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
-        let lap = laplacian(k, edges)?;
-        let mut a = lap;
-        (0..k).for_each(|i| a.data[i * k + i] += 1.0);
-        let components = components_from_edges(k, edges);
-        let t = cholesky_inverse(&a).ok_or_else(|| Error::Numerical("I + L is not positive definite".into()))?;
-        Ok(Self::dense_with_components(t, components))
+        Self::by_component(k, edges, 1.0, |lap| {
+            let mut a = lap;
+            let n = a.n;
+            (0..n).for_each(|i| a.data[i * n + i] += 1.0);
+            spd_inverse(&a)?.ok_or_else(|| Error::Numerical("I + L is not positive definite".into()))
+        })
     }
 
     /// T = L_G^+, the Moore-Penrose pseudo-inverse of the Laplacian (not recommended, §2.3:
     /// it forces the scores of each component to sum to zero, and isolated tasks score 0).
+    /// Computed per connected component as [`TaskKernel::from_edges`].
     pub fn laplacian_pinv(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
-        let lap = laplacian(k, edges)?;
-        let (values, vectors) = sym_eigen(&lap);
-        let lmax = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-        let mut t = vec![0.0; k * k];
-        for (r, &lambda) in values.iter().enumerate() {
-            // Eigenvalues below 1e-12 λmax count as zero (§2.3).
-            if lambda > 1e-12 * lmax && lambda > 0.0 {
-                for i in 0..k {
-                    let vi = vectors.get(i, r) / lambda;
-                    for j in 0..k {
-                        t[i * k + j] += vi * vectors.get(j, r);
+        Self::by_component(k, edges, 0.0, |lap| {
+            interrupt::check_now()?;
+            let c = lap.n;
+            let (values, vectors) = sym_eigen(&lap);
+            let lmax = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let mut t = vec![0.0; c * c];
+            for (r, &lambda) in values.iter().enumerate() {
+                interrupt::check_now()?;
+                // Eigenvalues below 1e-12 λmax count as zero (§2.3).
+                if lambda > 1e-12 * lmax && lambda > 0.0 {
+                    for i in 0..c {
+                        let vi = vectors.get(i, r) / lambda;
+                        for j in 0..c {
+                            t[i * c + j] += vi * vectors.get(j, r);
+                        }
                     }
                 }
             }
+            let mut t = SymMatrix { n: c, data: t };
+            crate::linalg::dense_symmetrize(&mut t);
+            Ok(t)
+        })
+    }
+
+    /// A dense kernel from a graph: `block` maps each connected component's Laplacian (of two
+    /// or more tasks, in ascending task order) to its block of T; an isolated task gets
+    /// `isolated` on the diagonal. Zero entries elsewhere.
+    fn by_component(
+        k: usize,
+        edges: &[(usize, usize, f64)],
+        isolated: f64,
+        mut block: impl FnMut(SymMatrix) -> Result<SymMatrix>,
+    ) -> Result<Self> {
+        check_edges(k, edges)?;
+        let mut t = Need::new("n_tasks", k, "the task kernel (n_tasks x n_tasks)").filled(&[k, k], 0.0f64)?;
+        let components = components_from_edges(k, edges);
+        let n_components = components.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
+        // Each task's position inside its component, and the tasks and edges of each component.
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); n_components];
+        let mut local = vec![0usize; k];
+        for (i, &c) in components.iter().enumerate() {
+            local[i] = members[c as usize].len();
+            members[c as usize].push(i);
         }
-        Ok(Self::dense_with_components(
-            SymMatrix { n: k, data: t },
-            components_from_edges(k, edges),
-        ))
+        let mut component_edges: Vec<Vec<(usize, usize, f64)>> = vec![Vec::new(); n_components];
+        for &(i, j, w) in edges.iter().filter(|e| e.2 > 0.0) {
+            component_edges[components[i] as usize].push((local[i], local[j], w));
+        }
+        for (tasks, edges) in members.iter().zip(&component_edges) {
+            interrupt::check()?;
+            if tasks.len() == 1 {
+                t[tasks[0] * k + tasks[0]] = isolated;
+                continue;
+            }
+            let c = tasks.len();
+            let mut lap = vec![0.0; c * c];
+            for &(i, j, w) in edges {
+                lap[i * c + j] -= w;
+                lap[j * c + i] -= w;
+                lap[i * c + i] += w;
+                lap[j * c + j] += w;
+            }
+            let b = block(SymMatrix { n: c, data: lap })?;
+            for (bi, &i) in tasks.iter().enumerate() {
+                for (bj, &j) in tasks.iter().enumerate() {
+                    t[i * k + j] = b.data[bi * c + bj];
+                }
+            }
+        }
+        Ok(Self::Dense { k, t, components })
     }
 
     /// T = A^{-1} for a user-given symmetric positive definite interaction matrix A.
@@ -189,7 +248,15 @@ impl TaskKernel {
                 }
                 let m = SymMatrix { n: *k, data: t.clone() };
                 check_symmetric(&m, "task kernel").map_err(|e| state(e.to_string()))?;
-                check_psd(&m, "task kernel").map_err(|e| state(e.to_string()))?;
+                // T is block diagonal by component: its spectrum is the union of the blocks'.
+                for tasks in self.component_members() {
+                    let c = tasks.len();
+                    let block = tasks
+                        .iter()
+                        .flat_map(|&i| tasks.iter().map(move |&j| t[i * k + j]))
+                        .collect();
+                    check_psd(&SymMatrix { n: c, data: block }, "task kernel").map_err(|e| state(e.to_string()))?;
+                }
             }
         }
         Ok(())
@@ -349,9 +416,8 @@ impl TaskKernel {
     }
 }
 
-fn laplacian(k: usize, edges: &[(usize, usize, f64)]) -> Result<SymMatrix> {
+fn check_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<()> {
     check_k(k)?;
-    let mut lap = vec![0.0; k * k];
     for &(i, j, w) in edges {
         if i >= k || j >= k {
             return Err(Error::InvalidTaskRelation(format!(
@@ -366,12 +432,53 @@ fn laplacian(k: usize, edges: &[(usize, usize, f64)]) -> Result<SymMatrix> {
                 "edge ({i}, {j}) has weight {w}; weights must be finite and >= 0"
             )));
         }
-        lap[i * k + j] -= w;
-        lap[j * k + i] -= w;
-        lap[i * k + i] += w;
-        lap[j * k + j] += w;
     }
-    Ok(SymMatrix { n: k, data: lap })
+    Ok(())
+}
+
+/// `A^{-1}` of a symmetric positive definite `A` (`None` if it is not): Cholesky `A = L Lᵀ`,
+/// `W = L^{-1}`, `A^{-1} = Wᵀ W`, each an O(n³/6) pass of contiguous dot products whose outer
+/// loop polls the interrupt hook (every column's O(n²) work is interruptible).
+fn spd_inverse(a: &SymMatrix) -> Result<Option<SymMatrix>> {
+    use crate::simd::dense_dot;
+    let n = a.n;
+    // Lower Cholesky factor, row-major: L[i, j] = (A[i, j] - <L[i, ..j], L[j, ..j]>) / L[j, j].
+    let mut l = vec![0.0; n * n];
+    for j in 0..n {
+        interrupt::check_now()?;
+        let d = a.data[j * n + j] - dense_dot(&l[j * n..j * n + j], &l[j * n..j * n + j]);
+        if !(d > 0.0 && d.is_finite()) {
+            return Ok(None);
+        }
+        let djj = d.sqrt();
+        l[j * n + j] = djj;
+        for i in j + 1..n {
+            let s = a.data[i * n + j] - dense_dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
+            l[i * n + j] = s / djj;
+        }
+    }
+    // V = Wᵀ (upper triangular, row-major), column j of W from L W[:, j] = e_j: row j of V.
+    let mut v = vec![0.0; n * n];
+    let mut col = vec![0.0; n];
+    for j in 0..n {
+        interrupt::check_now()?;
+        for i in j..n {
+            let s = if i == j { 1.0 } else { 0.0 };
+            col[i] = (s - dense_dot(&l[i * n + j..i * n + i], &col[j..i])) / l[i * n + i];
+        }
+        v[j * n + j..j * n + n].copy_from_slice(&col[j..n]);
+    }
+    // (Wᵀ W)[i, j] = Σ_{p >= max(i, j)} W[p, i] W[p, j] = <V[i, m..], V[j, m..]>, m = max(i, j).
+    let mut inv = vec![0.0; n * n];
+    for i in 0..n {
+        interrupt::check_now()?;
+        for j in i..n {
+            let value = dense_dot(&v[i * n + j..i * n + n], &v[j * n + j..j * n + n]);
+            inv[i * n + j] = value;
+            inv[j * n + i] = value;
+        }
+    }
+    Ok(Some(SymMatrix { n, data: inv }))
 }
 
 fn union_find_components(k: usize, mut linked: impl FnMut(&mut dyn FnMut(usize, usize))) -> Vec<u32> {
@@ -503,5 +610,73 @@ mod tests {
         assert!(TaskKernel::from_task_kernel(SymMatrix::new(2, vec![1.0, 0.5, 0.4, 1.0]).unwrap()).is_err());
         assert!(TaskKernel::from_task_kernel(SymMatrix::new(2, vec![1.0, 2.0, 2.0, 1.0]).unwrap()).is_err());
         assert!(TaskKernel::complete(0).is_err());
+    }
+
+    /// The dense Laplacian of the whole graph, for the reference computations below.
+    fn full_laplacian(k: usize, edges: &[(usize, usize, f64)]) -> SymMatrix {
+        let mut lap = vec![0.0; k * k];
+        for &(i, j, w) in edges {
+            lap[i * k + j] -= w;
+            lap[j * k + i] -= w;
+            lap[i * k + i] += w;
+            lap[j * k + j] += w;
+        }
+        SymMatrix { n: k, data: lap }
+    }
+
+    #[test]
+    fn per_component_factoring_equals_the_whole_matrix_inverse() {
+        let k = 9;
+        let edges = [
+            (0, 4, 1.0),
+            (4, 7, 2.5),
+            (7, 0, 0.3),
+            (1, 2, 0.5),
+            (5, 6, 0.0),
+            (8, 3, 4.0),
+            (3, 8, 1.0),
+        ];
+        let t = TaskKernel::from_edges(k, &edges).unwrap();
+        let mut a = full_laplacian(k, &edges);
+        (0..k).for_each(|i| a.data[i * k + i] += 1.0);
+        let whole = cholesky_inverse(&a).unwrap();
+        let pinv = TaskKernel::laplacian_pinv(k, &edges).unwrap();
+        let (values, vectors) = sym_eigen(&full_laplacian(k, &edges));
+        for i in 0..k {
+            for j in 0..k {
+                assert!((t.get(i, j) - whole.get(i, j)).abs() < 1e-13, "T[{i},{j}]");
+                let lp: f64 = (0..k)
+                    .filter(|&r| values[r] > 1e-9)
+                    .map(|r| vectors.get(i, r) * vectors.get(j, r) / values[r])
+                    .sum();
+                assert!((pinv.get(i, j) - lp).abs() < 1e-12, "pinv[{i},{j}]");
+            }
+        }
+        assert_eq!(t.n_components(), 5); // {0,4,7} {1,2} {3,8} {5} {6}: a zero weight links nothing
+        t.check_state().unwrap();
+        pinv.check_state().unwrap();
+    }
+
+    #[test]
+    fn absurd_graph_sizes_are_memory_errors_not_aborts() {
+        for k in [10_000_000usize, 1 << 32, usize::MAX] {
+            let err = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap_err();
+            assert!(matches!(err, Error::Memory { .. }), "{k}: {err}");
+            assert!(TaskKernel::laplacian_pinv(k, &[(0, 1, 1.0)]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_large_component_is_interruptible() {
+        let k = 300;
+        let path: Vec<_> = (1..k).map(|i| (i - 1, i, 1.0)).collect();
+        let result = interrupt::with_hook_every(std::time::Duration::ZERO, Box::new(|| true), || {
+            TaskKernel::from_edges(k, &path)
+        });
+        assert!(matches!(result, Err(Error::Interrupted { .. })));
+        let result = interrupt::with_hook_every(std::time::Duration::ZERO, Box::new(|| true), || {
+            TaskKernel::laplacian_pinv(k, &path)
+        });
+        assert!(matches!(result, Err(Error::Interrupted { .. })));
     }
 }

@@ -417,14 +417,17 @@ impl CwCol {
 }
 
 impl CwModel {
-    /// A restored model of `n_features` coordinates: finite means, finite positive variances.
-    fn check_state(&self, n_features: usize) -> Result<()> {
+    /// A restored model of `n_features` coordinates: finite means, and variances between the
+    /// floor `VARIANCE_FLOOR * a` (where every step leaves them) and the initial variance `a`
+    /// (a CW step only shrinks a variance; the collaborative prior blends two of them).
+    fn check_state(&self, n_features: usize, a: f64) -> Result<()> {
         check_len("CW means", self.mu.len(), n_features)?;
         check_len("CW variances", self.sigma.len(), n_features)?;
         check_finite("CW means", &self.mu)?;
         check_finite("CW variances", &self.sigma)?;
-        ensure(self.sigma.iter().all(|&s| s > 0.0), || {
-            "a CW variance is not positive".into()
+        let (floor, top) = (VARIANCE_FLOOR * a, a * (1.0 + 1e-9));
+        ensure(self.sigma.iter().all(|&s| s >= floor && s <= top), || {
+            format!("a CW variance is outside [{floor:e}, {a:e}] (the variance floor and the initial variance)")
         })
     }
 }
@@ -437,7 +440,8 @@ impl CheckState for CwCol {
     fn check_state(&self) -> Result<()> {
         // Lengths first: they bound the sizes by the payload before `new` allocates.
         check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
-        self.global.check_state(self.n_features)?;
+        ensure(self.a.is_finite() && self.a > 0.0, || format!("CW-COL: a = {} must be finite and > 0", self.a))?;
+        self.global.check_state(self.n_features, self.a)?;
         check_len("CW individual models", self.individual.len(), self.n_tasks)?;
         // The settings must be ones `new` accepts, and the constants those of the confidence.
         let fresh = param(Self::new(
@@ -451,7 +455,7 @@ impl CheckState for CwCol {
             "the CW constants do not match the confidence".into()
         })?;
         for m in self.individual.iter().flatten() {
-            m.check_state(self.n_features)?;
+            m.check_state(self.n_features, self.a)?;
         }
         Ok(())
     }

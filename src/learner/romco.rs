@@ -63,6 +63,10 @@ pub const V_RESYNC_EVERY: u64 = 10_000;
 /// After a resync, a drift `||C - UᵀU||_F > DRIFT_TOL ||C||_F` sends the next SVT to route (a).
 pub const DRIFT_TOL: f64 = 1e-8;
 
+/// A restored state's maintained `C` and column norms of V may differ from what they cache by at
+/// most this (relative; `Romco::check_caches`).
+const CACHE_TOL: f64 = 1e-6;
+
 /// U is held factored, `U = W Π` (`Π` k x k, accumulated and applied lazily), when
 /// `d >= FACTORED_MIN_RATIO k²`: then an update costs `O(nnz k + k³)` instead of the `O(d k²)`
 /// of `U ← Û Π`, and a score `O(nnz k)` instead of `O(nnz)` (measured: at d = 400, k = 12 the
@@ -1092,6 +1096,65 @@ impl Romco {
         ux[task]
     }
 
+    /// A restored state's maintained quantities agree with what they cache: `||v^i||²` with V,
+    /// and a maintained `C` with `UᵀU`. A tampered cache passes every finiteness check and turns
+    /// the next updates into inf/NaN. The tolerance, [`CACHE_TOL`], is far above the rounding the
+    /// maintenance accumulates between exact resyncs (`DRIFT_TOL` flags 1e-8); O(d k²), one resync.
+    fn check_caches(&self) -> Result<()> {
+        let d = self.n_features;
+        let exact_norms: Vec<f64> = (0..self.n_tasks)
+            .map(|i| {
+                let s = self.v_scale[i];
+                if s == 0.0 {
+                    return 0.0;
+                }
+                let col = &self.v[i * d..(i + 1) * d];
+                s * s * col.iter().map(|x| x * x).sum::<f64>()
+            })
+            .collect();
+        let largest = exact_norms.iter().fold(0.0f64, |m, &v| m.max(v));
+        for (i, (&cached, &exact)) in self.v_sq_norm.iter().zip(&exact_norms).enumerate() {
+            ensure(
+                exact.is_finite() && (cached - exact).abs() <= CACHE_TOL * (exact + 1e-6 * largest),
+                || format!("V column norm {i} is {cached:e}, V gives {exact:e}"),
+            )?;
+        }
+        if self.lambda1 > 0.0 && self.brand.is_none() && !self.gram_stale && !self.gram_unknown {
+            let exact = self.exact_gram();
+            let drift: f64 = exact
+                .iter()
+                .zip(&self.gram)
+                .map(|(a, b)| (a - b) * (a - b))
+                .sum::<f64>()
+                .sqrt();
+            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
+                format!("C = UᵀU is off by {drift:e} (Frobenius) from U's {scale:e}")
+            })?;
+        }
+        // The factors of the last SVT describe C over the live columns (what route (b) updates
+        // and a stale C is formed from).
+        if self.brand.is_none() && !self.gram_unknown && !self.svt_mu.is_empty() && self.svt_matches_live() {
+            let k = self.n_tasks;
+            let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+            let formed = svt::weighted_outer_product(&self.svt_vectors, live.len(), live.len(), &self.svt_mu);
+            let exact = self.exact_gram();
+            let (mut drift, mut scale) = (0.0f64, 0.0f64);
+            for (a, &i) in live.iter().enumerate() {
+                for (b, &j) in live.iter().enumerate() {
+                    let e = exact[i * k + j];
+                    drift += (formed[a * live.len() + b] - e).powi(2);
+                    scale += e * e;
+                }
+            }
+            let (drift, scale) = (drift.sqrt(), scale.sqrt());
+            ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
+                format!("the SVT factors of C are off by {drift:e} (Frobenius) from UᵀU's {scale:e}")
+            })?;
+        }
+        Ok(())
+    }
+
     /// Exact `C = UᵀU`: `Πᵀ (WᵀW) Π` in the factored form (`O(d k²)` either way).
     fn exact_gram(&self) -> Vec<f64> {
         let (d, k) = (self.n_features, self.n_tasks);
@@ -1565,6 +1628,7 @@ impl CheckState for Romco {
                 "a column of U outside the live set is not zero".into()
             })?;
         }
+        self.check_caches()?;
         check_counts(
             "ROMCO",
             &[

@@ -41,6 +41,8 @@ pub const N_REF: u64 = 1000;
 /// `‖(H Q - I) v‖_∞ > τ_res`. A row of `H Q - I` of 2-norm above `10 τ_res` escapes one vector
 /// with probability ≤ 0.08, all of them with probability ≤ 0.08^4 < 5e-5 (docs/projectron.md).
 pub const N_PROBES: usize = 4;
+/// The largest residual `‖H Q - I‖_∞` a restored state may have (10,000 `TAU_RES`).
+const RESTORED_RESIDUAL: f64 = 1e-2;
 /// Recompute jitter: first nonzero try and last regular try, relative to `mean(diag H)`.
 pub const JITTER_FIRST: f64 = 1e-12;
 pub const JITTER_LAST: f64 = 1e-4;
@@ -116,7 +118,18 @@ impl InverseGram {
         })?;
         ensure(self.n_failed_rebuilds <= self.n_rebuilds, || {
             "more failed rebuilds than rebuilds".into()
-        })
+        })?;
+        // Q caches H⁻¹: a tampered entry of either passes the checks above and turns the next
+        // projections into inf/NaN. The engine recomputes Q once a residual exceeds TAU_RES, so a
+        // state it wrote is far within RESTORED_RESIDUAL (unless a recompute failed: then Q is
+        // the best the engine had, and is kept). O(n³) for n <= budget + 1.
+        if self.n_failed_rebuilds == 0 {
+            let residual = self.residual();
+            ensure(residual <= RESTORED_RESIDUAL, || {
+                format!("the inverse Gram matrix does not invert H (‖HQ - I‖ = {residual:e})")
+            })?;
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> usize {

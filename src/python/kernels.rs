@@ -1,6 +1,9 @@
 //! Python classes for the base kernel and the task kernel.
 
 use numpy::{IntoPyArray, PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use pyo3::prelude::*;
 
 use super::convert::{guarded, RowsArg};
@@ -80,6 +83,32 @@ fn built(make: impl FnOnce() -> crate::Result<TaskKernel>) -> PyResult<NativeTas
     Ok(NativeTaskKernel { inner: guarded(make)? })
 }
 
+/// [`built`] for a factorisation that can take long (a graph's task kernel): the engine polls
+/// for signals, and an interrupt raises the signal handler's exception (KeyboardInterrupt).
+fn built_interruptible(
+    py: Python<'_>,
+    make: impl FnOnce() -> crate::Result<TaskKernel> + Send,
+) -> PyResult<NativeTaskKernel> {
+    // The GIL is released while the engine works; the hook takes it to run the signal handlers.
+    py.detach(|| {
+        let raised: Rc<RefCell<Option<PyErr>>> = Rc::new(RefCell::new(None));
+        let hook_raised = raised.clone();
+        let hook = Box::new(move || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => false,
+                Err(e) => {
+                    *hook_raised.borrow_mut() = Some(e);
+                    true
+                }
+            })
+        });
+        match crate::interrupt::with_hook(hook, || guarded(make)) {
+            Err(_) if raised.borrow().is_some() => Err(raised.borrow_mut().take().expect("checked")),
+            other => Ok(NativeTaskKernel { inner: other? }),
+        }
+    })
+}
+
 #[pymethods]
 impl NativeTaskKernel {
     #[staticmethod]
@@ -99,13 +128,13 @@ impl NativeTaskKernel {
     }
 
     #[staticmethod]
-    fn from_edges(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        built(|| TaskKernel::from_edges(k, &edges))
+    fn from_edges(py: Python<'_>, k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
+        built_interruptible(py, || TaskKernel::from_edges(k, &edges))
     }
 
     #[staticmethod]
-    fn laplacian_pinv(k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
-        built(|| TaskKernel::laplacian_pinv(k, &edges))
+    fn laplacian_pinv(py: Python<'_>, k: usize, edges: Vec<(usize, usize, f64)>) -> PyResult<Self> {
+        built_interruptible(py, || TaskKernel::laplacian_pinv(k, &edges))
     }
 
     #[staticmethod]

@@ -2,6 +2,7 @@
 //! algorithm. Enabled by the `python` cargo feature, which maturin turns on.
 
 mod convert;
+mod io;
 mod kernels;
 mod learners;
 mod params;
@@ -17,6 +18,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
+    io::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;

@@ -43,9 +43,11 @@ def _apply(model, X, tasks, columns, method, dtype):
     shared = dask.delayed(model, pure=True)  # one key for the model, however many blocks
     if isinstance(X, da.Array):
         return _apply_array(shared, X, tasks, method, dtype)
-    import dask.dataframe as dd
-
-    if isinstance(X, dd.DataFrame):
+    try:
+        import dask.dataframe as dd
+    except ImportError:  # dask.dataframe needs pyarrow; without it X cannot be a data frame
+        dd = None
+    if dd is not None and isinstance(X, dd.DataFrame):
         return _apply_frame(shared, X, tasks, columns, method, dtype)
     raise TypeError(f"X must be a dask.array.Array or a dask.dataframe.DataFrame, got {type(X).__name__} "
                     "(for in-memory data call the model's own method)")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +66,8 @@ class ShardedLearner:
         TRML) change meaning when sharded; they are refused unless this is True, and then each shard
         is an independent model of its tasks.
 
+    Notes
+    -----
     A global ``budget`` becomes a per-shard budget: each shard stores at most ``budget`` examples.
     Within a shard rows are learned in input order; results come back in input order.
     """
@@ -141,18 +142,35 @@ class ShardedLearner:
     def _format(model) -> str:
         return SAFE if safe_format_supported(model) else PICKLE
 
-    def _start_actors(self, plan: ShardPlan, blobs: list[bytes], fmt: str):
+    def _start_actors(self, plan: ShardPlan, blobs: list[bytes], fmt: str, timeout: float | None = None):
+        self._plan, self._actors, self._actor_futures, self._fmt = plan, *self._new_actors(blobs, fmt, timeout), fmt
+
+    def _new_actors(self, blobs: list[bytes], fmt: str, timeout: float | None = None):
+        """One actor per blob, spread over the workers; returns (actors, their futures). A
+        worker the scheduler still lists may be dead: the actors may go to another worker, so
+        the placement cannot wait on a lost worker, and ``timeout`` (seconds) bounds the wait.
+        On failure every actor started here is released and the error raised."""
         workers = self._workers()
+        if not workers:  # e.g. a worker restarting on a loaded machine: wait for one a while
+            try:
+                self.client.wait_for_workers(1, timeout=60 if timeout is None else min(timeout, 60))
+            except Exception:  # noqa: BLE001 - distributed raises TimeoutError or its own
+                pass
+            workers = self._workers()
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         futures = [
             self.client.submit(ShardActor, blob, fmt, actor=True, pure=False, workers=[workers[s % len(workers)]],
-                               allow_other_workers=False)
+                               allow_other_workers=True)
             for s, blob in enumerate(blobs)
         ]
-        with self.client.as_current():  # an actor handle binds to the current client (it may not be the default)
-            actors = [f.result() for f in futures]
-        self._plan, self._actors, self._actor_futures, self._fmt = plan, actors, futures, fmt
+        try:
+            with self.client.as_current():  # an actor handle binds to the current client (it may not be the default)
+                actors = [f.result(timeout=timeout) for f in futures]
+        except BaseException:
+            _release(futures)
+            raise
+        return actors, futures
 
     # ---- calling the shards ---------------------------------------------------------------------
     def _call(self, method: str, parts: list[tuple[int, tuple]]) -> list:
@@ -320,7 +338,10 @@ class ShardedLearner:
         self._ensure_shards()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
-        previous = _read_manifest(path) if (path / CHECKPOINT_MANIFEST).exists() else None
+        try:
+            previous = _read_manifest(path) if (path / CHECKPOINT_MANIFEST).exists() else None
+        except ValueError:
+            previous = None  # an unreadable manifest is replaced; its files are left
         fmt = self._fmt
         blobs = self._call("state", [(s, (fmt,)) for s in range(len(self._actors))])
         seq = max(self._checkpoint_seq, previous["seq"] if previous else 0) + 1
@@ -338,20 +359,36 @@ class ShardedLearner:
         self._last_checkpoint = path
         return path
 
-    def restore(self, path=None):
+    def restore(self, path=None, *, timeout: float | None = 300.0):
         """Rebuilds every shard from the checkpoint in ``path`` (default: the last one written by
         this object) on the cluster's current workers; returns ``self``. Rows learned after that
-        checkpoint are not in the restored model: replay them."""
+        checkpoint are not in the restored model: replay them.
+
+        The new shards are started and loaded before the current ones are released: a restore
+        that fails (a corrupted or foreign checkpoint, a worker lost meanwhile, more than
+        ``timeout`` seconds to start the shards) raises and leaves this model as it was. The
+        checkpoint's files are read in the format this learner writes (omtl's model file for
+        omtl's learners, whatever the manifest says): only a learner that is not one of omtl's
+        (a reference twin) is read with pickle, which runs code, so such a folder must be trusted
+        (docs/reliability.md, "Dask checkpoints").
+        """
         path = Path(path) if path is not None else self._last_checkpoint
         if path is None:
             raise ValueError("no checkpoint to restore: pass the folder a checkpoint() call wrote")
         manifest = _read_manifest(path)
         if manifest["n_tasks"] != self.n_tasks:
             raise ValueError(f"the checkpoint holds {manifest['n_tasks']} tasks, this model {self.n_tasks}")
+        fmt = self._expected_format()
+        if manifest["format"] != fmt:
+            raise ValueError(
+                f"the checkpoint's manifest says its shards are in the {manifest['format']!r} format; this learner's "
+                f"shards are read only as {fmt!r} files"
+            )
         blobs = [(path / name).read_bytes() for name in manifest["files"]]
         plan = ShardPlan.from_shard_of(manifest["plan"]["shard_of"], len(blobs))
+        actors, futures = self._new_actors(blobs, fmt, timeout)
         self._release_actors()
-        self._start_actors(plan, blobs, manifest["format"])
+        self._plan, self._actors, self._actor_futures, self._fmt = plan, actors, futures, fmt
         self.n_features_in_ = manifest["n_features_in"]
         self._label_form = manifest["label_form"]
         self.learner_name_ = manifest["learner"]
@@ -360,15 +397,19 @@ class ShardedLearner:
         self._broken = None
         return self
 
+    def _expected_format(self) -> str:
+        """The format this learner's shards are written in (decided by the learner, never by a file)."""
+        if self._actors:
+            return self._fmt
+        plan = plan_shards(self.graph, self.n_shards)
+        ids = plan.tasks[0]
+        return self._format(self._factory(int(ids.size), subgraph(self.graph, ids)))
+
     # ---- lifetime -------------------------------------------------------------------------------
     def _release_actors(self):
         futures = getattr(self, "_actor_futures", [])
         self._actors, self._actor_futures = [], []
-        for f in futures:
-            try:
-                f.release()
-            except Exception:  # a lost worker's future may already be gone
-                pass
+        _release(futures)
 
     def close(self):
         """Releases the shards (their state is dropped: checkpoint first to keep it) and stops the
@@ -403,19 +444,37 @@ def _fix_data_dependent_params(models, X) -> None:
             model.set_params(gamma=scale_gamma(X))
 
 
+def _release(futures) -> None:
+    for f in futures:
+        try:
+            f.release()
+        except Exception:  # a lost worker's future may already be gone
+            pass
+
+
 def _write_atomic(path: Path, data: bytes):
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    from ..persistence import _write_atomically
+
+    _write_atomically(os.fspath(path), data)
 
 
 def _read_manifest(path: Path) -> dict:
+    """The checkpoint's manifest, its fields checked (shard files are plain names in the folder)."""
     try:
-        return json.loads((Path(path) / CHECKPOINT_MANIFEST).read_text())
+        manifest = json.loads((Path(path) / CHECKPOINT_MANIFEST).read_text())
     except FileNotFoundError:
         raise ValueError(f"{path} holds no checkpoint ({CHECKPOINT_MANIFEST} is missing)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: unreadable {CHECKPOINT_MANIFEST} ({exc})") from None
+    keys = {"seq", "format", "files", "n_tasks", "learner", "plan", "n_features_in", "label_form"}
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    plan = manifest.get("plan") if isinstance(manifest, dict) else None
+    if not isinstance(manifest, dict) or not keys <= set(manifest) or not isinstance(files, list) or not files \
+            or not all(isinstance(f, str) and f and Path(f).name == f and not f.startswith(".") for f in files) \
+            or not isinstance(plan, dict) or not isinstance(plan.get("shard_of"), list) \
+            or not isinstance(manifest["seq"], int) or manifest["format"] not in (SAFE, PICKLE):
+        raise ValueError(f"{path}: malformed {CHECKPOINT_MANIFEST}")
+    shard_of = plan["shard_of"]
+    if len(shard_of) != manifest["n_tasks"] or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(files) for v in shard_of):
+        raise ValueError(f"{path}: malformed {CHECKPOINT_MANIFEST} (shard plan)")
+    return manifest

@@ -1,35 +1,54 @@
-"""Data files a user brings: svmlight/libsvm with ``qid:`` tasks, CSV and Parquet (``omtl learn``).
+"""Data files a user brings: svmlight/libsvm with ``qid:`` tasks, Vowpal Wabbit's text format, CSV and
+Parquet (``omtl learn``), read in chunks of bounded size by the engine's streaming readers
+(``omtl._native.NativeFileReader``, src/io/), plain or gzip-compressed, from a file or standard
+input (``"-"``).
 
 - svmlight/libsvm (``.svm``, ``.svmlight``, ``.libsvm``, ``.txt``, ``.dat``): one example per line,
   ``<label> [qid:<task>] <index>:<value> ...`` and an optional ``# comment``; ``qid`` is the task
-  (every line has one, or none does: then the whole file is one task). Indices are 1-based (index
-  i is column i - 1) unless an index 0 appears, then 0-based (as scikit-learn's
-  ``load_svmlight_file(zero_based="auto")``; its ``dump_svmlight_file`` writes 0-based files).
+  (every line has one, or none does: then the whole file is one task, ``"0"``). Indices are 1-based
+  (index i is column i - 1) unless an index 0 appears, then 0-based (as scikit-learn's
+  ``load_svmlight_file(zero_based="auto")``); the width is the largest index. Both are found by a
+  quick first pass over a file; standard input cannot be read twice, so there ``n_features`` is
+  needed and indices are 1-based unless ``zero_based=True``.
+- Vowpal Wabbit (``.vw``): ``<label> [1] ['tag]|<namespace>[:scale] <name>[:<value>] ...``; the task is
+  the one name in the namespace ``t`` (``task_namespace``), or the tag (``task_namespace=None``). A
+  name is hashed into ``n_features`` columns (default ``2**18``) exactly as
+  :func:`omtl.hash_features` hashes the key ``name`` (default namespace) or ``namespace^name``
+  (scikit-learn's ``FeatureHasher``, MurmurHash3 seed 0); a name of digits only is its own column
+  index (modulo ``n_features``, as VW masks indices). Importance weights other than 1 are refused.
 - CSV (``.csv``): a header row naming the columns; a task column and a label column, every other
-  column a numeric feature. Read with the csv module (no pandas), so errors carry line numbers.
-- Parquet (``.parquet``, ``.pq``): the same columns; needs pandas and pyarrow.
+  column a numeric feature. Quoted fields may not span lines.
+- Parquet (``.parquet``, ``.pq``): the same columns; needs pandas and pyarrow (read whole).
 
-Labels are -1/+1 or 0/1, tasks are kept as the strings the file holds. A bad file raises
-:class:`DataFileError`, one line naming the file and, where one is to blame, the line. Rows are
-neither scaled nor normalised (the loaders of the papers' data sets do that for their sets).
+A ``.gz`` suffix is looked through for the format (``a.svm.gz`` is svmlight); compression itself is
+recognised by its magic bytes. Labels are -1/+1 or 0/1, tasks are the strings the file holds. A
+UTF-8 byte-order mark and CRLF line ends are accepted. A bad file raises :class:`DataFileError`, one
+line naming the file and, where one is to blame, the line. Rows are neither scaled nor normalised.
 """
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 SVMLIGHT = "svmlight"
+VW = "vw"
 CSV = "csv"
 PARQUET = "parquet"
+FORMATS = (SVMLIGHT, VW, CSV, PARQUET)
 EXTENSIONS = {
     ".svm": SVMLIGHT, ".svmlight": SVMLIGHT, ".libsvm": SVMLIGHT, ".txt": SVMLIGHT, ".dat": SVMLIGHT,
-    ".csv": CSV, ".parquet": PARQUET, ".pq": PARQUET,
+    ".vw": VW, ".csv": CSV, ".parquet": PARQUET, ".pq": PARQUET,
 }
+#: The width VW-format names are hashed into by default (VW's ``-b 18``, ``FeatureHasher``'s 2**18).
+DEFAULT_HASHED_FEATURES = 2**18
+#: Rows per chunk by default; a chunk also ends after ``chunk_bytes`` of input.
+DEFAULT_CHUNK_ROWS = 8192
+DEFAULT_CHUNK_BYTES = 1 << 20
 _LABELS = {"1": 1, "+1": 1, "-1": -1, "0": 0, "1.0": 1, "+1.0": 1, "-1.0": -1, "0.0": 0}
 
 
@@ -51,63 +70,283 @@ class DataFile:
     zero_based: bool | None = None  # svmlight: whether index 0 is column 0
 
 
+class FileChunk(tuple):
+    """One chunk of :func:`iter_file`: unpacks as ``(X, y, tasks)``; also carries ``lines`` (the
+    line number of each row), ``n_skipped`` and ``first_skipped`` (bad lines passed over with
+    ``skip_bad_lines``, and the first one's message), ``bytes_read`` (input bytes so far) and
+    ``feature_columns`` (CSV)."""
+
+    def __new__(cls, X, y, tasks, **info):
+        chunk = super().__new__(cls, (X, y, tasks))
+        chunk.__dict__.update(info)
+        return chunk
+
+    @property
+    def X(self):
+        return self[0]
+
+    @property
+    def y(self):
+        return self[1]
+
+    @property
+    def tasks(self):
+        return self[2]
+
+
 # ---- reading -----------------------------------------------------------------------------------
 def data_format(path, fmt=None) -> str:
-    """The format named by ``fmt`` (``"svmlight"``, ``"csv"``, ``"parquet"``) or by the file's
-    extension.
+    """The format named by ``fmt`` (``"svmlight"``, ``"vw"``, ``"csv"``, ``"parquet"``) or by the
+    file's extension (a trailing ``.gz`` looked through).
 
     Parameters
     ----------
     path : str or path-like
-        The data file.
+        The data file (``"-"``: standard input, which needs ``fmt``).
     fmt : str, optional
         An explicit format; default from the extension.
 
     Returns
     -------
     str
-        ``"svmlight"``, ``"csv"`` or ``"parquet"``.
+        One of ``FORMATS``.
     """
     if fmt is not None:
-        if fmt not in (SVMLIGHT, CSV, PARQUET):
-            raise DataFileError(f"{path}: unknown format {fmt!r} (use svmlight, csv or parquet)")
+        if fmt not in FORMATS:
+            raise DataFileError(f"{path}: unknown format {fmt!r} (use {', '.join(FORMATS)})")
         return fmt
-    suffix = Path(path).suffix.lower()
+    if str(path) == "-":
+        raise DataFileError("<stdin>: cannot tell the format of standard input; pass --format " + "|".join(FORMATS))
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".gz":
+        suffix = Path(p.stem).suffix.lower()
     if suffix not in EXTENSIONS:
         raise DataFileError(f"{path}: cannot tell the format from the extension {suffix!r}; "
-                            "pass --format svmlight|csv|parquet")
+                            "pass --format " + "|".join(FORMATS))
     return EXTENSIONS[suffix]
 
 
+def _native():
+    from .. import _native
+
+    return _native
+
+
+def scan_svmlight(path, *, max_line_bytes=None):
+    """A quick pass over an svmlight file: its width, indexing and tasks, before reading it.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (not standard input, which cannot be read twice).
+    max_line_bytes : int, optional
+        The line cap of the pass.
+
+    Returns
+    -------
+    (int or None, bool, list of str)
+        The largest feature index (None without features), whether an index 0 appears, and the
+        ``qid:`` tasks in order of first appearance.
+    """
+    limit = max_line_bytes or _native().reader_limits()[1]
+    try:
+        return _native().scan_svmlight(str(path), int(limit))
+    except ValueError as exc:
+        raise DataFileError(str(exc)) from None
+
+
+def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=None, scan=None):
+    """The width and indexing of an svmlight file: what is given, the rest from a quick pass.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (``"-"``: standard input, which cannot be read twice).
+    n_features : int, optional
+        The width; default the largest index (+ 1 when 0-based).
+    zero_based : bool, optional
+        Default: 0-based if an index 0 appears, else 1-based.
+    max_line_bytes : int, optional
+        The line cap of the pass.
+    scan : tuple, optional
+        A :func:`scan_svmlight` result already at hand.
+
+    Returns
+    -------
+    (int, bool)
+        ``(n_features, zero_based)``.
+    """
+    if n_features is not None and zero_based is not None:
+        return int(n_features), bool(zero_based)
+    if str(path) == "-":
+        if n_features is None:
+            raise DataFileError("<stdin>: reading svmlight from standard input needs the width (--n-features N): "
+                                "a stream cannot be read ahead to find its largest index")
+        return int(n_features), bool(zero_based)
+    largest, has_zero, _ = scan if scan is not None else scan_svmlight(path, max_line_bytes=max_line_bytes)
+    if zero_based is None:
+        zero_based = has_zero
+    if n_features is None:
+        n_features = 1 if largest is None else max(1, largest + (1 if zero_based else 0))
+    return int(n_features), bool(zero_based)
+
+
+class _Labels:
+    """Task labels in id order, grown by doubling, as a NumPy str array: a chunk's tasks are one
+    gather, and a str array is taken by the learners without a per-row type check."""
+
+    def __init__(self):
+        self.values = np.empty(16, dtype="<U1")
+        self.n = 0
+
+    def extend(self, new):
+        if not new:
+            return
+        added = np.array(new, dtype=str)
+        kind = np.promote_types(self.values.dtype, added.dtype)
+        if self.n + len(new) > self.values.shape[0] or kind != self.values.dtype:
+            grown = np.empty(max(2 * self.values.shape[0], self.n + len(new)), dtype=kind)
+            grown[: self.n] = self.values[: self.n]
+            self.values = grown
+        self.values[self.n : self.n + len(new)] = added
+        self.n += len(new)
+
+
+def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None, zero_based=None,
+              task_namespace="t", task_column="task", label_column="label", feature_columns=None,
+              require_labels=True, skip_bad_lines=False, max_line_bytes=None, chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Reads a data file in chunks of bounded size, parsing on a thread of its own.
+
+    Memory holds a few chunks, whatever the file's size: a learner can learn a file larger than
+    memory chunk by chunk (``partial_fit(X, y, tasks=tasks)`` on each).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The data file (svmlight, VW or CSV; plain or gzip-compressed); ``"-"`` reads standard input.
+    chunk_rows : int, default=8192
+        Rows per chunk at most.
+    fmt : str, optional
+        ``"svmlight"``, ``"vw"`` or ``"csv"``; default from the extension (required for ``"-"``).
+    n_features : int, optional
+        The width of X. svmlight: default the largest index found by a first pass (required for
+        standard input); VW: the hashed width, default ``2**18``; CSV: the feature columns.
+    zero_based : bool, optional
+        svmlight: whether index 0 is column 0; default 0-based if an index 0 appears (1-based on
+        standard input).
+    task_namespace : str or None, default="t"
+        VW: the namespace holding the task's name; ``None``: the tag is the task.
+    task_column : str, default="task"
+        CSV: the column of the task.
+    label_column : str, default="label"
+        CSV: the column of the label.
+    feature_columns : list of str, optional
+        CSV: the feature columns in model order; default every other column, in file order.
+    require_labels : bool, default=True
+        Whether a row without a label is an error (``False``: its label is NaN).
+    skip_bad_lines : bool, default=False
+        Skip malformed lines (counted in each chunk's ``n_skipped``) instead of raising.
+    max_line_bytes : int, optional
+        The longest line accepted (default 64 MiB).
+    chunk_bytes : int, default=1 MiB
+        A chunk ends once it holds this many bytes of input.
+
+    Returns
+    -------
+    iterator of FileChunk
+        Each ``(X, y, tasks)``: X a CSR matrix (float64, ``n_features`` columns), y the labels as
+        written (int64 -1/+1 or 0/1; ``None`` when no row of the chunk has one, float64 with NaN
+        when some lack one), tasks a NumPy str array of the task labels as written.
+
+    Raises
+    ------
+    DataFileError
+        One line naming the file and, where one is to blame, the line.
+    """
+    fmt = data_format(path, fmt)
+    if fmt == PARQUET:
+        raise DataFileError(f"{path}: Parquet is read whole (read_data), not streamed")
+    native = _native()
+    max_columns, default_cap = native.reader_limits()
+    cap = default_cap if max_line_bytes is None else int(max_line_bytes)
+    if fmt == SVMLIGHT:
+        n_features, zero_based = svmlight_layout(path, n_features=n_features, zero_based=zero_based,
+                                                 max_line_bytes=cap)
+    elif fmt == VW:
+        n_features = DEFAULT_HASHED_FEATURES if n_features is None else int(n_features)
+    else:
+        n_features = max_columns if n_features is None else int(n_features)
+    if not 1 <= n_features <= max_columns:
+        raise DataFileError(f"{path}: {n_features} feature columns; the engine takes 1 to {max_columns}")
+    try:
+        reader = native.NativeFileReader(
+            str(path), fmt, n_features, chunk_rows=int(chunk_rows), chunk_bytes=int(chunk_bytes),
+            max_line_bytes=cap, skip_bad_lines=bool(skip_bad_lines), zero_based=bool(zero_based),
+            vw_task_namespace=task_namespace, csv_task_column=task_column, csv_label_column=label_column,
+            csv_feature_columns=None if feature_columns is None else [str(c) for c in feature_columns],
+            require_labels=bool(require_labels))
+    except (ValueError, OverflowError) as exc:
+        raise DataFileError(str(exc)) from None
+    labels = _Labels()
+    columns = None
+    while True:
+        try:
+            item = next(reader, None)
+        except ValueError as exc:
+            raise DataFileError(str(exc)) from None
+        if item is None:
+            return
+        indptr, indices, data, y, task_ids, new_tasks, lines, n_skipped, first_skipped, bytes_read, names = item
+        if names:
+            columns = names
+        width = len(columns) if fmt == CSV and columns else n_features
+        X = sp.csr_matrix((data, indices, indptr), shape=(len(y), width))
+        X.has_sorted_indices = True  # the reader sorts every row and sums duplicates
+        X.has_canonical_format = True
+        labels.extend(new_tasks)
+        tasks = labels.values[task_ids]
+        missing = np.isnan(y)
+        if not missing.any():
+            y = y.astype(np.int64)
+        elif missing.all():
+            y = None
+        yield FileChunk(X, y, tasks, lines=lines, n_skipped=n_skipped, first_skipped=first_skipped,
+                        bytes_read=bytes_read, feature_columns=list(columns or []), n_features=width,
+                        zero_based=zero_based if fmt == SVMLIGHT else None)
+
+
 def read_data(path, *, fmt=None, task_column="task", label_column="label", n_features=None,
-              feature_columns=None, require_labels=True, zero_based=None) -> DataFile:
-    """Reads a data file (see the module docstring for the formats).
+              feature_columns=None, require_labels=True, zero_based=None, task_namespace="t") -> DataFile:
+    """Reads a whole data file (see the module docstring for the formats), through :func:`iter_file`.
 
     Parameters
     ----------
     path : str or path-like
         The data file.
     fmt : str, optional
-        ``"svmlight"``, ``"csv"`` or ``"parquet"``; default from the extension.
+        ``"svmlight"``, ``"vw"``, ``"csv"`` or ``"parquet"``; default from the extension.
     task_column, label_column : str
         CSV/Parquet: the columns holding the task and the label.
     n_features : int, optional
-        svmlight: the width of X (a model's ``n_features_in_``); an index beyond it is an error.
-        Default: the largest index in the file.
+        The width of X (a model's ``n_features_in_``); an index beyond it is an error. Default:
+        svmlight the largest index in the file, VW ``2**18``.
     feature_columns : list of str, optional
         CSV/Parquet: the feature columns a model was trained on, in its order (the file must have
         them all, in any order). Default: every column but the task and label columns.
     require_labels : bool
-        CSV/Parquet: whether the label column must be present (``omtl predict`` does not need it).
+        Whether the labels must be present (``omtl predict`` does not need them).
     zero_based : bool, optional
         svmlight: whether index 0 is column 0 (else index 1 is). Default: 0-based if an index 0
         appears in the file, else 1-based.
+    task_namespace : str or None
+        VW: the namespace naming the task (``None``: the tag).
 
     Returns
     -------
     DataFile
-        X (float64; CSR for svmlight), y (-1/+1 or 0/1 as written, ``None`` without a label column),
-        the task of every row as written in the file.
+        X (float64; CSR for svmlight and VW, dense for CSV), y (-1/+1 or 0/1 as written, ``None``
+        without labels), the task of every row as written in the file.
 
     Raises
     ------
@@ -115,83 +354,27 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
         One line naming the file and, where one is to blame, the line number.
     """
     fmt = data_format(path, fmt)
-    path = Path(path)
-    if not path.is_file():
+    if str(path) != "-" and not Path(path).is_file():
         raise DataFileError(f"{path}: file not found")
-    if fmt == SVMLIGHT:
-        return _read_svmlight(path, n_features, zero_based)
+    if fmt == PARQUET:
+        return _read_parquet(Path(path), task_column, label_column, feature_columns, require_labels)
+    chunks = list(iter_file(path, fmt=fmt, n_features=n_features, zero_based=zero_based, task_column=task_column,
+                            label_column=label_column, feature_columns=feature_columns,
+                            require_labels=require_labels, task_namespace=task_namespace, chunk_rows=1 << 16))
+    if not chunks or sum(c.X.shape[0] for c in chunks) == 0:
+        raise DataFileError(f"{path}: no examples")
+    X = sp.vstack([c.X for c in chunks], format="csr")
+    ys = [c.y for c in chunks]
+    y = None if all(v is None for v in ys) else np.concatenate(
+        [np.full(c.X.shape[0], np.nan) if v is None else v for c, v in zip(chunks, ys)])
+    if y is not None and y.dtype.kind == "f" and not np.isnan(y).any():
+        y = y.astype(np.int64)
+    tasks = list(np.concatenate([c.tasks for c in chunks]))
+    columns = chunks[-1].feature_columns
     if fmt == CSV:
-        header, rows = _csv_rows(path)
-        return _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt)
-    return _read_parquet(path, task_column, label_column, feature_columns, require_labels)
-
-
-def _read_svmlight(path: Path, n_features, zero_based) -> DataFile:
-    from .loaders import _canonical_csr
-
-    what = "'<label> [qid:<task>] <index>:<value> ...' (label -1/+1 or 0/1, integer indices >= 0)"
-    labels, linenos, tasks, lengths, cols, vals = [], [], [], [], [], []
-    with_qid, first_line = None, 0
-    with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is reported with its number
-        for lineno, line in enumerate(f, start=1):
-            line = _decoded(line, path, lineno)
-            toks = line.split("#", 1)[0].split()
-            if not toks:
-                continue
-            label = _LABELS.get(toks[0])
-            if label is None:
-                raise DataFileError(f"{path}, line {lineno}: label {toks[0][:30]!r}; expected {what}")
-            has_qid = len(toks) > 1 and toks[1].startswith("qid:")
-            if with_qid is None:
-                with_qid, first_line = has_qid, lineno
-            elif has_qid != with_qid:
-                raise DataFileError(f"{path}, line {lineno}: {'a' if has_qid else 'no'} qid: field, unlike line "
-                                    f"{first_line} (either every line names its task or none does)")
-            if has_qid:
-                task = toks[1][4:]
-                if not task:
-                    raise DataFileError(f"{path}, line {lineno}: empty qid:; expected {what}")
-                tasks.append(task)
-            feats = toks[2:] if has_qid else toks[1:]
-            for tok in feats:
-                index, sep, value = tok.partition(":")
-                try:
-                    j, v = int(index), float(value)
-                except ValueError:
-                    j, v = 0, math.nan
-                if not sep or j < 0 or not math.isfinite(v):
-                    raise DataFileError(f"{path}, line {lineno}: feature {tok[:40]!r}; expected {what}")
-                if j == 0 and zero_based is False:
-                    raise DataFileError(f"{path}, line {lineno}: feature index 0, but the model was trained on a "
-                                        "1-based file")
-                if n_features is not None and j - (0 if zero_based else 1) >= n_features:
-                    raise DataFileError(f"{path}, line {lineno}: feature index {j} beyond the model's "
-                                        f"{n_features} features")
-                cols.append(j)
-                vals.append(v)
-            labels.append(label)
-            linenos.append(lineno)
-            lengths.append(len(feats))
-    if not labels:
-        raise DataFileError(f"{path}: no examples; expected lines {what}")
-    y = _label_array(path, labels, linenos)
-    cols = np.array(cols, dtype=np.int64)
-    if zero_based is None:
-        zero_based = bool(cols.size) and int(cols.min()) == 0
-    if not zero_based:
-        cols -= 1
-    width = n_features if n_features is not None else (int(cols.max()) + 1 if cols.size else 1)
-    rows = np.repeat(np.arange(len(labels), dtype=np.int64), lengths)
-    X = _canonical_csr(rows, cols, np.array(vals, dtype=np.float64), (len(labels), width))
-    task_labels = tasks if with_qid else ["0"] * len(labels)
-    return DataFile(X=X, y=y, task_labels=task_labels, fmt=SVMLIGHT, zero_based=zero_based)
-
-
-def _decoded(line: bytes, path: Path, lineno: int) -> str:
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError:
-        raise DataFileError(f"{path}, line {lineno}: not UTF-8 text") from None
+        X = X.toarray()
+    return DataFile(X=X, y=y, task_labels=tasks, fmt=fmt, feature_columns=columns,
+                    zero_based=chunks[0].zero_based)
 
 
 def _label_array(path: Path, labels, linenos) -> np.ndarray:
@@ -203,22 +386,6 @@ def _label_array(path: Path, labels, linenos) -> np.ndarray:
         first = int(np.flatnonzero(has_zero if np.argmax(has_minus) < np.argmax(has_zero) else has_minus)[0])
         raise DataFileError(f"{path}, line {linenos[first]}: label {labels[first]} mixes -1/+1 with 0/1 labels")
     return y
-
-
-def _csv_rows(path: Path):
-    """The header and the data rows of a CSV file, each row with its line number."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                raise DataFileError(f"{path}: empty file; expected a header row naming the columns")
-            rows = [(reader.line_num, row) for row in reader if row]
-    except UnicodeDecodeError:
-        raise DataFileError(f"{path}: not UTF-8 text") from None
-    except csv.Error as exc:
-        raise DataFileError(f"{path}: {exc}") from None
-    return [h.strip() for h in header], rows
 
 
 def _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt) -> DataFile:

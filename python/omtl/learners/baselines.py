@@ -117,9 +117,10 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
-        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
-        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
+    n_tasks : int, default=None
+        The number of tasks; the first fit refuses the default ``None`` with the reason: this
+        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
+        n_tasks of them; DECISIONS.md, "Open-ended task sets").
     relation_update : {"batch", "logdet", "vonneumann"}, default="batch"
     eta : float >= 0, default=1e-3
         Step size of the ``logdet`` / ``vonneumann`` refreshes.
@@ -145,7 +146,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     [[0.667, 0.333], [0.333, 0.667]]
     """
 
-    def __init__(self, *, n_tasks, relation_update="batch", eta=1e-3, epoch=None):
+    def __init__(self, *, n_tasks=None, relation_update="batch", eta=1e-3, epoch=None):
         self._store_params(locals())
 
     _native_kind = "omtrl"
@@ -222,7 +223,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 class _BatchMTL(_ArraysMixin, OnlineClassifier):
     _regularizer = ""
 
-    def __init__(self, *, n_tasks, rho=1e-2, retrain_every=100):
+    def __init__(self, *, n_tasks=None, rho=1e-2, retrain_every=100):
         self._store_params(locals())
 
     _native_kind = "batch_mtl"
@@ -273,9 +274,10 @@ _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrain
 
     Parameters
     ----------
-    n_tasks : int
-        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
-        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
+    n_tasks : int, default=None
+        The number of tasks; the first fit refuses the default ``None`` with the reason: this
+        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
+        n_tasks of them; DECISIONS.md, "Open-ended task sets").
     rho : float >= 0, default=1e-2
         Regularisation weight (ours; MALSAR has no default).
     retrain_every : int >= 1, default=100

@@ -40,8 +40,11 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     n_tasks : int or None, default=None
         None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
         "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
-    budget : int
-        Largest number of stored examples (``n_active_ <= budget`` after every example).
+    budget : int >= 1, default=1000
+        Largest number of stored examples (``n_active_ <= budget`` after every example). The
+        default holds a School-sized stream's 25 % budget and costs 1,000 stored rows; set it from
+        the memory you can give and the kernel Perceptron's active set (DECISIONS.md, "Default
+        budget").
     graph, kernel, gamma, degree, coef0, normalize
         The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
     seed : int, default=0
@@ -64,7 +67,7 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 3)
     """
 
-    def __init__(self, *, n_tasks=None, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+    def __init__(self, *, n_tasks=None, budget=1000, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
         normalize=False, seed=0):
         self._store_params(locals())
 
@@ -116,7 +119,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     (2, 2, 4, 0.4062)
     """
 
-    def __init__(self, *, n_tasks=None, budget, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
+    def __init__(self, *, n_tasks=None, budget=1000, graph="complete", kernel="rbf", gamma=None, degree=2, coef0=1.0,
         normalize=False, radius=1.0):
         self._store_params(locals())
 

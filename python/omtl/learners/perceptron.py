@@ -51,7 +51,12 @@ class KernelPerceptron(MTPerceptron):
     """The Perceptron battery: one independent kernel Perceptron per task (§3.2).
 
     Same as ``MTPerceptron(graph="disconnected")``; its active-set size after one pass sets the
-    budgets of the papers' experiments (§7.2). Parameters as MTPerceptron, without ``graph``.
+    budgets of the papers' experiments (§7.2).
+
+    Parameters
+    ----------
+    n_tasks, kernel, gamma, degree, coef0, normalize
+        As :class:`MTPerceptron` (without ``graph``: the tasks share nothing).
     """
 
     def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False):

@@ -73,8 +73,10 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     n_tasks : int or None, default=None
         None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
         "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
-    budget : int
-        Largest number of stored examples.
+    budget : int >= 1, default=1000
+        Largest number of stored examples (``n_active_ <= budget`` after every example); the
+        projection keeps two ``budget x budget`` matrices, 16 MB at the default
+        (DECISIONS.md, "Default budget").
     eta : float, default=0.01
         Projection threshold (the paper's value).
     graph, kernel, gamma, degree, coef0, normalize
@@ -99,7 +101,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     (True, True)
     """
 
-    def __init__(self, *, n_tasks=None, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+    def __init__(self, *, n_tasks=None, budget=1000, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
         coef0=1.0, normalize=False, threshold_on="norm"):
         self._store_params(locals())
 
@@ -128,8 +130,9 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks, budget, eta, graph, kernel, gamma, degree, coef0, normalize, threshold_on
-        As :class:`MTBPRJ`, except that ``n_tasks`` is required unless ``graph="disconnected"``
-        (a connected component's weight rows cannot take a new member: DECISIONS.md).
+        As :class:`MTBPRJ`, except that ``n_tasks=None`` (the default, open-ended tasks) is only
+        available with ``graph="disconnected"``; on another graph the first fit refuses it with
+        the reason (a connected component's weight rows cannot take a new member: DECISIONS.md).
     alg2_literal_line14 : bool, default=False
         Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
         ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
@@ -149,7 +152,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     True
     """
 
-    def __init__(self, *, n_tasks, budget, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
+    def __init__(self, *, n_tasks=None, budget=1000, eta=0.01, graph="complete", kernel="rbf", gamma=None, degree=2,
         coef0=1.0, normalize=False, threshold_on="norm", alg2_literal_line14=False):
         self._store_params(locals())
 

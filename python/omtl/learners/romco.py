@@ -40,9 +40,10 @@ class ROMCO(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int
-        Required: this learner's task relation is sized for a fixed set of tasks (labels may be
-        strings, at most n_tasks of them; n_tasks=None is refused, DECISIONS.md).
+    n_tasks : int, default=None
+        The number of tasks; the first fit refuses the default ``None`` with the reason: this
+        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
+        n_tasks of them; DECISIONS.md, "Open-ended task sets").
     eta1 : float, default=0.1
         Step size for U.
     eta2 : float, default=0.1
@@ -78,7 +79,7 @@ class ROMCO(OnlineClassifier):
     (2, 2, (2, 2))
     """
 
-    def __init__(self, *, n_tasks, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss"):
+    def __init__(self, *, n_tasks=None, eta1=0.1, eta2=0.1, lambda1=1e-4, lambda2=1e-4, update="loss"):
         self._store_params(locals())
 
     _native_kind = "romco"

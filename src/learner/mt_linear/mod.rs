@@ -44,7 +44,7 @@ use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
-use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
+use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState, MAX_MAGNITUDE};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
 pub const MAX_HASH_BITS: u32 = 31;
@@ -1416,8 +1416,8 @@ impl CheckState for MTLinear {
         check_len("MTLinear component counters", self.stats.len(), self.tasks.n_components())?;
         for terms in &self.terms {
             for &(r, b) in terms {
-                ensure((r as usize) < self.n_tasks && b.is_finite(), || {
-                    format!("factor entry ({r}, {b}) outside the {} blocks or not finite", self.n_tasks)
+                ensure((r as usize) < self.n_tasks && b.abs() <= MAX_MAGNITUDE, || {
+                    format!("factor entry ({r}, {b}) outside the {} blocks or too large", self.n_tasks)
                 })?;
             }
         }

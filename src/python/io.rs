@@ -1,0 +1,184 @@
+//! The file readers of [`crate::io`] for Python (`omtl.datasets.iter_file`): a reader thread
+//! parses chunks while Python learns from the previous one; waiting for a chunk releases the
+//! GIL and stays interruptible (Ctrl-C).
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use numpy::IntoPyArray;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use crate::io::{self, Chunk, Format, Options, ReadError, Reader};
+
+type Chunks = Receiver<Result<Chunk, ReadError>>;
+
+/// Chunks of a data file, read on a thread of their own (at most two chunks ahead).
+#[pyclass(module = "omtl._native")]
+pub struct NativeFileReader {
+    rx: Mutex<Option<Chunks>>,
+}
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+#[pymethods]
+impl NativeFileReader {
+    #[new]
+    #[pyo3(signature = (path, format, n_features, *, chunk_rows, chunk_bytes, max_line_bytes, skip_bad_lines,
+        zero_based, vw_task_namespace, csv_task_column, csv_label_column, csv_feature_columns, require_labels))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: String,
+        format: &str,
+        n_features: u64,
+        chunk_rows: usize,
+        chunk_bytes: usize,
+        max_line_bytes: usize,
+        skip_bad_lines: bool,
+        zero_based: bool,
+        vw_task_namespace: Option<String>,
+        csv_task_column: String,
+        csv_label_column: String,
+        csv_feature_columns: Option<Vec<String>>,
+        require_labels: bool,
+    ) -> PyResult<Self> {
+        let mut opts = Options::new(Format::parse(format).map_err(value_error)?, n_features);
+        opts.chunk_rows = chunk_rows;
+        opts.chunk_bytes = chunk_bytes;
+        opts.max_line_bytes = max_line_bytes;
+        opts.skip_bad_lines = skip_bad_lines;
+        opts.zero_based = zero_based;
+        opts.vw_task_namespace = vw_task_namespace;
+        opts.csv_task_column = csv_task_column;
+        opts.csv_label_column = csv_label_column;
+        opts.csv_feature_columns = csv_feature_columns;
+        opts.require_labels = require_labels;
+        // Opening reads the first block (gzip detection): without the GIL, a pipe may be slow.
+        let reader = py.detach(|| Reader::open(&path, opts)).map_err(value_error)?;
+        let (rx, _thread) = io::spawn(reader, 1); // the thread ends when rx is dropped
+        Ok(Self {
+            rx: Mutex::new(Some(rx)),
+        })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// `(indptr, indices, data, labels, task_ids, new_tasks, lines, n_skipped, first_skipped,
+    /// bytes_read, feature_columns)`; indices and indptr int32 when the width allows, else int64.
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyTuple>>> {
+        let mut guard = self.rx.lock().map_err(|_| PyRuntimeError::new_err("reader poisoned"))?;
+        let Some(mut rx) = guard.take() else { return Ok(None) };
+        let item = loop {
+            let (back, got) = py.detach(move || {
+                let got = rx.recv_timeout(Duration::from_millis(100));
+                (rx, got)
+            });
+            rx = back;
+            match got {
+                Ok(item) => break item,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        *guard = Some(rx);
+                        return Err(e);
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            }
+        };
+        let chunk = match item {
+            Ok(c) => c,
+            Err(e) => return Err(value_error(e)), // the receiver is dropped: the reader is done
+        };
+        *guard = Some(rx);
+        drop(guard);
+        chunk_tuple(py, chunk).map(Some)
+    }
+}
+
+fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
+    let narrow =
+        c.indices.iter().all(|&j| j <= i32::MAX as u32) && c.indptr.last().is_none_or(|&n| n <= i32::MAX as u64);
+    let (indptr, indices): (Py<PyAny>, Py<PyAny>) = if narrow {
+        (
+            c.indptr
+                .into_iter()
+                .map(|v| v as i32)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+            c.indices
+                .into_iter()
+                .map(|v| v as i32)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+        )
+    } else {
+        (
+            c.indptr
+                .into_iter()
+                .map(|v| v as i64)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+            c.indices
+                .into_iter()
+                .map(i64::from)
+                .collect::<Vec<_>>()
+                .into_pyarray(py)
+                .into_any()
+                .unbind(),
+        )
+    };
+    let task_ids: Vec<i64> = c.task_ids.into_iter().map(i64::from).collect();
+    let items: Vec<Py<PyAny>> = vec![
+        indptr,
+        indices,
+        c.data.into_pyarray(py).into_any().unbind(),
+        c.labels.into_pyarray(py).into_any().unbind(),
+        task_ids.into_pyarray(py).into_any().unbind(),
+        c.new_tasks.into_pyobject(py)?.into_any().unbind(),
+        c.lines.into_pyarray(py).into_any().unbind(),
+        c.n_skipped.into_pyobject(py)?.into_any().unbind(),
+        c.first_skipped.into_pyobject(py)?.into_any().unbind(),
+        c.bytes_read.into_pyobject(py)?.into_any().unbind(),
+        c.feature_columns.into_pyobject(py)?.into_any().unbind(),
+    ];
+    Ok(PyTuple::new(py, items)?.unbind())
+}
+
+/// `(largest index or None, whether an index 0 appears, the qid tasks in order)` of an svmlight file.
+#[pyfunction]
+pub fn scan_svmlight(
+    py: Python<'_>,
+    path: String,
+    max_line_bytes: usize,
+) -> PyResult<(Option<u64>, bool, Vec<String>)> {
+    let scan = py
+        .detach(|| io::scan_svmlight(&path, max_line_bytes))
+        .map_err(value_error)?;
+    Ok((scan.max_index, scan.has_zero, scan.tasks))
+}
+
+/// The engine's limits the readers apply: (widest feature space, default line cap).
+#[pyfunction]
+pub fn reader_limits() -> (u64, usize) {
+    (io::MAX_COLUMNS, io::DEFAULT_MAX_LINE_BYTES)
+}
+
+/// Adds the readers to `omtl._native`.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeFileReader>()?;
+    m.add_function(wrap_pyfunction!(scan_svmlight, m)?)?;
+    m.add_function(wrap_pyfunction!(reader_limits, m)?)
+}
