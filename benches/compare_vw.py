@@ -231,7 +231,7 @@ def main(argv=None) -> int:
                     rows.setdefault(label, {}).setdefault("second_pass", []).append(second)
                 if label.startswith("MTLinear hash_bits"):
                     rows[label].setdefault("memory", []).append(model.memory_bytes_)
-                    rows[label].setdefault("width", []).append(model.block_weights_.shape[1])
+                    rows[label].setdefault("width", []).append(model.table_weights_.shape[0])
                 print(f"[{name} seed {seed}] {label}: {err:.2f} % in {sec:.3f} s", file=sys.stderr)
             record(FLOOR, np.nan, run_floor(Xp, tp, k, args.repeats))
             if not args.no_vw:
@@ -279,7 +279,8 @@ def write_markdown(results, args) -> None:
         "VW line inside the loop (from the CSR arrays, without scipy's row slicing). The summary "
         "gives the speed-up against both. VW runs with its defaults, among them `-b 18`: one table of 2^18 slots for all "
         "its features, so it hashes with collisions on the text sets; MTLinear hashes only with "
-        "`hash_bits` (one table per block).",
+        "`hash_bits` (likewise one table for every block), and its defaults keep every (block, feature) "
+        "pair exact.",
         "",
     ]
     for name, res in results.items():
@@ -289,7 +290,7 @@ def write_markdown(results, args) -> None:
         for label, r in res["rows"].items():
             extra = ""
             if "memory" in r:
-                extra = f" (block width {int(np.max(r['width']))}, {np.max(r['memory']) / 2**20:.1f} MiB)"
+                extra = f" (one table of {int(np.max(r['width']))} cells, {np.max(r['memory']) / 2**20:.1f} MiB)"
             if label == FLOOR:  # no predictions
                 lines.append(f"| {label} | | {fmt(r['sec'], '.4f')} |")
                 continue

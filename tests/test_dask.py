@@ -148,7 +148,7 @@ WHOLE_STREAM = [
     (omtl.MTFORG, {"budget": 10_000, "kernel": "rbf"}),
     (omtl.MTBPRJ, {"budget": 10_000, "kernel": "rbf", "eta": 0.3}),
     (omtl.MTLinear, {}),
-    (omtl.MTLinear, {"loss": "hinge", "update": "adagrad", "hash_bits": 3}),
+    (omtl.MTLinear, {"loss": "hinge", "update": "adagrad"}),
     (omtl.OMTL, {"global_norm": "l1", "C": 0.3}),
     (ref.MTPerceptron, {"kernel": "rbf", "gamma": 0.7}),
 ]
@@ -194,7 +194,8 @@ def test_budget_is_per_shard(client):
 def test_shared_state_learners_are_refused_unless_independent(client):
     graph = pair_graph()
     X, y, tasks = grouped_stream(n=20)
-    for proto in (omtl.ROMCO(n_tasks=K), omtl.PAGlobal(n_tasks=K), omtl.MTBPRJ2(n_tasks=K, budget=5)):
+    shared = (omtl.ROMCO(n_tasks=K), omtl.PAGlobal(n_tasks=K), omtl.MTBPRJ2(n_tasks=K, budget=5), omtl.MTLinear(n_tasks=K, hash_bits=4))
+    for proto in shared:  # hashed MTLinear: every block in one table
         with ShardedLearner(proto, graph, n_shards=2, client=client) as sharded:
             with pytest.raises(ValueError, match="independent_shards=True"):
                 sharded.partial_fit(X, y, tasks=tasks)

@@ -97,7 +97,8 @@ def test_arow_first_step_by_hand(cls):
     model.partial_fit(X, [1], tasks=[0])
     v = 7 / 9
     assert model.decision_function(X, tasks=[0])[0] == pytest.approx(10 / 11 + v / 11 / (v + 0.5), rel=1e-6)
-    assert model.memory_bytes_ == 3 * 2 * 4  # (weight, D) per slot in f32
+    if cls is omtl.MTLinear:  # (weight, D) per slot in f32, a block slot and one component's counters
+        assert 3 * 2 * 4 + 24 <= model.memory_bytes_ <= 3 * 2 * 4 + 24 + 64
 
 
 def test_invariant_steps_by_hand():
@@ -201,33 +202,62 @@ def test_edgeless_graph_through_the_general_factor_equals_disconnected(cls):
 
 @pytest.mark.parametrize("update", ["normalized", "arow"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
-@pytest.mark.parametrize("cls", BOTH)
-def test_hashing_with_enough_bits_equals_no_hashing(cls, sparse, update):
+def test_hashing_puts_every_block_in_one_table_as_the_twin(sparse, update):
+    """Under hash_bits the shared and per-task blocks share one table (collisions across blocks
+    too): the twin, which keeps a dict of table cells, gives the same scores and table."""
     X, y, tasks = random_stream(n=150, d=7, k=4, seed=9, sparse=sparse)
-    plain = cls(n_tasks=4, update=update, shared_rate=2.0).learn(X, y, tasks=tasks)
-    hashed_model = cls(n_tasks=4, hash_bits=3, update=update, shared_rate=2.0)  # 8 slots >= 7 features + intercept
-    np.testing.assert_array_equal(hashed_model.learn(X, y, tasks=tasks), plain)
+    nat = omtl.MTLinear(n_tasks=4, hash_bits=3, update=update)
+    twin = ref.MTLinear(n_tasks=4, hash_bits=3, update=update)
+    np.testing.assert_allclose(nat.learn(X, y, tasks=tasks), twin.learn(X, y, tasks=tasks))
+    np.testing.assert_allclose(nat.decision_function(X, tasks=tasks), twin.decision_function(X, tasks=tasks), rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(nat.table_weights_, twin._core.arrays()["table_weights"])
+    assert nat.table_weights_.shape == (8,)
+    with pytest.raises(ValueError, match="table_weights_"):
+        _ = nat.block_weights_
 
 
-def test_hashing_bounds_the_memory_whatever_the_number_of_features():
+def test_hashing_bounds_the_memory_whatever_the_number_of_features_and_tasks():
     rng = np.random.default_rng(0)
-    n, d, k, bits = 400, 1_000_000, 3, 6
+    n, d, bits = 400, 1_000_000, 6
     nnz = 20
     cols = np.sort(rng.choice(d, size=(n, nnz)), axis=1)  # may repeat within a row: summed below
     X = sp.csr_matrix((rng.uniform(0.5, 2.0, n * nnz), cols.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, d))
     X.sum_duplicates()
     y = np.where(rng.random(n) < 0.5, 1, -1)
-    tasks = rng.integers(0, k, n)
-    model = omtl.MTLinear(n_tasks=k, hash_bits=bits)
+    tasks = [f"user{t}" for t in rng.integers(0, 300, n)]  # open-ended string ids: 300 tasks
+    model = omtl.MTLinear(hash_bits=bits)
     model.partial_fit(X, y, tasks=tasks)
-    n_blocks, width = model.block_weights_.shape
-    assert (n_blocks, width) == (k + 1, 2**bits)
-    assert model.memory_bytes_ == n_blocks * 2**bits * 3 * 4  # weight, Σg²u², max|u| per slot, f32 each
+    # The table (weight, Σg²u², max|u| per cell, f32 each) and one component's counters (24 bytes).
+    assert model.table_weights_.shape == (2**bits,)
+    assert model.memory_bytes_ == 2**bits * 3 * 4 + 24
     # The twin hashes the same way (a dense copy of a few rows of a narrower problem).
+    k = 3
     Xs = np.where(rng.random((40, 300)) < 0.1, rng.uniform(-1.0, 2.0, (40, 300)), 0.0)
-    ys, ts = y[:40], tasks[:40]
+    ys, ts = y[:40], rng.integers(0, k, 40)
     nat = scores_row_by_row(omtl.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts)
     np.testing.assert_allclose(nat, scores_row_by_row(ref.MTLinear(n_tasks=k, hash_bits=bits), Xs, ys, ts), rtol=1e-9, atol=1e-12)
+
+
+def test_without_hashing_a_wide_model_stores_the_pairs_it_touches():
+    """Past 4,095 features the exact cells are sparse: a feature index of 2^28 costs its own
+    cells only, and the scores equal those of the same rows in a narrow dense model."""
+    rng = np.random.default_rng(1)
+    n, nnz = 60, 5
+    narrow_cols = np.sort(rng.choice(50, size=(n, nnz), replace=True), axis=1)
+    Xn = sp.csr_matrix((rng.uniform(0.5, 2.0, n * nnz), narrow_cols.ravel(), np.arange(0, n * nnz + 1, nnz)), shape=(n, 51))
+    Xn.sum_duplicates()
+    Xn.sort_indices()
+    y = np.where(rng.random(n) < 0.5, 1, -1)
+    tasks = rng.integers(0, 3, n)
+    # The same rows with column 50 moved to 2^28.
+    wide_cols = np.where(Xn.indices == 50, 2**28, Xn.indices)
+    Xw = sp.csr_matrix((Xn.data, wide_cols, Xn.indptr), shape=(n, 2**28 + 1))
+    narrow, wide = omtl.MTLinear(n_tasks=3, fit_intercept=False), omtl.MTLinear(n_tasks=3, fit_intercept=False)
+    np.testing.assert_array_equal(narrow.learn(Xn, y, tasks=tasks), wide.learn(Xw, y, tasks=tasks))
+    # 4 blocks x at most 51 pairs, each well under 64 bytes with its index.
+    assert wide.memory_bytes_ < 4 * 51 * 64
+    with pytest.raises(ValueError, match="bytes"):
+        _ = wide.block_weights_
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -379,3 +409,33 @@ def test_memory_floor_hook_runs_on_sparse_and_dense_rows_and_refuses_bad_tasks()
     assert seconds >= 0.0 and dense_sum == sparse_sum and dense_sum != 0.0
     with pytest.raises(ValueError, match="task"):
         _testing.complete_graph_floor(np.ascontiguousarray(X), tasks, 2)
+
+
+@pytest.mark.parametrize("layout", ["dense", "sparse", "hashed"])
+def test_a_call_failing_at_its_last_row_with_new_labels_leaves_the_model_as_before(layout):
+    """A batch naming new string labels whose last row passes validation but is refused by the
+    update (a value of 1e25: statistics beyond single precision) leaves the pickled model byte for
+    byte as before, new labels and tasks included; the journal undoes it without a copy."""
+    rng = np.random.default_rng(5)
+    d = 2**20 if layout == "sparse" else 40  # 2^20 columns x 4+ blocks: past the dense bound
+    n = 120
+    X = sp.random(n, d, density=8 / d, format="csr", random_state=rng)
+    X.data[:] = rng.uniform(0.5, 2.0, X.nnz)
+    y = np.where(rng.random(n) < 0.5, 1, -1)
+    users = np.array([f"user{i}" for i in rng.integers(0, 30, n)], dtype=object)
+    model = omtl.MTLinear(hash_bits=12 if layout == "hashed" else None)
+    model.partial_fit(X[:80], y[:80], tasks=users[:80])
+    before, memory = pickle.dumps(model), model.memory_bytes_
+    bad = X[80:].copy()
+    last = bad.indptr[-2]
+    assert bad.indptr[-1] > last
+    bad.data[last] = 1e25
+    new_users = np.array([f"new{i}" for i in range(40)], dtype=object)
+    y_bad = y[80:].copy()
+    y_bad[-1] = -1 if model.decision_function(bad[-1:], tasks=new_users[-1:])[0] >= 0 else 1
+    with pytest.raises(ValueError, match="single precision"):
+        model.learn(bad, y_bad, tasks=new_users)
+    assert pickle.dumps(model) == before
+    # What is allocated may keep the room the call reserved (amortised growth: at most double).
+    assert memory <= model.memory_bytes_ <= 2 * memory + 64 * 40
+    model.partial_fit(X[80:], y[80:], tasks=new_users)  # and it goes on learning

@@ -22,6 +22,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Result};
 use crate::kernel::Scratch;
+use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
@@ -271,6 +272,8 @@ pub struct CwCol {
     individual: Vec<Option<CwModel>>,
     n_updates: u64,
     n_global_updates: u64,
+    #[serde(skip)]
+    journal: SlotJournal<Option<CwModel>>,
 }
 
 learner_params! {
@@ -315,9 +318,34 @@ impl Build for CwCol {
             a,
             omega,
             global: CwModel::try_new(n_features, a)?,
-            individual: Need::new("n_tasks", n_tasks, "the per-task model slots").filled(&[n_tasks], None)?,
+            individual: {
+                check_models(n_tasks, n_features)?;
+                Need::new("n_tasks", n_tasks, "the per-task model slots").filled(&[n_tasks], None)?
+            },
             n_updates: 0,
             n_global_updates: 0,
+            journal: SlotJournal::default(),
+        })
+    }
+}
+
+/// Refuses a model whose per-task models (a mean and a variance of `n_features` each, allocated
+/// on each task's first update) could not all fit in memory.
+fn check_models(n_tasks: usize, n_features: usize) -> Result<()> {
+    Need::new(
+        "n_tasks",
+        n_tasks,
+        "CW-COL's per-task models (n_tasks x n_features x 2 doubles once every task has updated)",
+    )
+    .count::<f64>(&[n_tasks, n_features, 2])
+    .map(drop)
+}
+
+impl TryCopy for CwModel {
+    fn try_copy(&self) -> Result<Self> {
+        Ok(Self {
+            mu: self.mu.try_copy()?,
+            sigma: self.sigma.try_copy()?,
         })
     }
 }
@@ -454,6 +482,12 @@ impl OnlineLearner for CwCol {
         self.collaborative_changes(&x, task, y, &mut own)?;
         self.global
             .step_changes(&self.constants, &x, y, self.floor(), &mut global)?;
+        self.journal.touch(&self.individual, task)?;
+        if !global.is_empty() {
+            // The global model, saved once per journaled call.
+            let model = &self.global;
+            self.journal.touch_shared(|| Ok(Some(model.try_copy()?)))?;
+        }
         if !own.is_empty() {
             if self.individual[task].is_none() {
                 self.individual[task] = Some(CwModel::try_new(self.n_features, self.a)?);
@@ -479,8 +513,28 @@ impl OnlineLearner for CwCol {
         ]
     }
 
+    fn journal_begin(&mut self) -> bool {
+        self.begin_journal()
+    }
+
+    fn journal_commit(&mut self) {
+        self.journal.commit();
+    }
+
+    fn journal_rollback(&mut self) {
+        self.rollback_journal();
+    }
+
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         let (k, d) = (self.n_tasks, self.n_features);
+        let global = vec![
+            ("global_mean", vec![d], self.global.mu.clone()),
+            ("global_variance", vec![d], self.global.sigma.clone()),
+        ];
+        // The per-task picture only where it is small (2^24 values each, 128 MB).
+        if k.checked_mul(d).is_none_or(|n| n > 1 << 24) {
+            return global;
+        }
         let mut mu = Vec::with_capacity(k * d);
         let mut sigma = Vec::with_capacity(k * d);
         for m in &self.individual {
@@ -495,21 +549,36 @@ impl OnlineLearner for CwCol {
                 }
             }
         }
-        vec![
-            ("task_mean", vec![k, d], mu),
-            ("task_variance", vec![k, d], sigma),
-            ("global_mean", vec![d], self.global.mu.clone()),
-            ("global_variance", vec![d], self.global.sigma.clone()),
-        ]
+        let mut out = vec![("task_mean", vec![k, d], mu), ("task_variance", vec![k, d], sigma)];
+        out.extend(global);
+        out
     }
 }
 
 impl CwCol {
+    fn begin_journal(&mut self) -> bool {
+        self.journal.begin(self.individual.len());
+        self.journal.counts = [self.n_updates, self.n_global_updates, self.n_tasks as u64, 0];
+        true
+    }
+
+    fn rollback_journal(&mut self) {
+        if !self.journal.is_active() {
+            return;
+        }
+        let [n_updates, n_global_updates, n_tasks, _] = self.journal.counts;
+        (self.n_updates, self.n_global_updates, self.n_tasks) = (n_updates, n_global_updates, n_tasks as usize);
+        if let Some(Some(global)) = self.journal.rollback(&mut self.individual) {
+            self.global = global;
+        }
+    }
+
     /// Adds `n` tasks (open-ended task sets): each starts from the untouched prior (mu = 0,
     /// sigma = a, allocated on its first update) combined with the global model, as a task that
     /// has not been updated yet; nothing learned changes. Atomic.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
         let new_k = super::grown_n_tasks(self.n_tasks, n)?;
+        check_models(new_k, self.n_features)?;
         Need::new("n_tasks", new_k, "the per-task model slots").append_empty(&mut self.individual, n)?;
         self.n_tasks = new_k;
         Ok(())

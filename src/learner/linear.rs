@@ -11,6 +11,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{Error, Result};
 use crate::kernel::TaskKernel;
+use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::state::{check_finite, check_len, ensure};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +26,9 @@ pub struct LinearWeights {
     shared: Option<Vec<f64>>,
     /// Dense T only: the members of each component.
     members: Vec<Vec<usize>>,
+    /// Undo of the blocks a journaled call writes (see [`SlotJournal`]).
+    #[serde(skip)]
+    pub(crate) journal: SlotJournal<Option<Vec<f64>>>,
 }
 
 impl LinearWeights {
@@ -34,12 +38,14 @@ impl LinearWeights {
             _ => Vec::new(),
         };
         let k = tasks.n_tasks();
+        Self::check_vectors(k, n_features)?;
         Ok(Self {
             n_features,
             normalize,
             blocks: Need::new("n_tasks", k, "the per-task weight slots").filled(&[k], None)?,
             shared: None,
             members,
+            journal: SlotJournal::default(),
         })
     }
 
@@ -86,6 +92,7 @@ impl LinearWeights {
     /// forms only: a dense kernel does not grow). On `Err` nothing has changed.
     pub fn grow(&mut self, n: usize) -> Result<()> {
         let new_k = self.blocks.len().saturating_add(n);
+        Self::check_vectors(new_k, self.n_features)?;
         Need::new("n_tasks", new_k, "the per-task weight slots").append_empty(&mut self.blocks, n)?;
         Ok(())
     }
@@ -140,6 +147,15 @@ impl LinearWeights {
                 )));
             }
         }
+        for &(block, _) in &targets {
+            match block {
+                Some(s) => self.journal.touch(&self.blocks, s)?,
+                None => {
+                    let shared = &self.shared;
+                    self.journal.touch_shared(|| shared.try_copy())?;
+                }
+            }
+        }
         let need = Need::new("n_features", d, "a task's weight vector");
         let mut fresh = Vec::new();
         for &(block, _) in &targets {
@@ -165,6 +181,31 @@ impl LinearWeights {
             x.add_to(w.expect("allocated above"), step * t);
         }
         Ok(())
+    }
+
+    /// Starts the journal of the blocks ([`SlotJournal`]).
+    pub(crate) fn journal_begin(&mut self) {
+        self.journal.begin(self.blocks.len());
+    }
+
+    /// Undoes the journaled writes and the slots added.
+    pub(crate) fn journal_rollback(&mut self) {
+        if self.journal.is_active() {
+            if let Some(shared) = self.journal.rollback(&mut self.blocks) {
+                self.shared = shared;
+            }
+        }
+    }
+
+    /// Refuses `n_tasks` per-task vectors of `n_features` doubles that could not all fit in memory.
+    pub fn check_vectors(n_tasks: usize, n_features: usize) -> Result<()> {
+        Need::new(
+            "n_tasks",
+            n_tasks,
+            "the primal per-task weight vectors (n_tasks x n_features doubles once every task has updated)",
+        )
+        .count::<f64>(&[n_tasks, n_features])
+        .map(drop)
     }
 
     /// Number of allocated weight blocks (the memory in use, in units of d floats).

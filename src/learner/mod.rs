@@ -182,11 +182,14 @@ macro_rules! declare_learners {
 }
 
 learner_table!(declare_learners);
+#[cfg(test)]
+mod atomicity_tests;
 mod linear;
 mod lookahead;
 mod spec;
 #[cfg(test)]
 mod test_support;
+mod undo;
 
 pub use self::omtl::{omtl_tau, GlobalNorm, OmtlParams};
 pub use crate::kernel::ActiveSet;
@@ -195,7 +198,9 @@ pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
 pub use cw::{normal_quantile, CwColParams, CwConstants, CwModel};
 pub use linear::LinearWeights;
 pub use lookahead::Ahead;
-pub use mt_linear::{logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
+pub use mt_linear::{
+    logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH, MAX_HASH_BITS,
+};
 pub use omtrl::{OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressiveParams};
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};
@@ -336,20 +341,50 @@ pub trait OnlineLearner {
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         Vec::new()
     }
+
+    /// Starts an undo journal: until [`OnlineLearner::journal_commit`] or
+    /// [`OnlineLearner::journal_rollback`], the learner records what its updates and
+    /// [`OnlineLearner::add_tasks`] change, so that a rollback restores the model exactly, at a
+    /// cost proportional to what changed. Returns `false` (the default) for a learner without a
+    /// journal: the batch functions then run a multi-row call on a copy (docs/reliability.md).
+    fn journal_begin(&mut self) -> bool {
+        false
+    }
+
+    /// Ends the journal, keeping the changes.
+    fn journal_commit(&mut self) {}
+
+    /// Ends the journal, undoing every change since [`OnlineLearner::journal_begin`].
+    fn journal_rollback(&mut self) {}
+
+    /// Whether [`OnlineLearner::score`] of a task id `>= n_tasks()` gives the score that task
+    /// would have once added with no examples ([`decision_grown`] then scores without a copy).
+    fn scores_new_tasks(&self) -> bool {
+        false
+    }
 }
 
 /// Runs `body` on the model so that the call is atomic. `body` pushes the pre-update score of
-/// every row it completes. A multi-row batch runs on a clone that replaces the model on success,
-/// so an error at any row leaves the model as before; a one-row batch runs in place, the
-/// learner's own check-before-write ([`OnlineLearner::update`]) being enough there. An
-/// interrupt commits the rows completed before it and returns their scores.
+/// every row it completes. A learner with a journal ([`OnlineLearner::journal_begin`]) runs in
+/// place and rolls back on error, at the cost of what the call changed; otherwise a multi-row
+/// batch runs on a clone that replaces the model on success, and a one-row batch in place, the
+/// learner's own check-before-write ([`OnlineLearner::update`]) being enough there. An interrupt
+/// commits the rows completed before it and returns their scores.
 fn run_atomic<L: OnlineLearner + Clone>(
     model: &mut L,
     n_rows: usize,
     body: impl FnOnce(&mut L, &mut Vec<f64>) -> Result<()>,
 ) -> Result<Vec<f64>> {
     let mut scores = Vec::with_capacity(n_rows);
-    let outcome = if n_rows <= 1 {
+    let outcome = if model.journal_begin() {
+        let outcome = body(model, &mut scores);
+        if matches!(outcome, Ok(()) | Err(Error::Interrupted { .. })) {
+            model.journal_commit();
+        } else {
+            model.journal_rollback();
+        }
+        outcome
+    } else if n_rows <= 1 {
         body(model, &mut scores)
     } else {
         let mut work = model.clone();
@@ -433,8 +468,8 @@ pub fn score_each<L: OnlineLearner + ?Sized>(
 
 /// Runs the online protocol over a batch and returns the pre-update scores.
 ///
-/// Atomic: on `Err` the model is exactly as before the call, whichever row failed (a multi-row
-/// batch is learned on a clone of the model, which costs one copy of the model per call), except
+/// Atomic: on `Err` the model is exactly as before the call, whichever row failed (undone by the
+/// learner's journal, or the batch learned on a copy: [`run_atomic`]), except
 /// for [`Error::Interrupted`], after which the model has learned the rows whose scores the error
 /// carries.
 pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {
@@ -548,7 +583,7 @@ fn grown_n_tasks(n_tasks: usize, n: usize) -> Result<usize> {
 }
 
 /// `model` with `n_new` more tasks, on a copy ([`OnlineLearner::add_tasks`]); `None` when no
-/// task is added (then the model itself is used).
+/// task is added (then the model itself is used). For learners without a journal.
 fn grown<L: OnlineLearner + Clone>(model: &L, n_new: usize) -> Result<Option<L>> {
     if n_new == 0 {
         return Ok(None);
@@ -558,9 +593,33 @@ fn grown<L: OnlineLearner + Clone>(model: &L, n_new: usize) -> Result<Option<L>>
     Ok(Some(work))
 }
 
+/// Runs `body` after adding `n_new` tasks, atomically with the growth: in place under the
+/// learner's journal (the growth and the rows undone together on error), else on a copy.
+fn run_grown<L: OnlineLearner + Clone>(
+    model: &mut L,
+    n_new: usize,
+    body: impl FnOnce(&mut L) -> Result<Vec<f64>>,
+) -> Result<Vec<f64>> {
+    if model.journal_begin() {
+        let outcome = model.add_tasks(n_new).and_then(|()| body(model));
+        if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
+            model.journal_commit();
+        } else {
+            model.journal_rollback();
+        }
+        return outcome;
+    }
+    let mut work = grown(model, n_new)?.expect("n_new > 0");
+    let outcome = body(&mut work);
+    if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
+        *model = work;
+    }
+    outcome
+}
+
 /// [`learn`] after adding `n_new` tasks (the batch may name them). Atomic as [`learn`], the
 /// growth included: on `Err` the model has neither the new tasks nor any row; an interrupt
-/// keeps the new tasks and the rows completed.
+/// keeps the new tasks and the rows completed. The batch is validated before anything grows.
 pub fn learn_grown<L: OnlineLearner + Clone>(
     model: &mut L,
     n_new: usize,
@@ -568,22 +627,19 @@ pub fn learn_grown<L: OnlineLearner + Clone>(
     tasks: &[i64],
     y: &[f64],
 ) -> Result<Vec<f64>> {
-    let Some(mut work) = grown(model, n_new)? else {
+    if n_new == 0 {
         return learn(model, rows, tasks, y);
-    };
-    validate_learn_batch(rows, tasks, y, work.n_tasks(), work.n_features(), work.base_kernel())?;
-    let mut scores = Vec::with_capacity(rows.len());
-    match learn_rows(&mut work, rows, tasks, y, &mut scores) {
-        Ok(()) => {
-            *model = work;
-            Ok(scores)
-        }
-        Err(Error::Interrupted { .. }) => {
-            *model = work;
-            Err(Error::Interrupted { scores })
-        }
-        Err(e) => Err(e),
     }
+    let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
+    validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
+    run_grown(model, n_new, |m| {
+        let mut scores = Vec::with_capacity(rows.len());
+        match learn_rows(m, rows, tasks, y, &mut scores) {
+            Ok(()) => Ok(scores),
+            Err(Error::Interrupted { .. }) => Err(Error::Interrupted { scores }),
+            Err(e) => Err(e),
+        }
+    })
 }
 
 /// [`learn_rounds`] after adding `n_new` tasks; atomic as [`learn_grown`].
@@ -595,26 +651,41 @@ pub fn learn_rounds_grown<L: OnlineLearner + Clone>(
     y: &[f64],
     rounds: &[i64],
 ) -> Result<Vec<f64>> {
-    let Some(mut work) = grown(model, n_new)? else {
+    if n_new == 0 {
         return learn_rounds(model, rows, tasks, y, rounds);
-    };
-    // The copy is the only one: `learn_rounds` on it clones again for a multi-row batch, which
-    // keeps its atomicity argument in one place at the price of a second copy.
-    let outcome = learn_rounds(&mut work, rows, tasks, y, rounds);
-    if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
-        *model = work;
     }
-    outcome
+    let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
+    validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
+    validate_rounds(tasks, rounds, n_tasks)?;
+    run_grown(model, n_new, |m| {
+        let mut scores = Vec::with_capacity(rows.len());
+        let outcome = if m.joint_rounds() {
+            learn_joint_rounds(m, rows, tasks, y, rounds, &mut scores)
+        } else {
+            learn_rows(m, rows, tasks, y, &mut scores)
+        };
+        match outcome {
+            Ok(()) => Ok(scores),
+            Err(Error::Interrupted { .. }) => Err(Error::Interrupted { scores }),
+            Err(e) => Err(e),
+        }
+    })
 }
 
 /// [`decision`] as if `n_new` tasks had been added (they score as tasks with no examples);
-/// the model is not changed.
+/// the model is not changed, and not copied when it scores new tasks itself
+/// ([`OnlineLearner::scores_new_tasks`]).
 pub fn decision_grown<L: OnlineLearner + Clone>(
     model: &L,
     n_new: usize,
     rows: &Rows,
     tasks: &[i64],
 ) -> Result<Vec<f64>> {
+    if n_new > 0 && model.scores_new_tasks() {
+        let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
+        validate_batch(rows, tasks, None, n_tasks, model.n_features())?;
+        return score_rows(model, rows, tasks);
+    }
     match grown(model, n_new)? {
         Some(work) => decision(&work, rows, tasks),
         None => decision(model, rows, tasks),
@@ -624,6 +695,11 @@ pub fn decision_grown<L: OnlineLearner + Clone>(
 /// Scores a batch without changing the model. An interrupt ([`crate::interrupt`]) abandons it.
 pub fn decision<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     validate_batch(rows, tasks, None, model.n_tasks(), model.n_features())?;
+    score_rows(model, rows, tasks)
+}
+
+/// The scores of validated rows.
+fn score_rows<L: OnlineLearner + ?Sized>(model: &L, rows: &Rows, tasks: &[i64]) -> Result<Vec<f64>> {
     let mut scratch = Scratch::default();
     let n = rows.len();
     let width = model.lookahead().clamp(1, MAX_WINDOW);

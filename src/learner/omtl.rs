@@ -16,6 +16,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
+use crate::learner::undo::{try_copy_slice, SlotJournal};
 use crate::learner::{check_c, Build, OnlineLearner, Round, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -166,6 +167,8 @@ pub struct Omtl {
     weights: Vec<f64>,
     n_updates: u64,
     n_rounds: u64,
+    #[serde(skip)]
+    journal: SlotJournal<Vec<f64>>,
 }
 
 learner_params! {
@@ -209,6 +212,7 @@ impl Build for Omtl {
             .filled(&[n_tasks, n_features], 0.0)?,
             n_updates: 0,
             n_rounds: 0,
+            journal: SlotJournal::default(),
         })
     }
 }
@@ -242,6 +246,12 @@ impl Omtl {
                     "OMTL step is not finite or overflows the weights (tau = {:e}, loss {}, squared row norm {:e}, C = {})",
                     tau[r], losses[r], norms[r], self.c
                 )));
+            }
+        }
+        for (r, _) in rows.iter().enumerate() {
+            if tau[r] > 0.0 {
+                let (t, weights) = (tasks[r], &self.weights);
+                self.journal.touch_with(t, || try_copy_slice(&weights[t * d..(t + 1) * d]))?;
             }
         }
         self.n_rounds += 1;
@@ -318,6 +328,29 @@ impl OnlineLearner for Omtl {
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         vec![("coef", vec![self.n_tasks, self.n_features], self.weights.clone())]
     }
+
+    fn journal_begin(&mut self) -> bool {
+        self.journal.begin(self.n_tasks);
+        self.journal.counts = [self.n_updates, self.n_rounds, self.n_tasks as u64, 0];
+        true
+    }
+
+    fn journal_commit(&mut self) {
+        self.journal.commit();
+    }
+
+    /// The rows of the tasks the call updated come back, and the tasks it added go.
+    fn journal_rollback(&mut self) {
+        if !self.journal.is_active() {
+            return;
+        }
+        let [n_updates, n_rounds, n_tasks, _] = self.journal.counts;
+        let d = self.n_features;
+        (self.n_updates, self.n_rounds, self.n_tasks) = (n_updates, n_rounds, n_tasks as usize);
+        self.weights.truncate(self.n_tasks * d);
+        let weights = &mut self.weights;
+        let _ = self.journal.rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
+    }
 }
 
 impl Omtl {
@@ -330,8 +363,10 @@ impl Omtl {
             new_k,
             "the task weight vectors (n_tasks x n_features floats)",
         );
+        need.count::<f64>(&[new_k, self.n_features])?;
         let extra = need.count::<f64>(&[n, self.n_features])?;
-        need.reserve_exact(&mut self.weights, extra)?;
+        // Amortised: a call adding one task does not reallocate the k x d weights each time.
+        need.reserve(&mut self.weights, extra)?;
         self.weights.resize(self.weights.len() + extra, 0.0);
         self.n_tasks = new_k;
         Ok(())

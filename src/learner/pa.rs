@@ -13,6 +13,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
+use crate::learner::undo::SlotJournal;
 use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
@@ -59,6 +60,8 @@ pub struct PassiveAggressive {
     c: f64,
     weights: Vec<Option<Vec<f64>>>,
     n_updates: u64,
+    #[serde(skip)]
+    journal: SlotJournal<Option<Vec<f64>>>,
 }
 
 learner_params! {
@@ -88,6 +91,7 @@ impl Build for PassiveAggressive {
             variant,
         } = *params;
         let n_blocks = if global { 1 } else { n_tasks };
+        check_vectors(n_blocks, n_features)?;
         Ok(Self {
             n_tasks,
             n_features,
@@ -96,8 +100,21 @@ impl Build for PassiveAggressive {
             c,
             weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
+            journal: SlotJournal::default(),
         })
     }
+}
+
+/// Refuses a model whose per-task vectors (allocated on each task's first update) could not all
+/// fit in memory: PA-Unique keeps a dense vector of `n_features` per task.
+fn check_vectors(n_blocks: usize, n_features: usize) -> Result<()> {
+    Need::new(
+        "n_tasks",
+        n_blocks,
+        "PA's per-task weight vectors (n_tasks x n_features doubles once every task has updated)",
+    )
+    .count::<f64>(&[n_blocks, n_features])
+    .map(drop)
 }
 
 impl PassiveAggressive {
@@ -155,9 +172,10 @@ impl OnlineLearner for PassiveAggressive {
     shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        match (&self.weights[self.block(task)], x) {
-            (None, _) => 0.0,
-            (Some(w), x) => x.dot(w),
+        // A task id past the slots is a task not added yet (`decision_grown`): no weights.
+        match self.weights.get(self.block(task)) {
+            Some(Some(w)) => x.dot(w),
+            _ => 0.0,
         }
     }
 
@@ -179,6 +197,7 @@ impl OnlineLearner for PassiveAggressive {
         }
         let d = self.n_features;
         let b = self.block(task);
+        self.journal.touch(&self.weights, b)?;
         if let Some(w) = &self.weights[b] {
             if !x.axpy_stays_finite(w, tau * y) {
                 return Err(Error::Numerical(format!(
@@ -198,6 +217,28 @@ impl OnlineLearner for PassiveAggressive {
     }
 
     linear_counters!();
+
+    fn journal_begin(&mut self) -> bool {
+        self.journal.begin(self.weights.len());
+        self.journal.counts = [self.n_updates, self.n_tasks as u64, 0, 0];
+        true
+    }
+
+    fn journal_commit(&mut self) {
+        self.journal.commit();
+    }
+
+    fn journal_rollback(&mut self) {
+        if self.journal.is_active() {
+            let [n_updates, n_tasks, ..] = self.journal.counts;
+            (self.n_updates, self.n_tasks) = (n_updates, n_tasks as usize);
+            let _ = self.journal.rollback(&mut self.weights);
+        }
+    }
+
+    fn scores_new_tasks(&self) -> bool {
+        true // a new task has no weights (PA-Unique) or shares the one w (PA-Global)
+    }
 }
 
 impl PassiveAggressive {
@@ -206,6 +247,7 @@ impl PassiveAggressive {
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
         let new_k = super::grown_n_tasks(self.n_tasks, n)?;
         if !self.global {
+            check_vectors(new_k, self.n_features)?;
             Need::new("n_tasks", new_k, "the per-task weight slots").append_empty(&mut self.weights, n)?;
         }
         self.n_tasks = new_k;

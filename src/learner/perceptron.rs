@@ -180,6 +180,39 @@ impl OnlineLearner for MTPerceptron {
             Model::Dual(set, _) => set.len(),
         }
     }
+
+    /// The primal form journals the blocks it writes; the dual form (an active set of every
+    /// mistake) runs a batch on a copy.
+    fn journal_begin(&mut self) -> bool {
+        let Model::Primal(w) = &mut self.model else {
+            return false;
+        };
+        w.journal_begin();
+        w.journal.counts = [self.n_updates, self.n_seen, 0, 0];
+        // The closed forms are a few numbers; a general kernel never grows.
+        w.journal.kernel = (!matches!(self.tasks, TaskKernel::Dense { .. })).then(|| self.tasks.clone());
+        true
+    }
+
+    fn journal_commit(&mut self) {
+        if let Model::Primal(w) = &mut self.model {
+            w.journal.commit();
+        }
+    }
+
+    fn journal_rollback(&mut self) {
+        if let Model::Primal(w) = &mut self.model {
+            if !w.journal.is_active() {
+                return;
+            }
+            let [n_updates, n_seen, ..] = w.journal.counts;
+            (self.n_updates, self.n_seen) = (n_updates, n_seen);
+            if let Some(tasks) = w.journal.kernel.take() {
+                self.tasks = tasks;
+            }
+            w.journal_rollback();
+        }
+    }
 }
 
 impl MTPerceptron {

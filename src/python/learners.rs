@@ -72,6 +72,18 @@ impl OnlineLearner for AnyLearner {
     fn add_tasks(&mut self, n: usize) -> crate::Result<()> {
         self.get_mut().add_tasks(n)
     }
+    fn journal_begin(&mut self) -> bool {
+        self.get_mut().journal_begin()
+    }
+    fn journal_commit(&mut self) {
+        self.get_mut().journal_commit()
+    }
+    fn journal_rollback(&mut self) {
+        self.get_mut().journal_rollback()
+    }
+    fn scores_new_tasks(&self) -> bool {
+        self.get().scores_new_tasks()
+    }
     fn lookahead(&self) -> usize {
         self.get().lookahead()
     }

@@ -11,8 +11,10 @@ use crate::state::{self, CheckState};
 /// C after the last thresholding; 3: the Projectrons' drift-probe count, OMTRL's "coupling is
 /// fresh" flag, and MTLinear, stored in single precision; 4: ROMCO's row-side Gram route for
 /// wide U holds the eigendecomposition of `D = UUᵀ`, its factored tall U holds `Π` and `Π⁻¹`
-/// of `U = W Π`; 5: MTLinear's parameters hold `shared_rate`).
-pub const STATE_VERSION: u32 = 5;
+/// of `U = W Π`; 5: MTLinear's parameters hold `shared_rate`; 6: MTLinear's cells in one of
+/// three layouts, a hashed table, dense blocks or a sparse map, and no stored factor entries for
+/// the closed-form task graphs).
+pub const STATE_VERSION: u32 = 6;
 
 /// The serialised state: the layout version, then the learner (the `(u32, AnyLearner)` tuple
 /// earlier versions wrote, byte for byte).

@@ -18,7 +18,8 @@ import numpy as np
 from ..graph import TaskGraph
 
 #: Learners whose state splits by connected component of the task graph (ALGORITHMS.md §3-4,
-#: §6.1-6.2; MTLinear keeps its factor of T and its normalizer per component; OMTL's joint step
+#: §6.1-6.2; MTLinear without hashing keeps its factor of T, its normalizer and its cells per
+#: component (under ``hash_bits`` all blocks share one table: shared state); OMTL's joint step
 #: couples only the tasks of one round, and a sharded stream is protocol P1): sharded by component
 #: they equal the one model on the whole stream; the budget learners up to their budget, which
 #: becomes a per-shard budget. (To move into the learner registry.)
@@ -36,7 +37,10 @@ PER_SHARD_BUDGET = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTPRJ", "MTBPRJ2", "
 
 
 def splits_by_component(model) -> bool:
-    """True when ``model``'s class is known to keep its state per connected component."""
+    """True when ``model`` is known to keep its state per connected component (its class, and for
+    MTLinear no ``hash_bits``: hashed, every block lives in one shared table)."""
+    if type(model).__name__ == "MTLinear" and getattr(model, "hash_bits", None) is not None:
+        return False
     return type(model).__name__ in COMPONENT_LOCAL
 
 

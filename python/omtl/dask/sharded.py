@@ -18,7 +18,7 @@ from .._kernel_params import scale_gamma
 from .._validation import PM1, check_finite_X, check_labels, check_tasks, check_X, classes_of, labels_in_form
 from ..graph import TaskGraph
 from ._actor import PICKLE, SAFE, ShardActor, model_to_bytes, safe_format_supported
-from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, subgraph
+from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
 
 CHECKPOINT_MANIFEST = "checkpoint.json"
 
@@ -130,12 +130,12 @@ class ShardedLearner:
     def _check_learner(self, model, n_shards):
         name = type(model).__name__
         self.learner_name_ = name
-        if n_shards > 1 and not self.independent_shards and name not in COMPONENT_LOCAL:
+        if n_shards > 1 and not self.independent_shards and not splits_by_component(model):
             raise ValueError(
                 f"{name} keeps state shared by all tasks (or is not known to split by graph component): sharded over "
                 f"{n_shards} shards it would become {n_shards} independent models, a different learner. Pass "
                 "independent_shards=True to accept that, or use one shard. Learners that split exactly by "
-                f"component: {', '.join(sorted(COMPONENT_LOCAL))}"
+                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits)"
             )
 
     @staticmethod

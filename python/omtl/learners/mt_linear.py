@@ -70,9 +70,13 @@ class MTLinear(OnlineClassifier):
     fit_intercept : bool, default=True
         Append a constant feature 1 to ``x`` (a bias per block: a shared and a per-task bias).
     hash_bits : int or None, default=None
-        Memory budget: feature ``j`` uses slot ``j mod 2**hash_bits`` of every block (colliding
-        features share a weight), so a block holds at most ``2**hash_bits`` weights whatever the
-        number of features. ``None``: one slot per feature.
+        Memory budget for the whole model: every block (the shared one and each task's own) lives
+        in one table of ``2**hash_bits`` cells, each (block, feature) pair hashed into it, as
+        Vowpal Wabbit's ``-b``; colliding pairs share a weight and its statistics
+        (docs/mt_linear.md M.4). The model is then at most the table (``2**hash_bits`` x 4 to 12
+        bytes by ``update``) plus a few bytes per task, whatever the number of tasks and features.
+        ``None``: exact, every (block, feature) pair its own cell, stored densely for up to 4,095
+        features or a few tasks and sparsely beyond (memory follows the pairs touched; M.4).
     shared_rate : float, default=2.0
         The complete graph's shared block learns at ``shared_rate`` times the rate of the per-task
         blocks (every ``update`` rule; for ``"arow"`` its variances): above 1 a mistake moves the
@@ -89,11 +93,16 @@ class MTLinear(OnlineClassifier):
     Attributes
     ----------
     memory_bytes_ : int
-        Bytes held by the weight blocks and their per-coordinate statistics (single precision:
-        4 bytes a value).
-    block_weights_ : ndarray of shape (n_blocks, block_width)
-        The weight blocks (the last column is the intercept when ``fit_intercept`` and no hashing),
-        stored in single precision and returned as float64.
+        Bytes allocated for the model's state: the weights with their per-coordinate statistics
+        (single precision: 4 bytes a value) in the table, dense blocks or sparse cells, the
+        sparse index, and the per-component counters.
+    block_weights_ : ndarray of shape (n_blocks, n_features + fit_intercept)
+        Without hashing: the weight blocks (own blocks by task, then the complete graph's shared
+        block; the last column is the intercept when ``fit_intercept``), stored in single
+        precision and returned as float64. A ``ValueError`` under hashing (the blocks share one
+        table: ``table_weights_``) or when the picture would exceed 2**24 values.
+    table_weights_ : ndarray of shape (2**hash_bits,)
+        Under hashing, the weights of the table (empty before the first update).
 
     Examples
     --------
@@ -180,4 +189,19 @@ class MTLinear(OnlineClassifier):
     def block_weights_(self) -> np.ndarray:
         if not self._is_fitted():
             return np.zeros((0, 0))
-        return np.array(self._core.arrays()["block_weights"], dtype=np.float64)
+        arrays = self._core.arrays()
+        if "block_weights" not in arrays:
+            if self.hash_bits is not None:
+                raise ValueError("under hash_bits the blocks share one table: see table_weights_")
+            n_blocks, width = int(self._diagnostic("n_blocks", 0)), int(self._diagnostic("block_width", 0))
+            raise ValueError(
+                f"block_weights_ would be {n_blocks} x {width} values ({8 * n_blocks * width:,} bytes); "
+                "the model stores only the cells it touched"
+            )
+        return np.array(arrays["block_weights"], dtype=np.float64)
+
+    @property
+    def table_weights_(self) -> np.ndarray:
+        if not self._is_fitted():
+            return np.zeros(0)
+        return np.array(self._core.arrays().get("table_weights", np.zeros(0)), dtype=np.float64)

@@ -15,24 +15,19 @@ from .graph import task_kernel
 M64 = (1 << 64) - 1
 
 
-INTERCEPT = None  # the intercept's key under hashing
-OPEN_SHARED_SEED = 2**32 - 1
+INTERCEPT_KEY = M64  # the intercept's key under hashing (never a feature index)
+SHARED = 2**32 - 1  # the complete graph's shared block: its id and hash seed, whatever k
 
 
-def slot_of(key, block: int, n_hashed: int) -> int:
-    """The slot of a coordinate: its key (the feature index) without hashing (n_hashed = 0); under
-    hashing, MurmurHash3's 64-bit finaliser of the key seeded by the block, reduced to
-    [0, n_hashed) by multiply-shift, and slot n_hashed for the intercept."""
-    if n_hashed == 0:
-        return key
-    if key is INTERCEPT:
-        return n_hashed
-    k = key ^ ((block * 0x9E3779B97F4A7C15) & M64)
+def slot_of(key: int, seed: int, n_slots: int) -> int:
+    """The table cell of a key of the block hashed with ``seed``: MurmurHash3's 64-bit finaliser
+    of the key mixed with the seed, reduced to [0, n_slots) by multiply-shift."""
+    k = key ^ ((seed * 0x9E3779B97F4A7C15) & M64)
     for mult in (0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53):
         k ^= k >> 33
         k = (k * mult) & M64
     k ^= k >> 33
-    return (k * n_hashed) >> 64
+    return (k * n_slots) >> 64
 
 
 def factor_terms(graph):
@@ -44,7 +39,7 @@ def factor_terms(graph):
         return [[(i, math.sqrt(T[i, i]))] for i in range(k)], k
     if complete:
         own, shared = math.sqrt(T[0, 0] - T[0, 1]), math.sqrt(T[0, 1])
-        return [[(i, own), (k, shared)] for i in range(k)], k + 1
+        return [[(i, own), (SHARED, shared)] for i in range(k)], k + 1
     scale = np.abs(T).max()
     n_comp, comp = connected_components(np.abs(T) > 1e-12 * scale, directed=False)
     terms = [[] for _ in range(k)]
@@ -136,27 +131,24 @@ def proximal_step(loss, y, p, eta, v):
 
 
 class MTLinearCore(ReferenceCore):
+    """The cells live in a dict keyed by (block, key) without hashing (every coordinate its own
+    cell), and by table slot under hashing (one table of 2**hash_bits cells shared by every block,
+    the block's id as the hash seed)."""
+
     def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits, shared_rate):
         self.graph = graph
         self.loss, self.rule, self.eta, self.rho = loss, update, learning_rate, shared_rate
         self.d, self.intercept = n_features, fit_intercept
-        dim = n_features + int(fit_intercept)
-        # Hashing only when the budget is smaller than the number of features.
-        hashed = hash_bits is not None and 2**hash_bits < dim
-        self.width = 2**hash_bits if hashed else dim
-        self.n_hashed = self.width - int(fit_intercept) if hashed else 0
-        self.terms, n_blocks = factor_terms(graph)
+        self.bits = hash_bits
+        self.terms, _ = factor_terms(graph)
         self.comp = components_of(graph, graph.n_tasks)
         n_comp = int(self.comp.max()) + 1
         self.t = np.zeros(n_comp)  # examples per component (the SGD clock)
         self.n_norm = np.zeros(n_comp)  # updating examples per component
         self.sum_norm_x = np.zeros(n_comp)
-        # Single precision, as the native blocks (M.5): read into Python floats (f64), computed
-        # there, rounded to f32 once per value written (float() keeps NumPy from computing in f32).
-        self.W = np.zeros((n_blocks, self.width), dtype=np.float32)
-        self.G = np.zeros((n_blocks, self.width), dtype=np.float32)
-        self.N = np.zeros((n_blocks, self.width), dtype=np.float32)
-        self.allocated = np.zeros(n_blocks, dtype=bool)
+        # Single precision, as the native cells (M.5): read into Python floats (f64), computed
+        # there, rounded to f32 once per value written.
+        self.W, self.G, self.N = {}, {}, {}
         self.n_updates = 0
 
     @property
@@ -165,60 +157,62 @@ class MTLinearCore(ReferenceCore):
 
     def add_tasks(self, n: int) -> None:
         """As the engine (docs/mt_linear.md, M.1 and open-ended task sets): new tasks get empty
-        own blocks; the complete graph's shared block moves to the new last index."""
+        own blocks; the complete graph's shared block keeps its id."""
         k = self.graph.n_tasks
         complete = self.graph.kind == "complete_open"
         if self.graph.kind not in ("disconnected", "complete_open"):
             raise ValueError(f"a fitted model on a {self.graph.kind!r} task graph cannot add tasks")
-        if complete and k == 1 and self.allocated[0]:
+        if complete and k == 1 and self.W:
             raise ValueError("MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block")
         graph = self.graph.add_tasks(n)
-        terms, n_blocks = factor_terms(graph)
-
-        def grown(a):
-            if complete and k == 1:
-                return np.zeros((n_blocks, self.width), dtype=a.dtype)
-            pad = np.zeros((n, *a.shape[1:]), dtype=a.dtype)
-            return np.concatenate([a[:k], pad, a[k:]])
-
-        self.W, self.G, self.N, self.allocated = grown(self.W), grown(self.G), grown(self.N), grown(self.allocated)
         if not complete:
             self.t, self.n_norm, self.sum_norm_x = (np.concatenate([a, np.zeros(n)]) for a in (self.t, self.n_norm, self.sum_norm_x))
-        self.terms, self.comp, self.graph = terms, components_of(graph, graph.n_tasks), graph
+        self.terms, _ = factor_terms(graph)
+        self.comp, self.graph = components_of(graph, graph.n_tasks), graph
+
+    def n_blocks(self):
+        k = self.graph.n_tasks
+        return k + 1 if self.graph.kind in ("complete", "complete_open") and k >= 2 else k
+
+    def width(self):
+        return 2**self.bits if self.bits is not None else self.d + int(self.intercept)
 
     def diagnostics(self) -> dict:
-        per_slot = {"normalized": 3, "adagrad": 2, "sgd": 1, "arow": 2}[self.rule]
-        return {"memory_bytes": float(self.allocated.sum() * self.width * per_slot * 4)}
+        return {"n_blocks": float(self.n_blocks()), "block_width": float(self.width())}
 
     def arrays(self) -> dict:
-        return {"block_weights": self.W.astype(np.float64)}
+        if self.bits is not None:
+            table = np.zeros(self.width(), dtype=np.float32)
+            for slot, w in self.W.items():
+                table[slot] = w
+            return {"table_weights": table.astype(np.float64)} if self.W else {}
+        k, width = self.graph.n_tasks, self.width()
+        out = np.zeros((self.n_blocks(), width), dtype=np.float32)
+        for (r, j), w in self.W.items():
+            out[k if r == SHARED else r, j] = w
+        return {"block_weights": out.astype(np.float64)}
 
     def entries(self, x, block):
-        """(slot in ``block``, value) of every coordinate of (x, 1): under hashing, feature j is
-        stored twice, keys 2j and 2j + 1, with value x_j/√2 each."""
+        """(cell, value) of every coordinate of (x, 1) in ``block``: without hashing the cell is
+        (block, feature) (the intercept's feature is d); under hashing, the table cell of the
+        feature index (the intercept's key is 2^64 - 1) hashed with the block as seed."""
         out = [(j, v) for j, v in enumerate(x) if v != 0.0]
-        if self.n_hashed:
-            half = math.sqrt(0.5)
-            out = [(2 * j + copy, v * half) for j, v in out for copy in (0, 1)]
+        if self.bits is None:
+            if self.intercept:
+                out.append((self.d, 1.0))
+            return [((block, j), v) for j, v in out]
         if self.intercept:
-            out.append((INTERCEPT if self.n_hashed else self.d, 1.0))
-        return [(slot_of(key, self.hash_seed(block), self.n_hashed), v) for key, v in out]
-
-    def hash_seed(self, block):
-        """The open complete graph's shared block (index k, which moves as tasks are added) is
-        hashed with the seed 2^32 - 1; every other block with its index."""
-        k = self.graph.n_tasks
-        return OPEN_SHARED_SEED if self.graph.kind == "complete_open" and k >= 2 and block == k else block
+            out.append((INTERCEPT_KEY, 1.0))
+        return [(slot_of(key, block, 2**self.bits), v) for key, v in out]
 
     def shared_block(self):
-        """The complete graph's shared block (index k, k >= 2), whose rates shared_rate multiplies;
-        None for every other graph."""
+        """The complete graph's shared block (k >= 2), whose rates shared_rate multiplies; None
+        for every other graph."""
         k = self.graph.n_tasks
-        return k if self.graph.kind in ("complete", "complete_open") and k >= 2 else None
+        return SHARED if self.graph.kind in ("complete", "complete_open") and k >= 2 else None
 
     def score_one(self, x, task):
-        return sum(b * sum(v * float(self.W[r, j]) for j, v in self.entries(x, r)) for r, b in self.terms[task])
-
+        return sum(b * sum(v * float(self.W.get(cell, 0.0)) for cell, v in self.entries(x, r)) for r, b in self.terms[task])
 
     def update_one(self, x, task, y, p):
         c = self.comp[task]
@@ -227,20 +221,21 @@ class MTLinearCore(ReferenceCore):
         # |g| < 1.5e-154 (g^2 underflows): nothing to learn in double precision (as the engine).
         if loss_value(self.loss, y, p) <= 0 or g * g < sys.float_info.min:
             return
-        coords = [(r, j, b * v) for r, b in self.terms[task] for j, v in self.entries(x, r) if b * v != 0.0]
+        coords = [(r, cell, b * v) for r, b in self.terms[task] for cell, v in self.entries(x, r) if b * v != 0.0]
+        W, Gs, Ns = self.W, self.G, self.N
         rates, h, norm_x = [], 0.0, 0.0
         # AROW's second statistic is D = sum u^2 (its precision 1 + eta D), the others' G = sum g^2 u^2.
         g2 = 1.0 if self.rule == "arow" else g * g
         for r, j, u in coords:
-            G = float(self.G[r, j]) + g2 * u * u
+            G = float(Gs.get(j, 0.0)) + g2 * u * u
             if self.rule == "normalized":
-                N = max(float(self.N[r, j]), abs(u))
+                N = max(float(Ns.get(j, 0.0)), abs(u))
                 norm_x += u * u / (N * N)
                 rate = 1.0 / (math.sqrt(G) * N)
             elif self.rule == "adagrad":
                 rate = 1.0 / math.sqrt(G)
             elif self.rule == "arow":
-                rate = 1.0 / (1.0 + self.eta * float(self.G[r, j]))  # the variance before this update
+                rate = 1.0 / (1.0 + self.eta * float(Gs.get(j, 0.0)))  # the variance before this update
             else:
                 rate = 1.0 / math.sqrt(self.t[c])
             if r == self.shared_block():
@@ -261,27 +256,25 @@ class MTLinearCore(ReferenceCore):
             raise ValueError("MTLinear: non-finite step; update refused")
         # Every value written must fit f32, with room for coordinates colliding in one slot.
         f32_max = float(np.finfo(np.float32).max)
-        old_w = max((abs(float(self.W[r, j])) for r, j, _ in coords), default=0.0)
-        old_g = max((float(self.G[r, j]) for r, j, _ in coords), default=0.0)
+        old_w = max((abs(float(W.get(j, 0.0))) for _, j, _ in coords), default=0.0)
+        old_g = max((float(Gs.get(j, 0.0)) for _, j, _ in coords), default=0.0)
         bounds = (old_w + abs(s) * sum(abs(u * rate) for (_, _, u), rate in zip(coords, rates)),
                   old_g + g2 * sum(u * u for _, _, u in coords), max(abs(u) for _, _, u in coords))
         if not all(b < f32_max for b in bounds):
             raise ValueError("MTLinear: a weight or statistic would exceed single precision; update refused")
-        for (r, j, u), rate in zip(coords, rates):
-            self.allocated[r] = True
-            w = float(self.W[r, j])
-            self.G[r, j] = float(self.G[r, j]) + g2 * u * u
-            if self.rule == "normalized" and abs(u) > float(self.N[r, j]):
-                if self.N[r, j] > 0:
-                    w *= float(self.N[r, j]) / abs(u)
-                self.N[r, j] = abs(u)
-            self.W[r, j] = w + s * u * rate
-        for r, _ in self.terms[task]:
-            self.allocated[r] = True
+        f32 = np.float32
+        for (_, j, u), rate in zip(coords, rates):
+            w = float(W.get(j, 0.0))
+            Gs[j] = f32(float(Gs.get(j, 0.0)) + g2 * u * u)
+            n_old = float(Ns.get(j, 0.0))
+            if self.rule == "normalized" and abs(u) > n_old:
+                if n_old > 0:
+                    w *= n_old / abs(u)
+                Ns[j] = f32(abs(u))
+            W[j] = f32(w + s * u * rate)
         self.n_norm[c] += 1
         self.sum_norm_x[c] += norm_x
         self.n_updates += 1
-
 
 
 class MTLinear(learners.MTLinear):

@@ -20,17 +20,24 @@
 //! and the loss's proximal step along `Σ u` ([`Loss::proximal_step`]). `shared_rate = ρ` multiplies
 //! the rates (AROW: the variances) of the complete graph's shared block, under every rule (M.8).
 //!
-//! Feature hashing (`hash_bits = b`, only when `2^b < d + 1`): feature `j` lives in two slots of
-//! each block with value `x_j/√2` each, chosen by a block-seeded 64-bit mix ([`slot_of`]), so
-//! colliding features share one weight and its statistics.
+//! Storage ([`store`]): with `hash_bits = b` one table of `2^b` cells shared by every block,
+//! each (block, feature) hashed into it with the block as seed, so colliding coordinates share a
+//! weight and its statistics. Without
+//! hashing every coordinate has its own cell: dense blocks for a narrow feature space, a sparse
+//! map of the (block, feature) pairs touched for a wide one. An undo journal
+//! ([`store::Journal`]) makes a batch atomic at the cost of the cells it writes.
 //!
 //! The state is single precision (as VW's table), the arithmetic double (docs/mt_linear.md, M.5).
 
-use std::f64::consts::FRAC_1_SQRT_2;
-
 use serde::{Deserialize, Serialize};
 
-use crate::alloc::{Need, ZeroedBuf};
+mod store;
+
+pub use store::{slot_of, DENSE_MAX_BYTES, DENSE_MAX_WIDTH};
+
+use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
+
+use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
@@ -223,16 +230,6 @@ impl UpdateRule {
     }
 }
 
-/// One weight block `w_r` with its per-coordinate statistics, interleaved per slot as
-/// `[w, G, N]` (the fields the rule uses), so that an update touches one cache line per coordinate.
-/// Stored in single precision, as VW does: the state of a large sparse vocabulary is then half as
-/// much memory to zero, fetch and cache; every computation reads it into f64 and rounds once on
-/// writing (docs/mt_linear.md, M.5).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Block {
-    data: ZeroedBuf<f32>,
-}
-
 impl UpdateRule {
     /// Floats per slot: the weight, then Σ g² u² (normalized, adagrad) or Σ u² (arow), then
     /// max |u| (normalized).
@@ -242,18 +239,6 @@ impl UpdateRule {
             Self::Adagrad | Self::Arow => 2,
             Self::Sgd => 1,
         }
-    }
-}
-
-impl Block {
-    /// A zero block, allocated fallibly (its size comes from `n_features` or `hash_bits`).
-    fn try_new(width: usize, rule: UpdateRule) -> Result<Self> {
-        let data = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, rule.stride()])?;
-        Ok(Self { data })
-    }
-
-    fn n_values(&self) -> usize {
-        self.data.len()
     }
 }
 
@@ -344,29 +329,50 @@ pub struct MTLinear {
     n_tasks: usize,
     n_features: usize,
     params: MTLinearParams,
-    /// The task kernel the factor was computed from (for `same_settings`).
+    /// The task kernel the factor follows (closed forms: computed from it per example).
     tasks: TaskKernel,
-    /// Slots per block: `n_features (+1)`, or at most `2^hash_bits`.
-    width: usize,
-    /// Hashing: the number of slots features are hashed into (see [`slot_of`]); 0 when every
-    /// feature has its own slot (no hashing, or `2^hash_bits` covers all features).
-    n_hashed: usize,
-    /// Per task, the blocks it reads and writes with their factor entries `(r, B[r, i])`, B[r, i] ≠ 0.
+    /// A general task kernel only: per task, the blocks it reads and writes with their factor
+    /// entries `(r, B[r, i])`, B[r, i] ≠ 0, and its component (empty for the closed forms, whose
+    /// entries are computed: nothing is stored per task).
     terms: Vec<Vec<(u32, f64)>>,
     component: Vec<u32>,
+    /// Per connected component (one for the complete graph, one per task when disconnected).
     stats: Vec<ComponentStats>,
-    /// Allocated on their first update.
-    blocks: Vec<Option<Block>>,
+    store: Store,
     n_updates: u64,
+    /// Undo log of the batch in progress ([`OnlineLearner::journal_begin`]).
+    #[serde(skip)]
+    journal: Journal,
     /// Per-coordinate rates of the update in progress (phase one to phase two).
     #[serde(skip)]
     rates: Vec<f64>,
-    /// The nonzero entries of the example being learnt.
+    /// The nonzero entries `(key, value)` of the example being learnt.
     #[serde(skip)]
     entries: Vec<(usize, f64)>,
     /// Per coordinate of the update in progress: u and the slot's G and N before it.
     #[serde(skip)]
     pad: Scratchpad,
+    /// The factor entries of the update in progress.
+    #[serde(skip)]
+    term_buf: Vec<(u32, f64)>,
+}
+
+/// The factor entries `(block, B[block, task])` of one task: computed for the closed forms, or
+/// the stored list of a general task kernel.
+enum Terms<'a> {
+    Closed([(u32, f64); 2], usize),
+    Stored(&'a [(u32, f64)]),
+}
+
+impl std::ops::Deref for Terms<'_> {
+    type Target = [(u32, f64)];
+
+    fn deref(&self) -> &[(u32, f64)] {
+        match self {
+            Terms::Closed(t, n) => &t[..*n],
+            Terms::Stored(t) => t,
+        }
+    }
 }
 
 /// Per coordinate of the example in progress, in gather order (block by block of the task's
@@ -596,6 +602,28 @@ struct Coords<'a> {
     n: &'a mut [f64],
 }
 
+/// Where a block's cells are: the offset of `(block, key)` in the block's data.
+#[derive(Clone, Copy)]
+enum Loc<'a> {
+    /// A dense block: the key is the index.
+    Direct,
+    /// The hashed table of this many cells.
+    Hashed(usize),
+    /// The sparse map (its slab is the data): [`ABSENT`] for a pair without a cell.
+    Sparse(&'a SparseCells),
+}
+
+impl Loc<'_> {
+    #[inline(always)]
+    fn at<const S: usize>(self, r: u32, key: usize) -> usize {
+        match self {
+            Loc::Direct => key * S,
+            Loc::Hashed(n) => slot_of(key as u64, r, n) * S,
+            Loc::Sparse(cells) => cells.offset(r, key as u32),
+        }
+    }
+}
+
 /// Gathers the coordinates of one block (`S` floats per slot, a constant so that the cell reads
 /// compile to fixed offsets) and returns `Σ_j x̃_j w_r[j]` in entry order.
 #[inline(always)]
@@ -603,15 +631,24 @@ fn gather_block<const S: usize>(
     entries: &[(usize, f64)],
     r: u32,
     b: f64,
-    n_hashed: usize,
+    loc: Loc,
     block: Option<&[f32]>,
     mut c: Coords,
 ) -> f64 {
     let mut s = 0.0;
     for (i, &(j, v)) in entries.iter().enumerate() {
-        s += v * gather_coord::<S>(slot_of(j, r, n_hashed) * S, b * v, block, &mut c, i);
+        s += v * gather_coord::<S>(loc.at::<S>(r, j), b * v, block, &mut c, i);
     }
     s
+}
+
+/// The cell at `at` of `block` (zeros for a block not allocated or a pair without a cell).
+#[inline(always)]
+fn cell_at<const S: usize>(block: Option<&[f32]>, at: usize) -> [f32; S] {
+    match block {
+        Some(data) if at != ABSENT => data[at..at + S].try_into().expect("a slot holds S floats"),
+        _ => [0.0; S],
+    }
 }
 
 /// One coordinate of [`gather_block`]: records the slot, `u = b v` and the slot's state, and
@@ -620,10 +657,7 @@ fn gather_block<const S: usize>(
 fn gather_coord<const S: usize>(at: usize, uv: f64, block: Option<&[f32]>, c: &mut Coords, i: usize) -> f64 {
     c.slot[i] = at;
     c.u[i] = uv;
-    let cell: [f32; S] = match block {
-        Some(data) => data[at..at + S].try_into().expect("a slot holds S floats"),
-        None => [0.0; S],
-    };
+    let cell: [f32; S] = cell_at::<S>(block, at);
     let w = f64::from(cell[0]);
     c.w[i] = w;
     c.g[i] = if S >= 2 { f64::from(cell[1 % S]) } else { 0.0 };
@@ -635,9 +669,9 @@ fn gather_coord<const S: usize>(at: usize, uv: f64, block: Option<&[f32]>, c: &m
 #[inline(always)]
 fn gather_pair<const S: usize>(
     entries: &[(usize, f64)],
-    seeds: (u32, u32),
+    ids: (u32, u32),
     b: (f64, f64),
-    n_hashed: usize,
+    loc: Loc,
     blocks: (Option<&[f32]>, Option<&[f32]>),
     mut c0: Coords,
     mut c1: Coords,
@@ -646,11 +680,7 @@ fn gather_pair<const S: usize>(
     assert!(c0.slot.len() >= m && c1.slot.len() >= m && c0.n.len() >= m && c1.n.len() >= m);
     let (mut s0, mut s1) = (0.0, 0.0);
     for (i, &(j, v)) in entries.iter().enumerate() {
-        let (at0, at1) = if n_hashed == 0 {
-            (j * S, j * S)
-        } else {
-            (slot_of(j, seeds.0, n_hashed) * S, slot_of(j, seeds.1, n_hashed) * S)
-        };
+        let (at0, at1) = (loc.at::<S>(ids.0, j), loc.at::<S>(ids.1, j));
         s0 += v * gather_coord::<S>(at0, b.0 * v, blocks.0, &mut c0, i);
         s1 += v * gather_coord::<S>(at1, b.1 * v, blocks.1, &mut c1, i);
     }
@@ -757,94 +787,32 @@ unsafe fn write_distinct_lanes<L: LaneMath, const S: usize>(data: &mut [f32], a:
     write_block::<S>(data, &a.slot[whole..], &u[whole..], &rates[whole..], a.g2, a.scale);
 }
 
-/// The factor `B` of `T` as per-task lists `(block, B[block, task])`, and the number of blocks.
-fn factor_terms(tasks: &TaskKernel) -> (Vec<Vec<(u32, f64)>>, usize) {
-    match *tasks {
-        TaskKernel::Disconnected { k, scale } => ((0..k).map(|i| vec![(i as u32, scale.sqrt())]).collect(), k),
-        // k = 1: T is 1 x 1, one block (the shared/per-task split would duplicate every feature).
-        TaskKernel::Complete { k: 1, diag, .. } => (vec![vec![(0, diag.sqrt())]], 1),
-        TaskKernel::Complete { k, diag, off } => {
-            let own = (diag - off).max(0.0).sqrt();
-            let shared = off.max(0.0).sqrt();
-            let terms = (0..k)
-                .map(|i| {
-                    [(i as u32, own), (k as u32, shared)]
-                        .into_iter()
-                        .filter(|&(_, c)| c != 0.0)
-                        .collect()
-                })
-                .collect();
-            (terms, k + 1)
-        }
-        TaskKernel::Dense { k, ref t, .. } => {
-            let mut terms = vec![Vec::new(); k];
-            for members in tasks.component_members() {
-                let m = members.len();
-                let mut sub = vec![0.0; m * m];
-                for (a, &i) in members.iter().enumerate() {
-                    for (b, &j) in members.iter().enumerate() {
-                        sub[a * m + b] = t[i * k + j];
-                    }
-                }
-                let root = sym_sqrt(&SymMatrix { n: m, data: sub });
-                for (b, &i) in members.iter().enumerate() {
-                    terms[i] = members
-                        .iter()
-                        .enumerate()
-                        .map(|(a, &s)| (s as u32, root.get(a, b)))
-                        .filter(|&(_, c)| c != 0.0)
-                        .collect();
-                }
+/// A general task kernel's factor `B = T_c^{1/2}` per component, as per-task lists
+/// `(block, B[block, task])` (exact zeros skipped); block ids are task indices.
+fn dense_factor_terms(tasks: &TaskKernel) -> Vec<Vec<(u32, f64)>> {
+    let TaskKernel::Dense { k, ref t, .. } = *tasks else {
+        return Vec::new(); // the closed forms are computed per example (`MTLinear::terms`)
+    };
+    let mut terms = vec![Vec::new(); k];
+    for members in tasks.component_members() {
+        let m = members.len();
+        let mut sub = vec![0.0; m * m];
+        for (a, &i) in members.iter().enumerate() {
+            for (b, &j) in members.iter().enumerate() {
+                sub[a * m + b] = t[i * k + j];
             }
-            (terms, k)
+        }
+        let root = sym_sqrt(&SymMatrix { n: m, data: sub });
+        for (b, &i) in members.iter().enumerate() {
+            terms[i] = members
+                .iter()
+                .enumerate()
+                .map(|(a, &s)| (s as u32, root.get(a, b)))
+                .filter(|&(_, c)| c != 0.0)
+                .collect();
         }
     }
-}
-
-/// The hash seed of the open-ended complete graph's shared block (see `MTLinear::hash_seed`).
-pub const OPEN_SHARED_SEED: u32 = u32::MAX;
-
-/// The seed block `r`'s slots are hashed with ([`slot_of`]): its index, except for the shared
-/// block of the open-ended complete graph (`T_ii = 1`, `T_ij = 1/2`, k >= 2; a fixed-k
-/// complete graph has `T_ii = 2/(k+1) < 1`), whose index k moves as tasks are added: it takes
-/// [`OPEN_SHARED_SEED`], so that adding tasks moves the block without rehashing it.
-#[inline]
-fn hash_seed(tasks: &TaskKernel, r: u32) -> u32 {
-    match *tasks {
-        TaskKernel::Complete { k, diag, off } if k >= 2 && diag == 1.0 && off == 0.5 && r as usize == k => {
-            OPEN_SHARED_SEED
-        }
-        _ => r,
-    }
-}
-
-/// The key of the intercept among the coordinates of an example under hashing.
-const INTERCEPT_KEY: usize = usize::MAX;
-
-/// The slot of coordinate `key` in block `r`. Without hashing (`n_hashed = 0`) the key is the
-/// feature index (the intercept's is `n_features`) and the slot. Under hashing, feature j is stored
-/// in two slots, keys `2j` and `2j + 1`, each with value `x_j/√2` (so ‖x̃‖ is kept): a word that
-/// collides with another in one slot rarely does in both. A key goes to one of the `n_hashed`
-/// first slots by a 64-bit mix (MurmurHash3's finaliser) seeded by the block, so that collisions
-/// in one block (say the shared one) are independent of those in the others, as VW's hash of a
-/// crossed feature differs from the feature's own; the intercept (`INTERCEPT_KEY`) keeps the last
-/// slot to itself.
-#[inline]
-pub fn slot_of(key: usize, block: u32, n_hashed: usize) -> usize {
-    if n_hashed == 0 {
-        return key;
-    }
-    if key == INTERCEPT_KEY {
-        return n_hashed;
-    }
-    let mut k = (key as u64) ^ (u64::from(block)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    k ^= k >> 33;
-    // Lemire's multiply-shift range reduction: uniform over [0, n_hashed) for any n_hashed.
-    ((u128::from(k) * n_hashed as u128) >> 64) as usize
+    terms
 }
 
 impl MTLinear {
@@ -859,82 +827,148 @@ impl Build for MTLinear {
     fn from_checked(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
         let (tasks, n_features, params) = (setting.task_kernel()?, setting.n_features, *params);
         let n_tasks = tasks.n_tasks();
-        let dim = n_features + usize::from(params.fit_intercept);
-        // Under hashing the intercept keeps one slot of the 2^b to itself.
-        let (width, n_hashed) = match params.hash_bits {
-            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(params.fit_intercept)),
-            _ => (dim, 0),
+        // Keys are u32 in the sparse map (the intercept's is n_features): feature indices are u32.
+        if n_features >= u32::MAX as usize {
+            return Err(invalid(
+                "n_features",
+                format!("MTLinear takes feature indices below 2^32 - 1, got n_features = {n_features}"),
+            ));
+        }
+        let width = n_features + usize::from(params.fit_intercept);
+        let dense_t = matches!(tasks, TaskKernel::Dense { .. });
+        // Per task: a dense block slot; a general T's factor terms and component.
+        let per_task = 16 + if dense_t { 24 + 4 } else { 0 };
+        Need::new("n_tasks", n_tasks, "MTLinear's per-task state").count::<u8>(&[n_tasks + 1, per_task])?;
+        let component = if dense_t {
+            (0..n_tasks).map(|i| tasks.component(i) as u32).collect()
+        } else {
+            Vec::new()
         };
-        // Per task: a block slot, its factor terms and its component (checked before the factor
-        // is built, so an absurd n_tasks is an error, not an abort).
-        let per_task = std::mem::size_of::<Option<Block>>() + std::mem::size_of::<Vec<(u32, f64)>>() + 16 + 4;
-        Need::new("n_tasks", n_tasks, "MTLinear's per-task blocks and factor terms")
-            .count::<u8>(&[n_tasks + 1, per_task])?;
-        let (terms, n_blocks) = factor_terms(tasks);
-        let component: Vec<u32> = (0..n_tasks).map(|i| tasks.component(i) as u32).collect();
+        let n_blocks = match *tasks {
+            TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
+            _ => n_tasks,
+        };
+        let store = Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?;
         Ok(Self {
             n_tasks,
             n_features,
             params,
             tasks: tasks.clone(),
-            width,
-            n_hashed,
-            terms,
-            stats: vec![ComponentStats::default(); tasks.n_components()],
+            terms: dense_factor_terms(tasks),
             component,
-            blocks: vec![None; n_blocks],
+            stats: vec![ComponentStats::default(); tasks.n_components()],
+            store,
             n_updates: 0,
+            journal: Journal::default(),
             rates: Vec::new(),
             entries: Vec::new(),
             pad: Scratchpad::default(),
+            term_buf: Vec::new(),
         })
     }
 }
 
 impl MTLinear {
-    fn hash_seed(&self, r: u32) -> u32 {
-        hash_seed(&self.tasks, r)
+    /// `task`'s factor entries `(block, B[block, task])`, B ≠ 0 (M.1): the disconnected graph's
+    /// own block; the complete graph's own block then the shared one ([`SHARED`]); one block for
+    /// the one-task complete graph; a general kernel's stored list.
+    #[inline]
+    fn terms(&self, task: usize) -> Terms<'_> {
+        let mut out = [(0u32, 0.0f64); 2];
+        let mut n = 0;
+        let mut push = |r: u32, b: f64| {
+            if b != 0.0 {
+                out[n] = (r, b);
+                n += 1;
+            }
+        };
+        match self.tasks {
+            TaskKernel::Disconnected { scale, .. } => push(task as u32, scale.sqrt()),
+            // k = 1: T is 1 x 1, one block (the shared/per-task split would duplicate every feature).
+            TaskKernel::Complete { k: 1, diag, .. } => push(0, diag.sqrt()),
+            TaskKernel::Complete { diag, off, .. } => {
+                push(task as u32, (diag - off).max(0.0).sqrt());
+                push(SHARED, off.max(0.0).sqrt());
+            }
+            TaskKernel::Dense { .. } => return Terms::Stored(&self.terms[task]),
+        }
+        Terms::Closed(out, n)
     }
 
-    /// The position of the complete graph's shared block (block k, k >= 2) among `task`'s terms,
-    /// the block whose rates `shared_rate` multiplies (M.8); None for every other graph.
-    fn shared_term(&self, task: usize) -> Option<usize> {
+    /// The component whose counters `task` uses.
+    #[inline]
+    fn component_of(&self, task: usize) -> usize {
         match self.tasks {
-            TaskKernel::Complete { k, .. } if k >= 2 => self.terms[task].iter().position(|&(r, _)| r as usize == k),
-            _ => None,
+            TaskKernel::Complete { .. } => 0,
+            TaskKernel::Disconnected { .. } => task,
+            TaskKernel::Dense { .. } => self.component[task] as usize,
         }
     }
 
-    /// Slots per weight block (at most `2^hash_bits`).
+    /// The position of the complete graph's shared block among `task`'s terms, the block whose
+    /// rates `shared_rate` multiplies (M.8); None for every other graph.
+    fn shared_term(&self, task: usize) -> Option<usize> {
+        self.terms(task).iter().position(|&(r, _)| r == SHARED)
+    }
+
+    /// Cells per block as the user sees them: `2^hash_bits` (one table shared by every block)
+    /// or `n_features (+1)`.
     pub fn width(&self) -> usize {
-        self.width
+        match self.store {
+            Store::Hashed { bits, .. } => 1 << bits,
+            _ => self.n_features + usize::from(self.params.fit_intercept),
+        }
     }
 
     pub fn n_blocks(&self) -> usize {
-        self.blocks.len()
+        match self.tasks {
+            TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
+            _ => self.n_tasks,
+        }
     }
 
-    /// Bytes held by the allocated blocks (weights and per-coordinate statistics).
+    /// Bytes allocated for the model's state: the cells (table, dense blocks, or sparse records
+    /// with their index), the per-component counters and a general kernel's factor.
     pub fn memory_bytes(&self) -> usize {
-        self.blocks.iter().flatten().map(Block::n_values).sum::<usize>() * std::mem::size_of::<f32>()
+        let stride = self.params.rule.stride();
+        let terms: usize = self.terms.iter().map(|t| 24 + t.capacity() * 16).sum();
+        self.store.memory_bytes(stride)
+            + self.stats.capacity() * std::mem::size_of::<ComponentStats>()
+            + self.component.capacity() * 4
+            + terms
     }
 
-    /// `<w_r, x̃>` for one block (`data` interleaves the weights with `stride - 1` statistics),
-    /// summed term by term in the order of [`Self::gather`] (nonzero features, under hashing both
-    /// half-value copies, then the intercept), so that `decision` reproduces `learn`'s scores.
-    fn block_score(&self, data: &[f32], x: &Row, seed: u32) -> f64 {
-        let (d, n_hashed, stride) = (self.n_features, self.n_hashed, self.params.rule.stride());
+    /// How the store finds block `r`'s cells, and its data.
+    #[inline]
+    fn block_view(&self, r: u32) -> (Loc<'_>, Option<&[f32]>) {
+        match &self.store {
+            Store::Hashed { bits, table } => (Loc::Hashed(1 << bits), table.as_deref()),
+            Store::Dense { .. } => (Loc::Direct, self.store.dense_block(r)),
+            Store::Sparse(cells) => (Loc::Sparse(cells), Some(cells.cells())),
+        }
+    }
+
+    /// `<w_r, x̃>` for block `r`, summed term by term in the order of [`Self::gather`] (nonzero
+    /// features, then the intercept), so that `decision` reproduces `learn`'s scores.
+    fn block_score(&self, x: &Row, r: u32) -> f64 {
+        let (loc, data) = self.block_view(r);
+        if data.is_none() {
+            return 0.0;
+        }
+        let stride = self.params.rule.stride();
+        let hashed = matches!(loc, Loc::Hashed(_));
+        let weight = |key: usize| {
+            let at = match stride {
+                3 => loc.at::<3>(r, key),
+                2 => loc.at::<2>(r, key),
+                _ => loc.at::<1>(r, key),
+            };
+            cell_at::<1>(data, at)[0]
+        };
         let mut s = 0.0;
         let mut add = |j: usize, value: f64| {
             if value != 0.0 {
-                // Not `s += a + b`: the gather adds the two copies one at a time.
-                if n_hashed == 0 {
-                    s += value * f64::from(data[j * stride]);
-                } else {
-                    let half = value * FRAC_1_SQRT_2;
-                    s += half * f64::from(data[slot_of(2 * j, seed, n_hashed) * stride]);
-                    s += half * f64::from(data[slot_of(2 * j + 1, seed, n_hashed) * stride]);
-                }
+                s += value * f64::from(weight(j));
             }
         };
         match *x {
@@ -945,15 +979,15 @@ impl MTLinear {
                 .for_each(|(&j, &value)| add(j as usize, value)),
         }
         if self.params.fit_intercept {
-            let key = if n_hashed == 0 { d } else { INTERCEPT_KEY };
-            s += f64::from(data[slot_of(key, seed, n_hashed) * stride]);
+            let key = if hashed { INTERCEPT_KEY as usize } else { self.n_features };
+            s += f64::from(weight(key));
         }
         s
     }
 
-    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features; keys
-    /// as in [`slot_of`]). Gathered once per update so that the loops over blocks run without
-    /// branches.
+    /// The nonzero coordinates `(key, value)` of `x̃ = (x, 1)` (VW stores no zero features): the
+    /// feature index, and for the intercept [`INTERCEPT_KEY`] under hashing, else `n_features`. Gathered once per update so
+    /// that the loops over blocks run without branches.
     fn gather_entries(&mut self, x: &Row) {
         self.entries.clear();
         match *x {
@@ -975,55 +1009,43 @@ impl MTLinear {
                     .map(|(&j, &value)| (j as usize, value)),
             ),
         }
-        if self.n_hashed > 0 {
-            // Two half-weight copies of every feature (see `slot_of`).
-            let n = self.entries.len();
-            self.entries.resize(2 * n, (0, 0.0));
-            for i in (0..n).rev() {
-                let (j, value) = self.entries[i];
-                self.entries[2 * i] = (2 * j, value * FRAC_1_SQRT_2);
-                self.entries[2 * i + 1] = (2 * j + 1, value * FRAC_1_SQRT_2);
-            }
-        }
+        let hashed = matches!(self.store, Store::Hashed { .. });
         if self.params.fit_intercept {
-            let key = if self.n_hashed == 0 {
-                self.n_features
-            } else {
-                INTERCEPT_KEY
-            };
+            let key = if hashed { INTERCEPT_KEY as usize } else { self.n_features };
             self.entries.push((key, 1.0));
         }
     }
 
     /// One pass over the coordinates of `φ(x, task)`: records each one's slot, value `u` and the
-    /// slot's `G` and `N` (zeros in a block not yet allocated) in the scratchpad, and returns the
+    /// slot's `G` and `N` (zeros where no cell exists yet) in the scratchpad, and returns the
     /// score `Σ_r B[r, task] Σ_j x̃_j w_r[j]`. The update then reads the scratchpad instead of the
-    /// blocks, so an example's weights come from memory once (the write pass finds them in cache).
+    /// cells, so an example's weights come from memory once (the write pass finds them in cache).
     fn gather(&mut self, x: &Row, task: usize) -> f64 {
         self.gather_entries(x);
-        let n_coords = self.entries.len() * self.terms[task].len();
-        let pad = &mut self.pad;
+        let mut pad = std::mem::take(&mut self.pad);
+        let terms = self.terms(task);
+        let n_coords = self.entries.len() * terms.len();
         pad.set_len(n_coords);
         let m = self.entries.len();
-        if let [(r0, b0), (r1, b1)] = self.terms[task][..] {
+        let stride = self.params.rule.stride();
+        let entries = &self.entries[..];
+        if let [(r0, b0), (r1, b1)] = terms[..] {
             // Two blocks (the complete graph): one loop over the entries reads both, so the two
             // slots of an entry are fetched together and the two sums run side by side.
             let (coords0, coords1) = pad.split(m);
-            let (seed0, seed1) = (hash_seed(&self.tasks, r0), hash_seed(&self.tasks, r1));
-            let block = |r: u32| self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
-            let (entries, n_hashed) = (&self.entries[..], self.n_hashed);
-            let (blocks, bs, seeds) = ((block(r0), block(r1)), (b0, b1), (seed0, seed1));
-            let (s0, s1) = match self.params.rule.stride() {
-                3 => gather_pair::<3>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
-                2 => gather_pair::<2>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
-                _ => gather_pair::<1>(entries, seeds, bs, n_hashed, blocks, coords0, coords1),
+            let ((loc, d0), (_, d1)) = (self.block_view(r0), self.block_view(r1));
+            let (blocks, bs, ids) = ((d0, d1), (b0, b1), (r0, r1));
+            let (s0, s1) = match stride {
+                3 => gather_pair::<3>(entries, ids, bs, loc, blocks, coords0, coords1),
+                2 => gather_pair::<2>(entries, ids, bs, loc, blocks, coords0, coords1),
+                _ => gather_pair::<1>(entries, ids, bs, loc, blocks, coords0, coords1),
             };
+            self.pad = pad;
             return 0.0 + b0 * s0 + b1 * s1;
         }
         let mut score = 0.0;
-        for (term, &(r, b)) in self.terms[task].iter().enumerate() {
-            let seed = hash_seed(&self.tasks, r);
-            let block = self.blocks[r as usize].as_ref().map(|bl| &*bl.data);
+        for (term, &(r, b)) in terms.iter().enumerate() {
+            let (loc, block) = self.block_view(r);
             let span = term * m..(term + 1) * m;
             let coords = Coords {
                 slot: &mut pad.slot[span.clone()],
@@ -1032,14 +1054,56 @@ impl MTLinear {
                 g: &mut pad.g[span.clone()],
                 n: &mut pad.n[span],
             };
-            let s = match self.params.rule.stride() {
-                3 => gather_block::<3>(&self.entries, seed, b, self.n_hashed, block, coords),
-                2 => gather_block::<2>(&self.entries, seed, b, self.n_hashed, block, coords),
-                _ => gather_block::<1>(&self.entries, seed, b, self.n_hashed, block, coords),
+            let s = match stride {
+                3 => gather_block::<3>(entries, r, b, loc, block, coords),
+                2 => gather_block::<2>(entries, r, b, loc, block, coords),
+                _ => gather_block::<1>(entries, r, b, loc, block, coords),
             };
             score += b * s;
         }
+        self.pad = pad;
         score
+    }
+
+    /// Once the log of a journaled call would outgrow a copy of the model's cells, the model as
+    /// it was at the start is kept instead: a copy of the model now, with the logged writes undone
+    /// (O(model), once, in a call that has already written more than the model holds), and the
+    /// call goes on without logging. So a journal costs at most about a copy of the model.
+    fn bound_journal(&mut self) -> Result<()> {
+        let entry = std::mem::size_of::<(CellAt, store::Cell)>();
+        let log = self.journal.cells.len().saturating_mul(entry);
+        // The model's size is counted once per call, and only past 1 MiB of log (it walks the
+        // dense block slots, one per task).
+        if !self.journal.logging() || log <= 1 << 20 {
+            return Ok(());
+        }
+        if self.journal.limit == 0 {
+            self.journal.limit = self.store.memory_bytes(self.params.rule.stride()).max(1 << 20);
+        }
+        if log <= self.journal.limit {
+            return Ok(());
+        }
+        let journal = std::mem::take(&mut self.journal);
+        let mut start = self.clone(); // its journal is empty: taken above
+        start.journal = journal;
+        start.journal_rollback();
+        let mut journal = std::mem::take(&mut start.journal);
+        journal.cells = Vec::new(); // its room is a copy's worth of memory: given back
+        journal.active = true;
+        journal.snapshot = Some(Box::new(start));
+        self.journal = journal;
+        Ok(())
+    }
+
+    /// Sets component `c`'s counters, logging the old ones when a batch is journaled.
+    fn set_stats(&mut self, c: usize, stats: ComponentStats) -> Result<()> {
+        if self.journal.logging() {
+            Need::new("rows", self.journal.stats.len() + 1, "MTLinear's undo journal").reserve(&mut self.journal.stats, 1)?;
+            let old = self.stats[c];
+            self.journal.stats.push((c, [old.n_examples, old.n_updates, old.sum_norm_x]));
+        }
+        self.stats[c] = stats;
+        Ok(())
     }
 
     /// Phase one computes every rate and the step from the gathered state (see [`Self::gather`])
@@ -1054,23 +1118,22 @@ impl MTLinear {
             ..
         } = self.params;
         let shared = self.shared_term(task).filter(|_| shared_rate != 1.0);
-        let c = self.component[task] as usize;
+        let c = self.component_of(task);
         let stats = self.stats[c];
         let t = stats.n_examples + 1.0;
+        let seen = ComponentStats { n_examples: t, ..stats };
         // Every loss here has ℓ > 0 exactly where ∂ℓ/∂p ≠ 0.
         let g = loss.derivative(y, score);
         // A derivative whose square underflows (|g| < 1.5e-154: a logistic margin beyond ~354)
         // teaches nothing in double precision, and would give a coordinate never updated the rate
         // 1/√0 (a NaN sensitivity): such an example counts as one without loss.
         if g * g < f64::MIN_POSITIVE {
-            self.stats[c].n_examples = t;
-            return Ok(());
+            return self.set_stats(c, seen);
         }
         // What each coordinate's second statistic accumulates per update: g²u² (AdaGrad's G) or,
         // for AROW, u² (its precision grows by u²/r whatever the loss, as in the paper).
         let g2 = if rule == UpdateRule::Arow { 1.0 } else { g * g };
-        let stride = rule.stride();
-        let (slot, u, ws, gs, ns) = self.pad.view();
+        let (_, u, ws, gs, ns) = self.pad.view();
         self.rates.resize(u.len(), 0.0);
         let (h, norm_x) = match rule {
             UpdateRule::Normalized => normalized_rates(g2, u, gs, ns, &mut self.rates),
@@ -1105,8 +1168,7 @@ impl MTLinear {
         let h = h * multiplier;
         if h == 0.0 {
             // x̃ = 0: nothing to learn from.
-            self.stats[c].n_examples = t;
-            return Ok(());
+            return self.set_stats(c, seen);
         }
         let scale = match rule {
             UpdateRule::Arow => loss.proximal_step(y, score, learning_rate, h),
@@ -1135,63 +1197,196 @@ impl MTLinear {
                  example; update refused"
             )));
         }
-        // Phase two: coordinates in gather order, `n_entries` per block of the task's terms.
-        let (width, n_entries) = (self.width, self.entries.len());
-        // The blocks this example touches, allocated before anything is written (an allocation
-        // failure leaves the model as it was; a zero block stands for no block).
-        for &(r, _) in &self.terms[task] {
-            if self.blocks[r as usize].is_none() {
-                self.blocks[r as usize] = Some(Block::try_new(width, rule)?);
-            }
-        }
-        for (term, &(r, _)) in self.terms[task].iter().enumerate() {
-            let block = self.blocks[r as usize].as_mut().expect("allocated above");
-            let span = term * n_entries..(term + 1) * n_entries;
-            if self.n_hashed == 0 {
-                let args = WriteArgs {
-                    slot: &slot[span.clone()],
-                    u: &u[span.clone()],
-                    w: &ws[span.clone()],
-                    g: &gs[span.clone()],
-                    n: &ns[span.clone()],
-                    rates: &self.rates[span],
-                    g2,
-                    scale,
-                };
-                write_distinct(&mut block.data, stride, &args);
-                continue;
-            }
-            // Colliding coordinates share a slot: each reads what the previous one wrote.
-            let (slot, u, rates) = (&slot[span.clone()], &u[span.clone()], &self.rates[span]);
-            match stride {
-                3 => write_block::<3>(&mut block.data, slot, u, rates, g2, scale),
-                2 => write_block::<2>(&mut block.data, slot, u, rates, g2, scale),
-                _ => write_block::<1>(&mut block.data, slot, u, rates, g2, scale),
-            }
-        }
-        self.stats[c] = ComponentStats {
-            n_examples: t,
-            n_updates: n_norm,
-            sum_norm_x: sum_norm,
-        };
+        self.write_phase(task, g2, scale)?;
+        self.set_stats(
+            c,
+            ComponentStats {
+                n_examples: t,
+                n_updates: n_norm,
+                sum_norm_x: sum_norm,
+            },
+        )?;
         self.n_updates += 1;
         Ok(())
     }
 
-    /// All blocks as a `n_blocks x width` row-major matrix (zeros for blocks never written).
-    pub fn block_weights(&self) -> Vec<f64> {
-        let mut out = vec![0.0; self.blocks.len() * self.width];
-        for (r, block) in self.blocks.iter().enumerate() {
-            if let Some(b) = block {
-                let stride = self.params.rule.stride();
-                let row = &mut out[r * self.width..(r + 1) * self.width];
-                row.iter_mut()
-                    .zip(b.data.iter().step_by(stride))
-                    .for_each(|(o, &w)| *o = f64::from(w));
+    /// Phase two: allocates what the example needs (on `Err` nothing has changed), logs the
+    /// cells' values when journaled, then writes the coordinates in gather order, `n_entries`
+    /// per block of the task's terms.
+    fn write_phase(&mut self, task: usize, g2: f64, scale: f64) -> Result<()> {
+        let mut term_buf = std::mem::take(&mut self.term_buf);
+        term_buf.clear();
+        term_buf.extend_from_slice(&self.terms(task));
+        let outcome = self.write_terms(&term_buf, g2, scale);
+        self.term_buf = term_buf;
+        outcome
+    }
+
+    fn write_terms(&mut self, terms: &[(u32, f64)], g2: f64, scale: f64) -> Result<()> {
+        let stride = self.params.rule.stride();
+        let n_entries = self.entries.len();
+        let n_coords = n_entries * terms.len();
+        self.bound_journal()?;
+        self.journal.reserve_cells(n_coords)?;
+        let journal = &mut self.journal;
+        let pad = &mut self.pad;
+        match &mut self.store {
+            Store::Hashed { bits, table } => {
+                if table.is_none() {
+                    let n = 1usize << *bits;
+                    *table = Some(Need::new("hash_bits", *bits as usize, "MTLinear's weight table").zeroed(&[n, stride])?);
+                    journal.new_table |= journal.logging();
+                }
+                let data = table.as_mut().expect("allocated above");
+                if journal.logging() && !journal.new_table {
+                    for &at in &pad.slot[..n_coords] {
+                        journal.cells.push((CellAt::Flat(at), read_cell(data, at, stride)));
+                    }
+                }
+                // Colliding coordinates share a slot: each reads what the previous one wrote.
+                let (slot, u) = (&pad.slot[..n_coords], &pad.u[..n_coords]);
+                let rates = &self.rates[..n_coords];
+                match stride {
+                    3 => write_block::<3>(data, slot, u, rates, g2, scale),
+                    2 => write_block::<2>(data, slot, u, rates, g2, scale),
+                    _ => write_block::<1>(data, slot, u, rates, g2, scale),
+                }
+            }
+            store @ Store::Dense { .. } => {
+                // The blocks this example touches, allocated before anything is written.
+                let width = self.n_features + usize::from(self.params.fit_intercept);
+                let mut fresh = [false; 8];
+                for (i, &(r, _)) in terms.iter().enumerate() {
+                    if store.dense_block(r).is_none() {
+                        let block = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, stride])?;
+                        if journal.logging() {
+                            Need::new("rows", journal.new_blocks.len() + 1, "MTLinear's undo journal")
+                                .reserve(&mut journal.new_blocks, 1)?;
+                            journal.new_blocks.push(r);
+                        }
+                        *store.dense_slot(r) = Some(block);
+                        if let Some(f) = fresh.get_mut(i) {
+                            *f = true;
+                        }
+                    }
+                }
+                for (term, &(r, _)) in terms.iter().enumerate() {
+                    let data = store.dense_block_mut(r).expect("allocated above");
+                    let span = term * n_entries..(term + 1) * n_entries;
+                    // A block allocated by this update is dropped on rollback: nothing to log.
+                    if journal.logging() && !fresh.get(term).copied().unwrap_or(false) {
+                        for &at in &pad.slot[span.clone()] {
+                            journal.cells.push((CellAt::Block(r, at), read_cell(data, at, stride)));
+                        }
+                    }
+                    let args = WriteArgs {
+                        slot: &pad.slot[span.clone()],
+                        u: &pad.u[span.clone()],
+                        w: &pad.w[span.clone()],
+                        g: &pad.g[span.clone()],
+                        n: &pad.n[span.clone()],
+                        rates: &self.rates[span],
+                        g2,
+                        scale,
+                    };
+                    write_distinct(data, stride, &args);
+                }
+            }
+            Store::Sparse(cells) => {
+                // Cells for the pairs that have none, created before anything is written (an
+                // allocation failure removes those created so far).
+                let before = cells.len();
+                for (term, &(r, _)) in terms.iter().enumerate() {
+                    for i in 0..n_entries {
+                        let at = &mut pad.slot[term * n_entries + i];
+                        if *at == ABSENT {
+                            match cells.insert(r, self.entries[i].0 as u32) {
+                                Ok(new) => *at = new,
+                                Err(e) => {
+                                    while cells.len() > before {
+                                        cells.pop();
+                                    }
+                                    return Err(e);
+                                }
+                            }
+                        }
+                    }
+                }
+                let data = cells.cells_mut();
+                if journal.logging() {
+                    let existing = journal.sparse_len * stride;
+                    for &at in &pad.slot[..n_coords] {
+                        if at < existing {
+                            journal.cells.push((CellAt::Flat(at), read_cell(data, at, stride)));
+                        }
+                    }
+                }
+                // Distinct pairs, distinct cells: one vectorised write over every block.
+                let args = WriteArgs {
+                    slot: &pad.slot[..n_coords],
+                    u: &pad.u[..n_coords],
+                    w: &pad.w[..n_coords],
+                    g: &pad.g[..n_coords],
+                    n: &pad.n[..n_coords],
+                    rates: &self.rates[..n_coords],
+                    g2,
+                    scale,
+                };
+                write_distinct(data, stride, &args);
             }
         }
-        out
+        Ok(())
     }
+
+    /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete
+    /// graph's shared block; zeros where nothing was written). None under hashing (the blocks
+    /// share one table: [`Self::table_weights`]) or when larger than `max_values`.
+    pub fn block_weights(&self, max_values: usize) -> Option<Vec<f64>> {
+        let (n_blocks, width) = (self.n_blocks(), self.width());
+        if n_blocks.checked_mul(width).is_none_or(|n| n > max_values) {
+            return None;
+        }
+        let mut out = vec![0.0; n_blocks * width];
+        let id = |row: usize| if row == self.n_tasks && n_blocks > self.n_tasks { SHARED } else { row as u32 };
+        let stride = self.params.rule.stride();
+        match &self.store {
+            Store::Hashed { .. } => return None,
+            Store::Dense { .. } => {
+                for (row, chunk) in out.chunks_mut(width).enumerate() {
+                    if let Some(data) = self.store.dense_block(id(row)) {
+                        chunk.iter_mut().zip(data.iter().step_by(stride)).for_each(|(o, &w)| *o = f64::from(w));
+                    }
+                }
+            }
+            Store::Sparse(cells) => {
+                for (&(r, key), cell) in cells.keys().iter().zip(cells.cells().chunks_exact(stride)) {
+                    let row = if r == SHARED { self.n_tasks } else { r as usize };
+                    out[row * width + key as usize] = f64::from(cell[0]);
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+impl MTLinear {
+    /// The weights of the hashed table (empty before the first update or without hashing).
+    pub fn table_weights(&self) -> Vec<f64> {
+        match &self.store {
+            Store::Hashed { table: Some(t), .. } => {
+                t.iter().step_by(self.params.rule.stride()).map(|&w| f64::from(w)).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The values of the cell at `at` (padded to three floats).
+#[inline(always)]
+fn read_cell(data: &[f32], at: usize, stride: usize) -> store::Cell {
+    let mut cell = [0.0f32; 3];
+    cell[..stride].copy_from_slice(&data[at..at + stride]);
+    cell
 }
 
 impl MTLinear {
@@ -1202,37 +1397,27 @@ impl MTLinear {
 }
 
 impl CheckState for MTLinear {
-    /// Everything `score` and `update` index or divide by: the factor's blocks exist, the slots
-    /// fit the blocks, the component counters exist; values finite.
+    /// Everything `score` and `update` index or divide by: the factor's blocks exist, the cells
+    /// fit the layout the parameters choose, the component counters exist; values finite.
     fn check_state(&self) -> Result<()> {
         self.tasks.check_state()?;
         ensure(self.n_tasks == self.tasks.n_tasks(), || {
             "n_tasks differs from the task kernel".into()
         })?;
         param(self.params.check())?;
-        ensure(self.n_features >= 1, || "n_features must be >= 1".into())?;
-        check_counts("MTLinear", &[self.n_updates])?;
-        let dim = self
-            .n_features
-            .checked_add(usize::from(self.params.fit_intercept))
-            .ok_or_else(|| Error::State(format!("n_features = {} is out of range", self.n_features)))?;
-        let (width, n_hashed) = match self.params.hash_bits {
-            Some(b) if (1usize << b) < dim => (1usize << b, (1usize << b) - usize::from(self.params.fit_intercept)),
-            _ => (dim, 0),
-        };
-        ensure((self.width, self.n_hashed) == (width, n_hashed), || {
-            format!(
-                "block width {} does not follow from the parameters ({width})",
-                self.width
-            )
+        ensure((1..u32::MAX as usize).contains(&self.n_features), || {
+            "n_features must be in [1, 2^32 - 1)".into()
         })?;
-        check_len("MTLinear factor", self.terms.len(), self.n_tasks)?;
-        check_len("MTLinear components", self.component.len(), self.n_tasks)?;
-        let n_blocks = self.blocks.len();
+        check_counts("MTLinear", &[self.n_updates])?;
+        let dense_t = matches!(self.tasks, TaskKernel::Dense { .. });
+        let n_terms = if dense_t { self.n_tasks } else { 0 };
+        check_len("MTLinear factor", self.terms.len(), n_terms)?;
+        check_len("MTLinear components", self.component.len(), n_terms)?;
+        check_len("MTLinear component counters", self.stats.len(), self.tasks.n_components())?;
         for terms in &self.terms {
             for &(r, b) in terms {
-                ensure((r as usize) < n_blocks && b.abs() <= MAX_MAGNITUDE, || {
-                    format!("factor entry ({r}, {b}) outside the {n_blocks} blocks or not finite")
+                ensure((r as usize) < self.n_tasks && b.abs() <= MAX_MAGNITUDE, || {
+                    format!("factor entry ({r}, {b}) outside the {} blocks or too large", self.n_tasks)
                 })?;
             }
         }
@@ -1248,19 +1433,48 @@ impl CheckState for MTLinear {
             })?;
         }
         let stride = self.params.rule.stride();
-        let len = checked_size("an MTLinear block", width, stride)?;
-        for block in self.blocks.iter().flatten() {
-            check_len("an MTLinear block", block.data.len(), len)?;
-            ensure(block.data.iter().all(|v| v.is_finite()), || {
-                "an MTLinear block holds a value that is not finite".into()
+        let width = self.n_features + usize::from(self.params.fit_intercept);
+        let mut values: Vec<&[f32]> = Vec::new();
+        match (&self.store, self.params.hash_bits) {
+            (Store::Hashed { bits, table }, Some(b)) if *bits == b => {
+                if let Some(t) = table {
+                    check_len("MTLinear's weight table", t.len(), checked_size("the table", 1 << b, stride)?)?;
+                    values.push(t);
+                }
+            }
+            (Store::Dense { width: w, own, shared }, None) if *w == width && dense_fits(width, stride, self.n_blocks()) => {
+                check_len("MTLinear's dense blocks", own.len(), self.n_tasks)?;
+                ensure(shared.is_none() || self.n_blocks() > self.n_tasks, || {
+                    "a shared MTLinear block without the complete graph".into()
+                })?;
+                let len = checked_size("an MTLinear block", width, stride)?;
+                for block in own.iter().chain(std::iter::once(shared)).flatten() {
+                    check_len("an MTLinear block", block.len(), len)?;
+                    values.push(block);
+                }
+            }
+            (Store::Sparse(cells), None) if width > DENSE_MAX_WIDTH => {
+                let n_blocks = self.n_blocks();
+                ensure(
+                    cells.keys().iter().all(|&(r, key)| {
+                        let block_ok = if r == SHARED { n_blocks > self.n_tasks } else { (r as usize) < self.n_tasks };
+                        block_ok && (key as usize) < width
+                    }),
+                    || "a sparse MTLinear cell outside the blocks or the features".into(),
+                )?;
+                ensure(cells.cells().len() == cells.len() * stride, || "sparse MTLinear cells of the wrong size".into())?;
+                values.push(cells.cells());
+            }
+            _ => return Err(Error::State("MTLinear's storage does not follow from its parameters".into())),
+        }
+        for data in values {
+            ensure(data.iter().all(|v| v.is_finite()), || {
+                "an MTLinear cell holds a value that is not finite".into()
             })?;
             // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
             ensure(
-                block
-                    .data
-                    .chunks_exact(stride)
-                    .all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
-                || "negative per-coordinate statistics in an MTLinear block".into(),
+                data.chunks_exact(stride).all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
+                || "negative per-coordinate statistics in an MTLinear cell".into(),
             )?;
         }
         Ok(())
@@ -1268,14 +1482,16 @@ impl CheckState for MTLinear {
 }
 
 impl PartialEq for MTLinear {
-    /// The model state (the scratch buffer of rates is not part of it).
+    /// The model state (scratch buffers and the journal are not part of it).
     fn eq(&self, other: &Self) -> bool {
         self.n_tasks == other.n_tasks
             && self.n_features == other.n_features
             && self.params == other.params
+            && self.tasks == other.tasks
             && self.terms == other.terms
+            && self.component == other.component
             && self.stats == other.stats
-            && self.blocks == other.blocks
+            && self.store == other.store
             && self.n_updates == other.n_updates
     }
 }
@@ -1284,14 +1500,7 @@ impl OnlineLearner for MTLinear {
     shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        self.terms[task]
-            .iter()
-            .filter_map(|&(r, b)| {
-                self.blocks[r as usize]
-                    .as_ref()
-                    .map(|bl| b * self.block_score(&bl.data, &x, self.hash_seed(r)))
-            })
-            .sum()
+        self.terms(task).iter().map(|&(r, b)| b * self.block_score(&x, r)).sum()
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
@@ -1299,13 +1508,13 @@ impl OnlineLearner for MTLinear {
         self.apply_update(task, y, score)
     }
 
-    /// Starts loading the slots of the next example's coordinates (each a cache miss on a large
-    /// vocabulary) while this one is learnt.
+    /// Starts loading the cells of the next example's coordinates (each a cache miss on a large
+    /// table) while this one is learnt.
     fn prefetch(&self, x: Row, task: usize) {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let (n_hashed, stride) = (self.n_hashed, self.params.rule.stride());
+            let stride = self.params.rule.stride();
             let Row::Sparse { indices, values } = x else {
                 return; // dense rows: few features, their slots stay in cache
             };
@@ -1324,28 +1533,15 @@ impl OnlineLearner for MTLinear {
                     }
                 }
             };
-            if let (0, [(r0, _), (r1, _)]) = (n_hashed, &self.terms[task][..]) {
-                // The complete graph without hashing: both blocks' cells of an entry together,
-                // in the order the gather reads them.
-                if let (Some(b0), Some(b1)) = (&self.blocks[*r0 as usize], &self.blocks[*r1 as usize]) {
-                    for &j in indices {
-                        cell_hint(&b0.data, j as usize * stride);
-                        cell_hint(&b1.data, j as usize * stride);
-                    }
-                    return;
-                }
-            }
-            for &(r, _) in &self.terms[task] {
-                let Some(block) = self.blocks[r as usize].as_ref() else {
+            for &(r, _) in self.terms(task).iter() {
+                let (loc, Some(data)) = self.block_view(r) else {
                     continue;
                 };
-                let hint = |key: usize| cell_hint(&block.data, slot_of(key, self.hash_seed(r), n_hashed) * stride);
                 for &j in indices {
-                    if n_hashed == 0 {
-                        hint(j as usize);
-                    } else {
-                        hint(2 * j as usize);
-                        hint(2 * j as usize + 1);
+                    match loc {
+                        Loc::Direct => cell_hint(data, j as usize * stride),
+                        Loc::Hashed(n) => cell_hint(data, slot_of(u64::from(j), r, n) * stride),
+                        Loc::Sparse(_) => return, // the probe is the cost; nothing to hint cheaply
                     }
                 }
             }
@@ -1364,384 +1560,208 @@ impl OnlineLearner for MTLinear {
     linear_counters!();
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
+        let (layout, n_cells) = match &self.store {
+            Store::Dense { own, shared, .. } => {
+                let blocks = own.iter().chain(std::iter::once(shared)).flatten().count();
+                (0.0, blocks * self.width())
+            }
+            Store::Sparse(cells) => (1.0, cells.len()),
+            Store::Hashed { table, .. } => (2.0, table.as_ref().map_or(0, |_| self.width())),
+        };
         vec![
             ("memory_bytes", self.memory_bytes() as f64),
-            ("n_blocks", self.blocks.len() as f64),
-            (
-                "n_allocated_blocks",
-                self.blocks.iter().filter(|b| b.is_some()).count() as f64,
-            ),
-            ("block_width", self.width as f64),
+            ("n_blocks", self.n_blocks() as f64),
+            ("n_cells", n_cells as f64),
+            ("block_width", self.width() as f64),
+            ("storage", layout),
         ]
     }
 
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
-        vec![(
-            "block_weights",
-            vec![self.blocks.len(), self.width],
-            self.block_weights(),
-        )]
+        let mut out = Vec::new();
+        // A dense picture of the blocks only where it is small (2^24 values, 128 MB).
+        if let Some(w) = self.block_weights(1 << 24) {
+            out.push(("block_weights", vec![self.n_blocks(), self.width()], w));
+        }
+        if let Store::Hashed { table: Some(_), .. } = self.store {
+            out.push(("table_weights", vec![self.width()], self.table_weights()));
+        }
+        out
+    }
+
+    fn journal_begin(&mut self) -> bool {
+        let j = &mut self.journal;
+        j.clear();
+        j.active = true;
+        j.n_updates = self.n_updates;
+        j.n_tasks = self.n_tasks;
+        j.n_stats = self.stats.len();
+        j.sparse_len = match &self.store {
+            Store::Sparse(cells) => cells.len(),
+            _ => 0,
+        };
+        j.n_own = match &self.store {
+            Store::Dense { own, .. } => own.len(),
+            _ => 0,
+        };
+        true
+    }
+
+    fn journal_commit(&mut self) {
+        self.journal.clear();
+    }
+
+    /// Undoes everything since [`OnlineLearner::journal_begin`]: the cells in reverse order of
+    /// their writes, then what was allocated or added, then the counters. Its cost is the
+    /// journal's length.
+    fn journal_rollback(&mut self) {
+        let mut j = std::mem::take(&mut self.journal);
+        if !j.active {
+            self.journal = j;
+            return;
+        }
+        if let Some(start) = j.snapshot.take() {
+            *self = *start;
+            j.clear();
+            self.journal = j;
+            return;
+        }
+        let stride = self.params.rule.stride();
+        let mut cells = &j.cells[..];
+        if let Some(old) = j.old_store.take() {
+            // Tasks added by the call made the layout sparse: the dense store comes back, and only
+            // the writes logged before the conversion concern it.
+            self.store = old;
+            cells = &j.cells[..j.cells_at_convert];
+        }
+        for &(at, cell) in cells.iter().rev() {
+            let data: &mut [f32] = match (&mut self.store, at) {
+                (Store::Hashed { table: Some(t), .. }, CellAt::Flat(_)) => t,
+                (Store::Sparse(cells), CellAt::Flat(_)) => cells.cells_mut(),
+                (store @ Store::Dense { .. }, CellAt::Block(r, _)) => match store.dense_block_mut(r) {
+                    Some(b) => b,
+                    None => continue,
+                },
+                _ => continue,
+            };
+            let (CellAt::Flat(offset) | CellAt::Block(_, offset)) = at;
+            data[offset..offset + stride].copy_from_slice(&cell[..stride]);
+        }
+        match &mut self.store {
+            Store::Hashed { table, .. } if j.new_table => *table = None,
+            Store::Sparse(cells) => {
+                while cells.len() > j.sparse_len {
+                    cells.pop();
+                }
+            }
+            store @ Store::Dense { .. } => {
+                for &r in &j.new_blocks {
+                    *store.dense_slot(r) = None;
+                }
+                if let Store::Dense { own, .. } = store {
+                    own.truncate(j.n_own);
+                }
+            }
+            _ => {}
+        }
+        for &(c, [n_examples, n_updates, sum_norm_x]) in j.stats.iter().rev() {
+            if let Some(st) = self.stats.get_mut(c) {
+                *st = ComponentStats {
+                    n_examples,
+                    n_updates,
+                    sum_norm_x,
+                };
+            }
+        }
+        self.stats.truncate(j.n_stats);
+        if let Some(tasks) = j.tasks.take() {
+            self.tasks = tasks;
+        }
+        self.n_tasks = j.n_tasks;
+        self.n_updates = j.n_updates;
+        j.clear();
+        self.journal = j;
+    }
+
+    fn scores_new_tasks(&self) -> bool {
+        // A new task scores with empty own blocks: the shared block alone on the open complete
+        // graph (k >= 2), nothing when disconnected. A one-task complete graph changes its factor
+        // when it grows.
+        match self.tasks {
+            TaskKernel::Disconnected { .. } => true,
+            TaskKernel::Complete { k, .. } => k >= 2,
+            TaskKernel::Dense { .. } => false,
+        }
     }
 }
 
 impl MTLinear {
-    /// Adds `n` tasks (open-ended task sets). Disconnected graph: `n` new components, each with
-    /// its own (unallocated) block and counters. Complete graph (k >= 2): the new tasks join the
-    /// component, the shared block moves to the new last index (`r = k + n`, M.1) and the new
-    /// tasks' own blocks are unallocated (the open complete graph's shared block keeps its hash
-    /// seed, [`OPEN_SHARED_SEED`]). Refused, leaving the model unchanged: a complete graph with
+    /// Adds `n` tasks (open-ended task sets) in place, in O(n) amortised: the disconnected graph
+    /// gets `n` new components (counters); the complete graph's new tasks join its component,
+    /// with own blocks not yet written, while the shared block keeps its id (and hash seed), so
+    /// nothing learned changes (M.1). Refused, leaving the model unchanged: a complete graph with
     /// k = 1 whose single block holds weights (M.1 uses one block for k = 1, which does not split
-    /// into shared and own), and under hashing a fixed complete graph whose shared block holds
-    /// weights (it is hashed with its index, which would change).
+    /// into shared and own). Journaled when a batch is.
     fn grow_tasks(&mut self, n: usize) -> Result<()> {
         let mut tasks = self.tasks.clone();
         tasks.grow(n)?;
         let (k, new_k) = (self.n_tasks, tasks.n_tasks());
-        let cannot = |why: &str| {
-            Err(invalid(
-                "n_tasks",
-                format!("MTLinear cannot add tasks to this fitted model: {why}"),
-            ))
-        };
         let complete = matches!(tasks, TaskKernel::Complete { .. });
-        if complete && k == 1 && self.blocks[0].is_some() {
-            return cannot(
-                "a one-task complete graph keeps one block, which does not split into shared and own blocks",
-            );
+        if complete && k == 1 && self.n_updates > 0 && self.has_cells() {
+            return Err(invalid(
+                "n_tasks",
+                "MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block, \
+                 which does not split into shared and own blocks",
+            ));
         }
-        if complete
-            && k >= 2
-            && self.n_hashed > 0
-            && self.blocks[k].is_some()
-            && self.hash_seed(k as u32) != OPEN_SHARED_SEED
-        {
-            return cannot(
-                "under hashing the fixed complete graph's shared block is hashed with its index, which moves",
-            );
+        let need = Need::new("n_tasks", new_k, "MTLinear's per-task state");
+        if !complete {
+            need.reserve(&mut self.stats, n)?;
         }
-        let per_task = std::mem::size_of::<Option<Block>>() + std::mem::size_of::<Vec<(u32, f64)>>() + 16 + 4;
-        Need::new("n_tasks", new_k, "MTLinear's per-task blocks and factor terms")
-            .count::<u8>(&[new_k + 1, per_task])?;
-        let (terms, n_blocks) = factor_terms(&tasks);
-        let component: Vec<u32> = (0..new_k).map(|i| tasks.component(i) as u32).collect();
-        let mut old = std::mem::take(&mut self.blocks).into_iter();
-        let mut blocks: Vec<Option<Block>> = Vec::with_capacity(n_blocks);
-        if complete && k == 1 {
-            blocks.resize(n_blocks, None); // the single block was empty (checked above)
-        } else {
-            blocks.extend(old.by_ref().take(k));
-            blocks.resize(blocks.len() + n, None);
-            blocks.extend(old); // the complete graph's shared block, now at index new_k
+        let stride = self.params.rule.stride();
+        let width = self.n_features + usize::from(self.params.fit_intercept);
+        let new_blocks = if complete && new_k >= 2 { new_k + 1 } else { new_k };
+        let sparse = match &self.store {
+            // Too many tasks for dense blocks of this width: the cells move to the sparse map
+            // (once; the dense store is kept until the journal ends).
+            Store::Dense { .. } if !dense_fits(width, stride, new_blocks) => Some(self.store.to_sparse(stride)?),
+            _ => None,
+        };
+        if let (None, Store::Dense { own, .. }) = (&sparse, &mut self.store) {
+            need.reserve(own, n)?;
         }
-        debug_assert_eq!(blocks.len(), n_blocks);
+        // Nothing below fails.
+        if self.journal.logging() && self.journal.tasks.is_none() {
+            self.journal.tasks = Some(self.tasks.clone());
+        }
         if !complete {
             self.stats.resize(self.stats.len() + n, ComponentStats::default());
         }
-        self.blocks = blocks;
-        self.terms = terms;
-        self.component = component;
+        if let Some(cells) = sparse {
+            let dense = std::mem::replace(&mut self.store, Store::Sparse(cells));
+            if self.journal.logging() {
+                self.journal.old_store = Some(dense);
+                self.journal.cells_at_convert = self.journal.cells.len();
+                self.journal.sparse_len = 0; // every sparse cell is new: dropped with the store
+            }
+        }
+        if let Store::Dense { own, .. } = &mut self.store {
+            own.resize_with(own.len() + n, || None);
+        }
         self.n_tasks = new_k;
         self.tasks = tasks;
         Ok(())
     }
+
+    /// Whether any cell was written.
+    fn has_cells(&self) -> bool {
+        match &self.store {
+            Store::Hashed { table, .. } => table.is_some(),
+            Store::Dense { own, shared, .. } => own.iter().chain(std::iter::once(shared)).any(Option::is_some),
+            Store::Sparse(cells) => cells.len() > 0,
+        }
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::Rows;
-    use crate::learner::learn;
-    use crate::learner::test_support::stream;
-
-    fn labelled(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
-        let sign = |task: usize| if task.is_multiple_of(2) { 1.0 } else { -0.5 };
-        let (x, tasks, y) = stream(n, d, k, seed, |x, task, _| x[0] + sign(task) * x[1] > 0.1);
-        (x, y, tasks)
-    }
-
-    fn params(loss: &str, rule: &str, hash_bits: Option<u32>) -> MTLinearParams {
-        MTLinearParams::new(
-            Loss::parse(loss).unwrap(),
-            UpdateRule::parse(rule).unwrap(),
-            0.5,
-            true,
-            hash_bits,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn logistic_gain_solves_the_flow() {
-        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
-            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8] {
-                let delta = logistic_margin_gain(m0, a);
-                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
-                if m0.abs() < 100.0 {
-                    // (m0 + δ) + e^{m0+δ} = m0 + e^{m0} + a
-                    let lhs = delta + m0.exp() * delta.exp_m1();
-                    assert!((lhs - a).abs() <= 1e-12 * a.max(1.0), "m0={m0} a={a}: {lhs}");
-                }
-            }
-        }
-        // Small steps: the first-order (plain gradient) step.
-        let d = logistic_margin_gain(0.3, 1e-9);
-        assert!((d / (1e-9 * sigmoid(-0.3)) - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn logistic_proximal_gain_solves_its_equation() {
-        for &m0 in &[-800.0, -30.0, -2.0, 0.0, 0.7, 5.0, 30.0, 800.0] {
-            for &a in &[1e-12, 1e-3, 0.5, 3.0, 1e3, 1e8, 1e300] {
-                let delta = logistic_proximal_gain(m0, a);
-                assert!(delta >= 0.0 && delta.is_finite(), "m0={m0} a={a}: {delta}");
-                if m0.abs() < 100.0 {
-                    let lhs = delta * (1.0 + (m0 + delta).exp());
-                    assert!((lhs - a).abs() <= 1e-12 * a, "m0={m0} a={a}: {lhs}");
-                }
-            }
-        }
-        // AROW's hinge step: the margin moves by v (1 - m)/(v + r), r = 1/η; none beyond margin 1.
-        let (v, eta) = (0.8, 2.0);
-        assert!((v * Loss::Hinge.proximal_step(1.0, 0.3, eta, v) - v * 0.7 / (v + 0.5)).abs() < 1e-15);
-        assert_eq!(Loss::Hinge.proximal_step(-1.0, -1.5, eta, v), 0.0);
-    }
-
-    #[test]
-    fn shared_rate_moves_the_shared_share_of_the_first_step() {
-        // Complete graph k = 2, one task-0 logistic example x = (2, 0): each of the 4 coordinates
-        // (own and shared, feature and intercept) has u² r = 2 under the normalized rule and
-        // μ = 1/2, so h = 2 (1 + ρ); the shared block carries ρ/(1 + ρ) of the margin gain δ,
-        // which is all task 1 sees. Graphs without a shared block ignore ρ.
-        let tk = TaskKernel::complete(2).unwrap();
-        for rho in [0.5, 1.0, 3.0] {
-            let p = params("logistic", "normalized", None).with_shared_rate(rho).unwrap();
-            let mut m = MTLinear::new(&tk, 2, p).unwrap();
-            run(&mut m, &[2.0, 0.0], &[1.0], &[0], 2);
-            let delta = logistic_margin_gain(0.0, 0.5 * 2.0 * (1.0 + rho));
-            let mut scratch = Scratch::default();
-            let own_and_shared = m.score(Row::Dense(&[2.0, 0.0]), 0, &mut scratch);
-            let shared = m.score(Row::Dense(&[2.0, 0.0]), 1, &mut scratch);
-            assert!((own_and_shared - delta).abs() < 1e-6 * delta, "{rho}: {own_and_shared} vs {delta}");
-            assert!((shared - delta * rho / (1.0 + rho)).abs() < 1e-6 * delta, "{rho}: {shared}");
-        }
-        let (x, y, tasks) = labelled(200, 4, 3, 5);
-        let tk = TaskKernel::disconnected(3).unwrap();
-        let mut plain = MTLinear::new(&tk, 4, params("logistic", "normalized", None)).unwrap();
-        let p = params("logistic", "normalized", None).with_shared_rate(3.0).unwrap();
-        let mut rho = MTLinear::new(&tk, 4, p).unwrap();
-        assert_eq!(run(&mut plain, &x, &y, &tasks, 4), run(&mut rho, &x, &y, &tasks, 4));
-    }
-
-    #[test]
-    fn a_state_with_a_bad_shared_rate_is_refused() {
-        let tk = TaskKernel::complete(2).unwrap();
-        let mut m = MTLinear::new(&tk, 2, params("logistic", "normalized", None)).unwrap();
-        assert!(m.check_state().is_ok());
-        for rho in [0.0, -2.0, f64::NAN, f64::INFINITY] {
-            m.params.shared_rate = rho;
-            assert!(m.check_state().is_err(), "{rho}");
-        }
-    }
-
-    #[test]
-    fn hinge_and_squared_steps_do_not_overshoot() {
-        // A huge rate reaches the hinge exactly, and the squared flow approaches the label.
-        let s = Loss::Hinge.invariant_step(1.0, -2.0, 1e9, 4.0);
-        assert!((-2.0 + 4.0 * s - 1.0).abs() < 1e-12);
-        let s = Loss::Squared.invariant_step(-1.0, 3.0, 1e9, 2.0);
-        assert!((3.0 + 2.0 * s + 1.0).abs() < 1e-12);
-    }
-
-    fn run(model: &mut MTLinear, x: &[f64], y: &[f64], tasks: &[i64], d: usize) -> Vec<f64> {
-        let rows = Rows::dense(x, y.len(), d);
-        learn(model, &rows, tasks, y).unwrap()
-    }
-
-    #[test]
-    fn disconnected_equals_independent_learners() {
-        for (rule, seed) in [("normalized", 1), ("arow", 4)] {
-            let (n, d, k) = (300, 5, 3);
-            let (x, y, tasks) = labelled(n, d, k, seed);
-            let tk = TaskKernel::disconnected(k).unwrap();
-            let mut joint = MTLinear::new(&tk, d, params("logistic", rule, None)).unwrap();
-            let joint_scores = run(&mut joint, &x, &y, &tasks, d);
-            let one = TaskKernel::disconnected(1).unwrap();
-            for task in 0..k {
-                let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
-                let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
-                let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
-                let mut single = MTLinear::new(&one, d, params("logistic", rule, None)).unwrap();
-                let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
-                let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
-                assert_eq!(s, expected, "{rule}");
-            }
-        }
-    }
-
-    #[test]
-    fn hashing_with_enough_bits_equals_no_hashing() {
-        let (n, d, k) = (200, 6, 4);
-        let (x, y, tasks) = labelled(n, d, k, 2);
-        let tk = TaskKernel::complete(k).unwrap();
-        for rule in ["normalized", "adagrad", "sgd", "arow"] {
-            let mut plain = MTLinear::new(&tk, d, params("hinge", rule, None)).unwrap();
-            let mut hashed = MTLinear::new(&tk, d, params("hinge", rule, Some(3))).unwrap();
-            assert_eq!(hashed.width(), 7);
-            assert_eq!(run(&mut plain, &x, &y, &tasks, d), run(&mut hashed, &x, &y, &tasks, d));
-            let mut small = MTLinear::new(&tk, d, params("hinge", rule, Some(2))).unwrap();
-            run(&mut small, &x, &y, &tasks, d);
-            assert_eq!(small.width(), 4);
-            assert!(small.memory_bytes() <= small.n_blocks() * 4 * 3 * 8);
-        }
-    }
-
-    #[test]
-    fn learns_and_touches_only_its_blocks() {
-        let (n, d, k) = (2000, 4, 4);
-        let (x, y, tasks) = labelled(n, d, k, 3);
-        let tk = TaskKernel::complete(k).unwrap();
-        for rule in ["normalized", "arow"] {
-            for loss in ["logistic", "hinge", "squared"] {
-                let mut m = MTLinear::new(&tk, d, params(loss, rule, None)).unwrap();
-                let scores = run(&mut m, &x, &y, &tasks, d);
-                let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
-                assert!(late_errors < n / 10, "{rule} {loss}: {late_errors}");
-            }
-        }
-        // Only task 2 seen: its block and the shared block exist.
-        let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
-        run(&mut m, &x[..d], &y[..1], &[2], d);
-        assert_eq!(m.diagnostics()[2].1, 2.0);
-        assert!(m.block_weights()[..2 * (d + 1)].iter().all(|&w| w == 0.0));
-    }
-
-    #[test]
-    fn hashed_slots_stay_in_range_and_spare_the_intercept() {
-        let n_hashed = 1000;
-        let mut hits = vec![0usize; n_hashed + 1];
-        for block in 0..3u32 {
-            for key in 0..50_000 {
-                let slot = slot_of(key, block, n_hashed);
-                assert!(slot < n_hashed);
-                hits[slot] += 1;
-            }
-            assert_eq!(slot_of(INTERCEPT_KEY, block, n_hashed), n_hashed);
-        }
-        // Roughly uniform: 150 expected per slot.
-        assert!(hits[..n_hashed].iter().all(|&h| (60..300).contains(&h)));
-        // Different blocks, different collisions.
-        let same = (0..1000).filter(|&key| slot_of(key, 0, n_hashed) == slot_of(key, 1, n_hashed));
-        assert!(same.count() < 20);
-        assert_eq!(slot_of(77, 5, 0), 77);
-    }
-
-    /// Random coordinates of one update: u (some tiny, some negative), the gathered state
-    /// (some N = 0, some N above |u|), rates, and distinct slots in a block of stride 3.
-    #[allow(clippy::type_complexity)]
-    fn random_coords(len: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, Vec<f64>, Vec<usize>, Vec<f32>) {
-        let mut rng = crate::rng::SplitMix64::new(seed);
-        let mut unit = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        let mut draw = |scale: f64| (unit() - 0.3) * scale;
-        let u: Vec<f64> = (0..len).map(|i| draw(if i % 5 == 0 { 1e-3 } else { 2.0 })).collect();
-        let n_slots = 2 * len + 3;
-        let mut block = vec![0.0f32; 3 * n_slots];
-        for (i, cell) in block.chunks_exact_mut(3).enumerate() {
-            cell[0] = draw(3.0) as f32;
-            cell[1] = draw(5.0).abs() as f32;
-            cell[2] = if i % 3 == 0 { 0.0 } else { draw(2.0).abs() as f32 };
-        }
-        let slot: Vec<usize> = (0..len).map(|i| 3 * (2 * i + (i % 2))).collect();
-        let cell = |c: usize| slot.iter().map(|&at| f64::from(block[at + c])).collect::<Vec<f64>>();
-        (u, cell(0), cell(1), cell(2), slot, block)
-    }
-
-    /// The lane kernels give the bits of the scalar rule in every build (the AVX2 one where the
-    /// CPU has it), whatever the tail length: the rates and sums in the 4-lane order, the bounds,
-    /// and the vectorised write-back of distinct slots against the read-modify-write one.
-    #[test]
-    fn lane_kernels_match_the_scalar_rule_bit_for_bit() {
-        type Portable = [f64; 4];
-        for len in [0usize, 1, 3, 4, 5, 8, 11, 37] {
-            let (u, w, g, n, slot, block) = random_coords(len, len as u64 + 7);
-            let g2 = 0.37;
-            // Scalar reference: element i in lane i mod 4, lanes summed pairwise.
-            let (mut rates, mut h, mut norm) = (vec![0.0; len], [0.0; 4], [0.0; 4]);
-            for i in 0..len {
-                let (r, dh, dn) = normalized_rate(g2, u[i], g[i], n[i]);
-                (rates[i], h[i % 4], norm[i % 4]) = (r, h[i % 4] + dh, norm[i % 4] + dn);
-            }
-            let expected = ((h[0] + h[1]) + (h[2] + h[3]), (norm[0] + norm[1]) + (norm[2] + norm[3]));
-            let mut got = vec![0.0; len];
-            // SAFETY: plain arrays need no CPU feature.
-            let sums = unsafe { normalized_rates_lanes::<Portable>(g2, &u, &g, &n, &mut got) };
-            assert_eq!((sums, &got), (expected, &rates), "len {len}");
-            let bounds = unsafe { write_bounds_lanes::<Portable>(&u, &rates, &w, &g) };
-            let max = |v: &[f64]| v.iter().fold(0.0f64, |m, &x| m.max(x));
-            assert_eq!(bounds.max_w, max(&w.iter().map(|v| v.abs()).collect::<Vec<_>>()));
-            assert_eq!((bounds.max_g, bounds.max_u), (max(&g), max(&u.iter().map(|v| v.abs()).collect::<Vec<_>>())));
-            let sum_ur: f64 = u.iter().zip(&rates).map(|(u, r)| (u * r).abs()).sum();
-            assert!((bounds.sum_ur - sum_ur).abs() <= 1e-12 * sum_ur && bounds.rates_finite);
-            let mut bad = rates.clone();
-            if len > 0 {
-                bad[len - 1] = f64::INFINITY;
-                assert!(!unsafe { write_bounds_lanes::<Portable>(&u, &bad, &w, &g) }.rates_finite);
-            }
-            for stride in [3usize, 2, 1] {
-                // The same block laid out with `stride` floats per slot.
-                let block: Vec<f32> = block.chunks_exact(3).flat_map(|c| c[..stride].to_vec()).collect();
-                let slot: Vec<usize> = slot.iter().map(|&at| at / 3 * stride).collect();
-                let mut scalar = block.clone();
-                match stride {
-                    3 => write_block::<3>(&mut scalar, &slot, &u, &rates, g2, -0.8),
-                    2 => write_block::<2>(&mut scalar, &slot, &u, &rates, g2, -0.8),
-                    _ => write_block::<1>(&mut scalar, &slot, &u, &rates, g2, -0.8),
-                }
-                let args = WriteArgs {
-                    slot: &slot,
-                    u: &u,
-                    w: &w,
-                    g: &g,
-                    n: &n,
-                    rates: &rates,
-                    g2,
-                    scale: -0.8,
-                };
-                let mut lanes = block.clone();
-                unsafe { write_distinct_stride::<Portable>(&mut lanes, stride, &args) };
-                assert_eq!(lanes, scalar, "len {len}, stride {stride}");
-                #[cfg(target_arch = "x86_64")]
-                if std::arch::is_x86_feature_detected!("avx2") {
-                    #[target_feature(enable = "avx2")]
-                    unsafe fn avx2(data: &mut [f32], stride: usize, args: &WriteArgs) -> (f64, f64, Vec<f64>) {
-                        use std::arch::x86_64::__m256d;
-                        write_distinct_stride::<__m256d>(data, stride, args);
-                        let mut rates = vec![0.0; args.u.len()];
-                        let sums = normalized_rates_lanes::<__m256d>(args.g2, args.u, args.g, args.n, &mut rates);
-                        (sums.0, sums.1, rates)
-                    }
-                    let mut wide = block.clone();
-                    // SAFETY: the CPU has AVX2 (checked above).
-                    let (h, norm, wide_rates) = unsafe { avx2(&mut wide, stride, &args) };
-                    assert_eq!((wide, (h, norm), wide_rates), (scalar, expected, rates.clone()));
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn rejects_bad_parameters() {
-        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 0.0, true, None).is_err());
-        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
-        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(0)).is_err());
-        assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(32)).is_err());
-        let ok = MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, None).unwrap();
-        for rho in [0.0, -1.0, f64::NAN, f64::INFINITY] {
-            assert!(ok.with_shared_rate(rho).is_err(), "{rho}");
-        }
-        assert_eq!(ok.with_shared_rate(2.5).unwrap().shared_rate, 2.5);
-        assert!(Loss::parse("log").is_err());
-        assert!(UpdateRule::parse("adam").is_err());
-        let tk = TaskKernel::complete(2).unwrap();
-        assert!(MTLinear::new(&tk, 0, params("logistic", "sgd", None)).is_err());
-    }
-}
+mod tests;
