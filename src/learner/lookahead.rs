@@ -1,4 +1,4 @@
-//! Scores made ahead (issue 12): the learn loop scores the next few rows in one pass over a
+//! Scores made ahead: the learn loop scores the next few rows in one pass over a
 //! learner's active set ([`super::OnlineLearner::score_ahead`]), so each stored row is loaded
 //! once for all of them instead of once per row. Until a row is reached the model may change
 //! (an update-mistake); the learner then brings the pending scores up to date

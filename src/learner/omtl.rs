@@ -377,8 +377,8 @@ impl Omtl {
 mod tests {
     use super::*;
 
-    /// Issue 11: on a row of norm 1e-160 (‖x‖² subnormal) the old water-filling formed inf/inf
-    /// and wrote -inf weights. Every implicit variant now takes exactly tau = C there (INV-O2).
+    /// On a row of norm 1e-160 (‖x‖² subnormal) a naive water-filling forms inf/inf and writes
+    /// -inf weights; every implicit variant takes exactly tau = C there (INV-O2).
     #[test]
     fn tiny_norm_singletons_take_exactly_c() {
         for norm in [GlobalNorm::L1, GlobalNorm::L2, GlobalNorm::LInf] {

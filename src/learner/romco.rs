@@ -23,7 +23,7 @@
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
 //!
-//! The shape picks the side and the form of U (issue 12; docs/romco.md items 11-14):
+//! The shape picks the side and the form of U (docs/romco.md items 11-14):
 //! - wide U (more live columns than features): route (b) on the `d x d` Gram of the rows,
 //!   `D = UUᵀ`, and `U ← Π_L Û` (`O(d² k + d³)` per update instead of `O(d k² + k³)`);
 //! - tall U with `d >= 8 k²`: `U = W Π`, the `k x k` Π and Π⁻¹ accumulated lazily, so an update
@@ -1825,7 +1825,7 @@ mod tests {
         assert_eq!(diagnostic(&qr, "n_gram_svt"), 0.0);
     }
 
-    /// The shape-driven forms (issue 12) follow route (a): wide U on the row side (`D = UUᵀ`,
+    /// The shape-driven forms follow route (a): wide U on the row side (`D = UUᵀ`,
     /// eigendecomposition updated per example) and tall U held factored (`U = W Π`), on P1 and
     /// on P2 rounds (of three tasks), on rows with and without many zeros.
     #[test]

@@ -11,8 +11,8 @@ fn problem(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<u32>, Vec<
     (x, tasks.into_iter().map(|t| t as u32).collect(), y)
 }
 
-/// Issue 11: NaN in the stored examples (a tampered state, or X written by another thread)
-/// made the line search `loop { .. L *= 2 }` spin forever. Now the retrain that meets it
+/// NaN in the stored examples (a tampered state, or X written by another thread) would make
+/// the line search `loop { .. L *= 2 }` spin forever: the retrain that meets it
 /// fails, the example that triggered it is not kept, and the model is unchanged.
 #[test]
 fn nan_in_stored_examples_ends_the_line_search_with_an_error() {
