@@ -16,6 +16,9 @@ pub fn module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
     m.add_function(wrap_pyfunction!(svt, &m)?)?;
     m.add_function(wrap_pyfunction!(panic, &m)?)?;
     m.add_function(wrap_pyfunction!(complete_graph_floor, &m)?)?;
+    m.add_function(wrap_pyfunction!(event_floor_call, &m)?)?;
+    m.add_function(wrap_pyfunction!(event_floor_row, &m)?)?;
+    m.add_function(wrap_pyfunction!(event_floor_locked, &m)?)?;
     Ok(m)
 }
 
@@ -157,4 +160,49 @@ fn complete_graph_floor(
     let rows = x.view()?;
     let tasks = slice1(&tasks, "tasks")?;
     py.detach(|| guarded(|| crate::floors::complete_graph_pass(&rows, tasks, n_tasks, stride)))
+}
+
+/// The floor of a per-event call (for `benches/event_floors.py`): a function taking `learn_event`'s
+/// arguments and doing nothing with them.
+#[pyfunction]
+#[pyo3(signature = (model, x, y, task, skip=None))]
+fn event_floor_call(
+    model: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    task: &Bound<'_, PyAny>,
+    skip: Option<Bound<'_, PyAny>>,
+) -> f64 {
+    let _ = (model, x, y, task, skip);
+    0.0
+}
+
+/// The floor of a per-event call that reads a NumPy row: the sum of a 1-D float64 array.
+#[pyfunction]
+fn event_floor_row(x: &Bound<'_, PyAny>) -> PyResult<f64> {
+    use numpy::PyArrayMethods;
+    let a = x.cast::<PyArray1<f64>>()?;
+    // SAFETY: the GIL is held and no Python code runs while the values are read.
+    let sum = match unsafe { a.as_slice() } {
+        Ok(s) => s.iter().sum(),
+        Err(_) => a.to_vec()?.iter().sum(),
+    };
+    Ok(sum)
+}
+
+/// The floor of a call that takes the model's lock as `learn_event` does (its `__dict__`, the
+/// lock's `acquire` and `release`) and does nothing else.
+#[pyfunction]
+#[pyo3(signature = (model, x, y, task, skip=None))]
+fn event_floor_locked(
+    model: &Bound<'_, PyAny>,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    task: &Bound<'_, PyAny>,
+    skip: Option<Bound<'_, PyAny>>,
+) -> PyResult<f64> {
+    let _ = (x, y, task, skip);
+    let dict = super::events::model_dict(model)?;
+    let _lock = super::events::Locked::acquire(model, &dict)?;
+    Ok(0.0)
 }
