@@ -69,9 +69,7 @@ def main() -> None:
     }
     results = {name: per_event(run) for name, run in layers.items()}
     fresh = omtl.MTLinear()
-    results["engine: learn, one call over the stream (per row)"] = per_event(
-        lambda: fresh.learn(X, y, tasks=tasks)
-    )
+    results["engine: learn, one call over the stream (per row)"] = per_event(lambda: fresh.learn(X, y, tasks=tasks))
     results["engine: decision_function, one call (per row)"] = per_event(
         lambda: fresh.decision_function(X, tasks=tasks)
     )

@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 
 use super::learners::NativeLearner;
 use crate::data::Rows;
@@ -50,26 +50,34 @@ impl EventRow {
     }
 }
 
-/// `(numpy.integer, numpy.floating, numpy.bool_)`, looked up once.
-fn numpy_scalar_types(py: Python<'_>) -> PyResult<&Bound<'_, PyTuple>> {
-    static TYPES: PyOnceLock<Py<PyTuple>> = PyOnceLock::new();
-    let types = TYPES.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+/// `[numpy.integer, numpy.floating, numpy.bool_]`, looked up once.
+fn numpy_scalar_types(py: Python<'_>) -> PyResult<&[Py<PyType>; 3]> {
+    static TYPES: PyOnceLock<[Py<PyType>; 3]> = PyOnceLock::new();
+    TYPES.get_or_try_init(py, || -> PyResult<[Py<PyType>; 3]> {
         let np = py.import("numpy")?;
-        Ok(PyTuple::new(
-            py,
-            [np.getattr("integer")?, np.getattr("floating")?, np.getattr("bool_")?],
-        )?
-        .unbind())
-    })?;
-    Ok(types.bind(py))
+        let get = |name: &str| -> PyResult<Py<PyType>> { Ok(np.getattr(name)?.cast_into::<PyType>()?.unbind()) };
+        Ok([get("integer")?, get("floating")?, get("bool_")?])
+    })
+}
+
+/// Whether `v`'s type derives from `ty` (its MRO, without the `__instancecheck__` call of
+/// `isinstance`: NumPy's scalar types are plain classes, not ABCs with virtual subclasses).
+fn derives_from(v: &Bound<'_, PyAny>, ty: &Py<PyType>) -> bool {
+    // SAFETY: both pointers are live objects (the GIL is held); `ty` is a type object.
+    unsafe { pyo3::ffi::PyObject_TypeCheck(v.as_ptr(), ty.as_ptr().cast::<pyo3::ffi::PyTypeObject>()) != 0 }
 }
 
 pub(super) fn is_numpy_bool(v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    v.is_instance(&numpy_scalar_types(v.py())?.get_item(2)?)
+    Ok(derives_from(v, &numpy_scalar_types(v.py())?[2]))
 }
 
 fn is_numpy_integer(v: &Bound<'_, PyAny>) -> PyResult<bool> {
-    v.is_instance(&numpy_scalar_types(v.py())?.get_item(0)?)
+    Ok(derives_from(v, &numpy_scalar_types(v.py())?[0]))
+}
+
+/// A NumPy integer, floating or bool scalar.
+fn is_numpy_number(v: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(numpy_scalar_types(v.py())?.iter().any(|ty| derives_from(v, ty)))
 }
 
 fn type_name(v: &Bound<'_, PyAny>) -> String {
@@ -83,10 +91,7 @@ fn type_name(v: &Bound<'_, PyAny>) -> String {
 /// scalar), finite. Strings, `Decimal`, complex numbers and the like are refused (`TypeError`),
 /// NaN and infinity are a `ValueError`.
 fn number(v: &Bound<'_, PyAny>) -> PyResult<f64> {
-    let x = if v.is_instance_of::<PyFloat>()
-        || v.is_instance_of::<PyInt>()
-        || v.is_instance(numpy_scalar_types(v.py())?)?
-    {
+    let x = if v.is_instance_of::<PyFloat>() || v.is_instance_of::<PyInt>() || is_numpy_number(v)? {
         v.extract::<f64>()
             .map_err(|_| PyValueError::new_err(format!("x holds a number too large for a float: {v}")))?
     } else {
@@ -519,7 +524,7 @@ fn label_of<'py>(y: &Bound<'py, PyAny>, form: &Bound<'py, PyAny>) -> PyResult<(f
     if y.is_instance_of::<PyBool>() || is_numpy_bool(y)? {
         return Ok((if y.is_truthy()? { 1.0 } else { -1.0 }, Some("bool")));
     }
-    if !(y.is_instance_of::<PyInt>() || y.is_instance_of::<PyFloat>() || y.is_instance(numpy_scalar_types(y.py())?)?) {
+    if !(y.is_instance_of::<PyInt>() || y.is_instance_of::<PyFloat>() || is_numpy_number(y)?) {
         return Err(PyTypeError::new_err(format!(
             "labels must be -1/+1, 0/1 or bool (the classes this model learned), got {}",
             type_name(y)
