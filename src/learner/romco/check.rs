@@ -28,13 +28,7 @@ impl Romco {
         }
         if self.lambda1 > 0.0 && self.brand.is_none() && !self.gram_stale && !self.gram_unknown {
             let exact = self.exact_gram();
-            let drift: f64 = exact
-                .iter()
-                .zip(&self.gram)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                .sqrt();
-            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            let (drift, scale) = frobenius_drift(&exact, &self.gram);
             ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
                 format!("C = UᵀU is off by {drift:e} (Frobenius) from U's {scale:e}")
             })?;

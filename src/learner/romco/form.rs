@@ -167,13 +167,7 @@ impl Romco {
         self.forget_svt_vectors();
         if self.lambda1 > 0.0 && self.brand.is_none() {
             let exact = self.exact_gram();
-            let drift: f64 = exact
-                .iter()
-                .zip(&self.gram)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                .sqrt();
-            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            let (drift, scale) = frobenius_drift(&exact, &self.gram);
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
                 self.n_drift_resyncs += 1;

@@ -604,6 +604,20 @@ impl OnlineLearner for Romco {
 }
 
 
+/// `(‖exact − kept‖_F, ‖exact‖_F)`: how far a maintained matrix drifted from its exact value, and
+/// the scale the drift is judged against.
+fn frobenius_drift(exact: &[f64], kept: &[f64]) -> (f64, f64) {
+    let drift = exact.iter().zip(kept).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+    (drift, scale)
+}
+
+/// The Gram route of the thresholding from an eigen-decomposition of the Gram, moving its values and
+/// vectors out (the scratch keeps its allocation for the next call).
+fn gram_route_taking(eig: &mut eigen_update::Eigen, theta: f64) -> Option<Shrinkage> {
+    svt::gram_route_from_eigen(std::mem::take(&mut eig.values), std::mem::take(&mut eig.vectors), theta, false)
+}
+
 mod check;
 mod form;
 mod sides;

@@ -158,12 +158,7 @@ impl Romco {
             }
         };
         let shrink = if have_eigen {
-            svt::gram_route_from_eigen(
-                std::mem::take(&mut eig.values),
-                std::mem::take(&mut eig.vectors),
-                theta,
-                false,
-            )
+            gram_route_taking(&mut eig, theta)
         } else {
             None
         };
@@ -210,13 +205,7 @@ impl Romco {
         if self.row_mu.len() == d {
             let exact = svt::row_gram(&self.u, d, self.n_tasks);
             let kept = svt::weighted_outer_product(&self.row_vectors, d, d, &self.row_mu);
-            let drift: f64 = exact
-                .iter()
-                .zip(&kept)
-                .map(|(a, b)| (a - b) * (a - b))
-                .sum::<f64>()
-                .sqrt();
-            let scale: f64 = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
+            let (drift, scale) = frobenius_drift(&exact, &kept);
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
                 self.n_drift_resyncs += 1;

@@ -23,12 +23,7 @@ impl Romco {
             updated = true;
             self.n_eigen_updates += 1;
             let eig = &mut self.scratch.updated;
-            svt::gram_route_from_eigen(
-                std::mem::take(&mut eig.values),
-                std::mem::take(&mut eig.vectors),
-                theta,
-                false,
-            )
+            gram_route_taking(eig, theta)
         } else {
             let c_hat = c_hat.or_else(|| (!changes.is_empty()).then(|| self.changed_c_hat(changes)));
             c_hat.and_then(|c_hat| {
