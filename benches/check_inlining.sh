@@ -22,7 +22,7 @@ fi
 # CPU detection (`_xgetbv`, `__cpuid`) runs once per process, not on a hot path.
 allowed='_xgetbv|__cpuid'
 bad=$(nm -C --defined-only "$so" \
-    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::(lanes::)?(Lanes|LaneMath)>::|as omtl::kernel::dense_dots::Wide>::|omtl::kernel::dense_dots::dots_block|mt_linear::[a-z_]+_lanes|mt_linear::(lane_sum|normalized_rate|write_distinct_stride)\b' \
+    | grep -E 'core::core_arch::|core::array::(try_)?from_fn|as omtl::(linalg::)?simd::(lanes::)?(Lanes|LaneMath)>::|as omtl::kernel::dense_dots::Wide>::|omtl::kernel::dense_dots::dots_block|mt_linear::(lanes::)?[a-z_]+_lanes|mt_linear::(lanes::)?(lane_sum|normalized_rate|write_distinct_stride)\b' \
     | grep -Ev "$allowed" || true)
 if [[ -n "$bad" ]]; then
     echo "check_inlining: non-inlined SIMD helpers in $so:" >&2

@@ -469,7 +469,7 @@ pub fn score_each<L: OnlineLearner + ?Sized>(
 /// Runs the online protocol over a batch and returns the pre-update scores.
 ///
 /// Atomic: on `Err` the model is exactly as before the call, whichever row failed (undone by the
-/// learner's journal, or the batch learned on a copy: [`run_atomic`]), except
+/// learner's journal, or the batch learned on a copy: `run_atomic`), except
 /// for [`Error::Interrupted`], after which the model has learned the rows whose scores the error
 /// carries.
 pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64], y: &[f64]) -> Result<Vec<f64>> {

@@ -1,5 +1,6 @@
 //! MTLinear's unit tests: the closed-form steps, the factor, the storage layouts, the journal.
 use super::*;
+use super::loss::logistic_proximal_gain;
 use crate::data::Rows;
 use crate::learner::learn;
 use crate::learner::test_support::stream;

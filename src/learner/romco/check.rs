@@ -1,0 +1,188 @@
+//! ROMCO's state checks: the caches against U and V, and a loaded state before use.
+
+use super::*;
+
+impl Romco {
+    /// A restored state's maintained quantities agree with what they cache: `||v^i||²` with V,
+    /// and a maintained `C` with `UᵀU`. A tampered cache passes every finiteness check and turns
+    /// the next updates into inf/NaN. The tolerance, [`CACHE_TOL`], is far above the rounding the
+    /// maintenance accumulates between exact resyncs (`DRIFT_TOL` flags 1e-8); O(d k²), one resync.
+    pub(super) fn check_caches(&self) -> Result<()> {
+        let d = self.n_features;
+        let exact_norms: Vec<f64> = (0..self.n_tasks)
+            .map(|i| {
+                let s = self.v_scale[i];
+                if s == 0.0 {
+                    return 0.0;
+                }
+                let col = &self.v[i * d..(i + 1) * d];
+                s * s * col.iter().map(|x| x * x).sum::<f64>()
+            })
+            .collect();
+        let largest = exact_norms.iter().fold(0.0f64, |m, &v| m.max(v));
+        for (i, (&cached, &exact)) in self.v_sq_norm.iter().zip(&exact_norms).enumerate() {
+            ensure(
+                exact.is_finite() && (cached - exact).abs() <= CACHE_TOL * (exact + 1e-6 * largest),
+                || format!("V column norm {i} is {cached:e}, V gives {exact:e}"),
+            )?;
+        }
+        if self.lambda1 > 0.0 && self.brand.is_none() && !self.gram_stale && !self.gram_unknown {
+            let exact = self.exact_gram();
+            let (drift, scale) = frobenius_drift(&exact, &self.gram);
+            ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
+                format!("C = UᵀU is off by {drift:e} (Frobenius) from U's {scale:e}")
+            })?;
+        }
+        // The factors of the last SVT describe C over the live columns (what route (b) updates
+        // and a stale C is formed from).
+        if self.brand.is_none() && !self.gram_unknown && !self.svt_mu.is_empty() && self.svt_matches_live() {
+            let k = self.n_tasks;
+            let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+            let formed = svt::weighted_outer_product(&self.svt_vectors, live.len(), live.len(), &self.svt_mu);
+            let exact = self.exact_gram();
+            let (mut drift, mut scale) = (0.0f64, 0.0f64);
+            for (a, &i) in live.iter().enumerate() {
+                for (b, &j) in live.iter().enumerate() {
+                    let e = exact[i * k + j];
+                    drift += (formed[a * live.len() + b] - e).powi(2);
+                    scale += e * e;
+                }
+            }
+            let (drift, scale) = (drift.sqrt(), scale.sqrt());
+            ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
+                format!("the SVT factors of C are off by {drift:e} (Frobenius) from UᵀU's {scale:e}")
+            })?;
+        }
+        Ok(())
+    }
+
+}
+
+impl CheckState for Romco {
+    fn check_state(&self) -> Result<()> {
+        let (d, k) = (self.n_features, self.n_tasks);
+        // Lengths first: they bound d and k by the payload before `new` allocates.
+        let size = checked_size("ROMCO factors", d, k)?;
+        check_len("V", self.v.len(), size)?;
+        for (what, len) in [
+            ("V scales", self.v_scale.len()),
+            ("V column norms", self.v_sq_norm.len()),
+            ("live columns of U", self.u_live.len()),
+        ] {
+            check_len(what, len, k)?;
+        }
+        check_len("C = UᵀU", self.gram.len(), checked_size("C", k, k)?)?;
+        match &self.brand {
+            None => check_len("U", self.u.len(), size)?,
+            Some(f) => {
+                check_len("U (held factored)", self.u.len(), 0)?;
+                f.check_state(d, k)?;
+            }
+        }
+        param(Self::new(
+            k,
+            d,
+            self.eta1,
+            self.eta2,
+            self.lambda1,
+            self.lambda2,
+            self.trigger,
+        ))?;
+        for (what, values) in [
+            ("U", &self.u),
+            ("V", &self.v),
+            ("V scales", &self.v_scale),
+            ("V column norms", &self.v_sq_norm),
+            ("C = UᵀU", &self.gram),
+            ("SVT vectors", &self.svt_vectors),
+            ("SVT eigenvalues", &self.svt_mu),
+            ("row-side eigenvectors", &self.row_vectors),
+            ("the right factor of U", &self.u_right),
+            ("the inverse right factor of U", &self.u_right_inv),
+            ("row-side eigenvalues", &self.row_mu),
+        ] {
+            check_finite(what, values)?;
+        }
+        let nonnegative = |v: &[f64]| v.iter().all(|&x| x >= 0.0);
+        ensure(
+            nonnegative(&self.v_scale)
+                && nonnegative(&self.v_sq_norm)
+                && nonnegative(&self.svt_mu)
+                && nonnegative(&self.row_mu),
+            || "a V scale, V column norm or SVT eigenvalue is negative".into(),
+        )?;
+        // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
+        let q = self.svt_mu.len();
+        ensure(q <= k && q.checked_mul(q) == Some(self.svt_vectors.len()), || {
+            format!("{q} SVT eigenvalues with {} vector entries", self.svt_vectors.len())
+        })?;
+        ensure(
+            !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
+            || "C is marked stale without factors of the live columns".into(),
+        )?;
+        // The factored form U = W Π: Π and Π⁻¹ both k x k, or both absent.
+        let right = self.u_right.len();
+        ensure(
+            right == self.u_right_inv.len() && (right == 0 || (right == k * k && self.brand.is_none())),
+            || {
+                format!(
+                    "U's right factor has {right} entries, its inverse {}",
+                    self.u_right_inv.len()
+                )
+            },
+        )?;
+        // The row side: D's factors are d eigenvalues with d x d vectors (or none), held only
+        // while C is not maintained, and then neither C's factors nor route (c) are in use.
+        let p = self.row_mu.len();
+        ensure(
+            (p == 0 || (p == d && self.gram_unknown)) && p.checked_mul(p) == Some(self.row_vectors.len()),
+            || {
+                format!(
+                    "{p} row-side eigenvalues with {} vector entries",
+                    self.row_vectors.len()
+                )
+            },
+        )?;
+        ensure(
+            !self.gram_unknown || (!self.gram_stale && q == 0 && self.brand.is_none()),
+            || "the row side holds U's Gram alongside C's factors or route (c)".into(),
+        )?;
+        ensure(self.rank.is_none_or(|r| r <= k), || {
+            format!("rank {:?} exceeds k = {k}", self.rank)
+        })?;
+        // A column never updated is exactly zero (the SVT runs on the live columns only).
+        if self.brand.is_none() {
+            let factored = !self.u_right.is_empty();
+            let column = |i: usize| -> Vec<f64> {
+                if factored {
+                    self.u.iter().skip(i).step_by(k).copied().collect()
+                } else {
+                    self.u[i * d..(i + 1) * d].to_vec()
+                }
+            };
+            let dead_nonzero = (0..k).any(|i| !self.u_live[i] && column(i).iter().any(|&x| x != 0.0));
+            ensure(!dead_nonzero, || {
+                "a column of U outside the live set is not zero".into()
+            })?;
+        }
+        self.check_caches()?;
+        check_counts(
+            "ROMCO",
+            &[
+                self.n_updates,
+                self.n_seen,
+                self.n_gram_svt,
+                self.n_qr_svt,
+                self.n_drift_resyncs,
+                self.n_numerical_failures,
+                self.n_brand_svt,
+                self.n_eigen_updates,
+                self.n_row_svt,
+                self.n_folds,
+            ],
+        )?;
+        ensure(self.n_updates <= self.n_seen, || {
+            "more ROMCO updates than examples".into()
+        })
+    }
+}
