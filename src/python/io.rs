@@ -102,43 +102,27 @@ impl NativeFileReader {
     }
 }
 
+/// `values` converted element by element into a new NumPy array.
+fn array_of<T, U: numpy::Element>(py: Python<'_>, values: Vec<T>, convert: impl Fn(T) -> U) -> Py<PyAny> {
+    values
+        .into_iter()
+        .map(convert)
+        .collect::<Vec<U>>()
+        .into_pyarray(py)
+        .into_any()
+        .unbind()
+}
+
 fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
     let narrow =
         c.indices.iter().all(|&j| j <= i32::MAX as u32) && c.indptr.last().is_none_or(|&n| n <= i32::MAX as u64);
-    let (indptr, indices): (Py<PyAny>, Py<PyAny>) = if narrow {
+    let (indptr, indices) = if narrow {
         (
-            c.indptr
-                .into_iter()
-                .map(|v| v as i32)
-                .collect::<Vec<_>>()
-                .into_pyarray(py)
-                .into_any()
-                .unbind(),
-            c.indices
-                .into_iter()
-                .map(|v| v as i32)
-                .collect::<Vec<_>>()
-                .into_pyarray(py)
-                .into_any()
-                .unbind(),
+            array_of(py, c.indptr, |v| v as i32),
+            array_of(py, c.indices, |v| v as i32),
         )
     } else {
-        (
-            c.indptr
-                .into_iter()
-                .map(|v| v as i64)
-                .collect::<Vec<_>>()
-                .into_pyarray(py)
-                .into_any()
-                .unbind(),
-            c.indices
-                .into_iter()
-                .map(i64::from)
-                .collect::<Vec<_>>()
-                .into_pyarray(py)
-                .into_any()
-                .unbind(),
-        )
+        (array_of(py, c.indptr, |v| v as i64), array_of(py, c.indices, i64::from))
     };
     let task_ids: Vec<i64> = c.task_ids.into_iter().map(i64::from).collect();
     let items: Vec<Py<PyAny>> = vec![
