@@ -19,6 +19,7 @@
 //! - CSV: a header row; a task column, a label column, every other column a numeric feature.
 
 mod csv;
+pub mod driver;
 pub mod source;
 mod svmlight;
 mod vw;

@@ -111,7 +111,7 @@ pub struct NativeLearner {
     inner: Mutex<AnyLearner>,
 }
 
-fn wrap(inner: AnyLearner) -> NativeLearner {
+pub(super) fn wrap(inner: AnyLearner) -> NativeLearner {
     NativeLearner {
         inner: Mutex::new(inner),
     }
@@ -140,7 +140,7 @@ impl Drop for Held {
 /// The hook the engine polls during a long call: re-acquires the GIL and runs Python's signal
 /// handlers; an exception they raise (KeyboardInterrupt for Ctrl-C) stops the call and is kept
 /// in `raised` to be re-raised once the call has returned.
-fn signal_hook(raised: Rc<RefCell<Option<PyErr>>>) -> Box<dyn FnMut() -> bool> {
+pub(super) fn signal_hook(raised: Rc<RefCell<Option<PyErr>>>) -> Box<dyn FnMut() -> bool> {
     Box::new(move || {
         Python::attach(|py| match py.check_signals() {
             Ok(()) => false,

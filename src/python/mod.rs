@@ -11,6 +11,7 @@ mod params;
 mod pickling;
 mod registry;
 mod small;
+mod stream;
 mod testing;
 
 use pyo3::prelude::*;
@@ -29,6 +30,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
     m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
     io::register(m)?;
+    stream::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", pickling::STATE_VERSION)?;
