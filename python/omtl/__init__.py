@@ -6,16 +6,43 @@ Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks
 read model files (:mod:`omtl.persistence`).
 """
 
-from . import datasets, kernels, learners
-from ._hashing import hash_features
-from ._native import StateError
-from ._simd import _warn_on_bad_override, detected_simd_level, simd_level
-from .evaluate import EvaluationReport, evaluate
-from .graph import TaskGraph
-from .learners import *  # noqa: F403  (the learner classes; listed in learners.__all__)
-from .persistence import dumps, load, loads, save
+# The public names are imported on first use (PEP 562): ``import omtl`` alone, as the ``omtl``
+# command does, loads neither NumPy nor SciPy, so ``omtl learn FILE`` starts in the time of the
+# Python interpreter (docs/DECISIONS.md, "A lazy top-level package"). ``_PUBLIC`` is the one table
+# of the names and the module each comes from; type checkers read the imports below.
+
+import sys as _sys
+import types as _types
+from typing import TYPE_CHECKING
+
+from ._simd import _warn_on_bad_override
 
 __version__ = "0.1.0"
+
+#: The learner classes (``omtl.learners.__all__``; a test holds the two lists equal).
+_LEARNERS = (
+    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
+    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
+)
+
+#: Public name -> the submodule defining it (``None``: the name is the submodule itself).
+_PUBLIC = {
+    "EvaluationReport": ".evaluate",
+    "StateError": "._native",
+    "TaskGraph": ".graph",
+    "datasets": None,
+    "detected_simd_level": "._simd",
+    "dumps": ".persistence",
+    "evaluate": ".evaluate",
+    "hash_features": "._hashing",
+    "kernels": None,
+    "learners": None,
+    "load": ".persistence",
+    "loads": ".persistence",
+    "save": ".persistence",
+    "simd_level": "._simd",
+    **dict.fromkeys(_LEARNERS, ".learners"),
+}
 
 __all__ = [
     "EvaluationReport",
@@ -31,7 +58,73 @@ __all__ = [
     "loads",
     "save",
     "simd_level",
-    *learners.__all__,
+    # the learner classes (_LEARNERS)
+    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
+    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
 ]
+
+if TYPE_CHECKING:
+    from . import datasets, kernels
+    from . import learners as learners  # public, not in __all__
+    from ._hashing import hash_features
+    from ._native import StateError
+    from ._simd import detected_simd_level, simd_level
+    from .evaluate import EvaluationReport, evaluate
+    from .graph import TaskGraph
+    from .learners import (
+        CWCOL,
+        MTBPRJ,
+        MTBPRJ2,
+        MTFL,
+        MTFORG,
+        MTPRJ,
+        MTPRJ2,
+        MTRBP,
+        OMTL,
+        OMTRL,
+        ROMCO,
+        TRML,
+        KernelPerceptron,
+        MTLinear,
+        MTPerceptron,
+        PAGlobal,
+        PAUnique,
+    )
+    from .persistence import dumps, load, loads, save
+
+del TYPE_CHECKING
+
+
+def __getattr__(name: str):
+    try:
+        module = _PUBLIC[name]
+    except KeyError:
+        raise AttributeError(f"module 'omtl' has no attribute {name!r}") from None
+    import importlib
+
+    value = importlib.import_module(f".{name}" if module is None else module, __name__)
+    if module is not None:
+        value = getattr(value, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__():
+    return sorted({*globals(), *_PUBLIC})
+
+
+class _Package(_types.ModuleType):
+    """The package's module type: importing the submodule ``omtl.evaluate`` sets the package's
+    attribute ``evaluate`` to that module; the public name is its function, which it keeps (as the
+    eager ``from .evaluate import evaluate`` left it)."""
+
+    def __setattr__(self, name, value):
+        if isinstance(value, _types.ModuleType) and _PUBLIC.get(name) == f".{name}":
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package
+
 
 _warn_on_bad_override()

@@ -14,20 +14,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+# NumPy, SciPy and the learner classes are imported where they are used: the common run, a file
+# learned by MTLinear, never needs them (``_learn_in_engine``), so it starts without them.
+from ._file_formats import CSV, EXTENSIONS, FORMATS, PARQUET, SVMLIGHT, DataFileError, data_format
 
-from .datasets.files import (
-    CSV,
-    EXTENSIONS,
-    FORMATS,
-    PARQUET,
-    SVMLIGHT,
-    DataFileError,
-    data_format,
-    iter_file,
-    read_data,
-)
+if TYPE_CHECKING:
+    import numpy as np
 
 # The key of the model file's metadata that holds what `omtl learn` read (see save_model).
 METADATA_KEY = "omtl_cli"
@@ -60,6 +54,8 @@ def map_tasks(task_labels, known=None, *, path="") -> tuple[np.ndarray, list]:
     DataFileError
         With ``known``, for a task the model has not seen.
     """
+    import numpy as np
+
     if known is None:
         index: dict = {}
         ids = np.fromiter((index.setdefault(t, len(index)) for t in task_labels), dtype=np.int64, count=len(task_labels))
@@ -192,7 +188,9 @@ def _suffix(path) -> str:
 
 def chunks_of(data, options, *, require_labels=True):
     """The chunks of ``data``: streamed, or (Parquet) the whole file as one chunk."""
-    from .datasets.files import FileChunk
+    import numpy as np
+
+    from .datasets.files import FileChunk, iter_file, read_data
 
     if options["fmt"] == PARQUET:
         whole = read_data(data, fmt=PARQUET, task_column=options["task_column"], label_column=options["label_column"],
@@ -273,6 +271,8 @@ class Progress:
               file=self.out)
 
     def add(self, predictions, y, X) -> None:
+        import numpy as np
+
         wrong = np.asarray(predictions) != np.asarray(y)
         cum = np.cumsum(wrong)
         n0, m = self.n, len(wrong)
@@ -334,6 +334,11 @@ def run_learn(args) -> int:
         raise ValueError("--passes must be >= 1")
     if args.passes > 1 and args.data == "-":
         raise ValueError("--passes > 1 reads the data again: give a file, not standard input")
+    engine = None if args.initial_model else engine_learner(args.learner, args.param)
+    if engine is not None:
+        options = reading_options(args)
+        if options["fmt"] != PARQUET:
+            return _learn_in_engine(args, options, *engine)
     saved = {}
     if args.initial_model:
         model, saved = load_model(args.initial_model)
@@ -416,9 +421,145 @@ def run_learn(args) -> int:
     return 0
 
 
+# ---- the whole loop in the engine ------------------------------------------------------------------
+#: MTLinear's hyper-parameters as the engine takes them, with the class's defaults (a test holds
+#: them equal to ``MTLinear``'s signature).
+ENGINE_MTLINEAR_DEFAULTS = {
+    "loss": "logistic", "update": "normalized", "learning_rate": 0.5, "fit_intercept": True, "hash_bits": None,
+    "shared_rate": 2.0,
+}
+_ENGINE_CHOICES = {"loss": ("logistic", "hinge", "squared"), "update": ("normalized", "adagrad", "sgd", "arow")}
+
+
+def _positive_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf")
+
+
+def engine_learner(name: str, params):
+    """``(kind, parameters, graph)`` when ``--learner NAME --param ...`` can learn a file wholly in
+    the engine (:func:`_learn_in_engine`): MTLinear with open-ended tasks, on the complete or
+    disconnected graph, every parameter of the right type and range. ``None`` otherwise, and for
+    anything the learner class would refuse: the class then says why, in its own words.
+
+    Parameters
+    ----------
+    name : str
+        ``--learner``.
+    params : list of str
+        ``--param`` pairs.
+
+    Returns
+    -------
+    tuple or None
+    """
+    if name.lower() != "mtlinear":
+        return None
+    native, graph = dict(ENGINE_MTLINEAR_DEFAULTS), "complete"
+    for pair in params or []:
+        key, sep, text = pair.partition("=")
+        key, value = key.strip(), parse_value(text)
+        if not sep:
+            return None
+        if key in _ENGINE_CHOICES:
+            ok = isinstance(value, str) and value in _ENGINE_CHOICES[key]
+        elif key in ("learning_rate", "shared_rate"):
+            ok = _positive_number(value)
+        elif key == "fit_intercept":
+            ok = isinstance(value, bool)
+        elif key == "hash_bits":
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 31)
+        elif key == "graph":
+            ok, graph = value in ("complete", "disconnected"), value
+        elif key == "n_tasks":
+            ok = value is None
+        elif key == "n_features":  # the column space of dict rows: no bearing on a file
+            ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**31 - 1
+        else:
+            ok = False
+        if not ok:
+            return None
+        if key in native:
+            native[key] = value
+    return "mt_linear", native, "complete_open" if graph == "complete" else "disconnected"
+
+
+def _learn_in_engine(args, options, kind, native_params, graph) -> int:
+    """``omtl learn`` in one native call (src/io/driver.rs): reading, learning, the report and the
+    predictions all run in the engine, the file parsed on a thread of its own; Python comes back
+    for ``--save`` only. The same rows, tasks and outputs as the chunk loop of :func:`run_learn`."""
+    import time
+
+    from . import _native
+
+    err = sys.stderr
+    if args.predictions:
+        open(args.predictions, "w").close()  # an unwritable path fails here, in Python's words
+    start = time.perf_counter()
+    cap = options["max_line_bytes"] or _native.reader_limits()[1]
+    learner, summary = _native.learn_file(
+        str(args.data), options["fmt"], n_features=options["n_features"], zero_based=options["zero_based"],
+        chunk_rows=int(options["chunk_rows"]), chunk_bytes=1 << 20, max_line_bytes=int(cap),
+        skip_bad_lines=bool(options["skip_bad_lines"]), vw_task_namespace=options["task_namespace"],
+        csv_task_column=options["task_column"], csv_label_column=options["label_column"], kind=kind,
+        params=native_params, graph=graph, passes=args.passes, quiet=args.quiet,
+        report=lambda text: print(text, file=err), predictions=args.predictions)
+    seconds = time.perf_counter() - start
+    n = summary["n_seen"]
+    if n == 0:
+        raise DataFileError(f"{args.data}: no examples")
+    if args.save:
+        from types import SimpleNamespace
+
+        model = _model_from_engine(args, learner, summary)
+        layout = SimpleNamespace(zero_based=summary["zero_based"], feature_columns=summary["feature_columns"])
+        save_model(model, args.save, options, layout, {})
+    skipped, first_skipped = summary["n_skipped"], summary["first_skipped"]
+    if not args.quiet:
+        print(f"\nfinished run\nnumber of examples = {n}\npasses = {args.passes}\n"
+              f"average 0/1 loss = {summary['n_mistakes'] / n:.6f} (each prediction made before learning the example)\n"
+              f"tasks = {len(summary['task_labels'])}\nfeature columns = {summary['n_features']}\n"
+              f"seconds = {seconds:.3f} ({n / max(seconds, 1e-9):,.0f} examples/s)", file=err)
+        if skipped:
+            print(f"skipped bad lines = {skipped} (first: {first_skipped})", file=err)
+        if args.predictions:
+            print(f"predictions written to {args.predictions}", file=err)
+        if args.save:
+            print(f"model written to {args.save} (omtl predict DATA --model {args.save}; or omtl.load in Python)",
+                  file=err)
+    elif skipped:
+        print(f"omtl learn: skipped {skipped} bad lines (first: {first_skipped})", file=err)
+    return 0
+
+
+def _model_from_engine(args, learner, summary):
+    """The learner class's model holding the engine's ``learner`` with the bookkeeping of the rows
+    it learned (what ``learn`` on the same chunks records; ``omtl.persistence.loads`` restores the
+    same fields), checked as a restored model is."""
+    import numpy as np
+
+    from ._base import NativeCore
+    from ._validation import PM1, ZERO_ONE
+    from .persistence import check_restored
+
+    model = build_learner(args.learner, args.param)
+    labels = list(summary["task_labels"])
+    model._core = NativeCore(learner)
+    model.n_features_in_ = int(summary["n_features"])
+    model.n_seen_ = int(summary["n_seen"])
+    model.n_mistakes_ = int(summary["n_mistakes"])
+    model._seen_per_task = np.asarray(summary["seen_per_task"], dtype=np.int64)
+    model._n_tasks_at_fit = model.n_tasks
+    model._task_labels, model._task_index = labels, {label: i for i, label in enumerate(labels)}
+    model._label_form = ZERO_ONE if summary["zero_one"] else PM1
+    check_restored(model)
+    return model
+
+
 def _grow_to(model, labels) -> None:
     """Adds the file's tasks the model does not have yet, in file order, where the learner grows
     by task labels (the tasks it would add one by one as they arrive; the same model)."""
+    import numpy as np
+
     if model.n_tasks is not None:
         return
     have = {str(label) for label in np.asarray(model.tasks_).tolist()}
@@ -432,6 +573,8 @@ def _grow_to(model, labels) -> None:
 
 def save_model(model, path, options, layout, saved) -> None:
     """``omtl.save`` with what ``omtl predict`` needs to read a file the same way."""
+    import numpy as np
+
     import omtl
 
     form = getattr(model, "classes_", np.array([-1, 1]))
@@ -450,12 +593,16 @@ def save_model(model, path, options, layout, saved) -> None:
 
 def _task_lookup(model):
     """File task strings -> the model's task labels (a model saved from Python may hold ints)."""
+    import numpy as np
+
     return {str(label): label for label in np.asarray(model.tasks_).tolist()}
 
 
 @_one_line_errors
 def run_predict(args) -> int:
     """``omtl predict``: labels for every example of a data file from a saved model, no update."""
+    import numpy as np
+
     model, saved = load_model(args.model)
     if not model._is_fitted():
         raise ValueError(f"{args.model}: the model was never trained")

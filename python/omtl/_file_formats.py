@@ -1,0 +1,59 @@
+"""The data-file formats ``omtl learn`` reads, told by name or extension: a module free of NumPy,
+so that the command line starts without importing it (:mod:`omtl.datasets.files` reads the
+files; this module only names them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SVMLIGHT = "svmlight"
+VW = "vw"
+CSV = "csv"
+PARQUET = "parquet"
+FORMATS = (SVMLIGHT, VW, CSV, PARQUET)
+EXTENSIONS = {
+    ".svm": SVMLIGHT, ".svmlight": SVMLIGHT, ".libsvm": SVMLIGHT, ".txt": SVMLIGHT, ".dat": SVMLIGHT,
+    ".vw": VW, ".csv": CSV, ".parquet": PARQUET, ".pq": PARQUET,
+}
+#: The width VW-format names are hashed into by default (VW's ``-b 18``, ``FeatureHasher``'s 2**18).
+DEFAULT_HASHED_FEATURES = 2**18
+#: Rows per chunk by default; a chunk also ends after ``chunk_bytes`` of input.
+DEFAULT_CHUNK_ROWS = 8192
+DEFAULT_CHUNK_BYTES = 1 << 20
+
+
+class DataFileError(ValueError):
+    """A data file that cannot be read: the message names the file and, where one is to blame,
+    the line."""
+
+
+def data_format(path, fmt=None) -> str:
+    """The format named by ``fmt`` (``"svmlight"``, ``"vw"``, ``"csv"``, ``"parquet"``) or by the
+    file's extension (a trailing ``.gz`` looked through).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The data file (``"-"``: standard input, which needs ``fmt``).
+    fmt : str, optional
+        An explicit format; default from the extension.
+
+    Returns
+    -------
+    str
+        One of ``FORMATS``.
+    """
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise DataFileError(f"{path}: unknown format {fmt!r} (use {', '.join(FORMATS)})")
+        return fmt
+    if str(path) == "-":
+        raise DataFileError("<stdin>: cannot tell the format of standard input; pass --format " + "|".join(FORMATS))
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".gz":
+        suffix = Path(p.stem).suffix.lower()
+    if suffix not in EXTENSIONS:
+        raise DataFileError(f"{path}: cannot tell the format from the extension {suffix!r}; "
+                            "pass --format " + "|".join(FORMATS))
+    return EXTENSIONS[suffix]

@@ -1,0 +1,124 @@
+"""`omtl learn FILE` in one engine call (src/io/driver.rs through `_native.learn_file`): the same
+predictions, report and saved model as the Python chunk loop on the same rows, in every format;
+the command starts without NumPy or SciPy; the lazy top level of the package."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import omtl
+import omtl.cli_learn as cli_learn
+from omtl.cli import main
+
+
+def rows(n, n_tasks, width, seed):
+    """A sparse stream: many tasks (the engine grows by hundreds), wide rows (sparse storage)."""
+    rng = np.random.default_rng(seed)
+    tasks = [f"t{int(t)}" for t in rng.integers(0, n_tasks, size=n)]
+    feats = [sorted(set(rng.integers(1, width + 1, size=5).tolist())) for _ in range(n)]
+    w = rng.normal(size=width + 1)
+    y = [1 if sum(w[j] for j in f) > 0 else -1 for f in feats]
+    return tasks, y, feats
+
+
+def write(path, fmt, tasks, y, feats, zero_one=False):
+    lab = [(1 if v > 0 else 0) if zero_one else v for v in y]
+    if fmt == "svmlight":
+        text = "".join(f"{b} qid:{t} " + " ".join(f"{j}:{0.5 + j % 3}" for j in f) + "\n" for t, b, f in zip(tasks, lab, feats))
+    elif fmt == "vw":
+        text = "".join(f"{b} |t {t} |s " + " ".join(f"f{j}:{0.5 + j % 3}" for j in f) + "\n" for t, b, f in zip(tasks, lab, feats))
+    else:
+        width = max(max(f) for f in feats)
+        head = "task,label," + ",".join(f"x{j}" for j in range(1, width + 1))
+        body = []
+        for t, b, f in zip(tasks, lab, feats):
+            row = ["0"] * width
+            for j in f:
+                row[j - 1] = str(0.5 + j % 3)
+            body.append(f"{t},{b}," + ",".join(row))
+        text = head + "\n" + "\n".join(body) + "\n"
+    path.write_text(text)
+
+
+def learn_both(tmp_path, capsys, monkeypatch, path, *extra):
+    """Runs `omtl learn` in the engine and through the Python chunk loop; both outputs."""
+    out = {}
+    for way in ("engine", "python"):
+        preds, model = tmp_path / f"{way}.txt", tmp_path / f"{way}.omtl"
+        with monkeypatch.context() as m:
+            if way == "python":
+                m.setattr(cli_learn, "engine_learner", lambda *a: None)
+            code = main(["learn", str(path), "-p", str(preds), "--save", str(model), *map(str, extra)])
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        report = [line for line in err.splitlines() if not line.startswith(("seconds", "predictions", "model"))]
+        out[way] = (preds.read_text(), omtl.load(model), report)
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["svmlight", "vw", "csv"])
+@pytest.mark.parametrize("zero_one", [False, True])
+def test_the_engine_loop_gives_the_python_loops_predictions_report_and_model(tmp_path, capsys, monkeypatch, fmt,
+                                                                             zero_one):
+    tasks, y, feats = rows(3000, 300 if fmt != "csv" else 40, 6000 if fmt != "csv" else 30, seed=1)
+    path = tmp_path / f"d.{ {'svmlight': 'svm', 'vw': 'vw', 'csv': 'csv'}[fmt] }"
+    write(path, fmt, tasks, y, feats, zero_one)
+    out = learn_both(tmp_path, capsys, monkeypatch, path, "--chunk-rows", "97", "--passes", "2")
+    (p1, m1, r1), (p2, m2, r2) = out["engine"], out["python"]
+    assert p1 == p2 and len(p1.split()) == 6000
+    assert r1 == r2
+    for name in ("n_seen_", "n_mistakes_", "n_features_in_", "memory_bytes_"):
+        assert getattr(m1, name) == getattr(m2, name), name
+    assert m1.tasks_.tolist() == m2.tasks_.tolist() and m1.classes_.tolist() == m2.classes_.tolist()
+    np.testing.assert_array_equal(m1.n_seen_per_task_, m2.n_seen_per_task_)
+    assert m1._core._learner.to_bytes() == m2._core._learner.to_bytes()
+
+
+def test_parameters_the_engine_cannot_take_fall_back_to_the_learner_class(tmp_path, capsys):
+    assert cli_learn.engine_learner("MTLinear", []) == ("mt_linear", cli_learn.ENGINE_MTLINEAR_DEFAULTS, "complete_open")
+    assert cli_learn.engine_learner("mtlinear", ["graph=disconnected", "hash_bits=12"])[1:] == (
+        {**cli_learn.ENGINE_MTLINEAR_DEFAULTS, "hash_bits": 12}, "disconnected")
+    for params in (["learning_rate=-1"], ["n_tasks=3"], ["loss=zzz"], ["fit_intercept=1"], ["hash_bits=true"],
+                   ["nope=1"], ["learning_rate"]):
+        assert cli_learn.engine_learner("MTLinear", params) is None, params
+    assert cli_learn.engine_learner("MTPerceptron", []) is None
+    # The class's message, as before.
+    path = tmp_path / "d.svm"
+    path.write_text("1 qid:a 1:1\n")
+    assert main(["learn", str(path), "--param", "learning_rate=-1"]) == 2
+    assert "learning_rate must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_the_engine_defaults_are_mtlinears():
+    signature = inspect.signature(omtl.MTLinear).parameters
+    for name, value in cli_learn.ENGINE_MTLINEAR_DEFAULTS.items():
+        assert signature[name].default == value, name
+
+
+def test_omtl_learn_runs_without_numpy_or_scipy(tmp_path):
+    path = tmp_path / "d.svm"
+    path.write_text("1 qid:a 1:1\n-1 qid:b 2:1\n")
+    code = ("import sys; from omtl.cli import main; code = main(['learn', sys.argv[1], '--quiet']); "
+            "print(code, sorted(m for m in ('numpy', 'scipy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["0", "[]"], done.stderr
+
+
+def test_the_lazy_package_has_every_public_name():
+    done = subprocess.run([sys.executable, "-c", "import sys, omtl; print('numpy' in sys.modules)"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False"], done.stderr
+    assert list(omtl._LEARNERS) == list(omtl.learners.__all__)
+    assert set(omtl.__all__) == set(omtl._PUBLIC) - {"learners"}
+    for name in omtl.__all__:
+        assert getattr(omtl, name) is not None and name in dir(omtl)
+    importlib.import_module("omtl.evaluate")  # the submodule: the public name stays the function
+    assert callable(omtl.evaluate) and omtl.evaluate.__name__ == "evaluate"
+    with pytest.raises(AttributeError):
+        omtl.no_such_name  # noqa: B018
