@@ -20,7 +20,7 @@ use std::io::Write;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use super::{scan_svmlight, spawn, Chunk, Format, Options, ReadError, Reader, MAX_COLUMNS};
+use super::{spawn, svmlight_width, Chunk, Format, Options, ReadError, Reader, MAX_COLUMNS};
 use crate::data::Rows;
 use crate::error::Error;
 use crate::learner::{decision, learn_grown, predict_sign, OnlineLearner};
@@ -150,10 +150,10 @@ pub fn resolve_layout(
                 n
             }
             _ => {
-                let scan = scan_svmlight(path, opts.max_line_bytes)?;
-                let z = zero_based.unwrap_or(scan.has_zero);
+                let (max_index, has_zero) = svmlight_width(path, opts.max_line_bytes)?;
+                let z = zero_based.unwrap_or(has_zero);
                 opts.zero_based = z;
-                n_features.unwrap_or_else(|| scan.max_index.map_or(1, |m| (m + u64::from(z)).max(1)))
+                n_features.unwrap_or_else(|| max_index.map_or(1, |m| (m + u64::from(z)).max(1)))
             }
         },
         Format::Vw => n_features.unwrap_or(DEFAULT_HASHED_FEATURES),
@@ -227,8 +227,18 @@ impl Progress {
     pub fn header() -> String {
         format!(
             "{:<12} {:<12} {:>12} {:>8} {:>8} {:>8}\n{:<12} {:<12} {:>12} {:>8} {:>8} {:>8}",
-            "average", "since", "example", "current", "current", "current", "0/1 loss", "last", "counter", "label",
-            "predict", "features"
+            "average",
+            "since",
+            "example",
+            "current",
+            "current",
+            "current",
+            "0/1 loss",
+            "last",
+            "counter",
+            "label",
+            "predict",
+            "features"
         )
     }
 
@@ -431,7 +441,9 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
             };
             let learned = scores.len();
             let n_tasks = self.model.as_ref().map_or(0, |m| m.n_tasks());
-            self.summary.seen_per_task.resize(n_tasks.max(self.summary.seen_per_task.len()), 0);
+            self.summary
+                .seen_per_task
+                .resize(n_tasks.max(self.summary.seen_per_task.len()), 0);
             for &t in &tasks[..learned] {
                 self.summary.seen_per_task[t as usize] += 1;
             }
@@ -499,7 +511,11 @@ pub fn predict_file<L: OnlineLearner>(
         if chunk.n_rows() == 0 {
             continue;
         }
-        let width = if opts.format == Format::Csv { columns.len() } else { opts.n_features as usize };
+        let width = if opts.format == Format::Csv {
+            columns.len()
+        } else {
+            opts.n_features as usize
+        };
         if width != model.n_features() {
             return Err(StreamError::UnknownTask(format!(
                 "{path}: {width} feature columns, the model was trained on {}",
@@ -512,8 +528,16 @@ pub fn predict_file<L: OnlineLearner>(
                 Some(i) => task_ids.push(i64::from(i)),
                 None => {
                     // A task is named first in the chunk that lists it, so it is this chunk's.
-                    let name = chunk.new_tasks.get((t as usize).wrapping_sub(first_new)).map_or("", String::as_str);
-                    return Err(StreamError::UnknownTask(unknown_task_message(path, chunk.lines[r], name, tasks)));
+                    let name = chunk
+                        .new_tasks
+                        .get((t as usize).wrapping_sub(first_new))
+                        .map_or("", String::as_str);
+                    return Err(StreamError::UnknownTask(unknown_task_message(
+                        path,
+                        chunk.lines[r],
+                        name,
+                        tasks,
+                    )));
                 }
             }
         }

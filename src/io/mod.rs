@@ -23,6 +23,9 @@ pub mod driver;
 pub mod source;
 mod svmlight;
 mod vw;
+mod width;
+
+pub use width::svmlight_width;
 
 use std::borrow::Cow;
 use std::collections::HashMap;

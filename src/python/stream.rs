@@ -135,7 +135,11 @@ pub fn learn_file(
     let (open_complete, min_tasks) = match graph {
         "complete_open" => (true, 2),
         "disconnected" => (false, 1),
-        other => return Err(PyValueError::new_err(format!("graph {other:?}: complete_open or disconnected"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "graph {other:?}: complete_open or disconnected"
+            )))
+        }
     };
     py.detach(|| driver::resolve_layout(&path, &mut opts, n_features, zero_based))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -197,7 +201,10 @@ pub fn learn_file(
     summary.set_item("n_skipped", s.n_skipped)?;
     summary.set_item("first_skipped", s.first_skipped.clone())?;
     summary.set_item("feature_columns", s.feature_columns.clone())?;
-    summary.set_item("zero_based", (opts.format == Format::Svmlight).then_some(opts.zero_based))?;
+    summary.set_item(
+        "zero_based",
+        (opts.format == Format::Svmlight).then_some(opts.zero_based),
+    )?;
     let width = stream.model.as_ref().map(|m| m.n_features());
     summary.set_item("n_features", width)?;
     Ok((stream.model.map(super::learners::wrap), summary.unbind()))

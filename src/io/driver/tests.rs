@@ -1,4 +1,5 @@
 use super::*;
+use crate::io::{scan_svmlight, svmlight_width};
 use crate::kernel::TaskKernel;
 use crate::learner::{learn, MTLinear, MTLinearParams};
 
@@ -40,7 +41,9 @@ fn the_stream_learns_as_the_batch_api_does_on_the_same_rows_in_small_chunks() {
         lines.push('\n');
         Ok(())
     };
-    stream.learn_file(&path, &mut opts, &mut mt_linear, false, &mut report, &mut sink).unwrap();
+    stream
+        .learn_file(&path, &mut opts, &mut mt_linear, false, &mut report, &mut sink)
+        .unwrap();
     assert_eq!(stream.tasks.labels(), ["b", "a", "c"]);
     assert_eq!(stream.summary.n_seen, 5);
     assert_eq!(stream.summary.seen_per_task, [2, 2, 1]);
@@ -49,7 +52,12 @@ fn the_stream_learns_as_the_batch_api_does_on_the_same_rows_in_small_chunks() {
     let indptr = [0i64, 2, 3, 5, 6, 7];
     let indices = [0u32, 2, 1, 0, 1, 2, 0];
     let data = [0.5, 1.0, 1.0, 1.0, -1.0, 2.0, 1.0];
-    let rows = Rows::Csr { indptr: &indptr, indices: &indices, data: &data, n_cols: 3 };
+    let rows = Rows::Csr {
+        indptr: &indptr,
+        indices: &indices,
+        data: &data,
+        n_cols: 3,
+    };
     let scores = learn(&mut model, &rows, &[0, 1, 2, 0, 1], &[1.0, -1.0, 1.0, -1.0, 1.0]).unwrap();
     assert_eq!(sink.1, scores);
     let mistakes = scores
@@ -72,7 +80,9 @@ fn zero_one_files_predict_zero_one_labels_and_a_bad_line_names_file_and_line() {
     resolve_layout(&path, &mut opts, None, None).unwrap();
     let mut stream = StreamLearner::new(None, TaskMap::default(), 2);
     let mut sink = Collect(Vec::new(), Vec::new());
-    stream.learn_file(&path, &mut opts, &mut mt_linear, true, &mut |_| Ok(()), &mut sink).unwrap();
+    stream
+        .learn_file(&path, &mut opts, &mut mt_linear, true, &mut |_| Ok(()), &mut sink)
+        .unwrap();
     assert!(stream.summary.zero_one);
     assert!(sink.0.iter().all(|&p| p == 0 || p == 1));
     assert_eq!(stream.summary.seen_per_task, [2, 0]); // built with two tasks (min_tasks)
@@ -81,7 +91,9 @@ fn zero_one_files_predict_zero_one_labels_and_a_bad_line_names_file_and_line() {
     let mut opts = Options::new(Format::Svmlight, 1);
     resolve_layout(&bad, &mut opts, None, None).unwrap();
     let mut stream = StreamLearner::new(None, TaskMap::default(), 2);
-    let err = stream.learn_file(&bad, &mut opts, &mut mt_linear, true, &mut |_| Ok(()), &mut sink).unwrap_err();
+    let err = stream
+        .learn_file(&bad, &mut opts, &mut mt_linear, true, &mut |_| Ok(()), &mut sink)
+        .unwrap_err();
     assert!(err.to_string().contains("c.svm, line 2:"), "{err}");
 }
 
@@ -89,7 +101,9 @@ fn zero_one_files_predict_zero_one_labels_and_a_bad_line_names_file_and_line() {
 fn standard_input_svmlight_needs_its_width_and_prediction_refuses_unknown_tasks() {
     let mut opts = Options::new(Format::Svmlight, 1);
     let err = resolve_layout("-", &mut opts, None, None).unwrap_err();
-    assert!(err.to_string().starts_with("<stdin>: reading svmlight from standard input needs the width"));
+    assert!(err
+        .to_string()
+        .starts_with("<stdin>: reading svmlight from standard input needs the width"));
     resolve_layout("-", &mut opts, Some(7), None).unwrap();
     assert_eq!((opts.n_features, opts.zero_based), (7, false));
 
@@ -105,4 +119,40 @@ fn standard_input_svmlight_needs_its_width_and_prediction_refuses_unknown_tasks(
         err.to_string(),
         format!("{path}, line 2: task 'zz', which the model never saw (its 2 tasks: a, b)")
     );
+}
+
+#[test]
+fn the_width_pass_finds_what_the_task_scan_finds() {
+    let long = format!("1 qid:a 9:1 {}\n", "x".repeat(300));
+    let texts = [
+        SVMLIGHT.to_string(),
+        "\u{feff}1 qid:a 0:1 7:2 # 99:1 in a comment\r\n-1 qid:b 3:1 qid:5\r\n".to_string(),
+        format!("1 4:1\n{long}-1 2:1 5:1 1:2:3 x:1"), // a line over the cap, no final newline
+        format!("{long}1 2:1\n"),
+        String::new(),
+        "# only a comment\n\n".to_string(),
+    ];
+    for (k, text) in texts.iter().enumerate() {
+        let path = write(&format!("w{k}.svm"), text);
+        for cap in [100, 1 << 20] {
+            let scan = scan_svmlight(&path, cap).unwrap();
+            assert_eq!(
+                svmlight_width(&path, cap).unwrap(),
+                (scan.max_index, scan.has_zero),
+                "{k} {cap}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_width_pass_reads_blocks_larger_than_its_buffer() {
+    // Lines cut by the 1 MiB block boundaries of the source.
+    let text: String = (0..200_000)
+        .map(|i| format!("1 qid:t{} {}:1 {}:0.5\n", i % 7, i % 977 + 1, i % 13 + 1))
+        .collect();
+    let path = write("wide.svm", &text);
+    let scan = scan_svmlight(&path, 1 << 20).unwrap();
+    assert_eq!(svmlight_width(&path, 1 << 20).unwrap(), (scan.max_index, scan.has_zero));
+    assert_eq!(scan.max_index, Some(977));
 }
