@@ -122,3 +122,29 @@ def test_the_lazy_package_has_every_public_name():
     assert callable(omtl.evaluate) and omtl.evaluate.__name__ == "evaluate"
     with pytest.raises(AttributeError):
         omtl.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("fmt", ["svmlight", "vw", "csv"])
+def test_predict_in_the_engine_writes_what_the_python_loop_writes(tmp_path, capsys, monkeypatch, fmt):
+    tasks, y, feats = rows(2000, 30, 40, seed=2)
+    ext = {"svmlight": "svm", "vw": "vw", "csv": "csv"}[fmt]
+    train, test = tmp_path / f"a.{ext}", tmp_path / f"b.{ext}"
+    write(train, fmt, tasks[:1500], y[:1500], feats[:1500], zero_one=True)
+    write(test, fmt, tasks[1500:], y[1500:], feats[1500:], zero_one=True)
+    model = tmp_path / "m.omtl"
+    assert main(["learn", str(train), "--save", str(model), "--quiet"]) == 0
+    bad = tmp_path / f"c.{ext}"
+    write(bad, fmt, ["t1", "t2", "never"], y[:3], feats[:3])
+    outputs = {}
+    for way in ("engine", "python"):
+        with monkeypatch.context() as m:
+            if way == "python":
+                m.setattr(cli_learn, "_engine_core", lambda *a: None)
+            capsys.readouterr()
+            codes = [main(["predict", str(test), "--model", str(model), "--chunk-rows", "113"]),
+                     main(["predict", str(bad), "--model", str(model)])]
+            outputs[way] = (codes, *capsys.readouterr())
+    assert outputs["engine"] == outputs["python"]
+    codes, out, err = outputs["engine"]
+    assert codes == [0, 2] and set(out.split()) <= {"0", "1"} and len(out.split()) == 500  # the bad file: its one chunk stops
+    assert "task 'never', which the model never saw" in err

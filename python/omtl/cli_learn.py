@@ -610,35 +610,10 @@ def run_predict(args) -> int:
     if options["fmt"] != CSV:
         options["n_features"] = int(model.n_features_in_)
     zero_one = saved.get("zero_one_labels", 0 in np.asarray(model.classes_).tolist())
-    lookup = _task_lookup(model)
-    state = {"skipped": 0, "first_skipped": None}
-    n = mistakes = labelled = 0
     out = _open_output(args.predictions)
     try:
-        for chunk in chunks_of(args.data, options, require_labels=False):
-            X, y, tasks = chunk
-            _skipped_note(chunk, state)
-            if X.shape[0] == 0:
-                continue
-            if options["fmt"] == CSV and X.shape[1] != model.n_features_in_:
-                raise DataFileError(f"{args.data}: {X.shape[1]} feature columns, the model was trained on "
-                                    f"{model.n_features_in_}")
-            try:
-                labels = [lookup[t] for t in tasks]
-            except KeyError:
-                r = next(i for i, t in enumerate(tasks) if t not in lookup)
-                shown = ", ".join(list(lookup)[:10]) + (", ..." if len(lookup) > 10 else "")
-                raise DataFileError(f"{args.data}, line {chunk.lines[r]}: task {str(tasks[r])!r}, which the model never saw "
-                                    f"(its {len(lookup)} tasks: {shown})") from None
-            pm1 = np.where(model.decision_function(X, tasks=labels) >= 0.0, 1, -1)  # as predict: a score of 0 is +1
-            written = np.where(pm1 > 0, 1, 0 if zero_one else -1)
-            out.write("\n".join(map(str, written.tolist())) + "\n")
-            n += len(pm1)
-            if y is not None:
-                truth = np.asarray(y, dtype=np.float64)
-                known = ~np.isnan(truth)
-                labelled += int(known.sum())
-                mistakes += int(np.count_nonzero(np.where(truth[known] > 0, 1, -1) != pm1[known]))
+        predict = _predict_in_chunks if _engine_core(model, options) is None else _predict_in_engine
+        n, labelled, mistakes, state = predict(args, model, options, zero_one, out)
     except BrokenPipeError:  # omtl predict ... | head
         sys.stderr.close()
         return 0
@@ -658,6 +633,69 @@ def run_predict(args) -> int:
     if state["skipped"]:
         print(f"omtl predict: skipped {state['skipped']} bad lines (first: {state['first_skipped']})", file=sys.stderr)
     return 0
+
+
+def _engine_core(model, options):
+    """The native learner of ``model`` when ``omtl predict`` can run in one engine call (a native
+    model, a streamed format), else None."""
+    from ._base import NativeCore
+
+    core = getattr(model, "_core", None)
+    return core._learner if options["fmt"] != PARQUET and isinstance(core, NativeCore) else None
+
+
+def _predict_in_engine(args, model, options, zero_one, out):
+    """The predictions of ``omtl predict`` in one native call (src/io/driver.rs), the labels written
+    through ``out.write`` chunk by chunk; ``(rows, labelled rows, mistakes, skipped-lines state)``."""
+    import numpy as np
+
+    from . import _native
+
+    names = [str(label) for label in np.asarray(model.tasks_).tolist()]
+    cap = options["max_line_bytes"] or _native.reader_limits()[1]
+    n, labelled, mistakes, skipped, first = _native.predict_file(
+        _engine_core(model, options), str(args.data), options["fmt"], n_features=options["n_features"],
+        zero_based=options["zero_based"], chunk_rows=int(options["chunk_rows"]), chunk_bytes=1 << 20,
+        max_line_bytes=int(cap), skip_bad_lines=bool(options["skip_bad_lines"]),
+        vw_task_namespace=options["task_namespace"], csv_task_column=options["task_column"],
+        csv_label_column=options["label_column"], csv_feature_columns=options["feature_columns"], task_names=names,
+        zero_one=bool(zero_one), write=out.write)
+    return n, labelled, mistakes, {"skipped": skipped, "first_skipped": first}
+
+
+def _predict_in_chunks(args, model, options, zero_one, out):
+    """The predictions of ``omtl predict`` chunk by chunk through the model's Python API (Parquet,
+    models without a native learner)."""
+    import numpy as np
+
+    lookup = _task_lookup(model)
+    state = {"skipped": 0, "first_skipped": None}
+    n = mistakes = labelled = 0
+    for chunk in chunks_of(args.data, options, require_labels=False):
+        X, y, tasks = chunk
+        _skipped_note(chunk, state)
+        if X.shape[0] == 0:
+            continue
+        if options["fmt"] == CSV and X.shape[1] != model.n_features_in_:
+            raise DataFileError(f"{args.data}: {X.shape[1]} feature columns, the model was trained on "
+                                f"{model.n_features_in_}")
+        try:
+            labels = [lookup[t] for t in tasks]
+        except KeyError:
+            r = next(i for i, t in enumerate(tasks) if t not in lookup)
+            shown = ", ".join(list(lookup)[:10]) + (", ..." if len(lookup) > 10 else "")
+            raise DataFileError(f"{args.data}, line {chunk.lines[r]}: task {str(tasks[r])!r}, which the model never saw "
+                                f"(its {len(lookup)} tasks: {shown})") from None
+        pm1 = np.where(model.decision_function(X, tasks=labels) >= 0.0, 1, -1)  # as predict: a score of 0 is +1
+        written = np.where(pm1 > 0, 1, 0 if zero_one else -1)
+        out.write("\n".join(map(str, written.tolist())) + "\n")
+        n += len(pm1)
+        if y is not None:
+            truth = np.asarray(y, dtype=np.float64)
+            known = ~np.isnan(truth)
+            labelled += int(known.sum())
+            mistakes += int(np.count_nonzero(np.where(truth[known] > 0, 1, -1) != pm1[known]))
+    return n, labelled, mistakes, state
 
 
 def add_commands(sub) -> None:

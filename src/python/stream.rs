@@ -210,7 +210,99 @@ pub fn learn_file(
     Ok((stream.model.map(super::learners::wrap), summary.unbind()))
 }
 
+/// Hands each chunk's predicted labels, one per line, to a Python `write(text)` (so that they go
+/// where `sys.stdout` points); the callable's exception is kept to be raised as it is.
+struct PythonText<'a> {
+    write: &'a Py<PyAny>,
+    zero_one: bool,
+    raised: Option<PyErr>,
+    text: String,
+}
+
+impl ChunkSink for PythonText<'_> {
+    fn chunk(&mut self, _chunk: &Chunk, _scores: &[f64], predicted: &[i64]) -> std::io::Result<()> {
+        self.text.clear();
+        for &p in predicted {
+            self.text.push_str(match (p > 0, self.zero_one) {
+                (true, _) => "1\n",
+                (false, true) => "0\n",
+                (false, false) => "-1\n",
+            });
+        }
+        Python::attach(|py| self.write.call1(py, (self.text.as_str(),)).map(drop)).map_err(|e| {
+            let message = e.to_string();
+            self.raised = Some(e);
+            std::io::Error::other(message)
+        })
+    }
+}
+
+/// Predicts every example of the file `path` with `model` (no update), reading it as
+/// `omtl.datasets.iter_file` would with these options (the model's width, CSV columns); `task_names[i]` is the
+/// file's name of model task `i`. The labels go to `write(text)` chunk by chunk, 0/1 when
+/// `zero_one`, else -1/+1. Returns `(rows, rows with a label, of those predicted wrongly,
+/// lines skipped, the first one's message)`.
+#[pyfunction]
+#[pyo3(signature = (model, path, format, *, n_features, zero_based, chunk_rows, chunk_bytes, max_line_bytes,
+    skip_bad_lines, vw_task_namespace, csv_task_column, csv_label_column, csv_feature_columns, task_names, zero_one,
+    write))]
+#[allow(clippy::too_many_arguments)]
+pub fn predict_file(
+    py: Python<'_>,
+    model: &NativeLearner,
+    path: String,
+    format: &str,
+    n_features: Option<u64>,
+    zero_based: Option<bool>,
+    chunk_rows: usize,
+    chunk_bytes: usize,
+    max_line_bytes: usize,
+    skip_bad_lines: bool,
+    vw_task_namespace: Option<String>,
+    csv_task_column: String,
+    csv_label_column: String,
+    csv_feature_columns: Option<Vec<String>>,
+    task_names: Vec<String>,
+    zero_one: bool,
+    write: Py<PyAny>,
+) -> PyResult<(u64, u64, u64, u64, Option<String>)> {
+    let mut opts = options(
+        format,
+        chunk_rows,
+        chunk_bytes,
+        max_line_bytes,
+        skip_bad_lines,
+        vw_task_namespace,
+        csv_task_column,
+        csv_label_column,
+        csv_feature_columns,
+    )?;
+    opts.require_labels = false;
+    py.detach(|| driver::resolve_layout(&path, &mut opts, n_features, zero_based))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let tasks = TaskMap::with_labels(task_names);
+    let (result, raised, written) = model.with_model(py, |learner| {
+        let raised = Rc::new(RefCell::new(None));
+        let mut sink = PythonText {
+            write: &write,
+            zero_one,
+            raised: None,
+            text: String::new(),
+        };
+        let result = crate::interrupt::with_hook(signal_hook(raised.clone()), || {
+            driver::predict_file(&*learner, &tasks, &path, &opts, &mut sink)
+        });
+        let raised = raised.borrow_mut().take();
+        (result, raised, sink.raised)
+    })?;
+    match result {
+        Ok(s) => Ok((s.n, s.labelled, s.mistakes, s.n_skipped, s.first_skipped)),
+        Err(e) => Err(stream_error(e, raised, written)),
+    }
+}
+
 /// Adds the stream calls to `omtl._native`.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(learn_file, m)?)
+    m.add_function(wrap_pyfunction!(learn_file, m)?)?;
+    m.add_function(wrap_pyfunction!(predict_file, m)?)
 }
