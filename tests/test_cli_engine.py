@@ -148,3 +148,22 @@ def test_predict_in_the_engine_writes_what_the_python_loop_writes(tmp_path, caps
     codes, out, err = outputs["engine"]
     assert codes == [0, 2] and set(out.split()) <= {"0", "1"} and len(out.split()) == 500  # the bad file: its one chunk stops
     assert "task 'never', which the model never saw" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child process")
+def test_ctrl_c_stops_the_engine_loop_waiting_on_a_pipe(tmp_path):
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "omtl", "learn", "-", "--format", "svmlight", "--n-features", "3"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(b"1 qid:a 1:1\n" * 10000)  # learned; then the pipe stays open, empty
+        proc.stdin.flush()
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert err.decode().strip().endswith("omtl learn: interrupted")
