@@ -545,27 +545,72 @@ pub(crate) fn parse_number(s: &[u8]) -> Option<f64> {
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
     };
-    if !digits.is_empty() && digits.len() <= 15 {
-        let (mut m, mut frac, mut seen_dot, mut ok) = (0u64, 0usize, false, true);
-        for &c in digits {
-            if c == b'.' && !seen_dot {
-                seen_dot = true;
-            } else if c.is_ascii_digit() {
-                m = m * 10 + u64::from(c - b'0');
-                frac += usize::from(seen_dot);
-            } else {
-                ok = false;
-                break;
-            }
-        }
-        if ok && digits != b"." {
-            let v = m as f64 / POW10[frac];
+    if !digits.is_empty() && digits.len() <= 15 && digits != b"." {
+        let (whole, frac) = match memchr::memchr(b'.', digits) {
+            Some(i) => (&digits[..i], &digits[i + 1..]),
+            None => (digits, &[][..]),
+        };
+        // The mantissa is the digits read as one integer: whole * 10^len(frac) + frac (< 10^15).
+        if let (Some(w), Some(f)) = (digits_value(whole), digits_value(frac)) {
+            let v = (w * POW10_U64[frac.len()] + f) as f64 / POW10[frac.len()];
             return Some(if neg { -v } else { v });
         }
     }
     let text = std::str::from_utf8(s).ok()?;
     let v: f64 = text.parse().ok()?;
     v.is_finite().then_some(v)
+}
+
+const POW10_U64: [u64; 16] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    100_000_000_000,
+    1_000_000_000_000,
+    10_000_000_000_000,
+    100_000_000_000_000,
+    1_000_000_000_000_000,
+];
+
+/// The value of at most 16 ASCII digits (0 for none), `None` if a byte is not a digit.
+#[inline]
+fn digits_value(s: &[u8]) -> Option<u64> {
+    match s.len() {
+        0..=8 => eight_digits(s),
+        9..=16 => {
+            let (high, low) = s.split_at(s.len() - 8);
+            Some(eight_digits(high)? * 100_000_000 + eight_digits(low)?)
+        }
+        _ => None,
+    }
+}
+
+/// At most 8 ASCII digits read at once (SWAR: one 64-bit word, the first digit in its lowest
+/// byte, left-padded with '0'); `None` if a byte is not a digit.
+#[inline]
+fn eight_digits(s: &[u8]) -> Option<u64> {
+    let mut word = [b'0'; 8];
+    word[8 - s.len()..].copy_from_slice(s);
+    let v = u64::from_le_bytes(word);
+    let digits = v.wrapping_sub(0x3030_3030_3030_3030);
+    // A byte below '0' sets its top bit in `digits`, one above '9' in `v + 0x46..`; a borrow or
+    // carry across bytes starts at such a byte, which is caught itself.
+    if (digits | v.wrapping_add(0x4646_4646_4646_4646)) & 0x8080_8080_8080_8080 != 0 {
+        return None;
+    }
+    let pairs = digits.wrapping_mul(10).wrapping_add(digits >> 8);
+    let quads = (pairs & 0x0000_00FF_0000_00FF)
+        .wrapping_mul(100 + (1_000_000 << 32))
+        .wrapping_add(((pairs >> 16) & 0x0000_00FF_0000_00FF).wrapping_mul(1 + (10_000 << 32)));
+    Some(quads >> 32)
 }
 
 /// A label -1/+1 or 0/1 (also written `1.0`, `+1`, `-1.0`, `0.0`).

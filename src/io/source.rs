@@ -46,6 +46,8 @@ pub struct Lines {
     pub lineno: u64,
     /// Bytes read so far (decompressed).
     pub bytes: u64,
+    /// Bytes of the line last returned from the reader's own buffer, consumed at the next call.
+    pending: usize,
 }
 
 impl Lines {
@@ -56,11 +58,25 @@ impl Lines {
             max_bytes,
             lineno: 0,
             bytes: 0,
+            pending: 0,
         }
     }
 
     /// The next line, or `None` at the end of the stream.
     pub fn next_line(&mut self) -> Result<Option<&[u8]>, LineError> {
+        self.inner.consume(std::mem::take(&mut self.pending));
+        // A line whole in the reader's buffer is handed out from there, not copied.
+        let whole = match self.inner.fill_buf() {
+            Ok(avail) => memchr::memchr(b'\n', avail).filter(|&end| end <= self.max_bytes),
+            Err(_) => None, // the loop below reports it
+        };
+        if let Some(end) = whole {
+            self.pending = end + 1;
+            self.bytes += self.pending as u64;
+            self.lineno += 1;
+            let avail = self.inner.fill_buf().map_err(LineError::Io)?; // the same buffer, no read
+            return Ok(Some(trimmed(&avail[..end], self.lineno)));
+        }
         self.buf.clear();
         let mut too_long: u64 = 0;
         let mut any = false;
@@ -99,13 +115,16 @@ impl Lines {
         if too_long > 0 {
             return Err(LineError::TooLong(too_long));
         }
-        let mut line = &self.buf[..];
-        if self.lineno == 1 && line.starts_with(BOM) {
-            line = &line[BOM.len()..];
-        }
-        if let Some(stripped) = line.strip_suffix(b"\r") {
-            line = stripped;
-        }
-        Ok(Some(line))
+        Ok(Some(trimmed(&self.buf, self.lineno)))
     }
+}
+
+/// Line `lineno` without its `\r` ending, and without a byte-order mark if it is the first.
+fn trimmed(line: &[u8], lineno: u64) -> &[u8] {
+    let line = if lineno == 1 {
+        line.strip_prefix(BOM).unwrap_or(line)
+    } else {
+        line
+    };
+    line.strip_suffix(b"\r").unwrap_or(line)
 }
