@@ -20,7 +20,7 @@ use std::io::Write;
 use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
-use super::{spawn, svmlight_width, Chunk, Format, Options, ReadError, Reader, MAX_COLUMNS};
+use super::{spawn_recycling, svmlight_width, Chunk, Format, Options, ReadError, Reader, MAX_COLUMNS};
 use crate::data::Rows;
 use crate::error::Error;
 use crate::learner::{decision, learn_grown, predict_sign, OnlineLearner};
@@ -297,22 +297,39 @@ pub fn write_labels(out: &mut impl Write, predicted: &[i64]) -> std::io::Result<
     Ok(())
 }
 
-/// The chunks of `reader`, parsed on a thread of their own (at most two ahead), each waited for
-/// with interrupt checks ([`crate::interrupt::check`]) so that a stalled pipe stays
-/// interruptible. The thread stops when the iterator is dropped.
-fn chunks(reader: Reader) -> impl Iterator<Item = Result<Chunk, StreamError>> {
-    let (rx, _thread) = spawn(reader, 2);
-    std::iter::from_fn(move || loop {
-        match rx.recv_timeout(WAIT) {
-            Ok(item) => return Some(item.map_err(StreamError::from)),
-            Err(RecvTimeoutError::Timeout) => {
-                if let Err(e) = crate::interrupt::check_now() {
-                    return Some(Err(StreamError::Learn(e)));
+/// The chunks of a reader, parsed on a thread of their own (at most two ahead), each waited for
+/// with interrupt checks ([`crate::interrupt::check_now`]) so that a stalled pipe stays
+/// interruptible; a chunk done with goes back to the thread to be refilled
+/// ([`super::spawn_recycling`]). The thread stops when this is dropped.
+struct Chunks {
+    rx: std::sync::mpsc::Receiver<Result<Chunk, ReadError>>,
+    back: std::sync::mpsc::SyncSender<Chunk>,
+}
+
+impl Chunks {
+    fn new(reader: Reader) -> Self {
+        let (rx, back, _thread) = spawn_recycling(reader, 2);
+        Self { rx, back }
+    }
+
+    fn next(&self) -> Option<Result<Chunk, StreamError>> {
+        loop {
+            match self.rx.recv_timeout(WAIT) {
+                Ok(item) => return Some(item.map_err(StreamError::from)),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(e) = crate::interrupt::check_now() {
+                        return Some(Err(StreamError::Learn(e)));
+                    }
                 }
+                Err(RecvTimeoutError::Disconnected) => return None,
             }
-            Err(RecvTimeoutError::Disconnected) => return None,
         }
-    })
+    }
+
+    /// Hands a chunk back for reuse (dropped if the thread has enough).
+    fn give_back(&self, chunk: Chunk) {
+        let _ = self.back.try_send(chunk);
+    }
 }
 
 /// The engine's ±1 labels of a chunk, and whether the chunk writes its labels 0/1 (a label 0
@@ -389,7 +406,8 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
         let mut ids: Vec<u32> = Vec::new();
         let (mut indptr, mut tasks, mut y, mut predicted) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut text = String::new();
-        for item in chunks(reader) {
+        let chunks = Chunks::new(reader);
+        while let Some(item) = chunks.next() {
             let chunk = item?;
             if !chunk.feature_columns.is_empty() {
                 self.summary.feature_columns = chunk.feature_columns.clone();
@@ -401,6 +419,7 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
             }
             ids.extend(chunk.new_tasks.iter().map(|name| self.tasks.insert(name)));
             if chunk.n_rows() == 0 {
+                chunks.give_back(chunk);
                 continue;
             }
             let width = if opts.format == Format::Csv {
@@ -466,6 +485,7 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
                 report(text.trim_end_matches('\n'))?;
             }
             sink.chunk(&chunk, &scores, &predicted)?;
+            chunks.give_back(chunk);
         }
         Ok(())
     }
@@ -497,7 +517,8 @@ pub fn predict_file<L: OnlineLearner>(
     let (mut indptr, mut task_ids, mut predicted) = (Vec::new(), Vec::new(), Vec::new());
     let (mut n, mut labelled, mut mistakes, mut skipped, mut first_skipped) = (0u64, 0u64, 0u64, 0u64, None);
     let mut columns: Vec<String> = Vec::new();
-    for item in chunks(reader) {
+    let chunks = Chunks::new(reader);
+    while let Some(item) = chunks.next() {
         let chunk = item?;
         if !chunk.feature_columns.is_empty() {
             columns = chunk.feature_columns.clone();
@@ -509,6 +530,7 @@ pub fn predict_file<L: OnlineLearner>(
         let first_new = ids.len();
         ids.extend(chunk.new_tasks.iter().map(|name| tasks.get(name)));
         if chunk.n_rows() == 0 {
+            chunks.give_back(chunk);
             continue;
         }
         let width = if opts.format == Format::Csv {
@@ -560,6 +582,7 @@ pub fn predict_file<L: OnlineLearner>(
             }
         }
         sink.chunk(&chunk, &scores, &predicted)?;
+        chunks.give_back(chunk);
     }
     Ok(PredictSummary {
         n,
