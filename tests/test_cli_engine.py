@@ -167,3 +167,12 @@ def test_ctrl_c_stops_the_engine_loop_waiting_on_a_pipe(tmp_path):
         proc.kill()
     assert proc.returncode == 130, err
     assert err.decode().strip().endswith("omtl learn: interrupted")
+
+
+def test_the_package_pickles_by_name():
+    import pickle
+
+    import cloudpickle
+
+    assert pickle.loads(pickle.dumps(omtl)) is omtl
+    assert cloudpickle.loads(cloudpickle.dumps(lambda: omtl.__name__))() == "omtl"

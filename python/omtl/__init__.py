@@ -123,6 +123,13 @@ class _Package(_types.ModuleType):
             value = getattr(value, name)
         super().__setattr__(name, value)
 
+    def __reduce__(self):
+        # Pickled by name, as pickle and cloudpickle treat plain modules (a function that refers
+        # to ``omtl`` ships to Dask workers so).
+        import importlib
+
+        return importlib.import_module, (self.__name__,)
+
 
 _sys.modules[__name__].__class__ = _Package
 
