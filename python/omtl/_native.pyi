@@ -30,6 +30,8 @@ __all__ = [
     "NativeFileReader",
     "scan_svmlight",
     "reader_limits",
+    "learn_file",
+    "predict_file",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -241,6 +243,54 @@ def scan_svmlight(path: str, max_line_bytes: int) -> tuple[int | None, bool, lis
 
 def reader_limits() -> tuple[int, int]:
     """``(widest feature space the engine takes, default line cap in bytes)``."""
+
+def learn_file(
+    path: str,
+    format: str,
+    *,
+    n_features: int | None,
+    zero_based: bool | None,
+    chunk_rows: int,
+    chunk_bytes: int,
+    max_line_bytes: int,
+    skip_bad_lines: bool,
+    vw_task_namespace: str | None,
+    csv_task_column: str,
+    csv_label_column: str,
+    kind: str,
+    params: Mapping[str, object],
+    graph: str,
+    passes: int,
+    quiet: bool,
+    report: object,
+    predictions: str | None,
+) -> tuple[NativeLearner | None, dict[str, object]]:
+    """``omtl learn`` in one call (src/io/driver.rs): a new learner ``kind`` over the task graph
+    ``graph`` (``"complete_open"`` or ``"disconnected"``) learns the file ``passes`` times; the
+    report lines go to ``report(text)``, the predictions to the file ``predictions``. Returns the
+    learner (None without an example) and the counts a model records."""
+
+def predict_file(
+    model: NativeLearner,
+    path: str,
+    format: str,
+    *,
+    n_features: int | None,
+    zero_based: bool | None,
+    chunk_rows: int,
+    chunk_bytes: int,
+    max_line_bytes: int,
+    skip_bad_lines: bool,
+    vw_task_namespace: str | None,
+    csv_task_column: str,
+    csv_label_column: str,
+    csv_feature_columns: Sequence[str] | None,
+    task_names: Sequence[str],
+    zero_one: bool,
+    write: object,
+) -> tuple[int, int, int, int, str | None]:
+    """``omtl predict`` in one call: the labels of every example, chunk by chunk to ``write(text)``;
+    ``(rows, rows with a label, of those predicted wrongly, lines skipped, the first one's message)``."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""
