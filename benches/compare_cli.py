@@ -213,6 +213,17 @@ def write_report(path: Path, rows, stream_row, args, floors) -> None:
     for r in rows:
         p = r["phases"]
         lines.append(f"| {r['set']} | {r['t_python']:.2f} | {p[0]:.2f} | {p[1]:.2f} | {p[2]:.2f} | {p[3]:.2f} |")
+    start = floors["`import omtl.cli, omtl.cli_learn, omtl._native`"][0]
+    lines += [
+        "",
+        "The floor of `omtl learn FILE` on two free cores, from these parts: the command's start-up "
+        f"({start:.2f} s) + the width pass + the longer of reading and learning: "
+        + "; ".join(f"{r['set']} {start + r['phases'][1] + max(r['phases'][2], r['phases'][3]):.2f} s "
+                    f"(VW's whole run {r['t_vw']:.2f} s)" for r in rows)
+        + ". On cores other jobs share, the two threads do not overlap fully and the wall time moves toward "
+        "the CPU time. Where the CPU time goes, by `perf record`: docs/results/cli_profile.md "
+        "(`python benches/profile_cli.py`).",
+    ]
     lines.append("")
     for r in rows:
         target = 2 * r["m_vw"] + r["model_mb"]
