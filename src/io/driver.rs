@@ -104,6 +104,13 @@ impl TaskMap {
         self.index.get(name).copied()
     }
 
+    /// Forgets the names from index `len` on (those of a chunk that was not learned).
+    fn truncate(&mut self, len: usize) {
+        for name in self.labels.drain(len.min(self.labels.len())..) {
+            self.index.remove(&name);
+        }
+    }
+
     /// The index of `name`, adding it at the end when new.
     pub fn insert(&mut self, name: &str) -> u32 {
         if let Some(i) = self.get(name) {
@@ -417,6 +424,7 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
             if self.summary.first_skipped.is_none() {
                 self.summary.first_skipped = chunk.first_skipped.clone();
             }
+            let (known_tasks, known_ids) = (self.tasks.len(), ids.len());
             ids.extend(chunk.new_tasks.iter().map(|name| self.tasks.insert(name)));
             if chunk.n_rows() == 0 {
                 chunks.give_back(chunk);
@@ -445,7 +453,13 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
                     learn_grown(model, n_new, &rows, &tasks, &y)
                 }
                 None => {
-                    let mut model = build(engine_tasks, width).map_err(StreamError::Learn)?;
+                    let mut model = match build(engine_tasks, width) {
+                        Ok(m) => m,
+                        Err(e) => {
+                            self.tasks.truncate(known_tasks);
+                            return Err(StreamError::Learn(e));
+                        }
+                    };
                     let outcome = learn_grown(&mut model, 0, &rows, &tasks, &y);
                     if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
                         self.model = Some(model);
@@ -456,7 +470,12 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
             let (scores, interrupted) = match scores {
                 Ok(s) => (s, false),
                 Err(Error::Interrupted { scores }) => (scores, true),
-                Err(e) => return Err(StreamError::Learn(e)),
+                Err(e) => {
+                    // The model is as it was before the chunk: so are its task names.
+                    self.tasks.truncate(known_tasks);
+                    ids.truncate(known_ids);
+                    return Err(StreamError::Learn(e));
+                }
             };
             let learned = scores.len();
             let n_tasks = self.model.as_ref().map_or(0, |m| m.n_tasks());

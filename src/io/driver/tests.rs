@@ -156,3 +156,22 @@ fn the_width_pass_reads_blocks_larger_than_its_buffer() {
     assert_eq!(svmlight_width(&path, 1 << 20).unwrap(), (scan.max_index, scan.has_zero));
     assert_eq!(scan.max_index, Some(977));
 }
+
+#[test]
+fn a_chunk_that_is_not_learned_leaves_the_task_names_as_they_were() {
+    let path = write("e.svm", SVMLIGHT);
+    let mut opts = Options::new(Format::Svmlight, 1);
+    resolve_layout(&path, &mut opts, None, None).unwrap();
+    let mut stream: StreamLearner<MTLinear> = StreamLearner::new(None, TaskMap::default(), 2);
+    let mut refuse = |_: usize, _: usize| -> crate::Result<MTLinear> { Err(Error::Interrupted { scores: vec![] }) };
+    let mut sink = Collect(Vec::new(), Vec::new());
+    assert!(stream
+        .learn_file(&path, &mut opts, &mut refuse, true, &mut |_| Ok(()), &mut sink)
+        .is_err());
+    assert!(stream.tasks.is_empty() && stream.model.is_none() && stream.summary.n_seen == 0);
+    // Learned afterwards, the names come in file order as ever.
+    stream
+        .learn_file(&path, &mut opts, &mut mt_linear, true, &mut |_| Ok(()), &mut sink)
+        .unwrap();
+    assert_eq!(stream.tasks.labels(), ["b", "a", "c"]);
+}
