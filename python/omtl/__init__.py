@@ -96,12 +96,15 @@ del TYPE_CHECKING
 
 
 def __getattr__(name: str):
-    try:
-        module = _PUBLIC[name]
-    except KeyError:
-        raise AttributeError(f"module 'omtl' has no attribute {name!r}") from None
     import importlib
+    import importlib.util
 
+    module = _PUBLIC.get(name)
+    if name not in _PUBLIC:
+        # A submodule not yet imported (``omtl.persistence`` after ``import omtl``), as the eager
+        # package had them all.
+        if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is None:
+            raise AttributeError(f"module 'omtl' has no attribute {name!r}")
     value = importlib.import_module(f".{name}" if module is None else module, __name__)
     if module is not None:
         value = getattr(value, name)
