@@ -113,7 +113,7 @@ impl Row<'_> {
 }
 
 #[inline]
-pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
+pub(crate) fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
     indices.iter().zip(values).map(|(&j, &v)| v * dense[j as usize]).sum()
 }
 
@@ -336,7 +336,7 @@ fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
 }
 
 /// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.
-pub fn validate_batch(
+pub(crate) fn validate_batch(
     rows: &Rows,
     tasks: &[i64],
     labels: Option<&[f64]>,
@@ -355,7 +355,7 @@ pub fn validate_batch(
 /// holds no NaN or infinity, so the norms' pass stands in for the NaN scan, which runs only to
 /// name the value when a norm is not finite. The errors are those (and in the order) of
 /// `validate_batch` followed by the scale checks.
-pub fn validate_learn_batch(
+pub(crate) fn validate_learn_batch(
     rows: &Rows,
     tasks: &[i64],
     labels: &[f64],

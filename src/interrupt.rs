@@ -77,14 +77,14 @@ pub fn with_hook_every<T>(interval: Duration, hook: Box<dyn FnMut() -> bool>, f:
 /// Call it between units of work that leave the model consistent (between rows, or at the top of
 /// a solver iteration whose result is not yet written back).
 #[inline]
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     poll(false)
 }
 
 /// [`check`] that reads the clock every time: for loops whose iterations are long and irregular
 /// (a solver iteration is a pass over all stored examples), where the adaptive stride of
 /// [`check`], learnt on cheap rows, could skip many of them.
-pub fn check_now() -> Result<()> {
+pub(crate) fn check_now() -> Result<()> {
     poll(true)
 }
 

@@ -29,19 +29,28 @@
 //! # Ok::<(), omtl::Error>(())
 //! ```
 
-pub mod alloc;
+#![warn(missing_docs)]
+
+pub(crate) mod alloc;
 pub mod data;
 pub mod error;
-pub mod floors;
+#[cfg(any(test, feature = "python"))] // the binding's memory-floor measurement
+pub(crate) mod floors;
 pub mod hashing;
 pub mod interrupt;
 pub mod io;
 pub mod kernel;
 pub mod learner;
-pub mod linalg;
+pub(crate) mod linalg;
 pub mod rng;
-pub mod simd;
+pub(crate) mod simd;
 pub mod state;
+
+/// The internals the criterion benches time on their own (feature `bench`; not a stable API).
+#[cfg(feature = "bench")]
+pub mod bench {
+    pub use crate::linalg::{eigen_update, svt};
+}
 
 #[cfg(feature = "python")]
 mod python;

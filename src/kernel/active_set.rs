@@ -21,7 +21,7 @@ pub struct ActiveSet {
 }
 
 impl ActiveSet {
-    pub fn new(n_features: usize, sparse: bool) -> Self {
+    pub(crate) fn new(n_features: usize, sparse: bool) -> Self {
         Self {
             rows: RowStore::new(n_features, sparse),
             tasks: Vec::new(),
@@ -86,7 +86,15 @@ impl ActiveSet {
     }
 
     /// Appends an element at the end of the insertion order; returns its slot.
-    pub fn push(&mut self, row: Row, task: usize, label: f64, time: u64, beta: f64, kernel: &BaseKernel) -> usize {
+    pub(crate) fn push(
+        &mut self,
+        row: Row,
+        task: usize,
+        label: f64,
+        time: u64,
+        beta: f64,
+        kernel: &BaseKernel,
+    ) -> usize {
         let slot = self.rows.push(row, kernel);
         self.tasks.push(task as u32);
         self.labels.push(label);
@@ -107,7 +115,7 @@ impl ActiveSet {
     }
 
     /// Removes the element at insertion-order `position`; later elements move up by one.
-    pub fn remove_at(&mut self, position: usize) {
+    pub(crate) fn remove_at(&mut self, position: usize) {
         let slot = self.order.remove(position) as usize;
         if let Some(moved) = self.rows.swap_remove(slot) {
             // The last slot now lives in `slot`: repoint its order entry.
@@ -147,7 +155,7 @@ impl ActiveSet {
         &self.tasks
     }
 
-    pub fn beta_mut(&mut self) -> &mut [f64] {
+    pub(crate) fn beta_mut(&mut self) -> &mut [f64] {
         &mut self.beta
     }
 
@@ -192,7 +200,7 @@ impl ActiveSet {
     }
 
     /// Multiplies every coefficient by `factor`.
-    pub fn scale_betas(&mut self, factor: f64) {
+    pub(crate) fn scale_betas(&mut self, factor: f64) {
         self.beta.iter_mut().for_each(|b| *b *= factor);
     }
 }

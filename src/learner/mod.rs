@@ -191,21 +191,22 @@ mod spec;
 mod test_support;
 mod undo;
 
-pub use self::omtl::{omtl_tau, GlobalNorm, OmtlParams};
+#[cfg(feature = "python")]
+pub(crate) use self::omtl::omtl_tau;
+pub use self::omtl::{GlobalNorm, OmtlParams};
 pub use crate::kernel::ActiveSet;
 pub use batch_mtl::{BatchMtlParams, Regularizer, SolveReport, SolverOptions};
 pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
-pub use cw::{normal_quantile, CwColParams, CwConstants, CwModel};
-pub use linear::LinearWeights;
+pub use cw::{CwColParams, CwConstants, CwModel};
+pub(crate) use linear::LinearWeights;
 pub use lookahead::Ahead;
-pub use mt_linear::{
-    logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH, MAX_HASH_BITS,
-};
+pub use mt_linear::{Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
 pub use omtrl::{OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressiveParams};
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};
 pub use romco::{RomcoParams, RomcoTrigger, SvtRoute};
-pub use spec::{check_c, check_nonnegative, Build, NoParams, ParamGuard, Setting};
+pub(crate) use spec::{check_c, check_nonnegative};
+pub use spec::{Build, NoParams, ParamGuard, Setting};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
@@ -454,7 +455,7 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
 
 /// The scores of `rows` one at a time through [`OnlineLearner::score`]: the default
 /// [`OnlineLearner::score_ahead`], for learners (or forms of one) with no window of their own.
-pub fn score_each<L: OnlineLearner + ?Sized>(
+pub(crate) fn score_each<L: OnlineLearner + ?Sized>(
     model: &L,
     rows: &[Row],
     tasks: &[usize],
@@ -478,7 +479,7 @@ pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64]
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
-pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
+pub(crate) fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
     let bad = |reason: String| Err(Error::InvalidParameter { name: "rounds", reason });
     if rounds.len() != tasks.len() {
         return Err(Error::LengthMismatch {
@@ -741,7 +742,7 @@ pub fn predict_sign(score: f64) -> f64 {
 
 /// Update-mistake test used by every Perceptron-type rule: `y f <= 0`.
 #[inline]
-pub fn is_update_mistake(y: f64, score: f64) -> bool {
+pub(crate) fn is_update_mistake(y: f64, score: f64) -> bool {
     y * score <= 0.0
 }
 

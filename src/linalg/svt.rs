@@ -507,6 +507,7 @@ pub fn weighted_outer_product(z: &[f64], k: usize, q: usize, f: &[f64]) -> Vec<f
 
 /// The literal route (a) of §5.5: `Q_R W diag((σ-θ)_+) Zᵀ` with `Q_R` formed explicitly.
 /// Returns the column-major result and the singular values of `M`. For tests and checks only.
+#[cfg(any(test, feature = "python"))]
 pub fn svt_explicit(m: &[f64], d: usize, k: usize, theta: f64) -> Option<(Vec<f64>, Vec<f64>)> {
     if k == 0 || d == 0 || m.iter().any(|v| !v.is_finite()) {
         return None;

@@ -37,10 +37,12 @@ mod loss;
 mod store;
 mod update;
 
-pub use loss::{logistic_margin_gain, sigmoid, Loss, UpdateRule};
+#[cfg(test)]
+use loss::{logistic_margin_gain, sigmoid};
+pub use loss::{Loss, UpdateRule};
 use lanes::*;
 
-pub use store::{slot_of, DENSE_MAX_BYTES, DENSE_MAX_WIDTH};
+pub use store::{slot_of, DENSE_MAX_WIDTH};
 
 use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
 

@@ -34,10 +34,6 @@ impl MTBPRJ {
         &self.set
     }
 
-    pub fn gram(&self) -> &InverseGram {
-        &self.gram
-    }
-
     /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
     pub fn force_rebuild(&mut self) {
         self.gram.force_rebuild();

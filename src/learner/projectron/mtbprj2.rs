@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 /// The weights of one connected component: `|c|` task rows, row stride `cap` (one column per
 /// dictionary slot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,10 +77,6 @@ impl Build for MTBPRJ2 {
 impl MTBPRJ2 {
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
-    }
-
-    pub fn gram(&self) -> &InverseGram {
-        &self.gram
     }
 
     pub fn force_rebuild(&mut self) {
