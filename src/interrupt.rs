@@ -2,7 +2,7 @@
 //!
 //! A caller (the Python binding, a Rust service with a deadline) installs a hook for the duration
 //! of a call with [`with_hook`]; the batch loops and the long inner loops (the MTFL/TRML retrain
-//! solver) call [`check`], which returns [`Error::Interrupted`] once the hook says stop. The hook
+//! solver) call the crate's internal `check`, which returns [`Error::Interrupted`] once the hook says stop. The hook
 //! is polled about every [`POLL_INTERVAL`], not on every check: a check costs a thread-local
 //! counter increment, and the clock is read only every `stride` checks, the stride adapting to
 //! how long the checks take (so a loop of 50 ns rows and a loop of 50 ms solver iterations are
@@ -10,7 +10,7 @@
 //!
 //! The hook lives in a thread-local slot because the long loops sit inside
 //! [`crate::learner::OnlineLearner::update`], whose signature carries no context; without a hook
-//! [`check`] is a no-op that never fails.
+//! `check` is a no-op that never fails.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ thread_local! {
     static POLLER: RefCell<Option<Poller>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `hook` installed on this thread: inside `f`, [`check`] fails with
+/// Runs `f` with `hook` installed on this thread: inside `f`, the crate's long loops fail with
 /// [`Error::Interrupted`] once `hook()` returns `true`. The previous hook (if any) is restored
 /// afterwards, also when `f` panics.
 pub fn with_hook<T>(hook: Box<dyn FnMut() -> bool>, f: impl FnOnce() -> T) -> T {

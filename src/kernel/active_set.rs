@@ -8,6 +8,9 @@ use crate::error::Result;
 use crate::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
 use crate::state::{check_finite, check_len, check_tasks_and_labels, ensure};
 
+/// The stored examples of a kernel learner (its support set), read through the learner (e.g.
+/// `MTRBP::active_set`). An element lives in a *slot* (storage position, changed by removals);
+/// its *position* is its rank in insertion order ([`ActiveSet::slot_at`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActiveSet {
     rows: RowStore,
@@ -73,14 +76,17 @@ impl ActiveSet {
         Ok(last_time)
     }
 
+    /// Number of stored examples.
     pub fn len(&self) -> usize {
         self.order.len()
     }
 
+    /// Whether no example is stored.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }
 
+    /// The stored instances, by slot.
     pub fn rows(&self) -> &RowStore {
         &self.rows
     }
@@ -129,18 +135,22 @@ impl ActiveSet {
         self.beta.swap_remove(slot);
     }
 
+    /// The task of the example in `slot`.
     pub fn task(&self, slot: usize) -> usize {
         self.tasks[slot] as usize
     }
 
+    /// The original label (±1) of the example in `slot`.
     pub fn label(&self, slot: usize) -> f64 {
         self.labels[slot]
     }
 
+    /// When the example in `slot` was inserted (the learner's update counter at the time).
     pub fn time(&self, slot: usize) -> u64 {
         self.times[slot]
     }
 
+    /// The coefficient β of the example in `slot` (its weight in the kernel expansion).
     pub fn beta(&self, slot: usize) -> f64 {
         self.beta[slot]
     }

@@ -197,7 +197,7 @@ pub use self::omtl::{GlobalNorm, OmtlParams};
 pub use crate::kernel::ActiveSet;
 pub use batch_mtl::{BatchMtlParams, Regularizer, SolveReport, SolverOptions};
 pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
-pub use cw::{CwColParams, CwConstants, CwModel};
+pub use cw::{CwColParams, CwConstants};
 pub(crate) use linear::LinearWeights;
 pub use lookahead::Ahead;
 pub use mt_linear::{Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
@@ -216,13 +216,30 @@ use crate::kernel::{BaseKernel, Scratch};
 /// One round of protocol P2 (ALGORITHMS.md §1.2): rows of distinct tasks, their tasks and labels.
 #[derive(Debug, Clone, Copy)]
 pub struct Round<'a> {
+    /// The instances.
     pub rows: &'a [Row<'a>],
+    /// Their tasks (distinct, each `< n_tasks`).
     pub tasks: &'a [usize],
+    /// Their labels, ±1.
     pub y: &'a [f64],
 }
 
+/// An online binary classifier over many tasks: every learner of the crate implements it.
+///
+/// The protocol (ALGORITHMS.md §1.1): for each example `(x, task)` the learner gives a real
+/// score ([`OnlineLearner::score`]; its sign is the prediction, 0 predicting +1), then receives
+/// the label ±1 and may update ([`OnlineLearner::update`]). Most users call the batch functions
+/// instead — [`learn`], [`decision`], [`learn_rounds`] and their `_grown` forms — which validate
+/// a whole batch first and are atomic; the per-row methods take the caller's [`Scratch`] and
+/// trust the caller with shapes (a task `< n_tasks()`, a row of `n_features()` columns).
+///
+/// Besides the methods every learner defines (`score`, `update`, `n_tasks`, `n_features`,
+/// `n_updates`, `n_active`), the provided ones are hooks with correct defaults: lookahead
+/// scoring, joint rounds, growing the task set, an undo journal and diagnostics.
 pub trait OnlineLearner {
+    /// Number of tasks; task ids run over `0..n_tasks()`.
     fn n_tasks(&self) -> usize;
+    /// Number of features: the width of every row.
     fn n_features(&self) -> usize;
 
     /// The real-valued score `f_task(x)` of the current model.
@@ -305,7 +322,7 @@ pub trait OnlineLearner {
     }
 
     /// The base kernel of a kernel learner (`None` for linear models): the batch functions check
-    /// every row's `K'(x, x)` against it ([`validate_learn_batch`]).
+    /// every row's `K'(x, x)` against it.
     fn base_kernel(&self) -> Option<&BaseKernel> {
         None
     }

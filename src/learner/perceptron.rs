@@ -22,6 +22,9 @@ enum Model {
     Dual(ActiveSet, SparseIndex),
 }
 
+/// The multitask kernel Perceptron (Cavallanti, Cesa-Bianchi & Gentile, JMLR 2010; §3.3): no
+/// budget, every update-mistake is stored. With the linear kernel the model is kept in primal
+/// form (O(nnz) per example). Built with [`MTPerceptron::new`]; no hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTPerceptron {
     kernel: BaseKernel,
@@ -65,10 +68,12 @@ impl MTPerceptron {
         })
     }
 
+    /// The task kernel T.
     pub fn task_kernel(&self) -> &TaskKernel {
         &self.tasks
     }
 
+    /// Whether the model is kept as weight vectors (linear kernel) rather than an active set.
     pub fn is_primal(&self) -> bool {
         matches!(self.model, Model::Primal(_))
     }

@@ -72,16 +72,24 @@ struct ComponentStats {
 }
 
 learner_params! {
-    /// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
+    /// Hyper-parameters of [`MTLinear`], validated by [`ParamGuard::check`]; `Default` gives
+    /// Python's `MTLinear()`.
     pub struct MTLinearParams {
+        /// The loss. Default [`Loss::Logistic`].
         pub loss: Loss,
+        /// The update rule (Python's `update`). Default [`UpdateRule::Normalized`].
         #[cfg_attr(feature = "python", pyo3(item("update")))]
         pub rule: UpdateRule,
+        /// The step size η (> 0; AROW: `r = 1/η`). Default 0.5.
         pub learning_rate: f64,
+        /// Learn an intercept per block (the feature `x̃ = (x, 1)`). Default `true`.
         pub fit_intercept: bool,
+        /// Hash every (block, feature) into one table of `2^hash_bits` cells (in
+        /// `[1, MAX_HASH_BITS]`); `None` gives every coordinate its own cell. Default `None`.
         pub hash_bits: Option<u32>,
         /// `ρ`: the factor on the rates of the complete graph's shared block (docs/mt_linear.md,
-        /// M.8); graphs without a shared block ignore it.
+        /// M.8); graphs without a shared block ignore it. Default 2 ([`MTLinearParams::new`]
+        /// takes 1).
         pub shared_rate: f64,
     }
 
@@ -141,6 +149,9 @@ impl MTLinearParams {
     }
 }
 
+/// MTLinear: online linear learning on the task graph's feature map `φ(x, i) = b_i ⊗ (x, 1)`
+/// with normalized adaptive updates (docs/mt_linear.md). The fast linear learner; any task
+/// graph, dense or sparse rows, optional feature hashing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MTLinear {
     n_tasks: usize,
@@ -222,6 +233,8 @@ fn dense_factor_terms(tasks: &TaskKernel) -> Vec<Vec<(u32, f64)>> {
 }
 
 impl MTLinear {
+    /// An empty model over the task kernel `tasks` and `n_features` features (the same as
+    /// [`Build::build`] with [`Setting::over`]).
     pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
         Self::build(&params, &Setting::over(tasks, None, n_features, false))
     }
@@ -326,6 +339,8 @@ impl MTLinear {
         }
     }
 
+    /// Number of weight blocks (rows of the factor B: one per task, plus a shared block for the
+    /// complete graph).
     pub fn n_blocks(&self) -> usize {
         match self.tasks {
             TaskKernel::Complete { k, .. } if k >= 2 => k + 1,

@@ -11,6 +11,9 @@ pub(super) struct Block {
     pub(super) w: Vec<f64>,
 }
 
+/// MTBPRJ-2 (Cavallanti & Cesa-Bianchi, Alg. 2; §4.5): the budget Projectron projecting in the
+/// base-kernel space, one weight per (task, dictionary element). Built with [`Build::build`]
+/// from [`MTBPRJ2Params`], a task kernel and a base kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTBPRJ2 {
     pub(super) kernel: BaseKernel,
@@ -75,10 +78,13 @@ impl Build for MTBPRJ2 {
 }
 
 impl MTBPRJ2 {
+    /// The dictionary: the stored instances with their task and insertion time (its
+    /// coefficients are unused; the weights are per task).
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
     }
 
+    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
     pub fn force_rebuild(&mut self) {
         self.gram.force_rebuild();
     }
