@@ -192,6 +192,7 @@ pub const VARIANCE_FLOOR: f64 = 1e-12;
 type Change = (usize, f64, f64);
 
 impl CwModel {
+#[cfg(test)]
     pub fn new(n_features: usize, a: f64) -> Self {
         Self {
             mu: vec![0.0; n_features],
@@ -209,6 +210,7 @@ impl CwModel {
         })
     }
 
+#[cfg(test)]
     pub fn score(&self, x: &Row) -> f64 {
         x.dot(&self.mu)
     }
@@ -244,6 +246,7 @@ impl CwModel {
 
     /// One plain CW step with variances floored at `floor`; returns whether the model changed.
     /// On `Err` (a non-finite step) the model is unchanged.
+#[cfg(test)]
     pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64, floor: f64) -> Result<bool> {
         let mut changes = Vec::new();
         self.step_changes(c, x, y, floor, &mut changes)?;
