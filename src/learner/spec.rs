@@ -102,7 +102,7 @@ pub trait Build: Sized {
         Self::from_checked(params, setting)
     }
 
-    /// A kernel learner over `tasks` and `kernel` (the shorthand of the Rust tests and benches).
+    /// A kernel learner over `tasks` and `kernel`: [`Build::build`] with [`Setting::over`].
     fn with_kernels(
         tasks: &TaskKernel,
         kernel: BaseKernel,
