@@ -17,7 +17,9 @@ use crate::linalg::simd::matmul;
 /// unit eigenvector of `values[j]`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Eigen {
+    /// The eigenvalues, unsorted.
     pub values: Vec<f64>,
+    /// Row-major `n x n`; column `j` is the unit eigenvector of `values[j]`.
     pub vectors: Vec<f64>,
 }
 

@@ -15,7 +15,7 @@
 //!   TSQR, so no second `d x k` matrix is ever held) and the SVD of the small `R = W Σ Zᵀ`. Then
 //!   `Q_R W diag((σ-θ)_+) Zᵀ = M Z diag(π) Zᵀ`, so route (a) too ends in `M Π`, with σ and Z
 //!   as accurate as the QR;
-//! - [`svt_explicit`]: the literal (a) of §5.5, forming `Q_R` (used by tests only: it holds
+//! - `svt_explicit`: the literal (a) of §5.5, forming `Q_R` (used by tests only: it holds
 //!   extra `d x k` matrices).
 //!
 //! Matrices of size `d x k` are column-major slices (column `c` is `m[c*d..(c+1)*d]`); the
