@@ -2,11 +2,11 @@
 //!
 //! A caller (the Python binding, a Rust service with a deadline) installs a hook for the duration
 //! of a call with [`with_hook`]; the batch loops and the long inner loops (the MTFL/TRML retrain
-//! solver) call the crate's internal `check`, which returns [`Error::Interrupted`] once the hook says stop. The hook
-//! is polled about every [`POLL_INTERVAL`], not on every check: a check costs a thread-local
-//! counter increment, and the clock is read only every `stride` checks, the stride adapting to
-//! how long the checks take (so a loop of 50 ns rows and a loop of 50 ms solver iterations are
-//! both polled on time without reading the clock 20 million times a second).
+//! solver) call the crate's internal `check`, which returns [`Error::Interrupted`] once the hook
+//! says stop. The hook is polled about every [`POLL_INTERVAL`], not on every check: a check costs a
+//! thread-local counter increment, and the clock is read only every `stride` checks, the stride
+//! adapting to how long the checks take (so a loop of 50 ns rows and a loop of 50 ms solver
+//! iterations are both polled on time without reading the clock 20 million times a second).
 //!
 //! The hook lives in a thread-local slot because the long loops sit inside
 //! [`crate::learner::OnlineLearner::update`], whose signature carries no context; without a hook

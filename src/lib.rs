@@ -17,18 +17,43 @@
 //!
 //! | Learner | Params | Source (§) | What it is |
 //! |---|---|---|---|
-//! | [`MTPerceptron`](learner::MTPerceptron) | none ([`NoParams`](learner::NoParams)) | Cavallanti, Cesa-Bianchi & Gentile 2010 (§3.3) | multitask kernel Perceptron, no budget; primal form for the linear kernel |
-//! | [`MTRBP`](learner::MTRBP) | [`MTRBPParams`](learner::MTRBPParams) | Cavallanti & Cesa-Bianchi, Alg. 3 (§4.1) | budget Perceptron, random eviction |
-//! | [`MTFORG`](learner::MTFORG) | [`MTFORGParams`](learner::MTFORGParams) | same paper, eq. 3 (§4.2) | self-tuned Forgetron: shrink, then evict the oldest |
-//! | [`MTBPRJ`](learner::MTBPRJ) | [`ProjectronParams`](learner::ProjectronParams) | same paper, Alg. 1 (§4.4) | budget Projectron in the multitask space |
-//! | [`MTBPRJ2`](learner::MTBPRJ2) | [`MTBPRJ2Params`](learner::MTBPRJ2Params) | same paper, Alg. 2 (§4.5) | budget Projectron in the base-kernel space, weights per task |
-//! | [`MTLinear`](learner::MTLinear) | [`MTLinearParams`](learner::MTLinearParams) | docs/mt_linear.md | fast linear learner on the task graph's feature map, adaptive updates, hashing |
-//! | [`Romco`](learner::Romco) | [`RomcoParams`](learner::RomcoParams) | Yang et al., SDM 2016 (§5) | low-rank plus group-sparse weights, joint update per round |
-//! | [`PassiveAggressive`](learner::PassiveAggressive) | [`PassiveAggressiveParams`](learner::PassiveAggressiveParams) | Crammer et al. 2006 (§6.1) | PA-Unique / PA-Global baselines |
-//! | [`Omtl`](learner::Omtl) | [`OmtlParams`](learner::OmtlParams) | Dekel, Long & Singer 2006 (§6.2) | shared-loss update per round |
-//! | [`Omtrl`](learner::Omtrl) | [`OmtrlParams`](learner::OmtrlParams) | Saha et al. 2011 (§6.3) | Perceptron with a learned task coupling |
-//! | [`CwCol`](learner::CwCol) | [`CwColParams`](learner::CwColParams) | Li et al. 2011 (§6.4) | confidence-weighted, global plus per-task models |
-//! | [`BatchMtl`](learner::BatchMtl) | [`BatchMtlParams`](learner::BatchMtlParams) | MTFL, TRML (§6.5) | batch multitask learner retrained every `retrain_every` examples |
+//! | [`MTPerceptron`] | none ([`NoParams`]) | Cavallanti, Cesa-Bianchi & Gentile 2010 (§3.3) | kernel Perceptron, no budget |
+//! | [`MTRBP`] | [`MTRBPParams`] | Cavallanti & Cesa-Bianchi, Alg. 3 (§4.1) | budget Perceptron, random eviction |
+//! | [`MTFORG`] | [`MTFORGParams`] | same paper, eq. 3 (§4.2) | self-tuned Forgetron: shrink, then evict the oldest |
+//! | [`MTBPRJ`] | [`ProjectronParams`] | same paper, Alg. 1 (§4.4) | Projectron in the multitask space |
+//! | [`MTBPRJ2`] | [`MTBPRJ2Params`] | same paper, Alg. 2 (§4.5) | Projectron in the base-kernel space |
+//! | [`MTLinear`] | [`MTLinearParams`] | docs/mt_linear.md | fast linear learner, adaptive steps, hashing |
+//! | [`Romco`] | [`RomcoParams`] | Yang et al., SDM 2016 (§5) | low-rank + group-sparse, joint rounds |
+//! | [`PassiveAggressive`] | [`PassiveAggressiveParams`] | Crammer et al. 2006 (§6.1) | PA-Unique / PA-Global |
+//! | [`Omtl`] | [`OmtlParams`] | Dekel, Long & Singer 2006 (§6.2) | shared-loss update per round |
+//! | [`Omtrl`] | [`OmtrlParams`] | Saha et al. 2011 (§6.3) | Perceptron with a learned task coupling |
+//! | [`CwCol`] | [`CwColParams`] | Li et al. 2011 (§6.4) | confidence-weighted, global plus per-task models |
+//! | [`BatchMtl`] | [`BatchMtlParams`] | MTFL, TRML (§6.5) | batch learner retrained periodically |
+//!
+//! [`MTPerceptron`]: learner::MTPerceptron
+//! [`NoParams`]: learner::NoParams
+//! [`MTRBP`]: learner::MTRBP
+//! [`MTRBPParams`]: learner::MTRBPParams
+//! [`MTFORG`]: learner::MTFORG
+//! [`MTFORGParams`]: learner::MTFORGParams
+//! [`MTBPRJ`]: learner::MTBPRJ
+//! [`ProjectronParams`]: learner::ProjectronParams
+//! [`MTBPRJ2`]: learner::MTBPRJ2
+//! [`MTBPRJ2Params`]: learner::MTBPRJ2Params
+//! [`MTLinear`]: learner::MTLinear
+//! [`MTLinearParams`]: learner::MTLinearParams
+//! [`Romco`]: learner::Romco
+//! [`RomcoParams`]: learner::RomcoParams
+//! [`PassiveAggressive`]: learner::PassiveAggressive
+//! [`PassiveAggressiveParams`]: learner::PassiveAggressiveParams
+//! [`Omtl`]: learner::Omtl
+//! [`OmtlParams`]: learner::OmtlParams
+//! [`Omtrl`]: learner::Omtrl
+//! [`OmtrlParams`]: learner::OmtrlParams
+//! [`CwCol`]: learner::CwCol
+//! [`CwColParams`]: learner::CwColParams
+//! [`BatchMtl`]: learner::BatchMtl
+//! [`BatchMtlParams`]: learner::BatchMtlParams
 //!
 //! ## Building one
 //!

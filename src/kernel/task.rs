@@ -82,8 +82,8 @@ impl TaskKernel {
     ///
     /// I + L is block diagonal by connected component, so T is factored component by component:
     /// the time is Σ c³ over the component sizes c (a graph of isolated pairs is linear in k), the
-    /// k x k result is sized (checked against the memory available) before anything is allocated, and the interrupt hook
-    /// is polled between columns ([`crate::interrupt`]).
+    /// k x k result is checked against the memory available before anything is allocated, and
+    /// the interrupt hook is polled between columns ([`crate::interrupt`]).
     pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
         Self::by_component(k, edges, 1.0, |lap| {
             let mut a = lap;
