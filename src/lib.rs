@@ -10,7 +10,10 @@
 //! - [`linalg`]: small dense linear algebra; [`rng`]: the pinned SplitMix64 generator;
 //! - [`hashing`]: named features hashed into columns (scikit-learn's `FeatureHasher` mapping);
 //! - [`io`]: streaming readers for svmlight, Vowpal Wabbit's text format and CSV (gzip, stdin);
-//! - [`state`]: saving and restoring a model's state, checked (a state file is untrusted input).
+//! - [`state`]: saving and restoring a model's state, checked (a state file is untrusted input);
+//! - [`model`]: [`model::AnyLearner`], any learner as one value, and its versioned state bytes;
+//! - [`model_file`]: the `.omtl` model file (framing, header, checksum, validation) that Python,
+//!   the command line and Rust read and write alike.
 //!
 //! The specification every formula follows is `ALGORITHMS.md` (its section numbers are cited
 //! in the module headers).
@@ -39,6 +42,8 @@ pub mod io;
 pub mod kernel;
 pub mod learner;
 pub mod linalg;
+pub mod model;
+pub mod model_file;
 pub mod rng;
 pub mod simd;
 pub mod state;

@@ -1,0 +1,1 @@
+//! The `.omtl` model file.
