@@ -131,6 +131,11 @@ impl MTRBP {
         self.budget
     }
 
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
+    }
+
     pub fn n_evictions(&self) -> u64 {
         self.n_evictions
     }
@@ -380,6 +385,16 @@ impl MTFORG {
 
     pub fn radius(&self) -> f64 {
         self.radius
+    }
+
+    /// The largest number of stored examples.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
     }
 
     /// Whether `K'(x, x) > R²` (beyond rounding): the instance breaks the damage bound's
