@@ -211,6 +211,12 @@ impl Fitted {
         }
     }
 
+    /// Reads and checks bookkeeping from its JSON text (the `fitted` object of a header).
+    pub fn parse(text: &[u8]) -> Result<Self> {
+        let value: Value = serde_json::from_slice(text).map_err(|e| fail(format!("unreadable bookkeeping ({e})")))?;
+        Self::from_json(&value)
+    }
+
     fn from_json(value: &Value) -> Result<Self> {
         let obj = match value {
             Value::Object(obj)

@@ -124,50 +124,45 @@ pub fn read_header(data: &[u8], limits: &Limits) -> Result<Header> {
     Header::parse(head, state.len(), limits)
 }
 
-/// A file's bytes from its header and native state, checked as a reader checks them: a file
-/// this writes is one [`ModelFile::decode`] accepts. `header_text`, when given, is written as is
-/// (after the check) in place of the header's own serialisation.
-pub fn encode(header: &Header, header_text: Option<&str>, learner: Option<&AnyLearner>, limits: &Limits) -> Result<Vec<u8>> {
+/// A file's bytes from its header's JSON text and its native state (`None` for an unfitted
+/// model), checked as a reader checks them: a file this writes is one [`ModelFile::decode`]
+/// accepts.
+pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) -> Result<Vec<u8>> {
     let cannot = |e: Error| match e {
-        Error::ModelFile(msg) | Error::State(msg) => Error::CannotSave(format!("this {}: {msg}", header.class)),
+        Error::ModelFile(msg) | Error::State(msg) => Error::CannotSave(msg),
         other => other,
     };
     let state = match learner {
         Some(l) => {
             l.check_state().map_err(cannot)?;
-            header.check_against(l).map_err(cannot)?;
             l.to_bytes()?
         }
-        None if header.fitted.is_some() => return Err(Error::CannotSave("a fitted header without its native state".into())),
         None => Vec::new(),
     };
-    let own;
-    let head = match header_text {
-        Some(text) => text,
-        None => {
-            own = header.to_json()?;
-            &own
-        }
-    };
-    if head.len() as u64 > limits.max_header {
+    if header_text.len() as u64 > limits.max_header {
         return Err(Error::CannotSave(format!(
-            "this {}: its header (parameters, per-task counts and task labels) takes {} bytes, over the {} a \
-             model file may hold; pickle the model instead",
-            header.class,
-            head.len(),
+            "its header (parameters, per-task counts and task labels) takes {} bytes, over the {} a model file may \
+             hold; pickle the model instead",
+            header_text.len(),
             limits.max_header
         )));
     }
-    // What a reader checks of the header, checked on the bytes it will read.
-    let reread = Header::parse(head.as_bytes(), state.len(), limits).map_err(cannot)?;
-    if reread.class != header.class || reread.fitted.is_some() != learner.is_some() {
-        return Err(Error::CannotSave("the header text does not describe this model".into()));
+    let header = Header::parse(header_text.as_bytes(), state.len(), limits).map_err(|e| match (e, learner) {
+        (Error::ModelFile(msg), None) => Error::CannotSave(format!("{msg}; fit it first or pickle it")),
+        (e, _) => cannot(e),
+    })?;
+    match learner {
+        Some(l) => header.check_against(l).map_err(cannot)?,
+        None if header.fitted.is_some() => {
+            return Err(Error::CannotSave("a fitted header without its native state".into()))
+        }
+        None => {}
     }
-    let mut data = Vec::with_capacity(FIXED + head.len() + 8 + state.len() + CHECKSUM_LEN);
+    let mut data = Vec::with_capacity(FIXED + header_text.len() + 8 + state.len() + CHECKSUM_LEN);
     data.extend_from_slice(MAGIC);
     data.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    data.extend_from_slice(&(head.len() as u64).to_le_bytes());
-    data.extend_from_slice(head.as_bytes());
+    data.extend_from_slice(&(header_text.len() as u64).to_le_bytes());
+    data.extend_from_slice(header_text.as_bytes());
     data.extend_from_slice(&(state.len() as u64).to_le_bytes());
     data.extend_from_slice(&state);
     let checksum = Sha256::digest(&data);
@@ -190,6 +185,16 @@ impl ModelFile {
     /// `0..n_tasks`, or, on an open-ended task set (the open complete graph), by labels given on
     /// first use.
     pub fn new(learner: AnyLearner) -> Result<Self> {
+        Self::with_labels(learner, false)
+    }
+
+    /// [`ModelFile::new`] for a model whose tasks are named by labels (strings or integers), each
+    /// new label taking the next task in first-seen order (growing an open-ended task set).
+    pub fn named(learner: AnyLearner) -> Result<Self> {
+        Self::with_labels(learner, true)
+    }
+
+    fn with_labels(learner: AnyLearner, named: bool) -> Result<Self> {
         if learner.n_updates() > 0 {
             return Err(Error::CannotSave(
                 "ModelFile::new takes a learner that has learned nothing yet (its counts are not known)".into(),
@@ -203,7 +208,7 @@ impl ModelFile {
             fitted: None,
             metadata: None,
         };
-        let labels = header.open_ended().then(Vec::new);
+        let labels = (named || header.open_ended()).then(Vec::new);
         header.fitted = Some(Fitted::new(&learner, labels));
         Ok(ModelFile {
             header,
@@ -234,7 +239,7 @@ impl ModelFile {
 
     /// The file's bytes (the default [`Limits`] apply).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        encode(&self.header, None, self.learner.as_ref(), &Limits::default())
+        encode(&self.header.to_json()?, self.learner.as_ref(), &Limits::default())
     }
 
     /// The header: class, hyper-parameters, bookkeeping, metadata.

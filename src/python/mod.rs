@@ -7,6 +7,7 @@ mod events;
 mod io;
 mod kernels;
 mod learners;
+mod model_file;
 mod params;
 mod registry;
 mod small;
@@ -28,6 +29,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
     m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
     io::register(m)?;
+    model_file::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", crate::model::STATE_VERSION)?;
