@@ -21,7 +21,11 @@ fn read_rows(path: &str) -> (Vec<f64>, usize, Vec<TaskId>, Vec<f64>) {
     let (mut x, mut d, mut tasks, mut y) = (Vec::new(), 0, Vec::new(), Vec::new());
     for line in text.lines().filter(|l| !l.is_empty()) {
         let fields: Vec<&str> = line.split(',').collect();
-        tasks.push(fields[0].parse::<i64>().map_or_else(|_| TaskId::from(fields[0]), TaskId::Int));
+        tasks.push(
+            fields[0]
+                .parse::<i64>()
+                .map_or_else(|_| TaskId::from(fields[0]), TaskId::Int),
+        );
         y.push(fields[1].parse().expect("a label"));
         x.extend(fields[2..].iter().map(|v| v.parse::<f64>().expect("a number")));
         d = fields.len() - 2;
@@ -53,11 +57,17 @@ fn main() -> omtl::Result<()> {
                     let params = MTRBPParams { budget: 10, seed: 0 };
                     MTRBP::build(&params, &setting)?.into()
                 }
-                "mt_linear" if named => MTLinear::new(&TaskKernel::complete_open(2)?, d, MTLinearParams::default())?.into(),
+                "mt_linear" if named => {
+                    MTLinear::new(&TaskKernel::complete_open(2)?, d, MTLinearParams::default())?.into()
+                }
                 "mt_linear" => MTLinear::new(&TaskKernel::complete(k)?, d, MTLinearParams::default())?.into(),
                 _ => panic!("kind: mt_rbp or mt_linear"),
             };
-            let mut model = if named { ModelFile::named(learner)? } else { ModelFile::new(learner)? };
+            let mut model = if named {
+                ModelFile::named(learner)?
+            } else {
+                ModelFile::new(learner)?
+            };
             let rows = Rows::dense(&x, tasks.len(), d);
             model.learn(&rows, &tasks, &y)?;
             model_file::save(out, &model)?;
@@ -73,10 +83,14 @@ fn main() -> omtl::Result<()> {
 fn demonstrate() -> omtl::Result<()> {
     let (n, d) = (400, 4);
     let mut rng = omtl::rng::SplitMix64::new(5);
-    let x: Vec<f64> = (0..n * d).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0).collect();
+    let x: Vec<f64> = (0..n * d)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
+        .collect();
     let users = ["ana", "bo", "cy"];
     let tasks: Vec<TaskId> = (0..n).map(|t| TaskId::from(users[t % 3])).collect();
-    let y: Vec<f64> = (0..n).map(|t| if x[t * d] + x[t * d + 1] > 0.0 { 1.0 } else { -1.0 }).collect();
+    let y: Vec<f64> = (0..n)
+        .map(|t| if x[t * d] + x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
+        .collect();
     let rows = Rows::dense(&x, n, d);
 
     let setting = Setting::over(&TaskKernel::complete(3)?, Some(BaseKernel::rbf(0.5)?), d, false);

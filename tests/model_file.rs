@@ -10,13 +10,20 @@ use sha2::{Digest, Sha256};
 
 fn stream(n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
     let mut rng = omtl::rng::SplitMix64::new(3);
-    let x: Vec<f64> = (0..n * d).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0).collect();
+    let x: Vec<f64> = (0..n * d)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
+        .collect();
     let y = (0..n).map(|t| if x[t * d] > 0.1 { 1.0 } else { -1.0 }).collect();
     (x, y)
 }
 
 fn mtrbp(k: usize, d: usize) -> MTRBP {
-    let setting = Setting::over(&TaskKernel::complete(k).unwrap(), Some(BaseKernel::rbf(0.5).unwrap()), d, false);
+    let setting = Setting::over(
+        &TaskKernel::complete(k).unwrap(),
+        Some(BaseKernel::rbf(0.5).unwrap()),
+        d,
+        false,
+    );
     MTRBP::build(&MTRBPParams { budget: 8, seed: 2 }, &setting).unwrap()
 }
 
@@ -66,7 +73,10 @@ fn a_saved_model_loads_with_identical_scores_and_bookkeeping() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left");
     std::fs::remove_dir_all(&dir).unwrap();
     let rows = Rows::dense(&x, tasks.len(), 3);
-    assert_eq!(loaded.decision(&rows, &tasks).unwrap(), model.decision(&rows, &tasks).unwrap());
+    assert_eq!(
+        loaded.decision(&rows, &tasks).unwrap(),
+        model.decision(&rows, &tasks).unwrap()
+    );
     assert_eq!(loaded.header(), model.header());
     let fitted = loaded.header().fitted.as_ref().unwrap();
     assert_eq!((fitted.n_seen, fitted.seen_per_task.iter().sum::<u64>()), (60, 60));
@@ -88,9 +98,14 @@ fn string_task_ids_grow_an_open_ended_mtlinear() {
     assert_eq!(restored.header().class, "MTLinear");
     assert!(restored.header().open_ended());
     assert_eq!(restored.task_index(&TaskId::from("u4")), Some(3));
-    assert_eq!(restored.decision(&rows, &tasks).unwrap(), model.decision(&rows, &tasks).unwrap());
+    assert_eq!(
+        restored.decision(&rows, &tasks).unwrap(),
+        model.decision(&rows, &tasks).unwrap()
+    );
     // An unknown id is an error, not a silent task 0.
-    assert!(restored.decision(&rows, &[TaskId::from("nobody")][..1].repeat(n)).is_err());
+    assert!(restored
+        .decision(&rows, &[TaskId::from("nobody")][..1].repeat(n))
+        .is_err());
 }
 
 #[test]
@@ -118,21 +133,60 @@ fn damaged_framing_is_refused() {
 fn a_header_that_disagrees_with_the_state_is_refused() {
     let (model, _, _) = fitted();
     let data = model.to_bytes().unwrap();
-    refused(&reframed(&data, |h| h["class"] = "os.system".into()), "not an omtl learner");
-    refused(&reframed(&data, |h| h["class"] = "MTLinear".into()), "not the one the parameters");
-    refused(&reframed(&data, |h| h["state_version"] = 1.into()), "native state version");
-    refused(&reframed(&data, |h| h["params"]["kernel"] = serde_json::json!(["rbf"])), "JSON type list");
-    refused(&reframed(&data, |h| h["fitted"]["n_seen"] = 61.into()), "counts disagree");
-    refused(&reframed(&data, |h| h["fitted"]["n_mistakes"] = (-1).into()), "n_mistakes");
-    refused(&reframed(&data, |h| h["fitted"]["n_features_in"] = 6.into()), "features");
-    refused(&reframed(&data, |h| h["fitted"]["seen_per_task"] = serde_json::json!([1, 2])), "one count per task");
-    refused(&reframed(&data, |h| h["fitted"]["seen_per_task"][0] = (1u64 << 63).into()), "2**63");
-    refused(&reframed(&data, |h| h["fitted"]["label_form"] = "strings".into()), "label form");
-    refused(&reframed(&data, |h| h["fitted"]["task_labels"] = serde_json::json!([1, 1])), "distinct");
-    refused(&reframed(&data, |h| h["fitted"] = serde_json::Value::Null), "unfitted model with a native state");
+    refused(
+        &reframed(&data, |h| h["class"] = "os.system".into()),
+        "not an omtl learner",
+    );
+    refused(
+        &reframed(&data, |h| h["class"] = "MTLinear".into()),
+        "not the one the parameters",
+    );
+    refused(
+        &reframed(&data, |h| h["state_version"] = 1.into()),
+        "native state version",
+    );
+    refused(
+        &reframed(&data, |h| h["params"]["kernel"] = serde_json::json!(["rbf"])),
+        "JSON type list",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_seen"] = 61.into()),
+        "counts disagree",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_mistakes"] = (-1).into()),
+        "n_mistakes",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_features_in"] = 6.into()),
+        "features",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["seen_per_task"] = serde_json::json!([1, 2])),
+        "one count per task",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["seen_per_task"][0] = (1u64 << 63).into()),
+        "2**63",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["label_form"] = "strings".into()),
+        "label form",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["task_labels"] = serde_json::json!([1, 1])),
+        "distinct",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"] = serde_json::Value::Null),
+        "unfitted model with a native state",
+    );
     let huge = serde_json::json!({"__omtl_task_graph__": {
         "kind": "edges", "n_tasks": 1u64 << 32, "edges": [], "weights": null, "matrix": null}});
-    refused(&reframed(&data, |h| h["params"]["graph"] = huge), "larger than the file allows");
+    refused(
+        &reframed(&data, |h| h["params"]["graph"] = huge),
+        "larger than the file allows",
+    );
 }
 
 #[test]
@@ -146,7 +200,10 @@ fn a_writer_refuses_what_a_reader_would() {
     assert!(matches!(encode(&text, model.learner(), &small), Err(Error::CannotSave(m)) if m.contains("over the")));
     // A learner the file's bookkeeping does not describe.
     let other = mtrbp(4, 3).into();
-    assert!(matches!(encode(&text, Some(&other), &Limits::default()), Err(Error::CannotSave(_))));
+    assert!(matches!(
+        encode(&text, Some(&other), &Limits::default()),
+        Err(Error::CannotSave(_))
+    ));
     // A learner that has already learned has counts ModelFile::new cannot know.
     let mut trained = mtrbp(3, 3);
     let (x, y) = stream(5, 3);

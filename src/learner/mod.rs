@@ -197,7 +197,8 @@ pub use cw::{normal_quantile, CwCol, CwColParams, CwConstants, CwModel};
 pub use linear::LinearWeights;
 pub use lookahead::Ahead;
 pub use mt_linear::{
-    logistic_margin_gain, sigmoid, Loss, MTLinear, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH, MAX_HASH_BITS,
+    logistic_margin_gain, sigmoid, Loss, MTLinear, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH,
+    MAX_HASH_BITS,
 };
 pub use omtrl::{Omtrl, OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};

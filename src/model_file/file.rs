@@ -71,7 +71,10 @@ fn create_temporary(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)
             Err(e) => return Err(file_error(&tmp, &e)),
         }
     }
-    Err(file_error(dir, &last.unwrap_or_else(|| std::io::Error::other("no temporary file"))))
+    Err(file_error(
+        dir,
+        &last.unwrap_or_else(|| std::io::Error::other("no temporary file")),
+    ))
 }
 
 /// Reads and checks the model file at `path` ([`ModelFile::from_bytes`]).

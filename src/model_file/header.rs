@@ -130,7 +130,9 @@ pub struct Header {
 fn count(value: &Value, what: &str, low: u64) -> Result<u64> {
     match value.as_u64() {
         Some(v) if (low..COUNT_END).contains(&v) => Ok(v),
-        _ => Err(fail(format!("{what} must be an integer in [{low}, 2**63), got {value}"))),
+        _ => Err(fail(format!(
+            "{what} must be an integer in [{low}, 2**63), got {value}"
+        ))),
     }
 }
 
@@ -160,7 +162,10 @@ fn label_form(value: &Value) -> Result<LabelForm> {
             _ => Err(unknown()),
         },
         Value::Array(pair) if pair.len() == 2 => {
-            let (neg, pos) = (class_label(&pair[0]).ok_or_else(unknown)?, class_label(&pair[1]).ok_or_else(unknown)?);
+            let (neg, pos) = (
+                class_label(&pair[0]).ok_or_else(unknown)?,
+                class_label(&pair[1]).ok_or_else(unknown)?,
+            );
             let distinct = match (&neg, &pos) {
                 (ClassLabel::Str(a), ClassLabel::Str(b)) => a != b,
                 (ClassLabel::Number(a), ClassLabel::Number(b)) => a.as_f64() != b.as_f64(),
@@ -221,7 +226,9 @@ impl Fitted {
         let obj = match value {
             Value::Object(obj)
                 if FITTED_KEYS.iter().all(|k| obj.contains_key(*k))
-                    && obj.keys().all(|k| FITTED_KEYS.contains(&k.as_str()) || FITTED_OPTIONAL.contains(&k.as_str())) =>
+                    && obj
+                        .keys()
+                        .all(|k| FITTED_KEYS.contains(&k.as_str()) || FITTED_OPTIONAL.contains(&k.as_str())) =>
             {
                 obj
             }
@@ -229,9 +236,10 @@ impl Fitted {
         };
         let n_features_in = count(&obj["n_features_in"], "n_features_in", 1)?;
         let seen_per_task = match &obj["seen_per_task"] {
-            Value::Array(counts) if !counts.is_empty() => {
-                counts.iter().map(|c| count(c, "a per-task count", 0)).collect::<Result<Vec<_>>>()?
-            }
+            Value::Array(counts) if !counts.is_empty() => counts
+                .iter()
+                .map(|c| count(c, "a per-task count", 0))
+                .collect::<Result<Vec<_>>>()?,
             _ => return Err(fail("seen_per_task must hold one count per task")),
         };
         let n_seen = count(&obj["n_seen"], "n_seen", 0)?;
@@ -372,7 +380,9 @@ fn check_graph(spec: &Value, dense_budget: u64) -> Result<()> {
     // a reader allocate and factor gigabytes. A fitted model's state holds that kernel, so the
     // file is at least as large; an unfitted one may name up to `Limits::max_dense_graph` bytes.
     if matches!(kind, "edges" | "laplacian_pinv") && 8 * u128::from(k) * u128::from(k) > u128::from(dense_budget) {
-        return Err(fail(format!("the task graph's {k} x {k} task kernel is larger than the file allows")));
+        return Err(fail(format!(
+            "the task graph's {k} x {k} task kernel is larger than the file allows"
+        )));
     }
     Ok(())
 }
@@ -397,7 +407,9 @@ impl Header {
             Some(v) if v == u64::from(STATE_VERSION) => STATE_VERSION,
             _ => {
                 let v = obj.get("state_version").map_or("None".to_owned(), Value::to_string);
-                return Err(fail(format!("native state version {v}, this omtl reads {STATE_VERSION}")));
+                return Err(fail(format!(
+                    "native state version {v}, this omtl reads {STATE_VERSION}"
+                )));
             }
         };
         let Some(Value::Object(params)) = obj.remove("params") else {
@@ -457,7 +469,10 @@ impl Header {
         obj.insert("class".into(), self.class.as_str().into());
         obj.insert("state_version".into(), self.state_version.into());
         obj.insert("params".into(), Value::Object(self.params.clone()));
-        obj.insert("fitted".into(), self.fitted.as_ref().map_or(Value::Null, Fitted::to_json));
+        obj.insert(
+            "fitted".into(),
+            self.fitted.as_ref().map_or(Value::Null, Fitted::to_json),
+        );
         if let Some(m) = &self.metadata {
             obj.insert("metadata".into(), Value::Object(m.clone()));
         }

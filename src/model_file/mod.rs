@@ -100,7 +100,9 @@ pub fn split<'a>(data: &'a [u8], limits: &Limits) -> Result<(&'a [u8], &'a [u8])
     }
     let version = u32::from_le_bytes(data[MAGIC.len()..MAGIC.len() + 4].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
-        return Err(fail(format!("format version {version}, this omtl reads version {FORMAT_VERSION}")));
+        return Err(fail(format!(
+            "format version {version}, this omtl reads version {FORMAT_VERSION}"
+        )));
     }
     let (body, checksum) = data.split_at(data.len() - CHECKSUM_LEN);
     if Sha256::digest(body).as_slice() != checksum {
@@ -305,7 +307,11 @@ impl ModelFile {
 
     /// The predicted labels (±1: `score >= 0` is +1) of `rows` in the tasks named by `tasks`.
     pub fn predict(&self, rows: &Rows, tasks: &[TaskId]) -> Result<Vec<f64>> {
-        Ok(self.decision(rows, tasks)?.into_iter().map(|s| if s >= 0.0 { 1.0 } else { -1.0 }).collect())
+        Ok(self
+            .decision(rows, tasks)?
+            .into_iter()
+            .map(|s| if s >= 0.0 { 1.0 } else { -1.0 })
+            .collect())
     }
 
     /// Learns `rows` (labels `y` ±1) in the tasks named by `tasks`, online, atomically; the
@@ -315,7 +321,12 @@ impl ModelFile {
         let open_ended = self.header.open_ended();
         let (fitted, learner) = match (&mut self.header.fitted, &mut self.learner) {
             (Some(f), Some(l)) => (f, l),
-            _ => return Err(crate::error::invalid("model", "learn needs a model built by ModelFile::new")),
+            _ => {
+                return Err(crate::error::invalid(
+                    "model",
+                    "learn needs a model built by ModelFile::new",
+                ))
+            }
         };
         let mut labels = fitted.task_labels.clone();
         let numbers: Vec<i64> = match &mut labels {

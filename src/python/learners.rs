@@ -72,7 +72,11 @@ fn signal_hook(raised: Rc<RefCell<Option<PyErr>>>) -> Box<dyn FnMut() -> bool> {
 impl NativeLearner {
     /// Runs `f` on the model with its lock held, the GIL released and panics caught. `f`'s own
     /// error is returned as is (the caller maps it).
-    pub(super) fn with_model<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut AnyLearner) -> T + Send) -> PyResult<T> {
+    pub(super) fn with_model<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut AnyLearner) -> T + Send,
+    ) -> PyResult<T> {
         let key = std::ptr::from_ref(self) as usize;
         if HELD.with(|h| h.borrow().contains(&key)) {
             return Err(PyRuntimeError::new_err(

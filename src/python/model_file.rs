@@ -19,7 +19,12 @@ fn limits(max_header: u64, max_dense_graph: u64) -> Limits {
 /// (framing, checksum, header, native state and their agreement); ValueError otherwise.
 #[pyfunction]
 #[pyo3(signature = (data, *, max_header, max_dense_graph))]
-fn read_model_file(py: Python<'_>, data: &[u8], max_header: u64, max_dense_graph: u64) -> PyResult<(String, Option<NativeLearner>)> {
+fn read_model_file(
+    py: Python<'_>,
+    data: &[u8],
+    max_header: u64,
+    max_dense_graph: u64,
+) -> PyResult<(String, Option<NativeLearner>)> {
     let limits = limits(max_header, max_dense_graph);
     let (header, learner) = py.detach(|| {
         guarded(|| {

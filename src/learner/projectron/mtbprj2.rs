@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 /// The weights of one connected component: `|c|` task rows, row stride `cap` (one column per
 /// dictionary slot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -482,4 +481,3 @@ impl MTBPRJ2 {
         Ok(())
     }
 }
-
