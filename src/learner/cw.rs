@@ -440,9 +440,7 @@ impl CheckState for CwCol {
     fn check_state(&self) -> Result<()> {
         // Lengths first: they bound the sizes by the payload before `new` allocates.
         check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
-        ensure(self.a.is_finite() && self.a > 0.0, || {
-            format!("CW-COL: a = {} must be finite and > 0", self.a)
-        })?;
+        ensure(self.a.is_finite() && self.a > 0.0, || format!("CW-COL: a = {} must be finite and > 0", self.a))?;
         self.global.check_state(self.n_features, self.a)?;
         check_len("CW individual models", self.individual.len(), self.n_tasks)?;
         // The settings must be ones `new` accepts, and the constants those of the confidence.

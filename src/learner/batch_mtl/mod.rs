@@ -41,6 +41,7 @@ use crate::state::{
 pub use rows::{F32Rows, RowSource};
 pub use solver::{penalty, prox, solve, svt, Regularizer, SolveReport, SolverOptions, MAX_LINE_SEARCH};
 
+
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
 /// was. (The solver computes in double precision; rounding the stored copy to f32 halves the
 /// memory and the data each FISTA iteration streams through, which dominates its cost.)
@@ -420,3 +421,4 @@ impl OnlineLearner for BatchMtl {
         ]
     }
 }
+

@@ -3,6 +3,7 @@
 
 use super::*;
 
+
 /// The weights of one connected component: `|c|` task rows, row stride `cap` (one column per
 /// dictionary slot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -481,3 +482,4 @@ impl MTBPRJ2 {
         Ok(())
     }
 }
+

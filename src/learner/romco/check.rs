@@ -55,6 +55,7 @@ impl Romco {
         }
         Ok(())
     }
+
 }
 
 impl CheckState for Romco {

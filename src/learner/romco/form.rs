@@ -116,6 +116,7 @@ impl Romco {
         self.columns_dot_row(x, &mut ux);
         ux[task]
     }
+
 }
 
 impl Romco {

@@ -40,10 +40,10 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
+use crate::linalg::{column_to_row_major, SymMatrix};
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot, matmul};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
-use crate::linalg::{column_to_row_major, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// A round changing at most this many columns of U updates the eigendecomposition of U's Gram
@@ -497,6 +497,7 @@ impl Romco {
             .filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0)
             .count()
     }
+
 }
 
 impl Romco {
@@ -508,6 +509,8 @@ impl Romco {
                 == (other.eta1, other.eta2, other.lambda1, other.lambda2)
     }
 }
+
+
 
 impl OnlineLearner for Romco {
     shape_fields!();
@@ -600,15 +603,11 @@ impl OnlineLearner for Romco {
     }
 }
 
+
 /// `(‖exact − kept‖_F, ‖exact‖_F)`: how far a maintained matrix drifted from its exact value, and
 /// the scale the drift is judged against.
 fn frobenius_drift(exact: &[f64], kept: &[f64]) -> (f64, f64) {
-    let drift = exact
-        .iter()
-        .zip(kept)
-        .map(|(a, b)| (a - b) * (a - b))
-        .sum::<f64>()
-        .sqrt();
+    let drift = exact.iter().zip(kept).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
     let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
     (drift, scale)
 }
@@ -616,18 +615,13 @@ fn frobenius_drift(exact: &[f64], kept: &[f64]) -> (f64, f64) {
 /// The Gram route of the thresholding from an eigen-decomposition of the Gram, moving its values and
 /// vectors out (the scratch keeps its allocation for the next call).
 fn gram_route_taking(eig: &mut eigen_update::Eigen, theta: f64) -> Option<Shrinkage> {
-    svt::gram_route_from_eigen(
-        std::mem::take(&mut eig.values),
-        std::mem::take(&mut eig.vectors),
-        theta,
-        false,
-    )
+    svt::gram_route_from_eigen(std::mem::take(&mut eig.values), std::mem::take(&mut eig.vectors), theta, false)
 }
 
 mod check;
 mod form;
 mod sides;
-#[cfg(test)]
-mod tests;
 mod threshold;
 mod update;
+#[cfg(test)]
+mod tests;

@@ -246,4 +246,5 @@ impl Romco {
             .count();
         self.u_live.iter().filter(|&&l| l).count() + fresh
     }
+
 }
