@@ -53,7 +53,8 @@ fn main() -> omtl::Result<()> {
             let k = 3;
             let learner = match kind {
                 "mt_rbp" => {
-                    let setting = Setting::over(&TaskKernel::complete(k)?, Some(BaseKernel::rbf(0.5)?), d, false);
+                    let task_kernel = TaskKernel::complete(k)?;
+                    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), d, false);
                     let params = MTRBPParams { budget: 10, seed: 0 };
                     MTRBP::build(&params, &setting)?.into()
                 }
@@ -93,7 +94,8 @@ fn demonstrate() -> omtl::Result<()> {
         .collect();
     let rows = Rows::dense(&x, n, d);
 
-    let setting = Setting::over(&TaskKernel::complete(3)?, Some(BaseKernel::rbf(0.5)?), d, false);
+    let task_kernel = TaskKernel::complete(3)?;
+    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), d, false);
     let mut model = ModelFile::named(MTRBP::build(&MTRBPParams { budget: 50, seed: 1 }, &setting)?.into())?;
     model.learn(&rows, &tasks, &y)?;
     let path = std::env::temp_dir().join(format!("omtl-example-{}.omtl", std::process::id()));

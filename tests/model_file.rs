@@ -18,12 +18,8 @@ fn stream(n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
 }
 
 fn mtrbp(k: usize, d: usize) -> MTRBP {
-    let setting = Setting::over(
-        &TaskKernel::complete(k).unwrap(),
-        Some(BaseKernel::rbf(0.5).unwrap()),
-        d,
-        false,
-    );
+    let task_kernel = TaskKernel::complete(k).unwrap();
+    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5).unwrap()), d, false);
     MTRBP::build(&MTRBPParams { budget: 8, seed: 2 }, &setting).unwrap()
 }
 
@@ -103,9 +99,7 @@ fn string_task_ids_grow_an_open_ended_mtlinear() {
         model.decision(&rows, &tasks).unwrap()
     );
     // An unknown id is an error, not a silent task 0.
-    assert!(restored
-        .decision(&rows, &[TaskId::from("nobody")][..1].repeat(n))
-        .is_err());
+    assert!(restored.decision(&rows, &vec![TaskId::from("nobody"); n]).is_err());
 }
 
 #[test]

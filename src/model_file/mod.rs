@@ -26,7 +26,8 @@
 //! use omtl::learner::{Build, MTRBPParams, Setting, MTRBP};
 //! use omtl::model_file::{ModelFile, TaskId};
 //!
-//! let setting = Setting::over(&TaskKernel::complete(2)?, Some(BaseKernel::rbf(0.5)?), 2, false);
+//! let task_kernel = TaskKernel::complete(2)?;
+//! let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), 2, false);
 //! let mut model = ModelFile::new(MTRBP::build(&MTRBPParams::default(), &setting)?.into())?;
 //! let x = [1.0, 0.0, 0.0, 1.0, 1.0, 0.2];
 //! let rows = Rows::Dense { data: &x, n_rows: 3, n_cols: 2 };
