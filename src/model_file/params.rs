@@ -46,7 +46,7 @@ fn graph(tasks: &TaskKernel) -> Result<(Value, Value)> {
         TaskKernel::Complete { diag, off, .. } if diag == 2.0 / kp1 && off == 1.0 / kp1 => {
             Ok(("complete".into(), k.into()))
         }
-        TaskKernel::Disconnected { scale, .. } if scale == 1.0 => Ok(("disconnected".into(), k.into())),
+        TaskKernel::Disconnected { scale: 1.0, .. } => Ok(("disconnected".into(), k.into())),
         _ if 8 * (k as u128) * (k as u128) > u128::from(Limits::default().max_dense_graph) => Err(Error::CannotSave(
             format!("its {k} x {k} task kernel is too large to write as a matrix in the header"),
         )),
