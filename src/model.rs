@@ -1,5 +1,5 @@
 //! Any native learner as one value: [`AnyLearner`], an enum with a variant per learner of
-//! [`learner_table!`] (src/learner/mod.rs), and its versioned state bytes.
+//! `learner_table!` (src/learner/mod.rs), and its versioned state bytes.
 //!
 //! `AnyLearner` implements [`OnlineLearner`] by delegating every method (the provided ones too,
 //! so a learner's own base kernel, joint rounds and lookahead are kept), so the batch functions
@@ -65,7 +65,7 @@ macro_rules! forward_methods {
 macro_rules! any_learner {
     ($($kind:literal => $variant:ident($ty:ident, $params:ident);)*) => {
         /// A native learner of any kind: one variant per learner, in the order of
-        /// [`learner_table!`], which is the serialised layout (pickles and model files keep
+        /// `learner_table!` (src/learner/mod.rs), which is the serialised layout (pickles and model files keep
         /// loading because variants are only ever appended).
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
