@@ -116,6 +116,25 @@ pub enum Error {
     #[error("cannot restore model state: {0}")]
     State(String),
 
+    /// A model file ([`crate::model_file`]) that is not one: its framing, checksum, header or
+    /// the agreement between the header and the native state.
+    #[error("not a valid omtl model file: {0}")]
+    ModelFile(String),
+
+    /// A model that cannot be written as a model file (what the reader would refuse, or a
+    /// learner the format has no estimator parameters for).
+    #[error("cannot save this model: {0}")]
+    CannotSave(String),
+
+    /// Reading or writing a file failed (the path and the system's reason).
+    #[error("{path}: {reason}")]
+    File {
+        /// The file's path, as given.
+        path: String,
+        /// What the operating system said.
+        reason: String,
+    },
+
     /// A call stopped by the caller's interrupt hook ([`crate::interrupt`]). A batch call keeps
     /// the rows it completed: `scores` holds their pre-update scores (its length is the number of
     /// rows learned).

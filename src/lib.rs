@@ -141,6 +141,12 @@
 //! invariant checked ([`state::CheckState`]), so a corrupt or forged state is an
 //! [`Error::State`], never a model that misbehaves (`examples/budget_save_restore.rs`).
 //!
+//! Whole models travel as `.omtl` files ([`model_file`]): the format Python's `omtl.save` and
+//! the command line write, so a model trained in Python loads in Rust and the reverse, with the
+//! same scores. [`model_file::load`] returns a [`model_file::ModelFile`]: the learner as one
+//! [`model::AnyLearner`], the task ids and the class labels, every part checked before use
+//! (`examples/model_file.rs`).
+//!
 //! ## The modules
 //!
 //! - [`learner`]: the learners, their params, the [`OnlineLearner`](learner::OnlineLearner)
@@ -149,11 +155,13 @@
 //! - [`data`]: the row views; [`error`]: the one error type;
 //! - [`io`]: the file readers; [`hashing`]: named features hashed into columns (scikit-learn's
 //!   `FeatureHasher` mapping);
+//! - [`model`]: any learner as one value ([`model::AnyLearner`]) and its versioned state bytes;
+//!   [`model_file`]: the `.omtl` model file;
 //! - [`state`]: checked saving and restoring; [`rng`]: the pinned SplitMix64 generator;
 //! - [`interrupt`]: stopping a long call from a hook (a deadline, a signal).
 //!
-//! `examples/` holds a quickstart, a budget learner saved and restored, and a stream read from
-//! a file.
+//! `examples/` holds a quickstart, a budget learner saved and restored, a stream read from a
+//! file, and a model file written and read.
 
 #![warn(missing_docs)]
 
@@ -168,6 +176,8 @@ pub mod io;
 pub mod kernel;
 pub mod learner;
 pub(crate) mod linalg;
+pub mod model;
+pub mod model_file;
 pub mod rng;
 pub(crate) mod simd;
 pub mod state;

@@ -135,6 +135,11 @@ impl MTRBP {
         self.budget
     }
 
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
+    }
+
     /// Number of stored examples evicted to keep within the budget.
     pub fn n_evictions(&self) -> u64 {
         self.n_evictions
@@ -395,6 +400,16 @@ impl MTFORG {
     /// The radius R in use: 1 for Gaussian and normalised kernels, else the parameter's.
     pub fn radius(&self) -> f64 {
         self.radius
+    }
+
+    /// The largest number of stored examples.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
     }
 
     /// Whether `K'(x, x) > R²` (beyond rounding): the instance breaks the damage bound's

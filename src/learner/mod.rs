@@ -137,51 +137,49 @@ macro_rules! kernel_shape {
     };
 }
 
-/// The one list of native learners, grouped by the module that defines them. Each line gives a
-/// learner's kind (the string `NativeLearner.build` takes), its variant in the binding's enum, its
-/// type and its parameter type. `learner_table!(callback)` hands the list to a macro: below,
-/// `declare_learners!` declares the modules and re-exports the learner types; the binding
-/// (src/python/registry.rs) makes its enum, every dispatch over it, the kinds and the builder.
-/// Adding a learner is one line here (and its `mod` group if the module is new).
+/// The one list of native learners. Each line gives a learner's kind (the string
+/// `NativeLearner.build` takes and [`AnyLearner::kind`] gives), its variant in [`AnyLearner`],
+/// its type and its parameter type. `learner_table!(callback)` hands the list to a macro: the
+/// crate's [`AnyLearner`] (src/model.rs) makes its enum and every dispatch over it; the binding
+/// (src/python/registry.rs) the builder from Python parameters. Adding a learner is one line
+/// here (and its `mod` line below if the module is new).
 ///
-/// The binding's enum is serialised (pickles, model files) in this order, the layout since
+/// [`AnyLearner`] is serialised (pickles, model files) in this order, the layout since
 /// STATE_VERSION 3: append only.
+///
+/// [`AnyLearner`]: crate::model::AnyLearner
+/// [`AnyLearner::kind`]: crate::model::AnyLearner::kind
 macro_rules! learner_table {
     ($callback:ident) => {
         $callback! {
-            mod perceptron { "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams); }
-            mod projectron {
-                "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
-                "mtbprj2" => Mtbprj2(MTBPRJ2, MTBPRJ2Params);
-            }
-            mod cw { "cw_col" => CwCol(CwCol, CwColParams); }
-            mod omtrl { "omtrl" => Omtrl(Omtrl, OmtrlParams); }
-            mod omtl { "omtl" => Omtl(Omtl, OmtlParams); }
-            pub mod batch_mtl { "batch_mtl" => BatchMtl(BatchMtl, BatchMtlParams); }
-            mod romco { "romco" => Romco(Romco, RomcoParams); }
-            mod pa { "passive_aggressive" => PassiveAggressive(PassiveAggressive, PassiveAggressiveParams); }
-            mod budget {
-                "mt_rbp" => MTRBP(MTRBP, MTRBPParams);
-                "mt_forg" => MTFORG(MTFORG, MTFORGParams);
-            }
-            mod mt_linear { "mt_linear" => MTLinear(MTLinear, MTLinearParams); }
+            "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams);
+            "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
+            "mtbprj2" => Mtbprj2(MTBPRJ2, MTBPRJ2Params);
+            "cw_col" => CwCol(CwCol, CwColParams);
+            "omtrl" => Omtrl(Omtrl, OmtrlParams);
+            "omtl" => Omtl(Omtl, OmtlParams);
+            "batch_mtl" => BatchMtl(BatchMtl, BatchMtlParams);
+            "romco" => Romco(Romco, RomcoParams);
+            "passive_aggressive" => PassiveAggressive(PassiveAggressive, PassiveAggressiveParams);
+            "mt_rbp" => MTRBP(MTRBP, MTRBPParams);
+            "mt_forg" => MTFORG(MTFORG, MTFORGParams);
+            "mt_linear" => MTLinear(MTLinear, MTLinearParams);
         }
     };
 }
-#[cfg(feature = "python")] // the binding reads it
 pub(crate) use learner_table;
 
-/// The learner modules of [`learner_table!`], each with its learner types re-exported.
-macro_rules! declare_learners {
-    ($($vis:vis mod $module:ident { $($kind:literal => $variant:ident($ty:ident, $params:ident);)* })*) => {
-        $(
-            $vis mod $module;
-            pub use $module::{$($ty),*};
-        )*
-    };
-}
+pub mod batch_mtl;
+mod budget;
+mod cw;
+mod mt_linear;
+mod omtl;
+mod omtrl;
+mod pa;
+mod perceptron;
+mod projectron;
+mod romco;
 
-learner_table!(declare_learners);
 #[cfg(test)]
 mod atomicity_tests;
 mod linear;
@@ -193,18 +191,19 @@ mod undo;
 
 #[cfg(feature = "python")]
 pub(crate) use self::omtl::omtl_tau;
-pub use self::omtl::{GlobalNorm, OmtlParams};
+pub use self::omtl::{GlobalNorm, Omtl, OmtlParams};
 pub use crate::kernel::ActiveSet;
-pub use batch_mtl::{BatchMtlParams, Regularizer, SolveReport, SolverOptions};
-pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
-pub use cw::{CwColParams, CwConstants};
+pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOptions};
+pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep, MTFORG, MTRBP};
+pub use cw::{CwCol, CwColParams, CwConstants};
 pub(crate) use linear::LinearWeights;
 pub use lookahead::Ahead;
-pub use mt_linear::{Loss, MTLinearParams, UpdateRule, MAX_HASH_BITS};
-pub use omtrl::{OmtrlParams, RelationUpdate};
-pub use pa::{PaVariant, PassiveAggressiveParams};
-pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};
-pub use romco::{RomcoParams, RomcoTrigger, SvtRoute};
+pub use mt_linear::{Loss, MTLinear, MTLinearParams, UpdateRule, MAX_HASH_BITS};
+pub use omtrl::{Omtrl, OmtrlParams, RelationUpdate};
+pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};
+pub use perceptron::MTPerceptron;
+pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
 pub(crate) use spec::{check_c, check_nonnegative};
 pub use spec::{Build, NoParams, ParamGuard, Setting};
 

@@ -238,6 +238,16 @@ impl MTLinear {
     pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
         Self::build(&params, &Setting::over(tasks, None, n_features, false))
     }
+
+    /// The hyper-parameters.
+    pub fn params(&self) -> &MTLinearParams {
+        &self.params
+    }
+
+    /// The task kernel the factor follows.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
+    }
 }
 
 impl Build for MTLinear {
