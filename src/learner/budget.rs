@@ -212,7 +212,16 @@ impl OnlineLearner for MTRBP {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &self.index,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
     }
 
     fn update_ahead(
@@ -470,7 +479,13 @@ impl MTFORG {
         self.q = q;
         ahead.scale(step.chi);
         let row_r = self.set.rows().row(slot_r);
-        ahead.add_term(&self.kernel, &self.tasks, row_r, task_r, -self.scale * self.set.beta(slot_r));
+        ahead.add_term(
+            &self.kernel,
+            &self.tasks,
+            row_r,
+            task_r,
+            -self.scale * self.set.beta(slot_r),
+        );
         self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
@@ -488,7 +503,15 @@ impl MTFORG {
 impl MTFORG {
     /// The update; the new element's term, the shrink and the removal are carried into the
     /// pending scores.
-    fn update_with(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<()> {
+    fn update_with(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut Ahead,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         let exceeded = self.exceeds_radius(&x);
         if is_update_mistake(y, score) {
             // beta_t = y, stored as b_t = y / s.
@@ -605,7 +628,16 @@ impl OnlineLearner for MTFORG {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &self.index,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
         out.iter_mut().for_each(|f| *f *= self.scale);
     }
 

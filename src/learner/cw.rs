@@ -192,7 +192,7 @@ pub const VARIANCE_FLOOR: f64 = 1e-12;
 type Change = (usize, f64, f64);
 
 impl CwModel {
-#[cfg(test)]
+    #[cfg(test)]
     pub fn new(n_features: usize, a: f64) -> Self {
         Self {
             mu: vec![0.0; n_features],
@@ -210,7 +210,7 @@ impl CwModel {
         })
     }
 
-#[cfg(test)]
+    #[cfg(test)]
     pub fn score(&self, x: &Row) -> f64 {
         x.dot(&self.mu)
     }
@@ -246,7 +246,7 @@ impl CwModel {
 
     /// One plain CW step with variances floored at `floor`; returns whether the model changed.
     /// On `Err` (a non-finite step) the model is unchanged.
-#[cfg(test)]
+    #[cfg(test)]
     pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64, floor: f64) -> Result<bool> {
         let mut changes = Vec::new();
         self.step_changes(c, x, y, floor, &mut changes)?;
@@ -453,7 +453,9 @@ impl CheckState for CwCol {
     fn check_state(&self) -> Result<()> {
         // Lengths first: they bound the sizes by the payload before `new` allocates.
         check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
-        ensure(self.a.is_finite() && self.a > 0.0, || format!("CW-COL: a = {} must be finite and > 0", self.a))?;
+        ensure(self.a.is_finite() && self.a > 0.0, || {
+            format!("CW-COL: a = {} must be finite and > 0", self.a)
+        })?;
         self.global.check_state(self.n_features, self.a)?;
         check_len("CW individual models", self.individual.len(), self.n_tasks)?;
         // The settings must be ones `new` accepts, and the constants those of the confidence.

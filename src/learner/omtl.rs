@@ -261,7 +261,8 @@ impl Omtl {
         for (r, _) in rows.iter().enumerate() {
             if tau[r] > 0.0 {
                 let (t, weights) = (tasks[r], &self.weights);
-                self.journal.touch_with(t, || try_copy_slice(&weights[t * d..(t + 1) * d]))?;
+                self.journal
+                    .touch_with(t, || try_copy_slice(&weights[t * d..(t + 1) * d]))?;
             }
         }
         self.n_rounds += 1;
@@ -359,7 +360,9 @@ impl OnlineLearner for Omtl {
         (self.n_updates, self.n_rounds, self.n_tasks) = (n_updates, n_rounds, n_tasks as usize);
         self.weights.truncate(self.n_tasks * d);
         let weights = &mut self.weights;
-        let _ = self.journal.rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
+        let _ = self
+            .journal
+            .rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
     }
 }
 

@@ -12,7 +12,9 @@ use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting, score_each};
+use crate::learner::{
+    is_update_mistake, score_each, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting,
+};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

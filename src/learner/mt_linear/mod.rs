@@ -37,10 +37,10 @@ mod loss;
 mod store;
 mod update;
 
+use lanes::*;
 #[cfg(test)]
 use loss::{logistic_margin_gain, sigmoid};
 pub use loss::{Loss, UpdateRule};
-use lanes::*;
 
 pub use store::{slot_of, DENSE_MAX_WIDTH};
 
@@ -51,13 +51,12 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
-use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
+use crate::simd::{fma_builds, LaneMath};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState, MAX_MAGNITUDE};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
 pub const MAX_HASH_BITS: u32 = 31;
-
 
 /// Counters of one connected component of the task graph (the normalizer and SGD clock are kept
 /// per component, so that tasks in different components never interact).
@@ -202,7 +201,6 @@ impl std::ops::Deref for Terms<'_> {
         }
     }
 }
-
 
 /// A general task kernel's factor `B = T_c^{1/2}` per component, as per-task lists
 /// `(block, B[block, task])` (exact zeros skipped); block ids are task indices.
@@ -369,7 +367,6 @@ impl MTLinear {
             + terms
     }
 
-
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete
     /// graph's shared block; zeros where nothing was written). None under hashing (the blocks
     /// share one table: [`Self::table_weights`]) or when larger than `max_values`.
@@ -379,14 +376,23 @@ impl MTLinear {
             return None;
         }
         let mut out = vec![0.0; n_blocks * width];
-        let id = |row: usize| if row == self.n_tasks && n_blocks > self.n_tasks { SHARED } else { row as u32 };
+        let id = |row: usize| {
+            if row == self.n_tasks && n_blocks > self.n_tasks {
+                SHARED
+            } else {
+                row as u32
+            }
+        };
         let stride = self.params.rule.stride();
         match &self.store {
             Store::Hashed { .. } => return None,
             Store::Dense { .. } => {
                 for (row, chunk) in out.chunks_mut(width).enumerate() {
                     if let Some(data) = self.store.dense_block(id(row)) {
-                        chunk.iter_mut().zip(data.iter().step_by(stride)).for_each(|(o, &w)| *o = f64::from(w));
+                        chunk
+                            .iter_mut()
+                            .zip(data.iter().step_by(stride))
+                            .for_each(|(o, &w)| *o = f64::from(w));
                     }
                 }
             }
@@ -405,14 +411,15 @@ impl MTLinear {
     /// The weights of the hashed table (empty before the first update or without hashing).
     pub fn table_weights(&self) -> Vec<f64> {
         match &self.store {
-            Store::Hashed { table: Some(t), .. } => {
-                t.iter().step_by(self.params.rule.stride()).map(|&w| f64::from(w)).collect()
-            }
+            Store::Hashed { table: Some(t), .. } => t
+                .iter()
+                .step_by(self.params.rule.stride())
+                .map(|&w| f64::from(w))
+                .collect(),
             _ => Vec::new(),
         }
     }
 }
-
 
 impl OnlineLearner for MTLinear {
     shape_fields!(grows);

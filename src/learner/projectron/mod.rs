@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex};
+use crate::kernel::kernel_sum::{
+    dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex,
+};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
@@ -253,7 +255,6 @@ mod tests;
 
 pub use mtbprj::MTBPRJ;
 pub use mtbprj2::MTBPRJ2;
-
 
 fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, alpha: &[f64], n: usize) -> Result<Step> {
     // A non-finite candidate (an overflowing kernel) is refused before anything changes.

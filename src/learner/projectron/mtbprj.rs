@@ -109,7 +109,16 @@ impl OnlineLearner for MTBPRJ {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &NO_INDEX, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &NO_INDEX,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
     }
 
     /// Everything is computed and checked (finiteness, memory) before the first write.

@@ -483,4 +483,3 @@ impl MTBPRJ2 {
         Ok(())
     }
 }
-
