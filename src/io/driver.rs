@@ -182,15 +182,17 @@ pub fn resolve_layout(
 /// keeps.
 #[derive(Debug, Clone, Default)]
 pub struct StreamSummary {
-    /// Examples learned (over every pass), and those predicted wrongly before their update.
+    /// Examples learned (over every pass).
     pub n_seen: u64,
+    /// Examples predicted wrongly before their update.
     pub n_mistakes: u64,
     /// Examples per model task.
     pub seen_per_task: Vec<u64>,
     /// Whether the last chunk with rows wrote its labels 0/1 (else -1/+1).
     pub zero_one: bool,
-    /// Lines skipped (`skip_bad_lines`) and the first one's message.
+    /// Lines skipped (`skip_bad_lines`).
     pub n_skipped: u64,
+    /// The first skipped line's message.
     pub first_skipped: Option<String>,
     /// CSV: the feature columns in model order.
     pub feature_columns: Vec<String>,
@@ -209,8 +211,9 @@ pub trait ChunkSink {
 /// while the logistic loss needs a probabilistic score (docs/DECISIONS.md, "The CLI report").
 #[derive(Debug, Clone)]
 pub struct Progress {
-    /// Examples seen and mistakes made.
+    /// Examples seen.
     pub n: u64,
+    /// Mistakes made (predictions before the update).
     pub mistakes: u64,
     next_line: u64,
     last_n: u64,
@@ -513,12 +516,15 @@ impl<L: OnlineLearner + Clone> StreamLearner<L> {
 /// What [`predict_file`] counted.
 #[derive(Debug, Clone, Default)]
 pub struct PredictSummary {
-    /// Rows predicted; rows with a label, and those predicted wrongly.
+    /// Rows predicted.
     pub n: u64,
+    /// Rows with a label.
     pub labelled: u64,
+    /// Rows with a label predicted wrongly.
     pub mistakes: u64,
-    /// Lines skipped (`skip_bad_lines`) and the first one's message.
+    /// Lines skipped (`skip_bad_lines`).
     pub n_skipped: u64,
+    /// The first skipped line's message.
     pub first_skipped: Option<String>,
 }
 

@@ -155,7 +155,7 @@ pub fn learn_file(
                 TaskKernel::disconnected(n_tasks)?
             };
             let setting = Setting::over(&tasks, None, width, true);
-            Python::attach(|py| AnyLearner::build(&kind, params.bind(py), &setting)).map_err(|e| {
+            Python::attach(|py| super::registry::build(&kind, params.bind(py), &setting)).map_err(|e| {
                 let message = e.to_string();
                 *build_error.borrow_mut() = Some(e);
                 Error::InvalidParameter {

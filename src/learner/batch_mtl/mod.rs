@@ -41,7 +41,6 @@ use crate::state::{
 pub use rows::{F32Rows, RowSource};
 pub use solver::{penalty, prox, solve, svt, Regularizer, SolveReport, SolverOptions, MAX_LINE_SEARCH};
 
-
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
 /// was. (The solver computes in double precision; rounding the stored copy to f32 halves the
 /// memory and the data each FISTA iteration streams through, which dominates its cost.)
@@ -85,6 +84,7 @@ pub struct BatchMtl {
 learner_params! {
     /// MTFL's and TRML's hyper-parameters (§6.5).
     pub struct BatchMtlParams {
+        /// The penalty: MTFL's ℓ2,1 or TRML's trace norm. Default [`Regularizer::L21`].
         pub regularizer: Regularizer,
         /// The penalty weight (>= 0).
         pub rho: f64,
@@ -421,4 +421,3 @@ impl OnlineLearner for BatchMtl {
         ]
     }
 }
-

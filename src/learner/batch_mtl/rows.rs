@@ -4,7 +4,6 @@
 use crate::data::Rows;
 use crate::simd::dot4;
 
-
 /// Rows the solver reads: `x_r . w` and `w += a x_r`.
 pub trait RowSource {
     /// The number of features.
@@ -101,4 +100,3 @@ impl RowSource for F32Rows<'_> {
         }
     }
 }
-

@@ -55,7 +55,6 @@ impl Romco {
         }
         Ok(())
     }
-
 }
 
 impl CheckState for Romco {

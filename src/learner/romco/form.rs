@@ -116,7 +116,6 @@ impl Romco {
         self.columns_dot_row(x, &mut ux);
         ux[task]
     }
-
 }
 
 impl Romco {

@@ -40,10 +40,10 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::{Build, OnlineLearner, Round, Setting};
 use crate::linalg::brand::ThinSvd;
-use crate::linalg::{column_to_row_major, SymMatrix};
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot, matmul};
 use crate::linalg::svt::{self, Shrinkage, GRAM_MIN_THETA};
+use crate::linalg::{column_to_row_major, SymMatrix};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// A round changing at most this many columns of U updates the eigendecomposition of U's Gram
@@ -94,6 +94,7 @@ pub enum RomcoTrigger {
 }
 
 impl RomcoTrigger {
+    /// The trigger named `"loss"` or `"mistake"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "loss" => Ok(Self::Loss),
@@ -122,6 +123,7 @@ pub enum SvtRoute {
 }
 
 impl SvtRoute {
+    /// The route named `"auto"`, `"gram"`, `"qr"` or `"brand"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "auto" => Ok(Self::Auto),
@@ -136,6 +138,10 @@ impl SvtRoute {
     }
 }
 
+/// ROMCO (Yang, Li, Zhao, Li & Das Gollapalli, SDM 2016; §5): the task weights as a low-rank part
+/// U (trace-norm penalty) plus a group-sparse part V (ℓ2,1 penalty), updated jointly per round
+/// (protocol P2). A linear learner. Built with [`Romco::new`] or [`Build::build`] from
+/// [`RomcoParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Romco {
     n_tasks: usize,
@@ -252,11 +258,13 @@ struct Item<'a> {
 learner_params! {
     /// ROMCO's hyper-parameters (§5).
     pub struct RomcoParams {
-        /// Step sizes of U and V (>= 0, not both 0).
+        /// Step sizes of U and V (>= 0, not both 0). Default 0.1.
         pub eta1: f64,
+        /// The step size of V (see `eta1`). Default 0.1.
         pub eta2: f64,
-        /// Trace-norm and group-lasso weights (>= 0).
+        /// Trace-norm and group-lasso weights (>= 0). Default 1e-4.
         pub lambda1: f64,
+        /// The group-lasso weight on V (see `lambda1`). Default 1e-4.
         pub lambda2: f64,
         /// When the model updates: on a positive loss or on a mistake.
         pub update: RomcoTrigger,
@@ -356,6 +364,8 @@ impl Build for Romco {
 }
 
 impl Romco {
+    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
+    /// [`RomcoParams`], checked; the SVT route is `Auto`).
     pub fn new(
         n_tasks: usize,
         n_features: usize,
@@ -497,7 +507,6 @@ impl Romco {
             .filter(|&i| self.v_scale[i] != 0.0 && self.v_sq_norm[i] > 0.0)
             .count()
     }
-
 }
 
 impl Romco {
@@ -509,8 +518,6 @@ impl Romco {
                 == (other.eta1, other.eta2, other.lambda1, other.lambda2)
     }
 }
-
-
 
 impl OnlineLearner for Romco {
     shape_fields!();
@@ -603,11 +610,15 @@ impl OnlineLearner for Romco {
     }
 }
 
-
 /// `(‖exact − kept‖_F, ‖exact‖_F)`: how far a maintained matrix drifted from its exact value, and
 /// the scale the drift is judged against.
 fn frobenius_drift(exact: &[f64], kept: &[f64]) -> (f64, f64) {
-    let drift = exact.iter().zip(kept).map(|(a, b)| (a - b) * (a - b)).sum::<f64>().sqrt();
+    let drift = exact
+        .iter()
+        .zip(kept)
+        .map(|(a, b)| (a - b) * (a - b))
+        .sum::<f64>()
+        .sqrt();
     let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
     (drift, scale)
 }
@@ -615,13 +626,18 @@ fn frobenius_drift(exact: &[f64], kept: &[f64]) -> (f64, f64) {
 /// The Gram route of the thresholding from an eigen-decomposition of the Gram, moving its values and
 /// vectors out (the scratch keeps its allocation for the next call).
 fn gram_route_taking(eig: &mut eigen_update::Eigen, theta: f64) -> Option<Shrinkage> {
-    svt::gram_route_from_eigen(std::mem::take(&mut eig.values), std::mem::take(&mut eig.vectors), theta, false)
+    svt::gram_route_from_eigen(
+        std::mem::take(&mut eig.values),
+        std::mem::take(&mut eig.vectors),
+        theta,
+        false,
+    )
 }
 
 mod check;
 mod form;
 mod sides;
-mod threshold;
-mod update;
 #[cfg(test)]
 mod tests;
+mod threshold;
+mod update;

@@ -246,5 +246,4 @@ impl Romco {
             .count();
         self.u_live.iter().filter(|&&l| l).count() + fresh
     }
-
 }
