@@ -73,10 +73,11 @@ def _small_rows(X):
 
 
 class Core(Protocol):
-    """What ``OnlineClassifier`` drives: ``NativeCore`` and every reference core
-    (``omtl.reference._core.ReferenceCore``). A learner may also call, on its own core, the
-    optional ``learn_rounds`` (protocol P2; without it rounds are flattened), ``arrays``,
-    ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
+    """What ``OnlineClassifier`` drives, one protocol for ``NativeCore`` (the engine) and every
+    reference core (``omtl.reference._core.ReferenceCore``): the base calls both the same way.
+    ``n_new`` > 0 adds that many tasks first, atomically with the call (an error leaves the core
+    as it was; ``decision`` scores them on a grown copy). A learner may also call, on its own
+    core, ``arrays``, ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
 
     #: Whether ``learn``/``decision`` scan X for NaN and infinity themselves (else the base does).
     checks_finite_X: bool
@@ -87,9 +88,18 @@ class Core(Protocol):
     @property
     def n_active(self) -> int: ...
 
-    def learn(self, X, tasks, y) -> np.ndarray: ...
+    def learn(self, X, tasks, y, n_new: int = 0) -> np.ndarray: ...
 
-    def decision(self, X, tasks) -> np.ndarray: ...
+    def learn_rounds(self, X, tasks, y, rounds, n_new: int = 0) -> np.ndarray:
+        """Protocol P2 (a core without joint rounds flattens them, ALGORITHMS.md §1.3)."""
+
+    def decision(self, X, tasks, n_new: int = 0) -> np.ndarray: ...
+
+    def add_tasks(self, n: int) -> None:
+        """Adds ``n`` tasks with no examples, atomically (raises where the core cannot grow)."""
+
+    def snapshot(self) -> CoreSnapshot:
+        """The state now, independent of the core (see ``CoreSnapshot``)."""
 
     def diagnostics(self) -> dict: ...
 
@@ -149,34 +159,30 @@ class NativeCore:
 
         self._learner = NativeLearner.from_bytes(state["state"])
 
-    def snapshot(self):
-        """The state now, as an object that pickles and copies to a ``NativeCore``."""
-        return _NativeSnapshot(self.__getstate__())
+    def snapshot(self) -> CoreSnapshot:
+        return CoreSnapshot(_native_core_from_state, self.__getstate__())
 
 
 def _native_core_from_state(state) -> NativeCore:
+    # (Pickles of native models name this function: keep its name and place.)
     core = NativeCore.__new__(NativeCore)
     core.__setstate__(state)
     return core
 
 
-class _NativeSnapshot:
-    """A native core's serialised state, taken under the model's lock: pickling and copying
-    a model go through it, so they see one consistent state whatever other threads do next."""
+class CoreSnapshot:
+    """A core's state, taken under the model's lock: pickling and copying a model go through it,
+    so they see one consistent state whatever other threads do next. ``rebuild(state)`` makes an
+    independent core of it; the snapshot pickles as that call, so that it unpickles as the core."""
 
-    def __init__(self, state):
-        self.state = state
+    def __init__(self, rebuild, state):
+        self.rebuild, self.state = rebuild, state
 
     def __reduce__(self):
-        return (_native_core_from_state, (self.state,))
+        return (self.rebuild, (self.state,))
 
-    def restore(self) -> NativeCore:
-        return _native_core_from_state(self.state)
-
-
-def _snapshot(core):
-    """An independent copy of a core's state (see ``_NativeSnapshot``)."""
-    return core.snapshot() if isinstance(core, NativeCore) else copy.deepcopy(core)
+    def restore(self) -> Core:
+        return self.rebuild(self.state)
 
 
 def _locked(method):
@@ -463,16 +469,11 @@ class OnlineClassifier(SklearnClassifierMixin):
             core, new = self._core_for(X)
             counts = self._task_counts(task_ids, n_new)
         self._before_learn(core, X)
-        if n_new and not isinstance(core, NativeCore):
-            # A reference core grows on a copy, kept only if the batch is learned (atomicity).
-            core = copy.deepcopy(core)
-            core.add_tasks(n_new)
-        grow = {"n_new": n_new} if n_new and isinstance(core, NativeCore) else {}
         try:
-            if round_ids is not None and hasattr(core, "learn_rounds"):
-                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids, **grow)
-            else:  # P1, or a P1-only core flattening the rounds row by row (§1.3)
-                scores = core.learn(X, task_ids, y_pm1, **grow)
+            if round_ids is not None:
+                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids, n_new)
+            else:
+                scores = core.learn(X, task_ids, y_pm1, n_new)
         except BaseException as exc:
             # An interrupted native call (Ctrl-C) kept the rows it completed (and the tasks it
             # added): count them.
@@ -516,7 +517,6 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The Python-side record of a learned batch's new labels and engine tasks (no failure)."""
         if self._is_fitted():
             if n_new:
-                self._core = core  # a grown reference copy (a native core grew in place)
                 self._grow_counts(n_new)
         else:
             self._n_tasks_at_fit = self.n_tasks
@@ -662,12 +662,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             check_finite_X(X)
         # Labels never seen score as new tasks with no examples, on a grown copy of the model.
         n_new = self._n_new_engine_tasks(new_labels)
-        if n_new and not isinstance(self._core, NativeCore):
-            core = copy.deepcopy(self._core)
-            core.add_tasks(n_new)
-            return np.asarray(core.decision(X, task_ids), dtype=np.float64)
-        grow = {"n_new": n_new} if n_new else {}
-        return np.asarray(self._core.decision(X, task_ids, **grow), dtype=np.float64)
+        return np.asarray(self._core.decision(X, task_ids, n_new), dtype=np.float64)
 
     @_locked
     @fill_doc
@@ -904,12 +899,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         why = self._open_graph_error() if not isinstance(current, TaskGraph) else None
         if why is not None:
             raise ValueError(f"this model cannot grow: {why}")
-        core = self._core
         if n_new:
-            core = core if isinstance(core, NativeCore) else copy.deepcopy(core)
             self._reserve_counts(n_new)
-            core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
-            self._core = core
+            self._core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
             self._grow_counts(n_new)
         if label_mode:
             for label in new:
@@ -943,7 +935,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             if k not in ("_lock", "_seen_buf")
         }
         if self._is_fitted():
-            state["_core"] = _snapshot(self._core)
+            state["_core"] = self._core.snapshot()
         state["__omtl_state_version__"] = STATE_VERSION
         return state
 
@@ -952,7 +944,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         version = state.pop("__omtl_state_version__", None)
         if version != STATE_VERSION:
             raise ValueError(f"cannot load a {type(self).__name__} saved with state version {version}; this omtl reads {STATE_VERSION}")
-        if isinstance(state.get("_core"), _NativeSnapshot):  # copy.copy hands the snapshot over as is
+        if isinstance(state.get("_core"), CoreSnapshot):  # copy.copy hands the snapshot over as is
             state["_core"] = state["_core"].restore()
         state.pop("_lock", None)
         state.pop("_seen_buf", None)
