@@ -32,7 +32,7 @@ from ._native import (
     predict_event,
 )
 from ._sklearn import SklearnClassifierMixin
-from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
+from ._tasks import GROW_HINT, TaskSet, is_integer_ids, label_list, map_labels
 from ._validation import (
     PM1,
     ZERO_ONE,
@@ -196,6 +196,25 @@ def _locked(method):
     return wrapper
 
 
+def _task_set_field(field: str):
+    """A model attribute that is the field ``field`` of its ``TaskSet`` (``_tasks``); setting it
+    on a model without one starts an empty one."""
+
+    def get(self):
+        tasks = self.__dict__.get("_tasks")
+        if tasks is None:
+            raise AttributeError(field)
+        return getattr(tasks, field)
+
+    def set_(self, value):
+        tasks = self.__dict__.get("_tasks")
+        if tasks is None:
+            tasks = self.__dict__["_tasks"] = TaskSet(np.zeros(0, dtype=np.int64), None)
+        setattr(tasks, field, value)
+
+    return property(get, set_)
+
+
 def _same_n_tasks(a, b) -> bool:
     return (a is None) == (b is None) and (a is None or a == b)
 
@@ -337,14 +356,21 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The number of engine tasks that holds ``n_labels`` labels (a learner may keep more)."""
         return n_labels
 
+    # The task set's fields under their former attribute names, which python/omtl/persistence.py
+    # reads and writes (a model file's bookkeeping).
+    _seen_per_task = _task_set_field("counts")
+    _task_labels = _task_set_field("labels")
+    _task_index = _task_set_field("index")
+    _n_tasks_at_fit = _task_set_field("n_tasks_at_fit")
+
     def _n_tasks_param_at_fit(self):
         """The ``n_tasks`` hyper-parameter the fitted model was built (or grown) with."""
-        return self.__dict__.get("_n_tasks_at_fit", self._fitted_n_tasks())
+        return self._tasks.n_tasks_at_fit
 
     def _label_mode(self, tasks=None) -> bool:
         """Whether task ids are labels mapped in order of appearance (else integer indices)."""
         if self._is_fitted():
-            return getattr(self, "_task_labels", None) is not None
+            return self._tasks.label_mode
         return self.n_tasks is None or (tasks is not None and not is_integer_ids(tasks))
 
     def _map_tasks(self, tasks, n_rows: int):
@@ -363,7 +389,7 @@ class OnlineClassifier(SklearnClassifierMixin):
                     raise ValueError(f"{exc}; {GROW_HINT}") from None
                 raise
         labels = label_list(tasks, n_rows)
-        known = getattr(self, "_task_index", None) or {}
+        known = self._tasks.index if self._is_fitted() else {}
         capacity = None if self.n_tasks is None else self._check_n_tasks()
         if self.n_tasks is None:
             self._check_n_tasks()  # refuses n_tasks=None where the learner cannot grow
@@ -373,8 +399,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Engine tasks to add so that the new labels have indices (0 for a fixed n_tasks)."""
         if self.n_tasks is not None or not new_labels:
             return 0
-        m = len(getattr(self, "_task_labels", None) or ()) + len(new_labels)
-        return max(0, self._engine_n_tasks(m) - (self._fitted_n_tasks() if self._is_fitted() else 0))
+        if not self._is_fitted():
+            return self._engine_n_tasks(len(new_labels))
+        return max(0, self._engine_n_tasks(len(self._tasks.labels) + len(new_labels)) - self._tasks.n_engine_tasks)
 
     def _check_n_tasks(self) -> int:
         k = self.n_tasks
@@ -401,7 +428,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         return int(k)
 
     def _fitted_n_tasks(self) -> int:
-        return int(self._seen_per_task.shape[0])
+        return self._tasks.n_engine_tasks
 
     def _model_lock(self) -> threading.RLock:
         """The lock every public call that reads or writes the model's state holds: concurrent
@@ -481,51 +508,29 @@ class OnlineClassifier(SklearnClassifierMixin):
             if partial is not None and (len(partial) or not new):
                 n = len(partial)
                 done = np.unique(task_ids[:n], return_counts=True) if not new else np.bincount(task_ids[:n], minlength=counts.shape[0])
-                self._commit_tasks(core, label_mode, new_labels, n_new)
-                self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], done, form)
+                self._commit_tasks(label_mode, new_labels, n_new, done)
+                self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], form)
                 self._record_feature_names(feature_names if new else None)
             raise
         scores = np.asarray(scores, dtype=np.float64)
-        self._commit_tasks(core, label_mode, new_labels, n_new)
-        self._record(core, new, X.shape[1], scores, y_pm1, counts, form)
+        self._commit_tasks(label_mode, new_labels, n_new, counts)
+        self._record(core, new, X.shape[1], scores, y_pm1, form)
         self._record_feature_names(feature_names if new else None)
         return scores, form
 
-    def _reserve_counts(self, n_new: int) -> None:
-        """Makes room for ``n_new`` more per-task counts without changing them: ``_seen_per_task``
-        becomes a view of a buffer with spare capacity (doubling), so that tasks added one at a
-        time cost amortised O(1). Called before the engine changes, so that nothing is
-        allocated once it has."""
-        seen = self._seen_per_task
-        k = seen.shape[0]
-        buf = self.__dict__.get("_seen_buf")
-        if buf is None or seen.base is not buf or buf.shape[0] < k + n_new:
-            try:
-                buf = np.zeros(max(2 * (k + n_new), 16), dtype=np.int64)
-            except (MemoryError, ValueError):
-                raise ValueError(f"{k + n_new} tasks are too many: their example counts alone need {16 * (k + n_new):,} bytes") from None
-            buf[:k] = seen
-            self._seen_buf = buf
-            self._seen_per_task = buf[:k]
-
-    def _grow_counts(self, n_new: int) -> None:
-        """Appends ``n_new`` zero counts (after ``_reserve_counts``; cannot fail then)."""
-        self._reserve_counts(n_new)
-        self._seen_per_task = self._seen_buf[: self._seen_per_task.shape[0] + n_new]
-
-    def _commit_tasks(self, core, label_mode: bool, new_labels: list, n_new: int) -> None:
-        """The Python-side record of a learned batch's new labels and engine tasks (no failure)."""
+    def _commit_tasks(self, label_mode: bool, new_labels: list, n_new: int, counts) -> None:
+        """The Python-side record of a learned batch's tasks (no failure): ``counts`` are a first
+        batch's per-task counts (``_task_counts``), else ``(task indices, counts)``."""
         if self._is_fitted():
+            tasks = self._tasks
             if n_new:
-                self._grow_counts(n_new)
+                tasks.grow(n_new)
+            ids, n = counts
+            tasks.counts[ids] += n
         else:
-            self._n_tasks_at_fit = self.n_tasks
-            if label_mode:
-                self._task_labels, self._task_index = [], {}
+            tasks = self._tasks = TaskSet(counts, self.n_tasks, [] if label_mode else None)
         if label_mode:
-            for label in new_labels:
-                self._task_index[label] = len(self._task_labels)
-                self._task_labels.append(label)
+            tasks.add_labels(new_labels)
 
     def _task_counts(self, task_ids, n_new: int = 0):
         """Examples per task in a batch: for a model's first batch a length-n_tasks array (its
@@ -533,7 +538,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         batch names (no O(n_tasks) work per call), with room reserved for ``n_new`` new tasks."""
         if self._is_fitted():
             if n_new:
-                self._reserve_counts(n_new)
+                self._tasks.reserve(n_new)
             return np.unique(task_ids, return_counts=True)
         k = self._check_n_tasks() + n_new
         try:
@@ -541,7 +546,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         except (MemoryError, ValueError):  # numpy refuses or cannot allocate k counters
             raise ValueError(f"n_tasks={k} is too large: the per-task example counts alone need {8 * k:,} bytes") from None
 
-    def _record(self, core, new, n_features, scores, y_pm1, counts, form):
+    def _record(self, core, new, n_features, scores, y_pm1, form):
         """The Python-side bookkeeping of learned rows (nothing here can fail)."""
         pred = np.where(scores >= 0.0, 1.0, -1.0)
         mistakes = int(np.count_nonzero(pred != y_pm1))
@@ -550,10 +555,6 @@ class OnlineClassifier(SklearnClassifierMixin):
             self.n_features_in_ = n_features
             self.n_seen_ = 0
             self.n_mistakes_ = 0
-            self._seen_per_task = counts
-        else:
-            ids, n = counts
-            self._seen_per_task[ids] += n
         self.n_seen_ += scores.shape[0]
         self.n_mistakes_ += mistakes
         if scores.shape[0]:
@@ -809,9 +810,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Ids (labels) of the tasks that have had at least one example so far."""
         if not self._is_fitted():
             return np.zeros(0, dtype=np.int64)
-        if getattr(self, "_task_labels", None) is not None:
+        if self._tasks.label_mode:
             return self.tasks_[self.n_seen_per_task_ > 0]
-        return np.flatnonzero(self._seen_per_task)
+        return np.flatnonzero(self._tasks.counts)
 
     @property
     @_locked
@@ -819,8 +820,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Examples seen per task, in the order of ``tasks_``."""
         if not self._is_fitted():
             return np.zeros(self.n_tasks or 0, dtype=np.int64)
-        labels = getattr(self, "_task_labels", None)
-        return self._seen_per_task[: len(labels)].copy() if labels is not None else self._seen_per_task.copy()
+        return self._tasks.seen()
 
     @property
     @_locked
@@ -828,11 +828,8 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The task labels in index order: ``arange(n_tasks)`` for integer task ids with a fixed
         ``n_tasks``; else the labels seen so far, in order of first appearance (the mapping
         pickles and ``omtl.save`` keep)."""
-        labels = getattr(self, "_task_labels", None)
-        if labels is not None:
-            return labels_array(labels)
         if self._is_fitted():
-            return np.arange(self._fitted_n_tasks())
+            return self._tasks.ids()
         return np.arange(self.n_tasks) if isinstance(self.n_tasks, (int, np.integer)) and not isinstance(self.n_tasks, bool) else np.zeros(0, dtype=np.int64)
 
     @_locked
@@ -867,12 +864,12 @@ class OnlineClassifier(SklearnClassifierMixin):
             labels = [labels]  # one label, not its characters
         labels = list(labels)
         new = label_list(labels, len(labels))
-        k = self._fitted_n_tasks()
-        label_mode = getattr(self, "_task_labels", None) is not None
-        if label_mode:
-            if len(set(new)) != len(new) or any(v in self._task_index for v in new):
+        tasks = self._tasks
+        k = tasks.n_engine_tasks
+        if tasks.label_mode:
+            if len(set(new)) != len(new) or any(v in tasks.index for v in new):
                 raise ValueError("add_tasks: the labels must be new and distinct")
-            m = len(self._task_labels) + len(new)
+            m = len(tasks.labels) + len(new)
             n_new = max(0, self._engine_n_tasks(m) - k) if self.n_tasks is None else max(0, m - k)
         else:
             if new != list(range(k, k + len(new))):
@@ -900,15 +897,13 @@ class OnlineClassifier(SklearnClassifierMixin):
         if why is not None:
             raise ValueError(f"this model cannot grow: {why}")
         if n_new:
-            self._reserve_counts(n_new)
+            tasks.reserve(n_new)
             self._core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
-            self._grow_counts(n_new)
-        if label_mode:
-            for label in new:
-                self._task_index[label] = len(self._task_labels)
-                self._task_labels.append(label)
+            tasks.grow(n_new)
+        if tasks.label_mode:
+            tasks.add_labels(new)
         if self.n_tasks is not None:
-            self.n_tasks = self._n_tasks_at_fit = self._fitted_n_tasks()
+            self.n_tasks = tasks.n_tasks_at_fit = tasks.n_engine_tasks
         if isinstance(current, TaskGraph) and n_new:
             self.graph = graph
         return self
@@ -926,14 +921,10 @@ class OnlineClassifier(SklearnClassifierMixin):
     # ---- persistence and copies ----------------------------------------------------------------
     @_locked
     def __getstate__(self):
-        # A consistent, independent state: the core as a snapshot, arrays copied, no lock.
-        # The label list and map are copied too: another thread may add labels while the state
-        # is pickled (outside the lock).
-        state = {
-            k: (v.copy() if isinstance(v, (np.ndarray, list, dict)) else v)
-            for k, v in self.__dict__.items()
-            if k not in ("_lock", "_seen_buf")
-        }
+        # A consistent, independent state: the core as a snapshot, arrays and the task set
+        # copied, no lock (another thread may add labels while the state is pickled, outside the
+        # lock).
+        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet)) else v) for k, v in self.__dict__.items() if k != "_lock"}
         if self._is_fitted():
             state["_core"] = self._core.snapshot()
         state["__omtl_state_version__"] = STATE_VERSION
@@ -948,6 +939,10 @@ class OnlineClassifier(SklearnClassifierMixin):
             state["_core"] = state["_core"].restore()
         state.pop("_lock", None)
         state.pop("_seen_buf", None)
+        if "_tasks" not in state:  # pickled with one attribute per field
+            tasks = TaskSet.from_legacy(state)
+            if tasks is not None:
+                state["_tasks"] = tasks
         self.__dict__.update(state)
         from .persistence import check_restored  # (a cycle at import time)
 

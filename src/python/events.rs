@@ -4,7 +4,8 @@
 //! place, so that one event costs a few dictionary operations besides the learner's own work.
 //!
 //! The state read and written is the estimator's own (`n_seen_`, `n_mistakes_`,
-//! `_seen_per_task`, `_task_labels`, `_task_index`, `_label_form` in its `__dict__`), the state
+//! its task set `_tasks` (`omtl._tasks.TaskSet`: `labels`, `index`, `counts`), `_label_form` in
+//! its `__dict__`), the state
 //! the batch path, pickling and model files use: an event leaves it exactly as `learn` on a
 //! one-row batch would. Everything that can fail is checked before the engine is called, and the
 //! bookkeeping is written only after it succeeded, all under the model's lock
@@ -344,6 +345,11 @@ impl Drop for Locked<'_> {
     }
 }
 
+/// A field of the model's task set (`_tasks`, an `omtl._tasks.TaskSet`, present once fitted).
+pub(super) fn task_set<'py>(dict: &Bound<'py, PyDict>, field: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
+    required(dict, intern!(dict.py(), "_tasks"))?.getattr(field)
+}
+
 pub(super) fn required<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString>) -> PyResult<Bound<'py, PyAny>> {
     dict.get_item(key)?
         .ok_or_else(|| PyValueError::new_err(format!("this model lacks its fitted attribute {key}")))
@@ -383,7 +389,7 @@ pub(super) fn fitted<'py>(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) 
         return Ok(None);
     }
     let n_features_in = required(dict, intern!(py, "n_features_in_"))?.extract::<usize>()?;
-    let n_engine_tasks = required(dict, intern!(py, "_seen_per_task"))?.len()?;
+    let n_engine_tasks = task_set(dict, intern!(py, "counts"))?.len()?;
     Ok(Some(Fitted {
         learner,
         n_features_in,
@@ -413,10 +419,10 @@ fn task_of<'py>(
 ) -> PyResult<TaskOf<'py>> {
     let py = model.py();
     let k = n_engine_tasks;
-    let labels = dict.get_item(intern!(py, "_task_labels"))?.filter(|l| !l.is_none());
+    let labels = Some(task_set(dict, intern!(py, "labels"))?).filter(|l| !l.is_none());
     if let Some(labels) = labels {
         let labels = labels.cast_into::<PyList>()?;
-        let index = required(dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let index = task_set(dict, intern!(py, "index"))?.cast_into::<PyDict>()?;
         if task.is_none() {
             return Err(PyTypeError::new_err("task is required: pass the event's task label"));
         }
@@ -586,7 +592,7 @@ pub fn learn_event<'py>(
     let (y_pm1, new_form) = label_of(y, &form)?;
     if task.n_new > 0 {
         // Room for the new task's count before the engine changes (no allocation after it).
-        model.call_method1(intern!(py, "_reserve_counts"), (task.n_new,))?;
+        required(&dict, intern!(py, "_tasks"))?.call_method1(intern!(py, "reserve"), (task.n_new,))?;
     }
     let indptr = [0, row.nnz()];
     let rows = row.rows(&indptr, width);
@@ -596,15 +602,15 @@ pub fn learn_event<'py>(
         .event_learn(py, &rows, task.index, y_pm1, task.n_new)?;
     // The bookkeeping of the learned event.
     if let Some(label) = task.new_label {
-        let labels = required(&dict, intern!(py, "_task_labels"))?.cast_into::<PyList>()?;
-        let index = required(&dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let labels = task_set(&dict, intern!(py, "labels"))?.cast_into::<PyList>()?;
+        let index = task_set(&dict, intern!(py, "index"))?.cast_into::<PyDict>()?;
         index.set_item(&label, labels.len())?;
         labels.append(label)?;
     }
     if task.n_new > 0 {
-        model.call_method1(intern!(py, "_grow_counts"), (task.n_new,))?;
+        required(&dict, intern!(py, "_tasks"))?.call_method1(intern!(py, "grow"), (task.n_new,))?;
     }
-    let seen = required(&dict, intern!(py, "_seen_per_task"))?;
+    let seen = task_set(&dict, intern!(py, "counts"))?;
     match seen.cast::<PyArray1<i64>>() {
         // SAFETY: the GIL is held; the index is below the length (checked above).
         Ok(counts) if (task.index as usize) < counts.len() => unsafe {

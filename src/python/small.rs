@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::events::{fitted, is_numpy_bool, model_dict, required, Locked};
+use super::events::{fitted, is_numpy_bool, model_dict, required, task_set, Locked};
 use crate::data::Rows;
 
 /// The largest batch [`learn_small`] and [`decision_small`] take: their rows run without
@@ -22,9 +22,9 @@ const SMALL_BATCH: usize = 64;
 /// an id out of range, anything unusual: the batch path raises or grows).
 fn small_tasks(dict: &Bound<'_, PyDict>, tasks: &Bound<'_, PyAny>, n: usize, k: usize) -> PyResult<Option<Vec<i64>>> {
     let py = dict.py();
-    let labels = dict.get_item(intern!(py, "_task_labels"))?.filter(|l| !l.is_none());
+    let labels = Some(task_set(dict, intern!(py, "labels"))?).filter(|l| !l.is_none());
     if let Some(_labels) = labels {
-        let index = required(dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let index = task_set(dict, intern!(py, "index"))?.cast_into::<PyDict>()?;
         let one = |t: &Bound<'_, PyAny>| -> PyResult<Option<i64>> {
             if t.is_instance_of::<PyBool>() || is_numpy_bool(t)? {
                 return Ok(None);
@@ -228,7 +228,7 @@ pub fn learn_small<'py>(
     }
     let rows = batch.rows(state.n_features_in);
     let scores = state.learner.get().small_learn(py, &rows, &task_ids, &y_pm1)?;
-    let seen = required(&dict, intern!(py, "_seen_per_task"))?;
+    let seen = task_set(&dict, intern!(py, "counts"))?;
     let counts = seen.cast::<PyArray1<i64>>()?;
     for &t in &task_ids {
         // SAFETY: the GIL is held; every id is below the number of tasks (checked above).
