@@ -215,6 +215,12 @@ def _task_set_field(field: str):
     return property(get, set_)
 
 
+def diagnostic(name: str, doc: str, before_fit=0, kind=int) -> property:
+    """A learner's fitted attribute read from its core's diagnostics (``before_fit`` while there
+    is no core), converted by ``kind``."""
+    return property(lambda self: kind(self._diagnostic(name, before_fit)), doc=doc)
+
+
 def _same_n_tasks(a, b) -> bool:
     return (a is None) == (b is None) and (a is None or a == b)
 
@@ -230,6 +236,8 @@ class OnlineClassifier(SklearnClassifierMixin):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._events_native = cls._before_learn is OnlineClassifier._before_learn
+        if cls.__dict__.get("__doc__"):
+            fill_doc(cls)  # the shared parameter entries ({n_features}, ...: omtl._docs)
 
     # ---- hyper-parameters (scikit-learn conventions) -------------------------------------------
     @classmethod
@@ -714,13 +722,13 @@ class OnlineClassifier(SklearnClassifierMixin):
         """
         return learn_event(self, x, y, task)
 
+    @fill_doc
     def predict_one(self, x, *, task=None):
         """The predicted label of one event (no update), in the last label form learned.
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
+        {x_event}
         task : hashable, default=None
             As for ``learn_one``; a label never seen scores as a new task with no examples.
 
@@ -731,15 +739,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         """
         return predict_event(self, x, task)
 
+    @fill_doc
     def decision_one(self, x, *, task=None) -> float:
         """The real-valued score f_task(x) of one event (no update).
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
-        task : hashable, default=None
-            As for ``predict_one``.
+        {x_event}
+        {task_event}
 
         Returns
         -------

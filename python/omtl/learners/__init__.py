@@ -12,21 +12,6 @@ from .romco import ROMCO
 
 # Sorted by name (the order omtl's top level and the registry list them in).
 __all__ = [
-    "CWCOL",
-    "KernelPerceptron",
-    "MTBPRJ",
-    "MTBPRJ2",
-    "MTFL",
-    "MTFORG",
-    "MTLinear",
-    "MTPRJ",
-    "MTPRJ2",
-    "MTPerceptron",
-    "MTRBP",
-    "OMTL",
-    "OMTRL",
-    "PAGlobal",
-    "PAUnique",
-    "ROMCO",
-    "TRML",
-]
+    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
+    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
+]  # fmt: skip

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._base import OnlineClassifier
+from .._base import OnlineClassifier, diagnostic
 from .._constraints import Boolean, Integer, Optional, Options, Real
 from .._docs import fill_doc
 from .._sklearn import available_if
@@ -54,9 +54,7 @@ class MTLinear(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
+    {n_tasks_open_graph}
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     loss : {"logistic", "hinge", "squared"}, default="logistic"
         ``log(1 + exp(-y f))``, ``max(0, 1 - y f)`` or ``(y - f)^2 / 2``.
@@ -84,11 +82,7 @@ class MTLinear(OnlineClassifier):
         ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
         (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
         graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -139,15 +133,14 @@ class MTLinear(OnlineClassifier):
         return {"task_kernel": self._task_graph().native()}
 
     @available_if(_has_probabilities)
+    @fill_doc
     def predict_proba_one(self, x, *, task=None) -> float:
         """The logistic model's probability of the positive class for one event (no update).
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
-        task : hashable, default=None
-            As for ``predict_one``.
+        {x_event}
+        {task_event}
 
         Returns
         -------
@@ -181,9 +174,7 @@ class MTLinear(OnlineClassifier):
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         return np.column_stack([1.0 - p, p])
 
-    @property
-    def memory_bytes_(self) -> int:
-        return int(self._diagnostic("memory_bytes", 0))
+    memory_bytes_ = diagnostic("memory_bytes", "Bytes allocated for the model's state (weights, per-component counters, a general kernel's factor).")
 
     @property
     def block_weights_(self) -> np.ndarray:

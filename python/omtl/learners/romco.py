@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import OnlineClassifier
+from .._base import OnlineClassifier, diagnostic
 from .._constraints import Options, Real
 
 UPDATE_RULES = ("loss", "mistake")
@@ -40,10 +40,7 @@ class ROMCO(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int, default=None
-        The number of tasks; the first fit refuses the default ``None`` with the reason: this
-        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
-        n_tasks of them; DECISIONS.md, "Open-ended task sets").
+    {n_tasks_fixed}
     eta1 : float, default=0.1
         Step size for U.
     eta2 : float, default=0.1
@@ -57,11 +54,7 @@ class ROMCO(OnlineClassifier):
         When to update (A-R2): ``"loss"`` (Alg. 1 of the paper) when some present task has hinge
         loss ``1 - y p > 0``; ``"mistake"`` (the paper's text) when some present task has
         ``y p <= 0``. Either way every present task with positive loss contributes a gradient.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -95,15 +88,9 @@ class ROMCO(OnlineClassifier):
         # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
         return {**params, "svt_route": getattr(self, "_svt_route", "auto")}
 
-    @property
-    def rank_(self) -> int:
-        """Rank of U after the last update (0 before the first one)."""
-        return int(self._diagnostic("rank", 0))
+    rank_ = diagnostic("rank", 'Rank of U after the last update (0 before the first one).')
 
-    @property
-    def n_personalized_(self) -> int:
-        """Number of non-zero columns of V."""
-        return int(self._diagnostic("n_personalized", 0))
+    n_personalized_ = diagnostic("n_personalized", 'Number of non-zero columns of V.')
 
     def _factors(self):
         if not self._is_fitted():

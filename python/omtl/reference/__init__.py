@@ -14,21 +14,6 @@ from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
 from .romco import ROMCO
 
 __all__ = [
-    "CWCOL",
-    "KernelPerceptron",
-    "MTBPRJ",
-    "MTBPRJ2",
-    "MTFL",
-    "MTFORG",
-    "MTLinear",
-    "MTPRJ",
-    "MTPRJ2",
-    "MTPerceptron",
-    "MTRBP",
-    "OMTL",
-    "OMTRL",
-    "PAGlobal",
-    "PAUnique",
-    "ROMCO",
-    "TRML",
-]
+    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
+    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
+]  # fmt: skip
