@@ -470,7 +470,12 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The model's core, building it (not yet attached) on the first batch."""
         if self._is_fitted():
             return self._core, False
-        return self._make_core(X.shape[1], sp.issparse(X)), True
+        n_features, sparse = X.shape[1], sp.issparse(X)
+        if type(self)._make_core is not OnlineClassifier._make_core:
+            # A reference twin: the engine checks its hyper-parameters first (its rules are the
+            # one place of them), so that it refuses exactly what its native class refuses.
+            OnlineClassifier._make_core(self, n_features, sparse)
+        return self._make_core(n_features, sparse), True
 
     def _core_for(self, X):
         """``_ensure_core``, after scanning X for NaN/inf unless the core does so itself."""

@@ -5,6 +5,12 @@ A learner class maps each hyper-parameter it validates to a constraint; the base
 (``OnlineClassifier._validated_params``) checks them once, in declaration order, when the core is
 built, and hands the normalised values (Python ``int``/``float``/``bool``/``str``) on. The messages
 are the package's: ``"<name> must be ..., got <value!r>"``.
+
+The *range* of an engine parameter is not checked here: a learner declares its numbers as
+``Number()`` (any real number) and its counts as ``Integer(0, width)`` (what the engine's field
+holds), and the engine's parameter check (``XParams::check``, src/learner/spec.rs) is the one
+place of the rules and their messages, for the native classes and their reference twins alike
+(DECISIONS.md, "Hyper-parameter rules in one place").
 """
 
 from __future__ import annotations
@@ -66,6 +72,20 @@ class Real(Constraint):
         if self.high is not None and (v > self.high or (self.high_open and v == self.high)):
             op = "<" if self.high_open else "<="
             self._fail(self.message or "{name} must be {op} {bound}, got {value!r}", name, value, op=op, bound=self.high)
+        return v
+
+
+class Number(Constraint):
+    """A real number (not a bool or str), handed on as a float whatever its value: the engine
+    checks its range (finite, positive, ...)."""
+
+    def __call__(self, name, value):
+        try:
+            v = None if _not_a_number(value, numbers.Real) else float(value)
+        except OverflowError:  # an int beyond float's range
+            v = None
+        if v is None:
+            self._fail("{name} must be a real number, got {value!r}", name, value)
         return v
 
 

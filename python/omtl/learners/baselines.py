@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Integer, Optional, Options, Real
+from .._constraints import Boolean, Integer, Number, Optional, Options
 
 OMTRL_DEFAULT_EPOCH = 1000
 
@@ -67,9 +67,9 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "cw_col"
     _parameter_constraints = {
-        "confidence": Real(0.5, 1.0, low_open=True, high_open=True),
-        "a": Real(0.0, low_open=True),
-        "omega": Real(0.0, 1.0),
+        "confidence": Number(),
+        "a": Number(),
+        "omega": Number(),
     }
 
     def _shape(self):
@@ -148,7 +148,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     _native_kind = "omtrl"
     _parameter_constraints = {
         "relation_update": Options(("batch", "logdet", "vonneumann")),
-        "eta": Real(0.0),
+        "eta": Number(),
         "epoch": Optional(Integer(0), default=OMTRL_DEFAULT_EPOCH),
     }
 
@@ -205,7 +205,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "omtl"
     _parameter_constraints = {
-        "C": Real(0.0, low_open=True),
+        "C": Number(),
         "global_norm": Options(("linf", "l1", "l2")),
         "explicit": Boolean(),
     }
@@ -222,7 +222,7 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "batch_mtl"
-    _parameter_constraints = {"rho": Real(0.0), "retrain_every": Integer(1)}
+    _parameter_constraints = {"rho": Number(), "retrain_every": Integer(0)}
 
     def _native_params(self, n_features, sparse):
         return {"regularizer": self._regularizer, **self._validated_params()}

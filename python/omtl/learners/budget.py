@@ -5,11 +5,11 @@ from __future__ import annotations
 import warnings
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Integer, Real
+from .._constraints import Integer, Number
 from ._mixins import KernelParamsMixin
 
 # Shared with the Projectrons.
-BUDGET = Integer(1, 2**62, message="{name} must be an integer >= 1, got {value!r}", too_large="{name} is too large: {value!r}")
+BUDGET = Integer(0, 2**62, message="{name} must be a non-negative integer, got {value!r}", too_large="{name} is too large: {value!r}")
 
 
 class _BudgetMixin:
@@ -122,7 +122,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     _native_kind = "mt_forg"
     _parameter_constraints = {
         "budget": BUDGET,
-        "radius": Real(0.0, low_open=True, message="{name} must be a positive finite number, got {value!r}"),
+        "radius": Number(),
     }
 
     def _before_learn(self, core, X):

@@ -7,26 +7,25 @@ import math
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Integer, Optional, Options, Real
+from .._constraints import Boolean, Integer, Number, Optional, Options
 from .._docs import fill_doc
 from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
 LOSSES = ("logistic", "hinge", "squared")
 UPDATES = ("normalized", "adagrad", "sgd", "arow")
-MAX_HASH_BITS = 31
 
 
 MT_LINEAR_CONSTRAINTS = {
     "loss": Options(LOSSES),
     "update": Options(UPDATES),
-    "learning_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "learning_rate": Number(),
     "fit_intercept": Boolean(),
     "hash_bits": Optional(
-        Integer(1, MAX_HASH_BITS),
-        message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
+        Integer(0, 2**32 - 1),
+        message="{name} must be None or a non-negative integer, got {value!r}",
     ),
-    "shared_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "shared_rate": Number(),
 }
 
 

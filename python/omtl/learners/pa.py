@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from .._base import OnlineClassifier
-from .._constraints import Options, Real
+from .._constraints import Number, Options
 
 VARIANTS = ("pa", "pa1", "pa2")
 
 
 PA_CONSTRAINTS = {
-    "C": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "C": Number(),
     "variant": Options(VARIANTS),
 }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Options, Real
+from .._constraints import Boolean, Number, Options
 from ._mixins import KernelParamsMixin
 from .budget import BUDGET
 
@@ -13,7 +13,7 @@ THRESHOLDS = ("norm", "squared")
 # Both Projectrons' shared hyper-parameters.
 PROJECTRON_CONSTRAINTS = {
     "budget": BUDGET,
-    "eta": Real(0.0, message="{name} must be a finite number >= 0, got {value!r}"),
+    "eta": Number(),
     "threshold_on": Options(THRESHOLDS),
 }
 

@@ -6,20 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Options, Real
+from .._constraints import Number, Options
 
 UPDATE_RULES = ("loss", "mistake")
 
 
-_STEP = Real(0.0, message="{name} must be a finite number >= 0, got {value!r}")
-ROMCO_CONSTRAINTS = {"eta1": _STEP, "eta2": _STEP, "lambda1": _STEP, "lambda2": _STEP, "update": Options(UPDATE_RULES)}
-
-
-def check_romco_params(params: dict) -> dict:
-    """The cross-parameter check of validated ROMCO hyper-parameters (returns them)."""
-    if params["eta1"] + params["eta2"] <= 0:
-        raise ValueError("eta1 + eta2 must be > 0 (otherwise the model never changes)")
-    return params
+ROMCO_CONSTRAINTS = {"eta1": Number(), "eta2": Number(), "lambda1": Number(), "lambda2": Number(), "update": Options(UPDATE_RULES)}
 
 
 class ROMCO(OnlineClassifier):
@@ -84,7 +76,7 @@ class ROMCO(OnlineClassifier):
     _parameter_constraints = ROMCO_CONSTRAINTS
 
     def _native_params(self, n_features, sparse):
-        params = check_romco_params(self._validated_params())
+        params = self._validated_params()
         # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
         return {**params, "svt_route": getattr(self, "_svt_route", "auto")}
 

@@ -28,9 +28,10 @@ mod tests;
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
+use crate::learner::spec::check_at_least_one;
 use crate::alloc::Need;
 use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::error::Result;
 use crate::kernel::Scratch;
 use crate::learner::{check_nonnegative, Build, OnlineLearner, Setting};
 use crate::linalg::svt;
@@ -94,10 +95,7 @@ learner_params! {
 
     fn check(&self) -> Result<()> {
         check_nonnegative("rho", self.rho)?;
-        if self.retrain_every == 0 {
-            return Err(invalid("retrain_every", "must be >= 1"));
-        }
-        Ok(())
+        check_at_least_one("retrain_every", self.retrain_every)
     }
 }
 

@@ -44,6 +44,7 @@ pub use store::{slot_of, DENSE_MAX_BYTES, DENSE_MAX_WIDTH};
 
 use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
 
+use crate::learner::spec::check_positive;
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
@@ -84,20 +85,9 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let (learning_rate, hash_bits, shared_rate) = (self.learning_rate, self.hash_bits, self.shared_rate);
-        if !(learning_rate.is_finite() && learning_rate > 0.0) {
-            return Err(invalid(
-                "learning_rate",
-                format!("must be a finite number > 0, got {learning_rate}"),
-            ));
-        }
-        if !(shared_rate.is_finite() && shared_rate > 0.0) {
-            return Err(invalid(
-                "shared_rate",
-                format!("must be a finite number > 0, got {shared_rate}"),
-            ));
-        }
-        if let Some(b) = hash_bits {
+        check_positive("learning_rate", self.learning_rate)?;
+        check_positive("shared_rate", self.shared_rate)?;
+        if let Some(b) = self.hash_bits {
             if !(1..=MAX_HASH_BITS).contains(&b) {
                 return Err(invalid(
                     "hash_bits",

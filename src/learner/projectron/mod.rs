@@ -25,6 +25,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::learner::spec::check_at_least_one;
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
@@ -91,11 +92,8 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let (budget, eta) = (self.budget, self.eta);
-        if budget < 1 {
-            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
-        }
-        check_nonnegative("eta", eta)
+        check_at_least_one("budget", self.budget as u64)?;
+        check_nonnegative("eta", self.eta)
     }
 }
 

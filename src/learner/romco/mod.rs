@@ -34,6 +34,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::learner::spec::check_nonnegative;
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
@@ -272,9 +273,7 @@ learner_params! {
             ("lambda1", self.lambda1),
             ("lambda2", self.lambda2),
         ] {
-            if !(value.is_finite() && value >= 0.0) {
-                return Err(invalid(name, format!("must be a finite number >= 0, got {value}")));
-            }
+            check_nonnegative(name, value)?;
         }
         if eta1 + eta2 <= 0.0 {
             return Err(invalid(
