@@ -95,14 +95,7 @@ def omtl_predict_one(events, ys, tasks, **params):
 def omtl_river(events_with_task, ys, task_key):
     import omtl.river
 
-    model = omtl.river.MTLinear(task_key=task_key, hash_bits=18)
-
-    def run():
-        for x, y in zip(events_with_task, ys):
-            model.predict_one(x)
-            model.learn_one(x, y)
-
-    return timed(run)
+    return river_model(lambda: omtl.river.MTLinear(task_key=task_key, hash_bits=18), events_with_task, ys)
 
 
 def river_model(make, events, ys):

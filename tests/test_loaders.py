@@ -33,7 +33,9 @@ needs_data = pytest.mark.skipif(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_task=None):
+def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_task=None, task_sizes=None):
+    """The checks every loaded stream passes; ``per_task``: the exact rows per task;
+    ``task_sizes``: the fewest and most rows of a task, for a dense stream."""
     assert isinstance(s, Stream)
     assert len(s) == n and s.X.shape == (n, d) and s.n_features == d
     assert s.n_tasks == n_tasks and len(s.task_names) == n_tasks
@@ -47,6 +49,10 @@ def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_t
         np.testing.assert_array_equal(s.task_counts(), per_task)
     assert s.X.dtype == np.float64
     assert s.rounds is None
+    if task_sizes is not None:
+        counts = s.task_counts()
+        assert (counts.min(), counts.max()) == task_sizes
+        assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
 
 
 def _check_csr_unit_rows(s: Stream):
@@ -91,10 +97,7 @@ def landmine():
 @needs_data
 def test_school(school):
     s = school
-    _check_common(s, n=15362, d=28, n_tasks=139, positives=3608)
-    counts = s.task_counts()
-    assert counts.min() == 22 and counts.max() == 251
-    assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
+    _check_common(s, n=15362, d=28, n_tasks=139, positives=3608, task_sizes=(22, 251))
     assert s.X.min() == 0.0 and s.X.max() == 1.0
     # columns 3 and 4 are the non-binary ones, rescaled to exactly [0, 1]
     for j in (3, 4):
@@ -115,12 +118,9 @@ def test_school(school):
 @needs_data
 def test_landmine(landmine):
     s = landmine
-    _check_common(s, n=14820, d=10, n_tasks=29, positives=904)
-    counts = s.task_counts()
-    assert counts.min() == 445 and counts.max() == 690
+    _check_common(s, n=14820, d=10, n_tasks=29, positives=904, task_sizes=(445, 690))
     pos = _positives_per_task(s)
     assert pos.min() == 15 and pos.max() == 48
-    assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
     np.testing.assert_array_equal(s.X[:, :9].min(axis=0), 0.0)
     np.testing.assert_array_equal(s.X[:, :9].max(axis=0), 1.0)
     np.testing.assert_array_equal(s.X[:, 9], 1.0)
