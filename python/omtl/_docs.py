@@ -21,6 +21,16 @@ FRAGMENTS = {
     Examples, one per row, with the task column (``task_key``) unless ``task_fn`` is given.""",
     "predictions": """ndarray of shape (n_samples,)
     The pre-update predictions, in the label form of ``y``.""",
+    # TaskGraph's constructors.
+    "graph_edges": """n_tasks : int
+    Number of tasks k >= 1.
+edges : sequence of (int, int)
+    Task pairs, each task in [0, k).
+weights : sequence of float, optional
+    One nonnegative weight per edge (default 1).""",
+    "returns_graph": """Returns
+-------
+TaskGraph""",
     # The per-event methods' parameters, after learn_one's.
     "x_event": """x : 1-D array-like of n_features numbers, or dict
     As for ``learn_one``.""",

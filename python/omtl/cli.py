@@ -165,7 +165,7 @@ def run_reproduce(args) -> int:
     from pathlib import Path
 
     # The papers' experiments are imported here only: the library, its adapters and the other
-    # commands never load them or matplotlib (DECISIONS.md, "The papers' experiments").
+    # commands never load them or matplotlib (DECISIONS.md, "The papers' experiments stay a subpackage").
     if importlib.util.find_spec("matplotlib") is None:
         print(f"omtl: {PLOTS_HINT}", file=sys.stderr)
         return 2
