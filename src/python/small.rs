@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::events::{fitted, is_numpy_bool, model_dict, required, task_set, Locked};
+use super::events::{fitted, is_numpy_bool, model_dict, required, Locked};
 use crate::data::Rows;
 
 /// The largest batch [`learn_small`] and [`decision_small`] take: their rows run without
@@ -20,11 +20,16 @@ const SMALL_BATCH: usize = 64;
 
 /// A small batch's task indices, or `None` when one of them needs the batch path (a new label,
 /// an id out of range, anything unusual: the batch path raises or grows).
-fn small_tasks(dict: &Bound<'_, PyDict>, tasks: &Bound<'_, PyAny>, n: usize, k: usize) -> PyResult<Option<Vec<i64>>> {
-    let py = dict.py();
-    let labels = Some(task_set(dict, intern!(py, "labels"))?).filter(|l| !l.is_none());
+fn small_tasks(
+    task_set: &Bound<'_, PyAny>,
+    tasks: &Bound<'_, PyAny>,
+    n: usize,
+    k: usize,
+) -> PyResult<Option<Vec<i64>>> {
+    let py = task_set.py();
+    let labels = Some(task_set.getattr(intern!(py, "labels"))?).filter(|l| !l.is_none());
     if let Some(_labels) = labels {
-        let index = task_set(dict, intern!(py, "index"))?.cast_into::<PyDict>()?;
+        let index = task_set.getattr(intern!(py, "index"))?.cast_into::<PyDict>()?;
         let one = |t: &Bound<'_, PyAny>| -> PyResult<Option<i64>> {
             if t.is_instance_of::<PyBool>() || is_numpy_bool(t)? {
                 return Ok(None);
@@ -217,7 +222,7 @@ pub fn learn_small<'py>(
     {
         return Ok(None);
     }
-    let Some(task_ids) = small_tasks(&dict, tasks, n, state.n_engine_tasks)? else {
+    let Some(task_ids) = small_tasks(&state.tasks, tasks, n, state.n_engine_tasks)? else {
         return Ok(None);
     };
     let Some((y_pm1, form)) = small_labels(y, n)? else {
@@ -228,7 +233,7 @@ pub fn learn_small<'py>(
     }
     let rows = batch.rows(state.n_features_in);
     let scores = state.learner.get().small_learn(py, &rows, &task_ids, &y_pm1)?;
-    let seen = task_set(&dict, intern!(py, "counts"))?;
+    let seen = state.tasks.getattr(intern!(py, "counts"))?;
     let counts = seen.cast::<PyArray1<i64>>()?;
     for &t in &task_ids {
         // SAFETY: the GIL is held; every id is below the number of tasks (checked above).
@@ -269,7 +274,7 @@ pub fn decision_small<'py>(
     if has_feature_names(&dict)? {
         return Ok(None);
     }
-    let Some(task_ids) = small_tasks(&dict, tasks, n, state.n_engine_tasks)? else {
+    let Some(task_ids) = small_tasks(&state.tasks, tasks, n, state.n_engine_tasks)? else {
         return Ok(None);
     };
     if batch.values().iter().any(|v| !v.is_finite()) {
