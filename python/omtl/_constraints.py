@@ -7,8 +7,9 @@ built, and hands the normalised values (Python ``int``/``float``/``bool``/``str`
 are the package's: ``"<name> must be ..., got <value!r>"``.
 
 The *range* of an engine parameter is not checked here: a learner declares its numbers as
-``Number()`` (any real number) and its counts as ``Integer(0, width)`` (what the engine's field
-holds), and the engine's parameter check (``XParams::check``, src/learner/spec.rs) is the one
+``Number()`` (any real number), its counts as ``Integer(0, width)`` (what the engine's field
+holds) and its options as ``Name()`` (a str), and the engine's parameter check (and the
+``parse`` of its option types) (``XParams::check``, src/learner/spec.rs) is the one
 place of the rules and their messages, for the native classes and their reference twins alike
 (DECISIONS.md, "Hyper-parameter rules in one place").
 """
@@ -89,15 +90,13 @@ class Number(Constraint):
         return v
 
 
-class Options(Constraint):
-    """One of a tuple of strings."""
-
-    def __init__(self, options: tuple[str, ...]):
-        self.options = options
+class Name(Constraint):
+    """The name of an option (a str): the engine parses it (the one list of the names, with its
+    message for an unknown one)."""
 
     def __call__(self, name, value):
-        if not isinstance(value, str) or value not in self.options:
-            self._fail("{name} must be one of {options}, got {value!r}", name, value, options=self.options)
+        if not isinstance(value, str):
+            self._fail("{name} must be the name of an option (a str), got {value!r}", name, value)
         return value
 
 

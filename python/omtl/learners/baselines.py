@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Integer, Number, Optional, Options
+from .._constraints import Boolean, Integer, Name, Number, Optional
 
 OMTRL_DEFAULT_EPOCH = 1000
 
@@ -147,7 +147,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "omtrl"
     _parameter_constraints = {
-        "relation_update": Options(("batch", "logdet", "vonneumann")),
+        "relation_update": Name(),
         "eta": Number(),
         "epoch": Optional(Integer(0), default=OMTRL_DEFAULT_EPOCH),
     }
@@ -206,7 +206,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     _native_kind = "omtl"
     _parameter_constraints = {
         "C": Number(),
-        "global_norm": Options(("linf", "l1", "l2")),
+        "global_norm": Name(),
         "explicit": Boolean(),
     }
 

@@ -7,18 +7,14 @@ import math
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Integer, Number, Optional, Options
+from .._constraints import Boolean, Integer, Name, Number, Optional
 from .._docs import fill_doc
 from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
-LOSSES = ("logistic", "hinge", "squared")
-UPDATES = ("normalized", "adagrad", "sgd", "arow")
-
-
 MT_LINEAR_CONSTRAINTS = {
-    "loss": Options(LOSSES),
-    "update": Options(UPDATES),
+    "loss": Name(),
+    "update": Name(),
     "learning_rate": Number(),
     "fit_intercept": Boolean(),
     "hash_bits": Optional(

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from .._base import OnlineClassifier
-from .._constraints import Number, Options
-
-VARIANTS = ("pa", "pa1", "pa2")
-
+from .._constraints import Name, Number
 
 PA_CONSTRAINTS = {
     "C": Number(),
-    "variant": Options(VARIANTS),
+    "variant": Name(),
 }
 
 

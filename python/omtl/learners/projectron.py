@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Boolean, Number, Options
+from .._constraints import Boolean, Name, Number
 from ._mixins import KernelParamsMixin
 from .budget import BUDGET
-
-THRESHOLDS = ("norm", "squared")
-
 
 # Both Projectrons' shared hyper-parameters.
 PROJECTRON_CONSTRAINTS = {
     "budget": BUDGET,
     "eta": Number(),
-    "threshold_on": Options(THRESHOLDS),
+    "threshold_on": Name(),
 }
 
 

@@ -6,12 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._base import OnlineClassifier, diagnostic
-from .._constraints import Number, Options
+from .._constraints import Name, Number
 
-UPDATE_RULES = ("loss", "mistake")
-
-
-ROMCO_CONSTRAINTS = {"eta1": Number(), "eta2": Number(), "lambda1": Number(), "lambda2": Number(), "update": Options(UPDATE_RULES)}
+ROMCO_CONSTRAINTS = {"eta1": Number(), "eta2": Number(), "lambda1": Number(), "lambda2": Number(), "update": Name()}
 
 
 class ROMCO(OnlineClassifier):
