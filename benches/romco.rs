@@ -3,9 +3,9 @@
 //! with d = 500,000.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use omtl::bench::{eigen_update, svt};
 use omtl::data::Rows;
 use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
-use omtl::linalg::{eigen_update, svt};
 use omtl::rng::SplitMix64;
 
 fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>, Vec<i64>) {

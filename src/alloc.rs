@@ -11,7 +11,7 @@
 
 mod pages;
 
-pub use pages::{ZeroedBuf, HUGE_PAGE};
+pub use pages::ZeroedBuf;
 
 use crate::error::{Error, Result};
 

@@ -8,8 +8,15 @@ use crate::simd::{dense_axpy, dense_dot, first_non_finite};
 /// One instance: a dense slice or a sparse vector with strictly increasing indices.
 #[derive(Debug, Clone, Copy)]
 pub enum Row<'a> {
+    /// All `n_features` values.
     Dense(&'a [f64]),
-    Sparse { indices: &'a [u32], values: &'a [f64] },
+    /// The non-zero entries.
+    Sparse {
+        /// Column indices, strictly increasing, each `< n_features`.
+        indices: &'a [u32],
+        /// The values at those columns (same length as `indices`).
+        values: &'a [f64],
+    },
 }
 
 impl Row<'_> {
@@ -113,7 +120,7 @@ impl Row<'_> {
 }
 
 #[inline]
-pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
+pub(crate) fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
     indices.iter().zip(values).map(|(&j, &v)| v * dense[j as usize]).sum()
 }
 
@@ -122,15 +129,22 @@ pub fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
 pub enum Rows<'a> {
     /// Row-major `n_rows x n_cols`.
     Dense {
+        /// The values, `n_rows * n_cols` of them, row after row.
         data: &'a [f64],
+        /// Number of rows.
         n_rows: usize,
+        /// Number of columns (features).
         n_cols: usize,
     },
     /// Compressed sparse rows with canonical (sorted, duplicate-free) indices.
     Csr {
+        /// Row `i` is `indices[indptr[i]..indptr[i + 1]]` (length `n_rows + 1`, from 0).
         indptr: &'a [i64],
+        /// Column indices, strictly increasing within a row.
         indices: &'a [u32],
+        /// The values at those columns.
         data: &'a [f64],
+        /// Number of columns (features).
         n_cols: usize,
     },
 }
@@ -163,6 +177,7 @@ impl<'a> Rows<'a> {
         }
     }
 
+    /// Number of rows.
     pub fn len(&self) -> usize {
         match *self {
             Rows::Dense { n_rows, .. } => n_rows,
@@ -170,16 +185,19 @@ impl<'a> Rows<'a> {
         }
     }
 
+    /// Whether the batch has no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Number of columns (features).
     pub fn n_cols(&self) -> usize {
         match *self {
             Rows::Dense { n_cols, .. } | Rows::Csr { n_cols, .. } => n_cols,
         }
     }
 
+    /// Whether the batch is CSR.
     pub fn is_sparse(&self) -> bool {
         matches!(self, Rows::Csr { .. })
     }
@@ -336,7 +354,7 @@ fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
 }
 
 /// Validates a whole batch (rows, task ids, optional labels) against a model's dimensions.
-pub fn validate_batch(
+pub(crate) fn validate_batch(
     rows: &Rows,
     tasks: &[i64],
     labels: Option<&[f64]>,
@@ -355,7 +373,7 @@ pub fn validate_batch(
 /// holds no NaN or infinity, so the norms' pass stands in for the NaN scan, which runs only to
 /// name the value when a norm is not finite. The errors are those (and in the order) of
 /// `validate_batch` followed by the scale checks.
-pub fn validate_learn_batch(
+pub(crate) fn validate_learn_batch(
     rows: &Rows,
     tasks: &[i64],
     labels: &[f64],

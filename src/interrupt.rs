@@ -2,15 +2,15 @@
 //!
 //! A caller (the Python binding, a Rust service with a deadline) installs a hook for the duration
 //! of a call with [`with_hook`]; the batch loops and the long inner loops (the MTFL/TRML retrain
-//! solver) call [`check`], which returns [`Error::Interrupted`] once the hook says stop. The hook
-//! is polled about every [`POLL_INTERVAL`], not on every check: a check costs a thread-local
-//! counter increment, and the clock is read only every `stride` checks, the stride adapting to
-//! how long the checks take (so a loop of 50 ns rows and a loop of 50 ms solver iterations are
-//! both polled on time without reading the clock 20 million times a second).
+//! solver) call the crate's internal `check`, which returns [`Error::Interrupted`] once the hook
+//! says stop. The hook is polled about every [`POLL_INTERVAL`], not on every check: a check costs a
+//! thread-local counter increment, and the clock is read only every `stride` checks, the stride
+//! adapting to how long the checks take (so a loop of 50 ns rows and a loop of 50 ms solver
+//! iterations are both polled on time without reading the clock 20 million times a second).
 //!
 //! The hook lives in a thread-local slot because the long loops sit inside
 //! [`crate::learner::OnlineLearner::update`], whose signature carries no context; without a hook
-//! [`check`] is a no-op that never fails.
+//! `check` is a no-op that never fails.
 
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
@@ -41,7 +41,7 @@ thread_local! {
     static POLLER: RefCell<Option<Poller>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with `hook` installed on this thread: inside `f`, [`check`] fails with
+/// Runs `f` with `hook` installed on this thread: inside `f`, the crate's long loops fail with
 /// [`Error::Interrupted`] once `hook()` returns `true`. The previous hook (if any) is restored
 /// afterwards, also when `f` panics.
 pub fn with_hook<T>(hook: Box<dyn FnMut() -> bool>, f: impl FnOnce() -> T) -> T {
@@ -77,14 +77,14 @@ pub fn with_hook_every<T>(interval: Duration, hook: Box<dyn FnMut() -> bool>, f:
 /// Call it between units of work that leave the model consistent (between rows, or at the top of
 /// a solver iteration whose result is not yet written back).
 #[inline]
-pub fn check() -> Result<()> {
+pub(crate) fn check() -> Result<()> {
     poll(false)
 }
 
 /// [`check`] that reads the clock every time: for loops whose iterations are long and irregular
 /// (a solver iteration is a pass over all stored examples), where the adaptive stride of
 /// [`check`], learnt on cheap rows, could skip many of them.
-pub fn check_now() -> Result<()> {
+pub(crate) fn check_now() -> Result<()> {
     poll(true)
 }
 

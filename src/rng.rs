@@ -5,16 +5,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// SplitMix64 (Steele, Lea & Flood 2014): a 64-bit state, one add and a mix per draw. Small,
+/// fast and reproducible across platforms and languages; not for cryptography.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SplitMix64 {
     state: u64,
 }
 
 impl SplitMix64 {
+    /// The generator started at `seed`.
     pub fn new(seed: u64) -> Self {
         Self { state: seed }
     }
 
+    /// The next 64 uniform bits.
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.state;

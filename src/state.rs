@@ -62,7 +62,7 @@ pub(crate) fn check_len(what: &str, len: usize, expected: usize) -> Result<()> {
 /// entry, a variance's precision) and its products with inputs of ordinary scale stay finite,
 /// with room to spare. A model that learned its way there has diverged already; a value beyond
 /// it is a tampered state that would score ±inf and turn the next update into NaN.
-pub const MAX_MAGNITUDE: f64 = 1e150;
+pub(crate) const MAX_MAGNITUDE: f64 = 1e150;
 
 /// Every value finite and at most [`MAX_MAGNITUDE`] in magnitude.
 pub(crate) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
@@ -78,7 +78,7 @@ pub(crate) fn check_finite(what: &str, values: &[f64]) -> Result<()> {
 
 /// The largest counter a restored state may hold: far beyond any stream, with room for the
 /// code's increments never to overflow.
-pub const MAX_COUNT: u64 = 1 << 62;
+pub(crate) const MAX_COUNT: u64 = 1 << 62;
 
 /// Every counter at most [`MAX_COUNT`].
 pub(crate) fn check_counts(what: &str, counts: &[u64]) -> Result<()> {

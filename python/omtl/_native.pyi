@@ -35,6 +35,13 @@ __all__ = [
     "STATE_VERSION",
     "LEARNER_KINDS",
     "StateError",
+    "read_model_file",
+    "read_model_header",
+    "write_model_file",
+    "check_bookkeeping",
+    "MODEL_FILE_CLASSES",
+    "MODEL_FILE_MAGIC",
+    "MODEL_FILE_VERSION",
 ]
 
 # Stub-only aliases (no runtime counterpart: import them under ``typing.TYPE_CHECKING``).
@@ -241,6 +248,29 @@ def scan_svmlight(path: str, max_line_bytes: int) -> tuple[int | None, bool, lis
 
 def reader_limits() -> tuple[int, int]:
     """``(widest feature space the engine takes, default line cap in bytes)``."""
+
+def read_model_file(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple[str, NativeLearner | None]:
+    """``(header JSON text, learner or None)`` of a model file's bytes, everything checked by the
+    crate's ``omtl::model_file``; ValueError otherwise."""
+
+def read_model_header(data: bytes, *, max_header: int, max_dense_graph: int) -> str:
+    """The header JSON text of a model file's bytes (framing, checksum and header checked)."""
+
+def write_model_file(header: str, learner: NativeLearner | None, *, max_header: int, max_dense_graph: int) -> bytes:
+    """A model file's bytes from its header JSON text and native learner, checked as a reader
+    checks them; ValueError for a file the reader would refuse."""
+
+def check_bookkeeping(learner: NativeLearner, fitted: str, open_ended: bool) -> None:
+    """Checks a fitted model's bookkeeping (JSON text) against its learner; ValueError otherwise."""
+
+MODEL_FILE_CLASSES: Final[dict]
+"""The estimator classes a model file may name, with the learner kind each builds."""
+
+MODEL_FILE_MAGIC: Final[bytes]
+"""The first bytes of every model file."""
+
+MODEL_FILE_VERSION: Final[int]
+"""The model file format version this omtl reads and writes."""
 
 def splitmix64_permutation(seed: int, n: int) -> list[int]:
     """The permutation ``omtl._rng.SplitMix64(seed).permutation(n)`` computes, natively."""

@@ -129,10 +129,6 @@ impl<T: Zeroable> ZeroedBuf<T> {
         self.len
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// A buffer holding a copy of `values`. A large one reuses the mapping of a dropped buffer
     /// of the same size when the pool holds one (`pool`): its pages are already there, so the
     /// copy is the only write (a fresh mapping is zeroed by the kernel first).

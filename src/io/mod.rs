@@ -40,14 +40,19 @@ pub const MAX_COLUMNS: u64 = u32::MAX as u64;
 /// Feature indices at or above this are refused as written (they are not 64-bit signed).
 pub const MAX_INDEX: u64 = 1 << 63;
 
+/// A file format the readers take.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// svmlight/libsvm, the task in `qid:`.
     Svmlight,
+    /// Vowpal Wabbit's text format, the task in a namespace or the tag.
     Vw,
+    /// CSV with a header row, a task column and a label column.
     Csv,
 }
 
 impl Format {
+    /// The format named `"svmlight"`, `"vw"` or `"csv"`; otherwise a message listing them.
     pub fn parse(name: &str) -> Result<Self, String> {
         match name {
             "svmlight" => Ok(Self::Svmlight),
@@ -61,6 +66,7 @@ impl Format {
 /// How to read a file.
 #[derive(Clone, Debug)]
 pub struct Options {
+    /// The file's format.
     pub format: Format,
     /// Rows per chunk at most (>= 1).
     pub chunk_rows: usize,
@@ -68,6 +74,7 @@ pub struct Options {
     pub chunk_bytes: usize,
     /// Longer lines are errors (or skipped).
     pub max_line_bytes: usize,
+    /// Skip a malformed line (counted in [`Chunk::n_skipped`]) instead of failing.
     pub skip_bad_lines: bool,
     /// The width of the feature space: svmlight and CSV columns must lie below it, VW names
     /// are hashed into it. At most [`MAX_COLUMNS`].
@@ -78,6 +85,7 @@ pub struct Options {
     pub vw_task_namespace: Option<String>,
     /// CSV: the columns of the task and the label.
     pub csv_task_column: String,
+    /// CSV: the column of the label.
     pub csv_label_column: String,
     /// CSV: the feature columns, in model order (default every other column, in file order).
     pub csv_feature_columns: Option<Vec<String>>,
@@ -86,6 +94,10 @@ pub struct Options {
 }
 
 impl Options {
+    /// The defaults for `format` over `n_features` columns: chunks of at most 8192 rows and
+    /// about 1 MiB of input, lines up to [`DEFAULT_MAX_LINE_BYTES`], bad lines are errors,
+    /// svmlight indices 1-based, the VW task namespace `t`, the CSV columns `task` and `label`,
+    /// labels required.
     pub fn new(format: Format, n_features: u64) -> Self {
         Self {
             format,
@@ -107,8 +119,11 @@ impl Options {
 /// A file that cannot be read: `"{path}, line {line}: {message}"`.
 #[derive(Debug, Clone)]
 pub struct ReadError {
+    /// The file (`-` for standard input).
     pub path: String,
+    /// The line (from 1), when the error is about one.
     pub line: Option<u64>,
+    /// What is wrong.
     pub message: String,
 }
 
@@ -127,17 +142,23 @@ impl std::error::Error for ReadError {}
 /// Rows read from a file: a CSR matrix and, per row, the label, task id and line number.
 #[derive(Debug, Default, Clone)]
 pub struct Chunk {
+    /// CSR row pointers: row `i` is `indices[indptr[i]..indptr[i + 1]]` (`n_rows + 1` entries).
     pub indptr: Vec<u64>,
+    /// Column indices, sorted and distinct within a row, each `< n_features`.
     pub indices: Vec<u32>,
+    /// The non-zero values at those columns.
     pub data: Vec<f64>,
     /// As written (-1, 0 or +1); NaN for a row without a label.
     pub labels: Vec<f64>,
+    /// Each row's task id (numbered from 0 in order of first appearance in the file).
     pub task_ids: Vec<u32>,
     /// The tasks first seen in this chunk, in id order (they continue the earlier chunks' ids).
     pub new_tasks: Vec<String>,
+    /// Each row's line number in the file (from 1).
     pub lines: Vec<u64>,
     /// Lines skipped in this chunk (`skip_bad_lines`), and the first one's message.
     pub n_skipped: u64,
+    /// The message of the first line skipped in this chunk.
     pub first_skipped: Option<String>,
     /// Input bytes read up to the end of this chunk.
     pub bytes_read: u64,
@@ -146,6 +167,7 @@ pub struct Chunk {
 }
 
 impl Chunk {
+    /// Number of rows.
     pub fn n_rows(&self) -> usize {
         self.labels.len()
     }
@@ -239,6 +261,8 @@ pub struct Reader {
 }
 
 impl Reader {
+    /// Opens `path` (`-` for standard input; gzip recognized by its magic bytes) for reading
+    /// with `opts`; an unreadable file or invalid options are a [`ReadError`].
     pub fn open(path: &str, opts: Options) -> Result<Self, ReadError> {
         let fail = |message: String| ReadError {
             path: path.to_string(),

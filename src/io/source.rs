@@ -49,6 +49,7 @@ pub struct Lines {
 }
 
 impl Lines {
+    /// Lines of `inner`, each at most `max_bytes` bytes.
     pub fn new(inner: Box<dyn BufRead + Send>, max_bytes: usize) -> Self {
         Self {
             inner,

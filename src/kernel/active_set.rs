@@ -8,6 +8,9 @@ use crate::error::Result;
 use crate::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
 use crate::state::{check_finite, check_len, check_tasks_and_labels, ensure};
 
+/// The stored examples of a kernel learner (its support set), read through the learner (e.g.
+/// `MTRBP::active_set`). An element lives in a *slot* (storage position, changed by removals);
+/// its *position* is its rank in insertion order ([`ActiveSet::slot_at`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActiveSet {
     rows: RowStore,
@@ -21,7 +24,7 @@ pub struct ActiveSet {
 }
 
 impl ActiveSet {
-    pub fn new(n_features: usize, sparse: bool) -> Self {
+    pub(crate) fn new(n_features: usize, sparse: bool) -> Self {
         Self {
             rows: RowStore::new(n_features, sparse),
             tasks: Vec::new(),
@@ -73,20 +76,31 @@ impl ActiveSet {
         Ok(last_time)
     }
 
+    /// Number of stored examples.
     pub fn len(&self) -> usize {
         self.order.len()
     }
 
+    /// Whether no example is stored.
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }
 
+    /// The stored instances, by slot.
     pub fn rows(&self) -> &RowStore {
         &self.rows
     }
 
     /// Appends an element at the end of the insertion order; returns its slot.
-    pub fn push(&mut self, row: Row, task: usize, label: f64, time: u64, beta: f64, kernel: &BaseKernel) -> usize {
+    pub(crate) fn push(
+        &mut self,
+        row: Row,
+        task: usize,
+        label: f64,
+        time: u64,
+        beta: f64,
+        kernel: &BaseKernel,
+    ) -> usize {
         let slot = self.rows.push(row, kernel);
         self.tasks.push(task as u32);
         self.labels.push(label);
@@ -107,7 +121,7 @@ impl ActiveSet {
     }
 
     /// Removes the element at insertion-order `position`; later elements move up by one.
-    pub fn remove_at(&mut self, position: usize) {
+    pub(crate) fn remove_at(&mut self, position: usize) {
         let slot = self.order.remove(position) as usize;
         if let Some(moved) = self.rows.swap_remove(slot) {
             // The last slot now lives in `slot`: repoint its order entry.
@@ -121,18 +135,22 @@ impl ActiveSet {
         self.beta.swap_remove(slot);
     }
 
+    /// The task of the example in `slot`.
     pub fn task(&self, slot: usize) -> usize {
         self.tasks[slot] as usize
     }
 
+    /// The original label (±1) of the example in `slot`.
     pub fn label(&self, slot: usize) -> f64 {
         self.labels[slot]
     }
 
+    /// When the example in `slot` was inserted (the learner's update counter at the time).
     pub fn time(&self, slot: usize) -> u64 {
         self.times[slot]
     }
 
+    /// The coefficient β of the example in `slot` (its weight in the kernel expansion).
     pub fn beta(&self, slot: usize) -> f64 {
         self.beta[slot]
     }
@@ -147,7 +165,7 @@ impl ActiveSet {
         &self.tasks
     }
 
-    pub fn beta_mut(&mut self) -> &mut [f64] {
+    pub(crate) fn beta_mut(&mut self) -> &mut [f64] {
         &mut self.beta
     }
 
@@ -192,7 +210,7 @@ impl ActiveSet {
     }
 
     /// Multiplies every coefficient by `factor`.
-    pub fn scale_betas(&mut self, factor: f64) {
+    pub(crate) fn scale_betas(&mut self, factor: f64) {
         self.beta.iter_mut().for_each(|b| *b *= factor);
     }
 }

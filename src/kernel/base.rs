@@ -13,29 +13,40 @@ use crate::error::{invalid, Result};
 /// row check then refuses the row). Larger values are almost certainly a mistake.
 pub const MAX_DEGREE: u32 = 32;
 
+/// A base kernel's formula and parameters (§2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub enum KernelKind {
+    /// `<x,x'>`
     Linear,
     /// `(gamma <x,x'> + coef0)^degree`
     Poly {
+        /// In `[1, MAX_DEGREE]` (32).
         degree: u32,
+        /// `> 0`.
         gamma: f64,
+        /// `>= 0` (a negative offset can make the kernel indefinite).
         coef0: f64,
     },
     /// `exp(-gamma ||x - x'||^2)`
     Rbf {
+        /// `> 0`.
         gamma: f64,
     },
 }
 
+/// A base (single-task) kernel K'(x, x'): a validated [`KernelKind`], optionally normalised.
+/// Build it with [`BaseKernel::linear`], [`BaseKernel::poly`], [`BaseKernel::rbf`] or
+/// [`BaseKernel::new`], which check the parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BaseKernel {
+    /// The formula and its parameters.
     pub kind: KernelKind,
     /// Cosine normalisation `K(x,x') / sqrt(K(x,x) K(x',x'))` (a no-op for rbf).
     pub normalize: bool,
 }
 
 impl BaseKernel {
+    /// The linear kernel `<x,x'>`, not normalised.
     pub fn linear() -> Self {
         Self {
             kind: KernelKind::Linear,
@@ -43,14 +54,18 @@ impl BaseKernel {
         }
     }
 
+    /// The polynomial kernel `(gamma <x,x'> + coef0)^degree`, not normalised.
     pub fn poly(degree: u32, gamma: f64, coef0: f64) -> Result<Self> {
         Self::new(KernelKind::Poly { degree, gamma, coef0 }, false)
     }
 
+    /// The Gaussian kernel `exp(-gamma ||x - x'||^2)`.
     pub fn rbf(gamma: f64) -> Result<Self> {
         Self::new(KernelKind::Rbf { gamma }, false)
     }
 
+    /// A kernel of `kind`, with cosine normalisation when `normalize`; an
+    /// [`Error::InvalidParameter`](crate::Error::InvalidParameter) for parameters out of range.
     pub fn new(kind: KernelKind, normalize: bool) -> Result<Self> {
         match kind {
             KernelKind::Linear => {}

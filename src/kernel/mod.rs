@@ -10,9 +10,11 @@ mod task;
 
 pub use active_set::ActiveSet;
 pub use base::{BaseKernel, KernelKind};
-pub use kernel_sum::{SparseIndex, INDEX_FROM};
+pub(crate) use kernel_sum::SparseIndex;
 pub use store::{Query, RowStore, Scratch};
 pub use task::TaskKernel;
+// The dense symmetric matrix a task relation is given in (TaskKernel::from_interaction and kin).
+pub use crate::linalg::SymMatrix;
 
 use crate::data::Row;
 

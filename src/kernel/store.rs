@@ -23,13 +23,16 @@ pub struct Scratch {
 /// A query instance with the quantities every kernel evaluation against it needs.
 #[derive(Debug, Clone, Copy)]
 pub struct Query<'a> {
+    /// The instance.
     pub row: Row<'a>,
+    /// Its squared Euclidean norm.
     pub sq_norm: f64,
     /// Raw `K'(x, x)`, read only by normalised kernels.
     pub self_raw: f64,
 }
 
 impl<'a> Query<'a> {
+    /// `row` with its squared norm and raw self-kernel under `kernel`.
     pub fn new(row: Row<'a>, kernel: &BaseKernel) -> Self {
         let sq_norm = row.sq_norm();
         Self {
@@ -48,6 +51,8 @@ enum Storage {
     Sparse(Vec<(Vec<u32>, Vec<f64>)>),
 }
 
+/// The instances a kernel model stores, in slots `0..len`, with their cached squared norms and
+/// self-kernels; dense (one row-major matrix) or sparse (one sorted vector per slot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RowStore {
     n_features: usize,
@@ -72,18 +77,22 @@ impl RowStore {
         }
     }
 
+    /// Number of stored rows.
     pub fn len(&self) -> usize {
         self.sq_norms.len()
     }
 
+    /// Whether no row is stored.
     pub fn is_empty(&self) -> bool {
         self.sq_norms.is_empty()
     }
 
+    /// The width of every row.
     pub fn n_features(&self) -> usize {
         self.n_features
     }
 
+    /// The squared norm of the row in `slot`.
     pub fn sq_norm(&self, slot: usize) -> f64 {
         self.sq_norms[slot]
     }

@@ -11,16 +11,35 @@ use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::linalg::{cholesky_inverse, sym_eigen, SymMatrix};
 
+/// The task kernel T (k x k, symmetric positive definite): how much an example of task j counts
+/// for task i. Build it from a graph ([`TaskKernel::complete`], [`TaskKernel::disconnected`],
+/// [`TaskKernel::from_edges`]) or a matrix ([`TaskKernel::from_interaction`] and kin); the
+/// constructors validate, so prefer them to building a variant by hand.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum TaskKernel {
     /// `T = scale * I`: no task shares anything.
-    Disconnected { k: usize, scale: f64 },
+    Disconnected {
+        /// Number of tasks.
+        k: usize,
+        /// The diagonal value (> 0).
+        scale: f64,
+    },
     /// `T = (diag - off) I + off 11ᵀ`: every pair of tasks equally related.
-    Complete { k: usize, diag: f64, off: f64 },
+    Complete {
+        /// Number of tasks.
+        k: usize,
+        /// `T_ii`.
+        diag: f64,
+        /// `T_ij` for `i != j`.
+        off: f64,
+    },
     /// A general symmetric PSD `T` (row-major) and the connected component of each task.
     Dense {
+        /// Number of tasks.
         k: usize,
+        /// `T`, row-major, `k * k` values.
         t: Vec<f64>,
+        /// The connected component of each task (tasks in different components never interact).
         components: Vec<u32>,
     },
 }
@@ -63,8 +82,8 @@ impl TaskKernel {
     ///
     /// I + L is block diagonal by connected component, so T is factored component by component:
     /// the time is Σ c³ over the component sizes c (a graph of isolated pairs is linear in k), the
-    /// k x k result is sized through [`Need`] before anything is allocated, and the interrupt hook
-    /// is polled between columns ([`interrupt::check_now`]).
+    /// k x k result is checked against the memory available before anything is allocated, and
+    /// the interrupt hook is polled between columns ([`crate::interrupt`]).
     pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
         Self::by_component(k, edges, 1.0, |lap| {
             let mut a = lap;
@@ -315,6 +334,7 @@ impl TaskKernel {
         Ok(())
     }
 
+    /// Number of tasks k.
     pub fn n_tasks(&self) -> usize {
         match *self {
             Self::Disconnected { k, .. } | Self::Complete { k, .. } | Self::Dense { k, .. } => k,
@@ -353,6 +373,7 @@ impl TaskKernel {
         }
     }
 
+    /// Number of connected components of the task graph.
     pub fn n_components(&self) -> usize {
         match self {
             Self::Disconnected { k, .. } => *k,
@@ -368,6 +389,7 @@ impl TaskKernel {
         members
     }
 
+    /// `max_i T_ii`.
     pub fn max_diag(&self) -> f64 {
         match self {
             Self::Disconnected { scale, .. } => *scale,

@@ -47,7 +47,10 @@ fn check_common(n_features: usize, budget: usize) -> Result<()> {
     check_budget(budget)
 }
 
-/// The multitask Randomized Budget Perceptron (§4.1).
+/// MTRBP, the multitask Randomized Budget Perceptron (Alg. 3, §4.1): a kernel Perceptron over
+/// the multitask kernel that, once `budget` examples are stored, evicts one at random (seeded)
+/// to store the next. Built with [`Build::build`] from [`MTRBPParams`], a task kernel and a
+/// base kernel.
 #[allow(clippy::upper_case_acronyms)] // the paper's name
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTRBP {
@@ -66,11 +69,11 @@ pub struct MTRBP {
 }
 
 learner_params! {
-    /// MTRBP's hyper-parameters.
+    /// MTRBP's hyper-parameters; `Default` gives Python's `MTRBP()`.
     pub struct MTRBPParams {
-        /// The largest number of stored examples.
+        /// The largest number of stored examples (>= 1). Default 1000.
         pub budget: usize,
-        /// The seed of the eviction generator.
+        /// The seed of the eviction generator (SplitMix64). Default 0.
         pub seed: u64,
     }
 
@@ -125,14 +128,22 @@ impl MTRBP {
         ahead.add_term(&self.kernel, &self.tasks, x, task, y);
     }
 
+    /// The largest number of stored examples.
     pub fn budget(&self) -> usize {
         self.budget
     }
 
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
+    }
+
+    /// Number of stored examples evicted to keep within the budget.
     pub fn n_evictions(&self) -> u64 {
         self.n_evictions
     }
 
+    /// The stored examples.
     pub fn active_set(&self) -> &ActiveSet {
         &self.set
     }
@@ -199,7 +210,16 @@ impl OnlineLearner for MTRBP {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &self.index,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
     }
 
     fn update_ahead(
@@ -231,10 +251,13 @@ impl OnlineLearner for MTRBP {
 pub struct ShrinkStep {
     /// Coefficients of `p(chi) = a chi^2 + b chi + c`.
     pub a: f64,
+    /// See `a`.
     pub b: f64,
+    /// See `a`.
     pub c: f64,
-    /// `phi_r = f'_{i_r}(x_r)` and `sigma = |beta_r|`.
+    /// `phi_r = f'_{i_r}(x_r)`, the score the evicted example gets from the shrunk model.
     pub phi: f64,
+    /// `sigma = |beta_r|`, the evicted example's coefficient magnitude.
     pub sigma: f64,
     /// The shrinking coefficient chi*.
     pub chi: f64,
@@ -270,7 +293,10 @@ impl ShrinkStep {
     }
 }
 
-/// The multitask self-tuned Forgetron (§4.2).
+/// MTFORG, the multitask self-tuned Forgetron (eq. 3, §4.2): a budget kernel Perceptron that
+/// shrinks every coefficient before evicting the oldest example, keeping the removal damage
+/// within its bound. Built with [`Build::build`] from [`MTFORGParams`], a task kernel and a
+/// base kernel.
 #[allow(clippy::upper_case_acronyms)] // the paper's name
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTFORG {
@@ -301,11 +327,12 @@ pub struct MTFORG {
 pub const MAX_C_G: f64 = 1e100;
 
 learner_params! {
-    /// MTFORG's hyper-parameters.
+    /// MTFORG's hyper-parameters; `Default` gives Python's `MTFORG()`.
     pub struct MTFORGParams {
-        /// The largest number of stored examples.
+        /// The largest number of stored examples (>= 1). Default 1000.
         pub budget: usize,
-        /// R with `K'(x, x) <= R²` (1 for kernels bounded by one).
+        /// R with `K'(x, x) <= R²` (> 0; Gaussian and normalised kernels use 1 whatever is
+        /// given). Default 1.
         pub radius: f64,
     }
 
@@ -365,12 +392,24 @@ impl MTFORG {
         matches!(kernel.kind, KernelKind::Rbf { .. }) || kernel.normalize
     }
 
+    /// `c_G = R sqrt(max_i T_ii)` (§2.5), the constant of the damage bound.
     pub fn c_g(&self) -> f64 {
         self.c_g
     }
 
+    /// The radius R in use: 1 for Gaussian and normalised kernels, else the parameter's.
     pub fn radius(&self) -> f64 {
         self.radius
+    }
+
+    /// The largest number of stored examples.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// The task kernel T.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
     }
 
     /// Whether `K'(x, x) > R²` (beyond rounding): the instance breaks the damage bound's
@@ -389,6 +428,7 @@ impl MTFORG {
         self.last
     }
 
+    /// Number of stored examples evicted to keep within the budget.
     pub fn n_evictions(&self) -> u64 {
         self.n_evictions
     }
@@ -430,7 +470,13 @@ impl MTFORG {
         self.q = q;
         ahead.scale(step.chi);
         let row_r = self.set.rows().row(slot_r);
-        ahead.add_term(&self.kernel, &self.tasks, row_r, task_r, -self.scale * self.set.beta(slot_r));
+        ahead.add_term(
+            &self.kernel,
+            &self.tasks,
+            row_r,
+            task_r,
+            -self.scale * self.set.beta(slot_r),
+        );
         self.index.remove(&self.set, slot_r);
         self.set.remove_at(0);
         self.n_evictions += 1;
@@ -448,7 +494,15 @@ impl MTFORG {
 impl MTFORG {
     /// The update; the new element's term, the shrink and the removal are carried into the
     /// pending scores.
-    fn update_with(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<()> {
+    fn update_with(
+        &mut self,
+        x: Row,
+        task: usize,
+        y: f64,
+        score: f64,
+        ahead: &mut Ahead,
+        scratch: &mut Scratch,
+    ) -> Result<()> {
         let exceeded = self.exceeds_radius(&x);
         if is_update_mistake(y, score) {
             // beta_t = y, stored as b_t = y / s.
@@ -565,7 +619,16 @@ impl OnlineLearner for MTFORG {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &self.index, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &self.index,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
         out.iter_mut().for_each(|f| *f *= self.scale);
     }
 

@@ -30,12 +30,16 @@ use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckSt
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CwConstants {
+    /// `Phi^{-1}(eta)`, the standard normal quantile of the confidence.
     pub phi: f64,
+    /// `1 + phi^2/2`.
     pub psi: f64,
+    /// `1 + phi^2`.
     pub zeta: f64,
 }
 
 impl CwConstants {
+    /// The constants of `confidence` in (0.5, 1).
     pub fn new(confidence: f64) -> Result<Self> {
         check_within("confidence", confidence, 0.5, 1.0, true)?;
         let phi = normal_quantile(confidence);
@@ -187,6 +191,7 @@ pub const VARIANCE_FLOOR: f64 = 1e-12;
 type Change = (usize, f64, f64);
 
 impl CwModel {
+    #[cfg(test)]
     pub fn new(n_features: usize, a: f64) -> Self {
         Self {
             mu: vec![0.0; n_features],
@@ -204,6 +209,7 @@ impl CwModel {
         })
     }
 
+    #[cfg(test)]
     pub fn score(&self, x: &Row) -> f64 {
         x.dot(&self.mu)
     }
@@ -239,6 +245,7 @@ impl CwModel {
 
     /// One plain CW step with variances floored at `floor`; returns whether the model changed.
     /// On `Err` (a non-finite step) the model is unchanged.
+    #[cfg(test)]
     pub fn update(&mut self, c: &CwConstants, x: &Row, y: f64, floor: f64) -> Result<bool> {
         let mut changes = Vec::new();
         self.step_changes(c, x, y, floor, &mut changes)?;
@@ -258,6 +265,9 @@ fn finish_changes(changes: &mut [Change], floor: f64, which: &str, alpha: f64, b
     Ok(())
 }
 
+/// CW-COL (Li et al., CIKM 2011; reconstructed in §6.4): confidence-weighted learning with a
+/// global model and one model per task, each task's prior mixing the two by `omega`. A linear
+/// learner: no kernels. Built with [`CwCol::new`] or [`Build::build`] from [`CwColParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CwCol {
     n_features: usize,
@@ -276,13 +286,13 @@ pub struct CwCol {
 }
 
 learner_params! {
-    /// CW-COL's hyper-parameters (§6.4).
+    /// CW-COL's hyper-parameters (§6.4); `Default` gives Python's `CWCOL()`.
     pub struct CwColParams {
-        /// The confidence η of the CW update.
+        /// The confidence η of the CW update, in (0.5, 1). Default 0.85.
         pub confidence: f64,
-        /// The initial variance.
+        /// The initial variance (> 0). Default 1.
         pub a: f64,
-        /// The weight of the global model in the prior, in [0, 1].
+        /// The weight of the global model in the prior, in [0, 1]. Default 0.5.
         pub omega: f64,
     }
 
@@ -341,11 +351,14 @@ impl TryCopy for CwModel {
 }
 
 impl CwCol {
+    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
+    /// [`CwColParams`], checked).
     pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
         let params = CwColParams { confidence, a, omega };
         Self::build(&params, &Setting::new(n_tasks, n_features, false))
     }
 
+    /// The constants of the model's confidence.
     pub fn constants(&self) -> CwConstants {
         self.constants
     }
@@ -430,7 +443,9 @@ impl CheckState for CwCol {
     fn check_state(&self) -> Result<()> {
         // Lengths first: they bound the sizes by the payload before `new` allocates.
         check_counts("CW-COL", &[self.n_updates, self.n_global_updates])?;
-        ensure(self.a.is_finite() && self.a > 0.0, || format!("CW-COL: a = {} must be finite and > 0", self.a))?;
+        ensure(self.a.is_finite() && self.a > 0.0, || {
+            format!("CW-COL: a = {} must be finite and > 0", self.a)
+        })?;
         self.global.check_state(self.n_features, self.a)?;
         check_len("CW individual models", self.individual.len(), self.n_tasks)?;
         // The settings must be ones `new` accepts, and the constants those of the confidence.

@@ -207,9 +207,4 @@ impl LinearWeights {
         .count::<f64>(&[n_tasks, n_features])
         .map(drop)
     }
-
-    /// Number of allocated weight blocks (the memory in use, in units of d floats).
-    pub fn n_blocks(&self) -> usize {
-        self.blocks.iter().filter(|b| b.is_some()).count() + usize::from(self.shared.is_some())
-    }
 }

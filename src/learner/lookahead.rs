@@ -32,10 +32,12 @@ impl<'w, 'a> Ahead<'w, 'a> {
         }
     }
 
+    /// Whether no row is pending.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
     }
 
+    /// The pending rows' scores, as brought up to date so far.
     pub fn scores(&self) -> &[f64] {
         self.scores
     }

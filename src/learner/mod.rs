@@ -137,51 +137,49 @@ macro_rules! kernel_shape {
     };
 }
 
-/// The one list of native learners, grouped by the module that defines them. Each line gives a
-/// learner's kind (the string `NativeLearner.build` takes), its variant in the binding's enum, its
-/// type and its parameter type. `learner_table!(callback)` hands the list to a macro: below,
-/// `declare_learners!` declares the modules and re-exports the learner types; the binding
-/// (src/python/registry.rs) makes its enum, every dispatch over it, the kinds and the builder.
-/// Adding a learner is one line here (and its `mod` group if the module is new).
+/// The one list of native learners. Each line gives a learner's kind (the string
+/// `NativeLearner.build` takes and [`AnyLearner::kind`] gives), its variant in [`AnyLearner`],
+/// its type and its parameter type. `learner_table!(callback)` hands the list to a macro: the
+/// crate's [`AnyLearner`] (src/model.rs) makes its enum and every dispatch over it; the binding
+/// (src/python/registry.rs) the builder from Python parameters. Adding a learner is one line
+/// here (and its `mod` line below if the module is new).
 ///
-/// The binding's enum is serialised (pickles, model files) in this order, the layout since
+/// [`AnyLearner`] is serialised (pickles, model files) in this order, the layout since
 /// STATE_VERSION 3: append only.
+///
+/// [`AnyLearner`]: crate::model::AnyLearner
+/// [`AnyLearner::kind`]: crate::model::AnyLearner::kind
 macro_rules! learner_table {
     ($callback:ident) => {
         $callback! {
-            mod perceptron { "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams); }
-            mod projectron {
-                "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
-                "mtbprj2" => Mtbprj2(MTBPRJ2, MTBPRJ2Params);
-            }
-            mod cw { "cw_col" => CwCol(CwCol, CwColParams); }
-            mod omtrl { "omtrl" => Omtrl(Omtrl, OmtrlParams); }
-            mod omtl { "omtl" => Omtl(Omtl, OmtlParams); }
-            pub mod batch_mtl { "batch_mtl" => BatchMtl(BatchMtl, BatchMtlParams); }
-            mod romco { "romco" => Romco(Romco, RomcoParams); }
-            mod pa { "passive_aggressive" => PassiveAggressive(PassiveAggressive, PassiveAggressiveParams); }
-            mod budget {
-                "mt_rbp" => MTRBP(MTRBP, MTRBPParams);
-                "mt_forg" => MTFORG(MTFORG, MTFORGParams);
-            }
-            mod mt_linear { "mt_linear" => MTLinear(MTLinear, MTLinearParams); }
+            "mt_perceptron" => MTPerceptron(MTPerceptron, NoParams);
+            "mtbprj" => Mtbprj(MTBPRJ, ProjectronParams);
+            "mtbprj2" => Mtbprj2(MTBPRJ2, MTBPRJ2Params);
+            "cw_col" => CwCol(CwCol, CwColParams);
+            "omtrl" => Omtrl(Omtrl, OmtrlParams);
+            "omtl" => Omtl(Omtl, OmtlParams);
+            "batch_mtl" => BatchMtl(BatchMtl, BatchMtlParams);
+            "romco" => Romco(Romco, RomcoParams);
+            "passive_aggressive" => PassiveAggressive(PassiveAggressive, PassiveAggressiveParams);
+            "mt_rbp" => MTRBP(MTRBP, MTRBPParams);
+            "mt_forg" => MTFORG(MTFORG, MTFORGParams);
+            "mt_linear" => MTLinear(MTLinear, MTLinearParams);
         }
     };
 }
-#[cfg(feature = "python")] // the binding reads it
 pub(crate) use learner_table;
 
-/// The learner modules of [`learner_table!`], each with its learner types re-exported.
-macro_rules! declare_learners {
-    ($($vis:vis mod $module:ident { $($kind:literal => $variant:ident($ty:ident, $params:ident);)* })*) => {
-        $(
-            $vis mod $module;
-            pub use $module::{$($ty),*};
-        )*
-    };
-}
+pub mod batch_mtl;
+mod budget;
+mod cw;
+mod mt_linear;
+mod omtl;
+mod omtrl;
+mod pa;
+mod perceptron;
+mod projectron;
+mod romco;
 
-learner_table!(declare_learners);
 #[cfg(test)]
 mod atomicity_tests;
 mod linear;
@@ -191,21 +189,23 @@ mod spec;
 mod test_support;
 mod undo;
 
-pub use self::omtl::{omtl_tau, GlobalNorm, OmtlParams};
+#[cfg(feature = "python")]
+pub(crate) use self::omtl::omtl_tau;
+pub use self::omtl::{GlobalNorm, Omtl, OmtlParams};
 pub use crate::kernel::ActiveSet;
-pub use batch_mtl::{BatchMtlParams, Regularizer, SolveReport, SolverOptions};
-pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep};
-pub use cw::{normal_quantile, CwColParams, CwConstants, CwModel};
-pub use linear::LinearWeights;
+pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOptions};
+pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep, MTFORG, MTRBP};
+pub use cw::{CwCol, CwColParams, CwConstants};
+pub(crate) use linear::LinearWeights;
 pub use lookahead::Ahead;
-pub use mt_linear::{
-    logistic_margin_gain, sigmoid, Loss, MTLinearParams, UpdateRule, DENSE_MAX_BYTES, DENSE_MAX_WIDTH, MAX_HASH_BITS,
-};
-pub use omtrl::{OmtrlParams, RelationUpdate};
-pub use pa::{PaVariant, PassiveAggressiveParams};
-pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold};
-pub use romco::{RomcoParams, RomcoTrigger, SvtRoute};
-pub use spec::{check_c, check_nonnegative, Build, NoParams, ParamGuard, Setting};
+pub use mt_linear::{Loss, MTLinear, MTLinearParams, UpdateRule, MAX_HASH_BITS};
+pub use omtrl::{Omtrl, OmtrlParams, RelationUpdate};
+pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};
+pub use perceptron::MTPerceptron;
+pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
+pub(crate) use spec::{check_c, check_nonnegative};
+pub use spec::{Build, NoParams, ParamGuard, Setting};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
@@ -215,13 +215,30 @@ use crate::kernel::{BaseKernel, Scratch};
 /// One round of protocol P2 (ALGORITHMS.md §1.2): rows of distinct tasks, their tasks and labels.
 #[derive(Debug, Clone, Copy)]
 pub struct Round<'a> {
+    /// The instances.
     pub rows: &'a [Row<'a>],
+    /// Their tasks (distinct, each `< n_tasks`).
     pub tasks: &'a [usize],
+    /// Their labels, ±1.
     pub y: &'a [f64],
 }
 
+/// An online binary classifier over many tasks: every learner of the crate implements it.
+///
+/// The protocol (ALGORITHMS.md §1.1): for each example `(x, task)` the learner gives a real
+/// score ([`OnlineLearner::score`]; its sign is the prediction, 0 predicting +1), then receives
+/// the label ±1 and may update ([`OnlineLearner::update`]). Most users call the batch functions
+/// instead — [`learn`], [`decision`], [`learn_rounds`] and their `_grown` forms — which validate
+/// a whole batch first and are atomic; the per-row methods take the caller's [`Scratch`] and
+/// trust the caller with shapes (a task `< n_tasks()`, a row of `n_features()` columns).
+///
+/// Besides the methods every learner defines (`score`, `update`, `n_tasks`, `n_features`,
+/// `n_updates`, `n_active`), the provided ones are hooks with correct defaults: lookahead
+/// scoring, joint rounds, growing the task set, an undo journal and diagnostics.
 pub trait OnlineLearner {
+    /// Number of tasks; task ids run over `0..n_tasks()`.
     fn n_tasks(&self) -> usize;
+    /// Number of features: the width of every row.
     fn n_features(&self) -> usize;
 
     /// The real-valued score `f_task(x)` of the current model.
@@ -304,7 +321,7 @@ pub trait OnlineLearner {
     }
 
     /// The base kernel of a kernel learner (`None` for linear models): the batch functions check
-    /// every row's `K'(x, x)` against it ([`validate_learn_batch`]).
+    /// every row's `K'(x, x)` against it.
     fn base_kernel(&self) -> Option<&BaseKernel> {
         None
     }
@@ -454,7 +471,7 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
 
 /// The scores of `rows` one at a time through [`OnlineLearner::score`]: the default
 /// [`OnlineLearner::score_ahead`], for learners (or forms of one) with no window of their own.
-pub fn score_each<L: OnlineLearner + ?Sized>(
+pub(crate) fn score_each<L: OnlineLearner + ?Sized>(
     model: &L,
     rows: &[Row],
     tasks: &[usize],
@@ -478,7 +495,7 @@ pub fn learn<L: OnlineLearner + Clone>(model: &mut L, rows: &Rows, tasks: &[i64]
 }
 
 /// Checks round ids (§1.2): one per row, non-decreasing, each task at most once per round.
-pub fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
+pub(crate) fn validate_rounds(tasks: &[i64], rounds: &[i64], n_tasks: usize) -> Result<()> {
     let bad = |reason: String| Err(Error::InvalidParameter { name: "rounds", reason });
     if rounds.len() != tasks.len() {
         return Err(Error::LengthMismatch {
@@ -741,7 +758,7 @@ pub fn predict_sign(score: f64) -> f64 {
 
 /// Update-mistake test used by every Perceptron-type rule: `y f <= 0`.
 #[inline]
-pub fn is_update_mistake(y: f64, score: f64) -> bool {
+pub(crate) fn is_update_mistake(y: f64, score: f64) -> bool {
     y * score <= 0.0
 }
 

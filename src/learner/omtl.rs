@@ -20,14 +20,19 @@ use crate::learner::undo::{try_copy_slice, SlotJournal};
 use crate::learner::{check_c, Build, OnlineLearner, Round, Setting};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
+/// The absolute norm that combines a round's hinge losses into OMTL's global loss (§6.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GlobalNorm {
+    /// The sum of the losses (PA-I per task).
     L1,
+    /// The Euclidean norm of the losses.
     L2,
+    /// The largest loss.
     LInf,
 }
 
 impl GlobalNorm {
+    /// The norm named `"l1"`, `"l2"` or `"linf"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "l1" => Ok(Self::L1),
@@ -156,6 +161,9 @@ fn linf_water_filling(losses: &[f64], sq_norms: &[f64], c: f64, active: &[usize]
     }
 }
 
+/// OMTL (Dekel, Long & Singer, COLT 2006; §6.2): one linear model per task, updated jointly per
+/// round (protocol P2) with a shared loss. Built with [`Omtl::new`] or [`Build::build`] from
+/// [`OmtlParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Omtl {
     n_features: usize,
@@ -172,14 +180,14 @@ pub struct Omtl {
 }
 
 learner_params! {
-    /// OMTL's hyper-parameters (§6.2).
+    /// OMTL's hyper-parameters (§6.2); `Default` gives Python's `OMTL()`.
     pub struct OmtlParams {
-        /// The aggressiveness C (> 0).
+        /// The aggressiveness C (> 0; Python's `C`). Default 1.
         #[cfg_attr(feature = "python", pyo3(item("C")))]
         pub c: f64,
-        /// The absolute norm of the joint update.
+        /// The absolute norm of the joint update. Default [`GlobalNorm::LInf`].
         pub global_norm: GlobalNorm,
-        /// The explicit rather than the implicit update.
+        /// The explicit rather than the implicit update. Default `false`.
         pub explicit: bool,
     }
 
@@ -218,6 +226,8 @@ impl Build for Omtl {
 }
 
 impl Omtl {
+    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
+    /// [`OmtlParams`], checked).
     pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
         let params = OmtlParams {
             c,
@@ -251,7 +261,8 @@ impl Omtl {
         for (r, _) in rows.iter().enumerate() {
             if tau[r] > 0.0 {
                 let (t, weights) = (tasks[r], &self.weights);
-                self.journal.touch_with(t, || try_copy_slice(&weights[t * d..(t + 1) * d]))?;
+                self.journal
+                    .touch_with(t, || try_copy_slice(&weights[t * d..(t + 1) * d]))?;
             }
         }
         self.n_rounds += 1;
@@ -349,7 +360,9 @@ impl OnlineLearner for Omtl {
         (self.n_updates, self.n_rounds, self.n_tasks) = (n_updates, n_rounds, n_tasks as usize);
         self.weights.truncate(self.n_tasks * d);
         let weights = &mut self.weights;
-        let _ = self.journal.rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
+        let _ = self
+            .journal
+            .rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
     }
 }
 

@@ -28,14 +28,19 @@ use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
+/// How OMTRL refreshes its task coupling `A^{-1}` from the weights `W` (§6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RelationUpdate {
+    /// `A^{-1} = (WᵀW)^{1/2} / tr((WᵀW)^{1/2})`.
     Batch,
+    /// `A^{-1} += η sym(WᵀW)`.
     LogDet,
+    /// `A = exp(log A - η sym(WᵀW))`.
     VonNeumann,
 }
 
 impl RelationUpdate {
+    /// The rule named `"batch"`, `"logdet"` or `"vonneumann"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "batch" => Ok(Self::Batch),
@@ -49,6 +54,9 @@ impl RelationUpdate {
     }
 }
 
+/// OMTRL (Saha et al., AISTATS 2011; §6.3): a multitask linear Perceptron whose task coupling
+/// is learned from the weights. Built with [`Omtrl::new`] or [`Build::build`] from
+/// [`OmtrlParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Omtrl {
     n_features: usize,
@@ -74,13 +82,14 @@ pub struct Omtrl {
 }
 
 learner_params! {
-    /// OMTRL's hyper-parameters (§6.3).
+    /// OMTRL's hyper-parameters (§6.3); `Default` gives Python's `OMTRL()`.
     pub struct OmtrlParams {
-        /// How the task coupling is learned.
+        /// How the task coupling is learned. Default [`RelationUpdate::Batch`].
         pub relation_update: RelationUpdate,
-        /// The step of the coupling update (>= 0).
+        /// The step of the coupling update (>= 0). Default 1e-3.
         pub eta: f64,
-        /// The coupling is refreshed every `epoch` examples.
+        /// The warm-up: the coupling stays `(I + 11ᵀ)/(k+1)` for the first `epoch` examples and
+        /// is refreshed after every example from then on. Default 1000.
         pub epoch: u64,
     }
 
@@ -129,6 +138,8 @@ impl Build for Omtrl {
 }
 
 impl Omtrl {
+    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
+    /// [`OmtrlParams`], checked).
     pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
         let params = OmtrlParams {
             relation_update: update,

@@ -17,14 +17,19 @@ use crate::learner::undo::SlotJournal;
 use crate::learner::{check_c, Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
+/// The Passive-Aggressive step rule (§6.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaVariant {
+    /// PA: `τ = ℓ / ||x||²`.
     Pa,
+    /// PA-I: `τ = min(C, ℓ / ||x||²)`.
     Pa1,
+    /// PA-II: `τ = ℓ / (||x||² + 1/(2C))`.
     Pa2,
 }
 
 impl PaVariant {
+    /// The variant named `"pa"`, `"pa1"` or `"pa2"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "pa" => Ok(Self::Pa),
@@ -50,6 +55,9 @@ impl PaVariant {
     }
 }
 
+/// The Passive-Aggressive baselines (Crammer et al., JMLR 2006; §6.1): PA-Unique (one linear
+/// model per task) or PA-Global (one model for all tasks). Built with
+/// [`PassiveAggressive::new`] or [`Build::build`] from [`PassiveAggressiveParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PassiveAggressive {
     n_tasks: usize,
@@ -65,13 +73,15 @@ pub struct PassiveAggressive {
 }
 
 learner_params! {
-    /// The Passive-Aggressive learners' hyper-parameters (§6.1).
+    /// The Passive-Aggressive learners' hyper-parameters (§6.1); `Default` gives Python's
+    /// `PAUnique()`.
     pub struct PassiveAggressiveParams {
-        /// PA-Global (one model for all tasks) rather than PA-Unique.
+        /// PA-Global (one model for all tasks) rather than PA-Unique. Default `false`.
         pub shared: bool,
-        /// The aggressiveness C (> 0).
+        /// The aggressiveness C (> 0; Python's `C`). Default 1.
         #[cfg_attr(feature = "python", pyo3(item("C")))]
         pub c: f64,
+        /// The step rule. Default [`PaVariant::Pa1`].
         pub variant: PaVariant,
     }
 
@@ -118,6 +128,8 @@ fn check_vectors(n_blocks: usize, n_features: usize) -> Result<()> {
 }
 
 impl PassiveAggressive {
+    /// An empty model over `n_tasks` tasks and `n_features` features: PA-Global when `global`,
+    /// else PA-Unique; `c` is the aggressiveness C (> 0).
     pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
         let params = PassiveAggressiveParams {
             shared: global,

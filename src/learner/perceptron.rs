@@ -12,7 +12,9 @@ use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
-use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting, score_each};
+use crate::learner::{
+    is_update_mistake, score_each, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting,
+};
 use crate::state::{check_counts, ensure, CheckState};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -22,6 +24,9 @@ enum Model {
     Dual(ActiveSet, SparseIndex),
 }
 
+/// The multitask kernel Perceptron (Cavallanti, Cesa-Bianchi & Gentile, JMLR 2010; §3.3): no
+/// budget, every update-mistake is stored. With the linear kernel the model is kept in primal
+/// form (O(nnz) per example). Built with [`MTPerceptron::new`]; no hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTPerceptron {
     kernel: BaseKernel,
@@ -65,10 +70,12 @@ impl MTPerceptron {
         })
     }
 
+    /// The task kernel T.
     pub fn task_kernel(&self) -> &TaskKernel {
         &self.tasks
     }
 
+    /// Whether the model is kept as weight vectors (linear kernel) rather than an active set.
     pub fn is_primal(&self) -> bool {
         matches!(self.model, Model::Primal(_))
     }

@@ -10,10 +10,16 @@ use crate::kernel::{BaseKernel, TaskKernel};
 /// tasks) and the base kernel.
 #[derive(Debug, Clone, Copy)]
 pub struct Setting<'a> {
+    /// Number of tasks (>= 1; the task kernel's when one is given).
     pub n_tasks: usize,
+    /// Number of features, the width of every row (>= 1).
     pub n_features: usize,
+    /// Store rows sparse (a kernel learner's active set); a hint about the data, not a
+    /// requirement: rows of either kind are accepted.
     pub sparse: bool,
+    /// The task kernel, for the learners that take one.
     pub task_kernel: Option<&'a TaskKernel>,
+    /// The base kernel, for the kernel learners.
     pub kernel: Option<BaseKernel>,
 }
 
@@ -74,6 +80,9 @@ impl<'a> Setting<'a> {
 /// A learner's hyper-parameter type (`XParams`): one check of every value, returning the
 /// engine's error (linfa's `ParamGuard`).
 pub trait ParamGuard {
+    /// `Ok` when every value is in range, else the first [`Error::InvalidParameter`] found.
+    ///
+    /// [`Error::InvalidParameter`]: crate::Error::InvalidParameter
     fn check(&self) -> Result<()>;
 }
 
@@ -93,7 +102,7 @@ pub trait Build: Sized {
         Self::from_checked(params, setting)
     }
 
-    /// A kernel learner over `tasks` and `kernel` (the shorthand of the Rust tests and benches).
+    /// A kernel learner over `tasks` and `kernel`: [`Build::build`] with [`Setting::over`].
     fn with_kernels(
         tasks: &TaskKernel,
         kernel: BaseKernel,

@@ -241,6 +241,7 @@ impl ThinSvd {
     }
 
     /// Columns of the d-side basis `B`.
+    #[cfg(test)]
     pub fn basis_cols(&self) -> usize {
         self.m
     }

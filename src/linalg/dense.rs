@@ -5,14 +5,19 @@ use nalgebra::DMatrix;
 
 use crate::error::{Error, Result};
 
-/// A square row-major matrix with its order.
+/// A square row-major matrix with its order (a task graph's interaction matrix or a task
+/// kernel, as [`TaskKernel::from_interaction`](crate::kernel::TaskKernel::from_interaction) and
+/// kin take it). Symmetry is checked by those who need it, not here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SymMatrix {
+    /// The order (number of rows and of columns).
     pub n: usize,
+    /// The entries, row-major, `n * n` of them.
     pub data: Vec<f64>,
 }
 
 impl SymMatrix {
+    /// An `n x n` matrix over `data` (row-major); an error unless `data` has `n * n` entries.
     pub fn new(n: usize, data: Vec<f64>) -> Result<Self> {
         if data.len() != n * n {
             return Err(Error::InvalidTaskRelation(format!(
@@ -24,12 +29,14 @@ impl SymMatrix {
         Ok(Self { n, data })
     }
 
+    /// The `n x n` identity.
     pub fn identity(n: usize) -> Self {
         let mut data = vec![0.0; n * n];
         (0..n).for_each(|i| data[i * n + i] = 1.0);
         Self { n, data }
     }
 
+    /// `M[i, j]`.
     #[inline]
     pub fn get(&self, i: usize, j: usize) -> f64 {
         self.data[i * self.n + j]
@@ -47,6 +54,7 @@ impl SymMatrix {
         worst
     }
 
+    /// Largest absolute entry.
     pub fn max_abs(&self) -> f64 {
         self.data.iter().fold(0.0f64, |m, v| m.max(v.abs()))
     }

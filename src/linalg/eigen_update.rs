@@ -17,7 +17,9 @@ use crate::linalg::simd::matmul;
 /// unit eigenvector of `values[j]`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Eigen {
+    /// The eigenvalues, unsorted.
     pub values: Vec<f64>,
+    /// Row-major `n x n`; column `j` is the unit eigenvector of `values[j]`.
     pub vectors: Vec<f64>,
 }
 
@@ -49,6 +51,7 @@ impl Rotation {
 }
 
 /// The eigendecomposition of `diag(d) + ρ v vᵀ`. `None` for non-finite input.
+#[cfg(any(test, feature = "bench"))] // the learners use the solver form
 pub fn diagonal_plus_rank_one(d: &[f64], rho: f64, v: &[f64]) -> Option<Eigen> {
     let n = d.len();
     let mut out = Eigen {
@@ -555,6 +558,7 @@ fn pole_model_zero(c: f64, s_j: f64, delta_j: f64, next: Option<(f64, f64)>) -> 
 /// The eigendecomposition of `Ĉ = C + g eᵢᵀ + eᵢ gᵀ + α eᵢeᵢᵀ` given `C = Z diag(mu) Zᵀ`
 /// (`z` row-major `n x n`, orthogonal): the Gram matrix of `U + a eᵢᵀ` when `C = UᵀU`,
 /// `g = Uᵀa` and `α = ||a||²`. See [`ColumnUpdater::update`]. `None` for non-finite input.
+#[cfg(any(test, feature = "bench"))] // the learners use ColumnUpdater
 pub fn column_update(z: &[f64], mu: &[f64], i: usize, g: &[f64], alpha: f64) -> Option<Eigen> {
     let mut out = Eigen::default();
     ColumnUpdater::default().update(z, mu, i, g, alpha, &mut out)?;

@@ -132,12 +132,9 @@ impl InverseGram {
         Ok(())
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.n
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
     }
 
     /// The total jitter `ε` added to the diagonal of `H` by recomputes so far.
@@ -171,6 +168,7 @@ impl InverseGram {
 
     /// `H[i, j]` (its diagonal includes the jitter).
     #[inline]
+    #[cfg(test)]
     pub fn h(&self, i: usize, j: usize) -> f64 {
         self.h[i * self.cap + j]
     }
@@ -203,11 +201,13 @@ impl InverseGram {
     }
 
     /// The residual `1/sqrt(Q_jj)` of element `j` against the other elements.
+    #[cfg(test)]
     pub fn loo_residual(&self, j: usize) -> f64 {
         1.0 / self.q(j, j).sqrt()
     }
 
     /// The coefficients `γ_l = -Q_lj / Q_jj` (`γ_j = 0`) projecting element `j` onto the others.
+    #[cfg(test)]
     pub fn loo_coefficients(&self, j: usize, out: &mut Vec<f64>) {
         let qjj = self.q(j, j);
         out.clear();
@@ -299,6 +299,7 @@ impl InverseGram {
     }
 
     /// Swaps positions `a` and `b` in `H` (rows and columns; `H` is kept in full).
+    #[cfg(test)]
     fn swap_h(&mut self, a: usize, b: usize) {
         if a == b {
             return;
@@ -313,6 +314,7 @@ impl InverseGram {
     }
 
     /// Removes position `r`: the last position moves into `r` (swap-remove).
+    #[cfg(test)]
     pub fn remove(&mut self, r: usize) {
         let n = self.n;
         debug_assert!(r < n);

@@ -7,10 +7,9 @@ pub mod eigen_update;
 mod inverse_gram;
 pub(crate) mod jacobi;
 // The SIMD kernels live below `data` (src/simd/); the old path stays for the linalg code.
-pub use crate::simd;
+pub(crate) use crate::simd;
 pub mod svt;
 
 pub(crate) use dense::symmetrize as dense_symmetrize;
 pub use dense::{cholesky_inverse, column_to_row_major, sym_eigen, sym_sqrt, SymMatrix};
 pub use inverse_gram::InverseGram;
-pub use inverse_gram::{EPS_INS, JITTER_FIRST, JITTER_LAST, N_CHK, N_REF, TAU_RES};

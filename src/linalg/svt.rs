@@ -15,7 +15,7 @@
 //!   TSQR, so no second `d x k` matrix is ever held) and the SVD of the small `R = W Σ Zᵀ`. Then
 //!   `Q_R W diag((σ-θ)_+) Zᵀ = M Z diag(π) Zᵀ`, so route (a) too ends in `M Π`, with σ and Z
 //!   as accurate as the QR;
-//! - [`svt_explicit`]: the literal (a) of §5.5, forming `Q_R` (used by tests only: it holds
+//! - `svt_explicit`: the literal (a) of §5.5, forming `Q_R` (used by tests only: it holds
 //!   extra `d x k` matrices).
 //!
 //! Matrices of size `d x k` are column-major slices (column `c` is `m[c*d..(c+1)*d]`); the
@@ -507,6 +507,7 @@ pub fn weighted_outer_product(z: &[f64], k: usize, q: usize, f: &[f64]) -> Vec<f
 
 /// The literal route (a) of §5.5: `Q_R W diag((σ-θ)_+) Zᵀ` with `Q_R` formed explicitly.
 /// Returns the column-major result and the singular values of `M`. For tests and checks only.
+#[cfg(any(test, feature = "python"))]
 pub fn svt_explicit(m: &[f64], d: usize, k: usize, theta: f64) -> Option<(Vec<f64>, Vec<f64>)> {
     if k == 0 || d == 0 || m.iter().any(|v| !v.is_finite()) {
         return None;

@@ -10,17 +10,17 @@ use crate::learner::learner_table;
 
 /// The comparison for every kind of [`learner_table!`].
 macro_rules! default_comparison {
-    ($($vis:vis mod $module:ident { $($kind:literal => $variant:ident($ty:ident, $params:ident);)* })*) => {
+    ($($kind:literal => $variant:ident($ty:ident, $params:ident);)*) => {
         /// `None` when `params` (a mapping, as `NativeLearner.build` takes) reads as the default
         /// parameters of learner `kind`; otherwise both, as the engine prints them.
         #[pyfunction]
         fn differs_from_default(kind: &str, params: &Bound<'_, PyAny>) -> PyResult<Option<String>> {
             match kind {
-                $($($kind => {
+                $($kind => {
                     let given: crate::learner::$params = params.extract()?;
                     let default = <crate::learner::$params as Default>::default();
                     Ok((given != default).then(|| format!("given {given:?}, default {default:?}")))
-                })*)*
+                })*
                 _ => Err(PyValueError::new_err(format!("unknown learner kind {kind:?}"))),
             }
         }

@@ -1,7 +1,7 @@
 //! One Python class, `NativeLearner`, for every native learner: built by `NativeLearner.build(kind,
 //! params, ...)` over the registry's enum ([`super::registry`]). The Python front end
 //! (`omtl._base`) does label handling and validation; this layer checks again, releases the GIL
-//! for the batch loop and serialises state for pickling ([`super::pickling`]).
+//! for the batch loop and serialises state for pickling and model files ([`crate::model::AnyLearner::to_bytes`]).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -14,94 +14,11 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::convert::{guarded, slice1, to_pyerr, RowsArg};
 use super::kernels::{NativeKernel, NativeTaskKernel};
-use super::pickling::{decode_state, encode_state};
 use super::registry::AnyLearner;
-use crate::data::{Row, Rows};
+use crate::data::Rows;
 use crate::error::Error;
-use crate::kernel::Scratch;
 use crate::learner::{self, CwCol, OnlineLearner, Setting};
 use crate::state::CheckState;
-
-/// The batch functions of the engine take any `OnlineLearner + Clone` (a multi-row batch runs
-/// on a clone, for atomicity): the enum is one, by delegation.
-// Every method delegates, the provided ones included: a default here would silently replace
-// the learner's own (its base kernel for the row checks, its joint rounds).
-impl OnlineLearner for AnyLearner {
-    fn n_tasks(&self) -> usize {
-        self.get().n_tasks()
-    }
-    fn n_features(&self) -> usize {
-        self.get().n_features()
-    }
-    fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
-        self.get().score(x, task, scratch)
-    }
-    fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> crate::Result<()> {
-        self.get_mut().update(x, task, y, score, scratch)
-    }
-    fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> crate::Result<f64> {
-        self.get_mut().learn_one(x, task, y, scratch)
-    }
-    fn learn_round(&mut self, round: learner::Round, scores: &mut [f64], scratch: &mut Scratch) -> crate::Result<()> {
-        self.get_mut().learn_round(round, scores, scratch)
-    }
-    fn score_round(&self, round: learner::Round, scores: &mut [f64], scratch: &mut Scratch) {
-        self.get().score_round(round, scores, scratch)
-    }
-    fn joint_rounds(&self) -> bool {
-        self.get().joint_rounds()
-    }
-    fn base_kernel(&self) -> Option<&crate::kernel::BaseKernel> {
-        self.get().base_kernel()
-    }
-    fn prefetch(&self, x: Row, task: usize) {
-        self.get().prefetch(x, task)
-    }
-    fn n_updates(&self) -> u64 {
-        self.get().n_updates()
-    }
-    fn n_active(&self) -> usize {
-        self.get().n_active()
-    }
-    fn diagnostics(&self) -> Vec<(&'static str, f64)> {
-        self.get().diagnostics()
-    }
-    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
-        self.get().arrays()
-    }
-    fn add_tasks(&mut self, n: usize) -> crate::Result<()> {
-        self.get_mut().add_tasks(n)
-    }
-    fn journal_begin(&mut self) -> bool {
-        self.get_mut().journal_begin()
-    }
-    fn journal_commit(&mut self) {
-        self.get_mut().journal_commit()
-    }
-    fn journal_rollback(&mut self) {
-        self.get_mut().journal_rollback()
-    }
-    fn scores_new_tasks(&self) -> bool {
-        self.get().scores_new_tasks()
-    }
-    fn lookahead(&self) -> usize {
-        self.get().lookahead()
-    }
-    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        self.get().score_ahead(rows, tasks, out, scratch)
-    }
-    fn update_ahead(
-        &mut self,
-        x: Row,
-        task: usize,
-        y: f64,
-        score: f64,
-        ahead: &mut learner::Ahead,
-        scratch: &mut Scratch,
-    ) -> crate::Result<bool> {
-        self.get_mut().update_ahead(x, task, y, score, ahead, scratch)
-    }
-}
 
 /// A native model. Every method runs under the model's lock, waited for with the GIL released
 /// (a thread holding the lock may need the GIL to poll for signals), so concurrent calls on one
@@ -111,7 +28,7 @@ pub struct NativeLearner {
     inner: Mutex<AnyLearner>,
 }
 
-fn wrap(inner: AnyLearner) -> NativeLearner {
+pub(super) fn wrap(inner: AnyLearner) -> NativeLearner {
     NativeLearner {
         inner: Mutex::new(inner),
     }
@@ -155,7 +72,11 @@ fn signal_hook(raised: Rc<RefCell<Option<PyErr>>>) -> Box<dyn FnMut() -> bool> {
 impl NativeLearner {
     /// Runs `f` on the model with its lock held, the GIL released and panics caught. `f`'s own
     /// error is returned as is (the caller maps it).
-    fn with_model<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&mut AnyLearner) -> T + Send) -> PyResult<T> {
+    pub(super) fn with_model<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut AnyLearner) -> T + Send,
+    ) -> PyResult<T> {
         let key = std::ptr::from_ref(self) as usize;
         if HELD.with(|h| h.borrow().contains(&key)) {
             return Err(PyRuntimeError::new_err(
@@ -293,7 +214,7 @@ impl NativeLearner {
                 ))
             }
         };
-        Ok(wrap(AnyLearner::build(kind, params, &setting)?))
+        Ok(wrap(super::registry::build(kind, params, &setting)?))
     }
 
     /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
@@ -428,7 +349,7 @@ impl NativeLearner {
 
     /// The versioned, serialised state (for pickling and `omtl.save`).
     fn to_bytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = self.run(py, |m| encode_state(m))?;
+        let bytes = self.run(py, |m| m.to_bytes())?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -436,7 +357,7 @@ impl NativeLearner {
     /// checked ([`CheckState`]); anything else raises ValueError. Runs without the GIL.
     #[staticmethod]
     fn from_bytes(py: Python<'_>, state: &[u8]) -> PyResult<Self> {
-        let inner = py.detach(|| guarded(|| decode_state(state)))?;
+        let inner = py.detach(|| guarded(|| AnyLearner::from_bytes(state)))?;
         Ok(wrap(inner))
     }
 

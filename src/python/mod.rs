@@ -7,8 +7,8 @@ mod events;
 mod io;
 mod kernels;
 mod learners;
+mod model_file;
 mod params;
-mod pickling;
 mod registry;
 mod small;
 mod testing;
@@ -29,9 +29,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(small::learn_small, m)?)?;
     m.add_function(wrap_pyfunction!(small::decision_small, m)?)?;
     io::register(m)?;
+    model_file::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
-    m.add("STATE_VERSION", pickling::STATE_VERSION)?;
+    m.add("STATE_VERSION", crate::model::STATE_VERSION)?;
     m.add("StateError", m.py().get_type::<convert::StateError>())?;
     m.add("LEARNER_KINDS", pyo3::types::PyTuple::new(m.py(), registry::KINDS)?)?;
     // An attribute, not in __all__: test-only, not part of the interface.

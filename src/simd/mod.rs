@@ -42,6 +42,7 @@ pub enum SimdLevel {
 
 impl SimdLevel {
     /// The name `OMTL_SIMD` takes.
+    #[cfg(any(test, feature = "python"))]
     pub fn name(self) -> &'static str {
         match self {
             SimdLevel::Portable => "portable",
@@ -62,6 +63,7 @@ impl SimdLevel {
 }
 
 /// Every build this CPU runs, narrowest first (what the tests run each kernel under).
+#[cfg(test)]
 pub fn runnable_levels() -> Vec<SimdLevel> {
     let top = detected_level();
     [SimdLevel::Portable, SimdLevel::Avx2, SimdLevel::Avx512]

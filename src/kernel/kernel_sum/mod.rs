@@ -27,7 +27,7 @@ mod tests;
 
 use dense::{complete_scores, dense_score, CompleteGraph};
 pub(crate) use dense::{dense_coef_sum, dense_kernel_row};
-pub use sparse_index::{SparseIndex, INDEX_FROM};
+pub use sparse_index::SparseIndex;
 
 const CHUNK: usize = 64;
 

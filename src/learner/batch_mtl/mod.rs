@@ -86,6 +86,7 @@ pub struct BatchMtl {
 learner_params! {
     /// MTFL's and TRML's hyper-parameters (§6.5).
     pub struct BatchMtlParams {
+        /// The penalty: MTFL's ℓ2,1 or TRML's trace norm. Default [`Regularizer::L21`].
         pub regularizer: Regularizer,
         /// The penalty weight (>= 0).
         pub rho: f64,

@@ -26,11 +26,18 @@ impl CheckState for MTLinear {
         let n_terms = if dense_t { self.n_tasks } else { 0 };
         check_len("MTLinear factor", self.terms.len(), n_terms)?;
         check_len("MTLinear components", self.component.len(), n_terms)?;
-        check_len("MTLinear component counters", self.stats.len(), self.tasks.n_components())?;
+        check_len(
+            "MTLinear component counters",
+            self.stats.len(),
+            self.tasks.n_components(),
+        )?;
         for terms in &self.terms {
             for &(r, b) in terms {
                 ensure((r as usize) < self.n_tasks && b.abs() <= MAX_MAGNITUDE, || {
-                    format!("factor entry ({r}, {b}) outside the {} blocks or too large", self.n_tasks)
+                    format!(
+                        "factor entry ({r}, {b}) outside the {} blocks or too large",
+                        self.n_tasks
+                    )
                 })?;
             }
         }
@@ -51,11 +58,17 @@ impl CheckState for MTLinear {
         match (&self.store, self.params.hash_bits) {
             (Store::Hashed { bits, table }, Some(b)) if *bits == b => {
                 if let Some(t) = table {
-                    check_len("MTLinear's weight table", t.len(), checked_size("the table", 1 << b, stride)?)?;
+                    check_len(
+                        "MTLinear's weight table",
+                        t.len(),
+                        checked_size("the table", 1 << b, stride)?,
+                    )?;
                     values.push(t);
                 }
             }
-            (Store::Dense { width: w, own, shared }, None) if *w == width && dense_fits(width, stride, self.n_blocks()) => {
+            (Store::Dense { width: w, own, shared }, None)
+                if *w == width && dense_fits(width, stride, self.n_blocks()) =>
+            {
                 check_len("MTLinear's dense blocks", own.len(), self.n_tasks)?;
                 ensure(shared.is_none() || self.n_blocks() > self.n_tasks, || {
                     "a shared MTLinear block without the complete graph".into()
@@ -70,15 +83,25 @@ impl CheckState for MTLinear {
                 let n_blocks = self.n_blocks();
                 ensure(
                     cells.keys().iter().all(|&(r, key)| {
-                        let block_ok = if r == SHARED { n_blocks > self.n_tasks } else { (r as usize) < self.n_tasks };
+                        let block_ok = if r == SHARED {
+                            n_blocks > self.n_tasks
+                        } else {
+                            (r as usize) < self.n_tasks
+                        };
                         block_ok && (key as usize) < width
                     }),
                     || "a sparse MTLinear cell outside the blocks or the features".into(),
                 )?;
-                ensure(cells.cells().len() == cells.len() * stride, || "sparse MTLinear cells of the wrong size".into())?;
+                ensure(cells.cells().len() == cells.len() * stride, || {
+                    "sparse MTLinear cells of the wrong size".into()
+                })?;
                 values.push(cells.cells());
             }
-            _ => return Err(Error::State("MTLinear's storage does not follow from its parameters".into())),
+            _ => {
+                return Err(Error::State(
+                    "MTLinear's storage does not follow from its parameters".into(),
+                ))
+            }
         }
         for data in values {
             ensure(data.iter().all(|v| v.is_finite()), || {
@@ -86,7 +109,8 @@ impl CheckState for MTLinear {
             })?;
             // Σ g²u² and max |u| are never negative (a negative G makes a rate NaN).
             ensure(
-                data.chunks_exact(stride).all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
+                data.chunks_exact(stride)
+                    .all(|cell| cell[1..].iter().all(|&v| v >= 0.0)),
                 || "negative per-coordinate statistics in an MTLinear cell".into(),
             )?;
         }

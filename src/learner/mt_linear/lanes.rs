@@ -59,7 +59,13 @@ impl Scratchpad {
     #[allow(clippy::type_complexity)]
     pub(super) fn view(&self) -> (&[usize], &[f64], &[f64], &[f64], &[f64]) {
         let len = self.len;
-        (&self.slot[..len], &self.u[..len], &self.w[..len], &self.g[..len], &self.n[..len])
+        (
+            &self.slot[..len],
+            &self.u[..len],
+            &self.w[..len],
+            &self.g[..len],
+            &self.n[..len],
+        )
     }
 }
 
@@ -103,7 +109,13 @@ pub(super) unsafe fn lane_sum<L: LaneMath>(acc: L, tail: &[f64]) -> f64 {
 /// # Safety
 /// As for [`LaneMath`] (`L` has 4 lanes).
 #[inline(always)]
-pub(super) unsafe fn normalized_rates_lanes<L: LaneMath>(g2: f64, u: &[f64], g: &[f64], n: &[f64], rates: &mut [f64]) -> (f64, f64) {
+pub(super) unsafe fn normalized_rates_lanes<L: LaneMath>(
+    g2: f64,
+    u: &[f64],
+    g: &[f64],
+    n: &[f64],
+    rates: &mut [f64],
+) -> (f64, f64) {
     debug_assert_eq!(L::N, 4);
     let len = u.len();
     let (g, n, rates) = (&g[..len], &n[..len], &mut rates[..len]);
@@ -176,14 +188,21 @@ pub(super) unsafe fn write_bounds_lanes<L: LaneMath>(u: &[f64], rates: &[f64], w
         i += 4;
     }
     let mut lanes = [[0.0; 4]; 6];
-    for (acc, out) in [max_w, max_g, max_u, sum_ur, sum_u2, nonfinite].into_iter().zip(&mut lanes) {
+    for (acc, out) in [max_w, max_g, max_u, sum_ur, sum_u2, nonfinite]
+        .into_iter()
+        .zip(&mut lanes)
+    {
         acc.store(out);
     }
     let [mw, mg, mu, sur, su2, nf] = &mut lanes;
     for i in whole..len {
         let l = i - whole;
         (mw[l], mg[l], mu[l]) = (mw[l].max(w[i].abs()), mg[l].max(g[i]), mu[l].max(u[i].abs()));
-        (sur[l], su2[l], nf[l]) = (sur[l] + (u[i] * rates[i]).abs(), su2[l] + u[i] * u[i], nf[l] + rates[i] * 0.0);
+        (sur[l], su2[l], nf[l]) = (
+            sur[l] + (u[i] * rates[i]).abs(),
+            su2[l] + u[i] * u[i],
+            nf[l] + rates[i] * 0.0,
+        );
     }
     let max4 = |v: &[f64; 4]| v.iter().fold(0.0f64, |m, &x| m.max(x));
     let sum4 = |v: &[f64; 4]| (v[0] + v[1]) + (v[2] + v[3]);
@@ -317,7 +336,14 @@ pub(super) fn gather_pair<const S: usize>(
 
 /// Phase two for one block: each value is read into f64, computed there and rounded to f32 once.
 #[inline(always)]
-pub(super) fn write_block<const S: usize>(data: &mut [f32], slot: &[usize], u: &[f64], rates: &[f64], g2: f64, scale: f64) {
+pub(super) fn write_block<const S: usize>(
+    data: &mut [f32],
+    slot: &[usize],
+    u: &[f64],
+    rates: &[f64],
+    g2: f64,
+    scale: f64,
+) {
     for ((&at, &u), &rate) in slot.iter().zip(u).zip(rates) {
         let cell = &mut data[at..at + S];
         let mut w = f64::from(cell[0]);

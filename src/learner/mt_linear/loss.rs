@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result};
 
+/// MTLinear's loss `ℓ(y, p)` of a label y = ±1 and a score p.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Loss {
     /// `log(1 + exp(-y p))`.
@@ -15,6 +16,7 @@ pub enum Loss {
 }
 
 impl Loss {
+    /// The loss named `"logistic"`, `"hinge"` or `"squared"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "logistic" => Ok(Self::Logistic),
@@ -27,6 +29,7 @@ impl Loss {
         }
     }
 
+    /// `ℓ(y, p)`.
     pub fn value(self, y: f64, p: f64) -> f64 {
         let m = y * p;
         match self {
@@ -155,6 +158,7 @@ pub fn logistic_margin_gain(m0: f64, a: f64) -> f64 {
     delta
 }
 
+/// MTLinear's per-coordinate update rule (Python's `update`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum UpdateRule {
     /// AdaGrad per coordinate, normalised by each coordinate's largest seen |value| (VW's default).
@@ -171,6 +175,7 @@ pub enum UpdateRule {
 }
 
 impl UpdateRule {
+    /// The rule named `"normalized"`, `"adagrad"`, `"sgd"` or `"arow"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "normalized" => Ok(Self::Normalized),

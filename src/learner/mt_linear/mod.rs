@@ -37,10 +37,12 @@ mod loss;
 mod store;
 mod update;
 
-pub use loss::{logistic_margin_gain, sigmoid, Loss, UpdateRule};
 use lanes::*;
+#[cfg(test)]
+use loss::{logistic_margin_gain, sigmoid};
+pub use loss::{Loss, UpdateRule};
 
-pub use store::{slot_of, DENSE_MAX_BYTES, DENSE_MAX_WIDTH};
+pub use store::{slot_of, DENSE_MAX_WIDTH};
 
 use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
 
@@ -50,13 +52,12 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
-use crate::simd::{fma_builds, LaneMath};
 use crate::linalg::{sym_sqrt, SymMatrix};
+use crate::simd::{fma_builds, LaneMath};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState, MAX_MAGNITUDE};
 
 /// The largest `hash_bits`: 2^31 slots per block is already 16 GiB of weights.
 pub const MAX_HASH_BITS: u32 = 31;
-
 
 /// Counters of one connected component of the task graph (the normalizer and SGD clock are kept
 /// per component, so that tasks in different components never interact).
@@ -71,16 +72,24 @@ struct ComponentStats {
 }
 
 learner_params! {
-    /// Hyper-parameters of [`MTLinear`], validated by [`MTLinearParams::check`].
+    /// Hyper-parameters of [`MTLinear`], validated by [`ParamGuard::check`]; `Default` gives
+    /// Python's `MTLinear()`.
     pub struct MTLinearParams {
+        /// The loss. Default [`Loss::Logistic`].
         pub loss: Loss,
+        /// The update rule (Python's `update`). Default [`UpdateRule::Normalized`].
         #[cfg_attr(feature = "python", pyo3(item("update")))]
         pub rule: UpdateRule,
+        /// The step size η (> 0; AROW: `r = 1/η`). Default 0.5.
         pub learning_rate: f64,
+        /// Learn an intercept per block (the feature `x̃ = (x, 1)`). Default `true`.
         pub fit_intercept: bool,
+        /// Hash every (block, feature) into one table of `2^hash_bits` cells (in
+        /// `[1, MAX_HASH_BITS]`); `None` gives every coordinate its own cell. Default `None`.
         pub hash_bits: Option<u32>,
         /// `ρ`: the factor on the rates of the complete graph's shared block (docs/mt_linear.md,
-        /// M.8); graphs without a shared block ignore it.
+        /// M.8); graphs without a shared block ignore it. Default 2 ([`MTLinearParams::new`]
+        /// takes 1).
         pub shared_rate: f64,
     }
 
@@ -129,6 +138,9 @@ impl MTLinearParams {
     }
 }
 
+/// MTLinear: online linear learning on the task graph's feature map `φ(x, i) = b_i ⊗ (x, 1)`
+/// with normalized adaptive updates (docs/mt_linear.md). The fast linear learner; any task
+/// graph, dense or sparse rows, optional feature hashing.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MTLinear {
     n_tasks: usize,
@@ -180,7 +192,6 @@ impl std::ops::Deref for Terms<'_> {
     }
 }
 
-
 /// A general task kernel's factor `B = T_c^{1/2}` per component, as per-task lists
 /// `(block, B[block, task])` (exact zeros skipped); block ids are task indices.
 fn dense_factor_terms(tasks: &TaskKernel) -> Vec<Vec<(u32, f64)>> {
@@ -210,8 +221,20 @@ fn dense_factor_terms(tasks: &TaskKernel) -> Vec<Vec<(u32, f64)>> {
 }
 
 impl MTLinear {
+    /// An empty model over the task kernel `tasks` and `n_features` features (the same as
+    /// [`Build::build`] with [`Setting::over`]).
     pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
         Self::build(&params, &Setting::over(tasks, None, n_features, false))
+    }
+
+    /// The hyper-parameters.
+    pub fn params(&self) -> &MTLinearParams {
+        &self.params
+    }
+
+    /// The task kernel the factor follows.
+    pub fn task_kernel(&self) -> &TaskKernel {
+        &self.tasks
     }
 }
 
@@ -314,6 +337,8 @@ impl MTLinear {
         }
     }
 
+    /// Number of weight blocks (rows of the factor B: one per task, plus a shared block for the
+    /// complete graph).
     pub fn n_blocks(&self) -> usize {
         match self.tasks {
             TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
@@ -332,7 +357,6 @@ impl MTLinear {
             + terms
     }
 
-
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete
     /// graph's shared block; zeros where nothing was written). None under hashing (the blocks
     /// share one table: [`Self::table_weights`]) or when larger than `max_values`.
@@ -342,14 +366,23 @@ impl MTLinear {
             return None;
         }
         let mut out = vec![0.0; n_blocks * width];
-        let id = |row: usize| if row == self.n_tasks && n_blocks > self.n_tasks { SHARED } else { row as u32 };
+        let id = |row: usize| {
+            if row == self.n_tasks && n_blocks > self.n_tasks {
+                SHARED
+            } else {
+                row as u32
+            }
+        };
         let stride = self.params.rule.stride();
         match &self.store {
             Store::Hashed { .. } => return None,
             Store::Dense { .. } => {
                 for (row, chunk) in out.chunks_mut(width).enumerate() {
                     if let Some(data) = self.store.dense_block(id(row)) {
-                        chunk.iter_mut().zip(data.iter().step_by(stride)).for_each(|(o, &w)| *o = f64::from(w));
+                        chunk
+                            .iter_mut()
+                            .zip(data.iter().step_by(stride))
+                            .for_each(|(o, &w)| *o = f64::from(w));
                     }
                 }
             }
@@ -368,14 +401,15 @@ impl MTLinear {
     /// The weights of the hashed table (empty before the first update or without hashing).
     pub fn table_weights(&self) -> Vec<f64> {
         match &self.store {
-            Store::Hashed { table: Some(t), .. } => {
-                t.iter().step_by(self.params.rule.stride()).map(|&w| f64::from(w)).collect()
-            }
+            Store::Hashed { table: Some(t), .. } => t
+                .iter()
+                .step_by(self.params.rule.stride())
+                .map(|&w| f64::from(w))
+                .collect(),
             _ => Vec::new(),
         }
     }
 }
-
 
 impl OnlineLearner for MTLinear {
     shape_fields!(grows);

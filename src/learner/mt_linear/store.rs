@@ -34,8 +34,7 @@ pub const DENSE_MAX_BYTES: usize = 256 << 20;
 
 /// Whether `n_blocks` unhashed blocks of `width` cells of `stride` floats are stored densely.
 pub fn dense_fits(width: usize, stride: usize, n_blocks: usize) -> bool {
-    width <= DENSE_MAX_WIDTH
-        || (width as u128) * (stride as u128) * 4 * (n_blocks as u128) <= DENSE_MAX_BYTES as u128
+    width <= DENSE_MAX_WIDTH || (width as u128) * (stride as u128) * 4 * (n_blocks as u128) <= DENSE_MAX_BYTES as u128
 }
 
 /// The hash key of the intercept under hashing (never a feature index, which is below 2^32).
@@ -269,7 +268,10 @@ impl SparseCells {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Store {
     /// One table of `2^bits` cells, allocated on the first update.
-    Hashed { bits: u32, table: Option<ZeroedBuf<f32>> },
+    Hashed {
+        bits: u32,
+        table: Option<ZeroedBuf<f32>>,
+    },
     /// Per block (own blocks by task index, then the shared block) a dense array of `width`
     /// cells, allocated on the block's first update.
     Dense {
@@ -312,7 +314,11 @@ impl Store {
     pub fn to_sparse(&self, stride: usize) -> Result<SparseCells> {
         let mut out = SparseCells::new(stride);
         if let Self::Dense { own, shared, .. } = self {
-            let blocks = own.iter().enumerate().map(|(r, b)| (r as u32, b)).chain(std::iter::once((SHARED, shared)));
+            let blocks = own
+                .iter()
+                .enumerate()
+                .map(|(r, b)| (r as u32, b))
+                .chain(std::iter::once((SHARED, shared)));
             for (r, block) in blocks {
                 let Some(data) = block else { continue };
                 for (key, cell) in data.chunks_exact(stride).enumerate() {
@@ -330,7 +336,11 @@ impl Store {
     pub fn dense_block(&self, r: u32) -> Option<&[f32]> {
         match self {
             Self::Dense { own, shared, .. } => {
-                let b = if r == SHARED { shared.as_ref() } else { own.get(r as usize)?.as_ref() };
+                let b = if r == SHARED {
+                    shared.as_ref()
+                } else {
+                    own.get(r as usize)?.as_ref()
+                };
                 b.map(|b| &**b)
             }
             _ => None,

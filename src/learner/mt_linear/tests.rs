@@ -1,6 +1,6 @@
 //! MTLinear's unit tests: the closed-form steps, the factor, the storage layouts, the journal.
-use super::*;
 use super::loss::logistic_proximal_gain;
+use super::*;
 use crate::data::Rows;
 use crate::learner::learn;
 use crate::learner::test_support::stream;
@@ -73,8 +73,14 @@ fn shared_rate_moves_the_shared_share_of_the_first_step() {
         let mut scratch = Scratch::default();
         let own_and_shared = m.score(Row::Dense(&[2.0, 0.0]), 0, &mut scratch);
         let shared = m.score(Row::Dense(&[2.0, 0.0]), 1, &mut scratch);
-        assert!((own_and_shared - delta).abs() < 1e-6 * delta, "{rho}: {own_and_shared} vs {delta}");
-        assert!((shared - delta * rho / (1.0 + rho)).abs() < 1e-6 * delta, "{rho}: {shared}");
+        assert!(
+            (own_and_shared - delta).abs() < 1e-6 * delta,
+            "{rho}: {own_and_shared} vs {delta}"
+        );
+        assert!(
+            (shared - delta * rho / (1.0 + rho)).abs() < 1e-6 * delta,
+            "{rho}: {shared}"
+        );
     }
     let (x, y, tasks) = labelled(200, 4, 3, 5);
     let tk = TaskKernel::disconnected(3).unwrap();
@@ -150,7 +156,10 @@ fn hashing_holds_every_block_in_one_table() {
         assert_eq!(small.width(), 16);
         let stride = small.params.rule.stride();
         // The table, plus counters of one component: nothing per task.
-        assert_eq!(small.memory_bytes(), 16 * stride * 4 + std::mem::size_of::<ComponentStats>());
+        assert_eq!(
+            small.memory_bytes(),
+            16 * stride * 4 + std::mem::size_of::<ComponentStats>()
+        );
     }
 }
 
@@ -168,7 +177,10 @@ fn sparse_and_dense_exact_layouts_agree_bit_for_bit() {
         assert_eq!(a, b, "{rule}");
         assert_eq!(dense.block_weights(usize::MAX), sparse.block_weights(usize::MAX));
         let rows = Rows::dense(&x, n, d);
-        assert_eq!(crate::learner::decision(&sparse, &rows, &tasks).unwrap(), crate::learner::decision(&dense, &rows, &tasks).unwrap());
+        assert_eq!(
+            crate::learner::decision(&sparse, &rows, &tasks).unwrap(),
+            crate::learner::decision(&dense, &rows, &tasks).unwrap()
+        );
     }
 }
 
@@ -211,7 +223,10 @@ fn a_failing_row_anywhere_leaves_every_layout_as_before() {
             let tasks: Vec<i64> = (0..20).map(|t| 2 + t % 3).collect(); // two new tasks, 2..=4
             let rows = csr(&p1, &i1, &v1, width);
             let err = learn_grown(&mut model, 3, &rows, &tasks, &y[20..40]);
-            assert!(matches!(err, Err(Error::Numerical(_))), "{bits:?} {wide} row {bad_row}: {err:?}");
+            assert!(
+                matches!(err, Err(Error::Numerical(_))),
+                "{bits:?} {wide} row {bad_row}: {err:?}"
+            );
             assert_eq!(model, before, "{bits:?} {wide} row {bad_row}");
             assert_eq!(crate::state::encode(&model).unwrap(), bytes);
             assert_eq!(model.n_tasks(), 3);
@@ -280,7 +295,9 @@ fn learns_and_touches_only_its_blocks() {
     let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
     run(&mut m, &x[..d], &y[..1], &[2], d);
     assert_eq!(m.diagnostics()[2], ("n_cells", 2.0 * (d + 1) as f64));
-    assert!(m.block_weights(usize::MAX).unwrap()[..2 * (d + 1)].iter().all(|&w| w == 0.0));
+    assert!(m.block_weights(usize::MAX).unwrap()[..2 * (d + 1)]
+        .iter()
+        .all(|&w| w == 0.0));
 }
 
 /// Random coordinates of one update: u (some tiny, some negative), the gathered state
@@ -326,7 +343,10 @@ fn lane_kernels_match_the_scalar_rule_bit_for_bit() {
         let bounds = unsafe { write_bounds_lanes::<Portable>(&u, &rates, &w, &g) };
         let max = |v: &[f64]| v.iter().fold(0.0f64, |m, &x| m.max(x));
         assert_eq!(bounds.max_w, max(&w.iter().map(|v| v.abs()).collect::<Vec<_>>()));
-        assert_eq!((bounds.max_g, bounds.max_u), (max(&g), max(&u.iter().map(|v| v.abs()).collect::<Vec<_>>())));
+        assert_eq!(
+            (bounds.max_g, bounds.max_u),
+            (max(&g), max(&u.iter().map(|v| v.abs()).collect::<Vec<_>>()))
+        );
         let sum_ur: f64 = u.iter().zip(&rates).map(|(u, r)| (u * r).abs()).sum();
         assert!((bounds.sum_ur - sum_ur).abs() <= 1e-12 * sum_ur && bounds.rates_finite);
         let mut bad = rates.clone();

@@ -45,7 +45,11 @@ impl MTLinear {
                 .for_each(|(&j, &value)| add(j as usize, value)),
         }
         if self.params.fit_intercept {
-            let key = if hashed { INTERCEPT_KEY as usize } else { self.n_features };
+            let key = if hashed {
+                INTERCEPT_KEY as usize
+            } else {
+                self.n_features
+            };
             s += f64::from(weight(key));
         }
         s
@@ -77,7 +81,11 @@ impl MTLinear {
         }
         let hashed = matches!(self.store, Store::Hashed { .. });
         if self.params.fit_intercept {
-            let key = if hashed { INTERCEPT_KEY as usize } else { self.n_features };
+            let key = if hashed {
+                INTERCEPT_KEY as usize
+            } else {
+                self.n_features
+            };
             self.entries.push((key, 1.0));
         }
     }
@@ -164,9 +172,12 @@ impl MTLinear {
     /// Sets component `c`'s counters, logging the old ones when a batch is journaled.
     pub(super) fn set_stats(&mut self, c: usize, stats: ComponentStats) -> Result<()> {
         if self.journal.logging() {
-            Need::new("rows", self.journal.stats.len() + 1, "MTLinear's undo journal").reserve(&mut self.journal.stats, 1)?;
+            Need::new("rows", self.journal.stats.len() + 1, "MTLinear's undo journal")
+                .reserve(&mut self.journal.stats, 1)?;
             let old = self.stats[c];
-            self.journal.stats.push((c, [old.n_examples, old.n_updates, old.sum_norm_x]));
+            self.journal
+                .stats
+                .push((c, [old.n_examples, old.n_updates, old.sum_norm_x]));
         }
         self.stats[c] = stats;
         Ok(())
@@ -300,7 +311,8 @@ impl MTLinear {
             Store::Hashed { bits, table } => {
                 if table.is_none() {
                     let n = 1usize << *bits;
-                    *table = Some(Need::new("hash_bits", *bits as usize, "MTLinear's weight table").zeroed(&[n, stride])?);
+                    *table =
+                        Some(Need::new("hash_bits", *bits as usize, "MTLinear's weight table").zeroed(&[n, stride])?);
                     journal.new_table |= journal.logging();
                 }
                 let data = table.as_mut().expect("allocated above");
@@ -324,7 +336,8 @@ impl MTLinear {
                 let mut fresh = [false; 8];
                 for (i, &(r, _)) in terms.iter().enumerate() {
                     if store.dense_block(r).is_none() {
-                        let block = Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, stride])?;
+                        let block =
+                            Need::new("n_features", width, "an MTLinear weight block").zeroed(&[width, stride])?;
                         if journal.logging() {
                             Need::new("rows", journal.new_blocks.len() + 1, "MTLinear's undo journal")
                                 .reserve(&mut journal.new_blocks, 1)?;

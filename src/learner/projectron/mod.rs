@@ -29,7 +29,9 @@ use crate::learner::spec::check_at_least_one;
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex};
+use crate::kernel::kernel_sum::{
+    dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex,
+};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
@@ -48,6 +50,7 @@ pub enum Threshold {
 }
 
 impl Threshold {
+    /// The threshold named `"norm"` or `"squared"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "norm" => Ok(Self::Norm),
@@ -85,8 +88,14 @@ pub const PROJECTION_CAP_REL: f64 = 0.5;
 learner_params! {
     /// The settings both Projectrons share: MTBPRJ's hyper-parameters (part of its state).
     pub struct ProjectronParams {
+        /// The largest number of stored examples (>= 1). Default [`DEFAULT_BUDGET`] (1000).
+        ///
+        /// [`DEFAULT_BUDGET`]: crate::learner::defaults::DEFAULT_BUDGET
         pub budget: usize,
+        /// The projection threshold η (>= 0): a mistake whose projection error is within η is
+        /// projected onto the stored examples instead of stored. Default 0.01.
         pub eta: f64,
+        /// What η is compared with (Python's `threshold_on`). Default [`Threshold::Norm`].
         #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
         pub threshold: Threshold,
     }
@@ -98,6 +107,7 @@ learner_params! {
 }
 
 impl ProjectronParams {
+    /// Checked parameters.
     pub fn new(budget: usize, eta: f64, threshold: Threshold) -> Result<Self> {
         let params = Self { budget, eta, threshold };
         params.check()?;
@@ -108,11 +118,14 @@ impl ProjectronParams {
 learner_params! {
     /// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
     pub struct MTBPRJ2Params {
+        /// As [`ProjectronParams::budget`]. Default 1000.
         pub budget: usize,
+        /// As [`ProjectronParams::eta`]. Default 0.01.
         pub eta: f64,
+        /// As [`ProjectronParams::threshold`]. Default [`Threshold::Norm`].
         #[cfg_attr(feature = "python", pyo3(item("threshold_on")))]
         pub threshold: Threshold,
-        /// Algorithm 2's line 14 as printed (§4.5, A-C7).
+        /// Algorithm 2's line 14 as printed (§4.5, A-C7). Default `false` (as corrected).
         pub alg2_literal_line14: bool,
     }
 
@@ -240,7 +253,6 @@ mod tests;
 
 pub use mtbprj::MTBPRJ;
 pub use mtbprj2::MTBPRJ2;
-
 
 fn decide(gram: &InverseGram, params: &ProjectronParams, kappa: f64, d2: f64, alpha: &[f64], n: usize) -> Result<Step> {
     // A non-finite candidate (an overflowing kernel) is refused before anything changes.

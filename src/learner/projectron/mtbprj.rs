@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// MTBPRJ (Cavallanti & Cesa-Bianchi, Alg. 1; §4.4): the budget Projectron projecting in the
+/// multitask RKHS, one coefficient per stored example. Built with [`Build::build`] from
+/// [`ProjectronParams`], a task kernel and a base kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTBPRJ {
     pub(super) kernel: BaseKernel,
@@ -30,12 +33,9 @@ impl Build for MTBPRJ {
 }
 
 impl MTBPRJ {
+    /// The stored examples.
     pub fn active_set(&self) -> &ActiveSet {
         &self.set
-    }
-
-    pub fn gram(&self) -> &InverseGram {
-        &self.gram
     }
 
     /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
@@ -43,10 +43,12 @@ impl MTBPRJ {
         self.gram.force_rebuild();
     }
 
+    /// Number of mistakes absorbed by projection (the example was not stored).
     pub fn n_projections(&self) -> u64 {
         self.counters.n_projections
     }
 
+    /// Number of stored examples removed to keep within the budget.
     pub fn n_evictions(&self) -> u64 {
         self.counters.n_evictions
     }
@@ -107,7 +109,16 @@ impl OnlineLearner for MTBPRJ {
     }
 
     fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(&self.set, &NO_INDEX, &self.kernel, &self.tasks, rows, tasks, out, scratch);
+        rows_scores(
+            &self.set,
+            &NO_INDEX,
+            &self.kernel,
+            &self.tasks,
+            rows,
+            tasks,
+            out,
+            scratch,
+        );
     }
 
     /// Everything is computed and checked (finiteness, memory) before the first write.

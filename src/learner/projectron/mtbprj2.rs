@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 /// The weights of one connected component: `|c|` task rows, row stride `cap` (one column per
 /// dictionary slot).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -12,6 +11,9 @@ pub(super) struct Block {
     pub(super) w: Vec<f64>,
 }
 
+/// MTBPRJ-2 (Cavallanti & Cesa-Bianchi, Alg. 2; §4.5): the budget Projectron projecting in the
+/// base-kernel space, one weight per (task, dictionary element). Built with [`Build::build`]
+/// from [`MTBPRJ2Params`], a task kernel and a base kernel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTBPRJ2 {
     pub(super) kernel: BaseKernel,
@@ -76,14 +78,13 @@ impl Build for MTBPRJ2 {
 }
 
 impl MTBPRJ2 {
+    /// The dictionary: the stored instances with their task and insertion time (its
+    /// coefficients are unused; the weights are per task).
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
     }
 
-    pub fn gram(&self) -> &InverseGram {
-        &self.gram
-    }
-
+    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
     pub fn force_rebuild(&mut self) {
         self.gram.force_rebuild();
     }
@@ -482,4 +483,3 @@ impl MTBPRJ2 {
         Ok(())
     }
 }
-

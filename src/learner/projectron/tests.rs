@@ -114,42 +114,48 @@ fn removal_damage_equals_the_score() {
     let kernel = BaseKernel::rbf(4.0).unwrap();
     let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
     let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(10, 0.05)).unwrap();
-    let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ| m.n_evictions(), |before, m, t| {
-        let i = tasks[t] as usize;
-    // S ∪ {z} in insertion order, with β_pre, and β_post matched by insertion time.
-    let mut elems = elements(&before.set);
-    let mut pre: Vec<f64> = elems.iter().map(|e| before.set.beta(e.3)).collect();
-    elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
-    pre.push(y[t]);
-    let post_map: Vec<(u64, f64)> = elements(&m.set).iter().map(|e| (e.2, m.set.beta(e.3))).collect();
-    let post: Vec<f64> = elems
-        .iter()
-        .map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1))
-        .collect();
-    let nn = elems.len();
-    let h = DMatrix::from_fn(nn, nn, |a, b| {
-        tk.get(elems[a].1, elems[b].1) * kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
-    });
-    let diff = DVector::from_fn(nn, |a, _| pre[a] - post[a]);
-    let damage = (diff.transpose() * &h * &diff)[(0, 0)].sqrt();
-    let qinv = h.clone().try_inverse().unwrap();
-    let scores: Vec<f64> = (0..nn - 1).map(|j| pre[j].abs() / qinv[(j, j)].sqrt()).collect();
-    let r = post
-        .iter()
-        .take(nn - 1)
-        .position(|&b| b == 0.0)
-        .expect("one element removed");
-    let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
-    assert!(
-        (scores[r] - best).abs() <= 1e-9 * best.max(1e-12),
-        "removed a non-minimal element"
+    let checked = each_eviction(
+        &mut m,
+        (&x, &tasks, &y),
+        d,
+        |m: &MTBPRJ| m.n_evictions(),
+        |before, m, t| {
+            let i = tasks[t] as usize;
+            // S ∪ {z} in insertion order, with β_pre, and β_post matched by insertion time.
+            let mut elems = elements(&before.set);
+            let mut pre: Vec<f64> = elems.iter().map(|e| before.set.beta(e.3)).collect();
+            elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
+            pre.push(y[t]);
+            let post_map: Vec<(u64, f64)> = elements(&m.set).iter().map(|e| (e.2, m.set.beta(e.3))).collect();
+            let post: Vec<f64> = elems
+                .iter()
+                .map(|e| post_map.iter().find(|p| p.0 == e.2).map_or(0.0, |p| p.1))
+                .collect();
+            let nn = elems.len();
+            let h = DMatrix::from_fn(nn, nn, |a, b| {
+                tk.get(elems[a].1, elems[b].1) * kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
+            });
+            let diff = DVector::from_fn(nn, |a, _| pre[a] - post[a]);
+            let damage = (diff.transpose() * &h * &diff)[(0, 0)].sqrt();
+            let qinv = h.clone().try_inverse().unwrap();
+            let scores: Vec<f64> = (0..nn - 1).map(|j| pre[j].abs() / qinv[(j, j)].sqrt()).collect();
+            let r = post
+                .iter()
+                .take(nn - 1)
+                .position(|&b| b == 0.0)
+                .expect("one element removed");
+            let best = scores.iter().cloned().fold(f64::INFINITY, f64::min);
+            assert!(
+                (scores[r] - best).abs() <= 1e-9 * best.max(1e-12),
+                "removed a non-minimal element"
+            );
+            assert!(
+                (damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9),
+                "damage {damage} vs score {}",
+                scores[r]
+            );
+        },
     );
-    assert!(
-        (damage - scores[r]).abs() <= 1e-6 * scores[r].max(1e-9),
-        "damage {damage} vs score {}",
-        scores[r]
-    );
-    });
     assert!(checked > 20, "too few budget steps: {checked}");
 }
 
@@ -161,43 +167,49 @@ fn removal_damage_equals_the_score_mtbprj2() {
     let kernel = BaseKernel::rbf(4.0).unwrap();
     let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0), (1, 2, 0.5)]).unwrap();
     let mut m = mtbprj2(&tk, kernel, d, false, params(9, 0.05));
-    let checked = each_eviction(&mut m, (&x, &tasks, &y), d, |m: &MTBPRJ2| m.counters.n_evictions, |before, m, t| {
-        let i = tasks[t] as usize;
-    let mut elems = elements(&before.dict);
-    let mut pre: Vec<Vec<f64>> = (0..k)
-        .map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect())
-        .collect();
-    elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
-    for (l, p) in pre.iter_mut().enumerate() {
-        p.push(y[t] * before.tasks.get(l, i));
-    }
-    let post_elems = elements(&m.dict);
-    let nn = elems.len();
-    let h = DMatrix::from_fn(nn, nn, |a, b| {
-        kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
-    });
-    let qinv = h.clone().try_inverse().unwrap();
-    let mut damage2 = 0.0;
-    for (l, pre_l) in pre.iter().enumerate() {
-        let post: Vec<f64> = elems
-            .iter()
-            .map(|e| post_elems.iter().find(|p| p.2 == e.2).map_or(0.0, |p| m.weight(l, p.3)))
-            .collect();
-        let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
-        damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
-    }
-    let r = elems
-        .iter()
-        .position(|e| !post_elems.iter().any(|p| p.2 == e.2))
-        .unwrap();
-    let norm: f64 = (0..k).map(|l| pre[l][r] * pre[l][r]).sum::<f64>().sqrt();
-    let dr = norm / qinv[(r, r)].sqrt();
-    assert!(
-        (damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9),
-        "{} vs {dr}",
-        damage2.sqrt()
+    let checked = each_eviction(
+        &mut m,
+        (&x, &tasks, &y),
+        d,
+        |m: &MTBPRJ2| m.counters.n_evictions,
+        |before, m, t| {
+            let i = tasks[t] as usize;
+            let mut elems = elements(&before.dict);
+            let mut pre: Vec<Vec<f64>> = (0..k)
+                .map(|l| elems.iter().map(|e| before.weight(l, e.3)).collect())
+                .collect();
+            elems.push((x[t * d..(t + 1) * d].to_vec(), i, m.counters.n_seen, usize::MAX));
+            for (l, p) in pre.iter_mut().enumerate() {
+                p.push(y[t] * before.tasks.get(l, i));
+            }
+            let post_elems = elements(&m.dict);
+            let nn = elems.len();
+            let h = DMatrix::from_fn(nn, nn, |a, b| {
+                kernel.eval(&Row::Dense(&elems[a].0), &Row::Dense(&elems[b].0))
+            });
+            let qinv = h.clone().try_inverse().unwrap();
+            let mut damage2 = 0.0;
+            for (l, pre_l) in pre.iter().enumerate() {
+                let post: Vec<f64> = elems
+                    .iter()
+                    .map(|e| post_elems.iter().find(|p| p.2 == e.2).map_or(0.0, |p| m.weight(l, p.3)))
+                    .collect();
+                let diff = DVector::from_fn(nn, |a, _| pre_l[a] - post[a]);
+                damage2 += (diff.transpose() * &h * &diff)[(0, 0)];
+            }
+            let r = elems
+                .iter()
+                .position(|e| !post_elems.iter().any(|p| p.2 == e.2))
+                .unwrap();
+            let norm: f64 = (0..k).map(|l| pre[l][r] * pre[l][r]).sum::<f64>().sqrt();
+            let dr = norm / qinv[(r, r)].sqrt();
+            assert!(
+                (damage2.sqrt() - dr).abs() <= 1e-6 * dr.max(1e-9),
+                "{} vs {dr}",
+                damage2.sqrt()
+            );
+        },
     );
-    });
     assert!(checked > 20, "too few budget steps: {checked}");
 }
 
@@ -393,7 +405,13 @@ fn literal_line14_differs_only_with_several_tasks() {
     let mut b = MTBPRJ2::with_kernels(&tk, kernel, d, false, literal).unwrap();
     assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
     let ones = vec![0i64; n];
-    let mut a1 = mtbprj2(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(10, 0.05));
+    let mut a1 = mtbprj2(
+        &TaskKernel::disconnected(1).unwrap(),
+        kernel,
+        d,
+        false,
+        params(10, 0.05),
+    );
     let mut b1 = MTBPRJ2::with_kernels(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, literal).unwrap();
     // With T = [1] the extra factor is 1.
     assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));

@@ -95,6 +95,7 @@ pub enum RomcoTrigger {
 }
 
 impl RomcoTrigger {
+    /// The trigger named `"loss"` or `"mistake"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "loss" => Ok(Self::Loss),
@@ -123,6 +124,7 @@ pub enum SvtRoute {
 }
 
 impl SvtRoute {
+    /// The route named `"auto"`, `"gram"`, `"qr"` or `"brand"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "auto" => Ok(Self::Auto),
@@ -137,6 +139,10 @@ impl SvtRoute {
     }
 }
 
+/// ROMCO (Yang, Li, Zhao, Li & Das Gollapalli, SDM 2016; §5): the task weights as a low-rank part
+/// U (trace-norm penalty) plus a group-sparse part V (ℓ2,1 penalty), updated jointly per round
+/// (protocol P2). A linear learner. Built with [`Romco::new`] or [`Build::build`] from
+/// [`RomcoParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Romco {
     n_tasks: usize,
@@ -253,11 +259,13 @@ struct Item<'a> {
 learner_params! {
     /// ROMCO's hyper-parameters (§5).
     pub struct RomcoParams {
-        /// Step sizes of U and V (>= 0, not both 0).
+        /// Step sizes of U and V (>= 0, not both 0). Default 0.1.
         pub eta1: f64,
+        /// The step size of V (see `eta1`). Default 0.1.
         pub eta2: f64,
-        /// Trace-norm and group-lasso weights (>= 0).
+        /// Trace-norm and group-lasso weights (>= 0). Default 1e-4.
         pub lambda1: f64,
+        /// The group-lasso weight on V (see `lambda1`). Default 1e-4.
         pub lambda2: f64,
         /// When the model updates: on a positive loss or on a mistake.
         pub update: RomcoTrigger,
@@ -355,6 +363,8 @@ impl Build for Romco {
 }
 
 impl Romco {
+    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
+    /// [`RomcoParams`], checked; the SVT route is `Auto`).
     pub fn new(
         n_tasks: usize,
         n_features: usize,

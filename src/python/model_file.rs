@@ -1,0 +1,94 @@
+//! The model file for Python (`omtl.persistence`): the crate's [`crate::model_file`] reads,
+//! checks and writes the bytes; this layer converts and dispatches only.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use super::convert::guarded;
+use super::learners::{wrap, NativeLearner};
+use crate::model_file::{self, Fitted, Limits, ModelFile};
+
+fn limits(max_header: u64, max_dense_graph: u64) -> Limits {
+    Limits {
+        max_header,
+        max_dense_graph,
+    }
+}
+
+/// `(header JSON text, NativeLearner or None)` from a model file's bytes, everything checked
+/// (framing, checksum, header, native state and their agreement); ValueError otherwise.
+#[pyfunction]
+#[pyo3(signature = (data, *, max_header, max_dense_graph))]
+fn read_model_file(
+    py: Python<'_>,
+    data: &[u8],
+    max_header: u64,
+    max_dense_graph: u64,
+) -> PyResult<(String, Option<NativeLearner>)> {
+    let limits = limits(max_header, max_dense_graph);
+    let (header, learner) = py.detach(|| {
+        guarded(|| {
+            let (head, _) = model_file::split(data, &limits)?;
+            let model = ModelFile::decode(data, &limits)?;
+            Ok((String::from_utf8_lossy(head).into_owned(), model.into_parts().1))
+        })
+    })?;
+    Ok((header, learner.map(wrap)))
+}
+
+/// The header JSON text of a model file's bytes, framing, checksum and header checked (the
+/// native state is not decoded).
+#[pyfunction]
+#[pyo3(signature = (data, *, max_header, max_dense_graph))]
+fn read_model_header(data: &[u8], max_header: u64, max_dense_graph: u64) -> PyResult<String> {
+    let limits = limits(max_header, max_dense_graph);
+    guarded(|| {
+        model_file::read_header(data, &limits)?;
+        let (head, _) = model_file::split(data, &limits)?;
+        Ok(String::from_utf8_lossy(head).into_owned())
+    })
+}
+
+/// A model file's bytes from its header JSON text and native learner (None: unfitted), checked
+/// as a reader checks them; ValueError for a file the reader would refuse.
+#[pyfunction]
+#[pyo3(signature = (header, learner, *, max_header, max_dense_graph))]
+fn write_model_file<'py>(
+    py: Python<'py>,
+    header: &str,
+    learner: Option<&NativeLearner>,
+    max_header: u64,
+    max_dense_graph: u64,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let limits = limits(max_header, max_dense_graph);
+    let data = match learner {
+        Some(l) => l.with_model(py, |m| guarded(|| model_file::encode(header, Some(m), &limits)))??,
+        None => guarded(|| model_file::encode(header, None, &limits))?,
+    };
+    Ok(PyBytes::new(py, &data))
+}
+
+/// Checks a fitted model's bookkeeping (the `fitted` JSON object of a header) against its native
+/// learner, as reading a model file does; ValueError otherwise. `open_ended`: the estimator's
+/// `n_tasks` is None.
+#[pyfunction]
+fn check_bookkeeping(py: Python<'_>, learner: &NativeLearner, fitted: &str, open_ended: bool) -> PyResult<()> {
+    let fitted = guarded(|| Fitted::parse(fitted.as_bytes()))?;
+    learner.with_model(py, |m| guarded(|| fitted.check_against(m, open_ended)))?
+}
+
+/// Adds the model-file functions and `MODEL_FILE_CLASSES` (class name -> learner kind).
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_model_file, m)?)?;
+    m.add_function(wrap_pyfunction!(read_model_header, m)?)?;
+    m.add_function(wrap_pyfunction!(write_model_file, m)?)?;
+    m.add_function(wrap_pyfunction!(check_bookkeeping, m)?)?;
+    let classes = PyDict::new(m.py());
+    for (class, kind) in model_file::CLASSES {
+        classes.set_item(class, kind)?;
+    }
+    m.add("MODEL_FILE_CLASSES", classes)?;
+    m.add("MODEL_FILE_MAGIC", PyBytes::new(m.py(), model_file::MAGIC))?;
+    m.add("MODEL_FILE_VERSION", model_file::FORMAT_VERSION)?;
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The `.omtl` model file in Rust: round trips with identical scores, and every kind of damage
+//! refused (framing, checksum, lengths, header fields, a state that disagrees with the header).
+
+use omtl::data::Rows;
+use omtl::kernel::{BaseKernel, TaskKernel};
+use omtl::learner::{Build, MTLinear, MTLinearParams, MTRBPParams, Setting, MTRBP};
+use omtl::model_file::{self, encode, Limits, ModelFile, TaskId, CHECKSUM_LEN, MAGIC};
+use omtl::Error;
+use sha2::{Digest, Sha256};
+
+fn stream(n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut rng = omtl::rng::SplitMix64::new(3);
+    let x: Vec<f64> = (0..n * d)
+        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
+        .collect();
+    let y = (0..n).map(|t| if x[t * d] > 0.1 { 1.0 } else { -1.0 }).collect();
+    (x, y)
+}
+
+fn mtrbp(k: usize, d: usize) -> MTRBP {
+    let task_kernel = TaskKernel::complete(k).unwrap();
+    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5).unwrap()), d, false);
+    MTRBP::build(&MTRBPParams { budget: 8, seed: 2 }, &setting).unwrap()
+}
+
+/// A fitted MTRBP (int task ids) and its rows and tasks.
+fn fitted() -> (ModelFile, Vec<f64>, Vec<TaskId>) {
+    let (n, d) = (60, 3);
+    let (x, y) = stream(n, d);
+    let tasks: Vec<TaskId> = (0..n as i64).map(|t| TaskId::Int(t % 3)).collect();
+    let mut model = ModelFile::new(mtrbp(3, d).into()).unwrap();
+    model.learn(&Rows::dense(&x, n, d), &tasks, &y).unwrap();
+    (model, x, tasks)
+}
+
+fn reframed(data: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
+    let fixed = MAGIC.len() + 4 + 8;
+    let head_len = u64::from_le_bytes(data[MAGIC.len() + 4..fixed].try_into().unwrap()) as usize;
+    let mut header: serde_json::Value = serde_json::from_slice(&data[fixed..fixed + head_len]).unwrap();
+    edit(&mut header);
+    let head = serde_json::to_vec(&header).unwrap();
+    let state = &data[fixed + head_len + 8..data.len() - CHECKSUM_LEN];
+    let mut body = data[..MAGIC.len() + 4].to_vec();
+    body.extend_from_slice(&(head.len() as u64).to_le_bytes());
+    body.extend_from_slice(&head);
+    body.extend_from_slice(&(state.len() as u64).to_le_bytes());
+    body.extend_from_slice(state);
+    let checksum = Sha256::digest(&body);
+    body.extend_from_slice(&checksum);
+    body
+}
+
+fn refused(data: &[u8], needle: &str) {
+    match ModelFile::from_bytes(data) {
+        Err(Error::ModelFile(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
+        other => panic!("expected a model-file error containing {needle:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_saved_model_loads_with_identical_scores_and_bookkeeping() {
+    let (model, x, tasks) = fitted();
+    let dir = std::env::temp_dir().join(format!("omtl-model-file-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("m.omtl");
+    model_file::save(&path, &model).unwrap();
+    model_file::save(&path, &model).unwrap(); // replaces the file whole
+    let loaded = model_file::load(&path).unwrap();
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "no temporary file is left");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let rows = Rows::dense(&x, tasks.len(), 3);
+    assert_eq!(
+        loaded.decision(&rows, &tasks).unwrap(),
+        model.decision(&rows, &tasks).unwrap()
+    );
+    assert_eq!(loaded.header(), model.header());
+    let fitted = loaded.header().fitted.as_ref().unwrap();
+    assert_eq!((fitted.n_seen, fitted.seen_per_task.iter().sum::<u64>()), (60, 60));
+    assert_eq!(loaded.task_index(&TaskId::Int(2)), Some(2));
+    assert_eq!(loaded.task_index(&TaskId::Int(3)), None);
+}
+
+#[test]
+fn string_task_ids_grow_an_open_ended_mtlinear() {
+    let (n, d) = (40, 3);
+    let (x, y) = stream(n, d);
+    let users = ["u1", "u2", "u3", "u4"];
+    let tasks: Vec<TaskId> = (0..n).map(|t| TaskId::from(users[t % 4])).collect();
+    let learner = MTLinear::new(&TaskKernel::complete_open(2).unwrap(), d, MTLinearParams::default()).unwrap();
+    let mut model = ModelFile::new(learner.into()).unwrap();
+    let rows = Rows::dense(&x, n, d);
+    model.learn(&rows, &tasks, &y).unwrap();
+    let restored = ModelFile::from_bytes(&model.to_bytes().unwrap()).unwrap();
+    assert_eq!(restored.header().class, "MTLinear");
+    assert!(restored.header().open_ended());
+    assert_eq!(restored.task_index(&TaskId::from("u4")), Some(3));
+    assert_eq!(
+        restored.decision(&rows, &tasks).unwrap(),
+        model.decision(&rows, &tasks).unwrap()
+    );
+    // An unknown id is an error, not a silent task 0.
+    assert!(restored.decision(&rows, &vec![TaskId::from("nobody"); n]).is_err());
+}
+
+#[test]
+fn damaged_framing_is_refused() {
+    let (model, _, _) = fitted();
+    let data = model.to_bytes().unwrap();
+    refused(&[], "magic");
+    refused(&data[..data.len() - 1], "checksum");
+    let mut flipped = data.clone();
+    flipped[data.len() / 2] ^= 4;
+    refused(&flipped, "checksum");
+    let mut version = data[..data.len() - CHECKSUM_LEN].to_vec();
+    version[MAGIC.len()] = 2;
+    let checksum = Sha256::digest(&version);
+    version.extend_from_slice(&checksum);
+    refused(&version, "format version 2");
+    let mut long = data[..data.len() - CHECKSUM_LEN].to_vec();
+    long[MAGIC.len() + 4..MAGIC.len() + 12].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let checksum = Sha256::digest(&long);
+    long.extend_from_slice(&checksum);
+    refused(&long, "header length");
+}
+
+#[test]
+fn a_header_that_disagrees_with_the_state_is_refused() {
+    let (model, _, _) = fitted();
+    let data = model.to_bytes().unwrap();
+    refused(
+        &reframed(&data, |h| h["class"] = "os.system".into()),
+        "not an omtl learner",
+    );
+    refused(
+        &reframed(&data, |h| h["class"] = "MTLinear".into()),
+        "not the one the parameters",
+    );
+    refused(
+        &reframed(&data, |h| h["state_version"] = 1.into()),
+        "native state version",
+    );
+    refused(
+        &reframed(&data, |h| h["params"]["kernel"] = serde_json::json!(["rbf"])),
+        "JSON type list",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_seen"] = 61.into()),
+        "counts disagree",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_mistakes"] = (-1).into()),
+        "n_mistakes",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["n_features_in"] = 6.into()),
+        "features",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["seen_per_task"] = serde_json::json!([1, 2])),
+        "one count per task",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["seen_per_task"][0] = (1u64 << 63).into()),
+        "2**63",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["label_form"] = "strings".into()),
+        "label form",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"]["task_labels"] = serde_json::json!([1, 1])),
+        "distinct",
+    );
+    refused(
+        &reframed(&data, |h| h["fitted"] = serde_json::Value::Null),
+        "unfitted model with a native state",
+    );
+    let huge = serde_json::json!({"__omtl_task_graph__": {
+        "kind": "edges", "n_tasks": 1u64 << 32, "edges": [], "weights": null, "matrix": null}});
+    refused(
+        &reframed(&data, |h| h["params"]["graph"] = huge),
+        "larger than the file allows",
+    );
+}
+
+#[test]
+fn a_writer_refuses_what_a_reader_would() {
+    let (model, _, _) = fitted();
+    let text = model.header().to_json().unwrap();
+    let small = Limits {
+        max_header: 10,
+        ..Limits::default()
+    };
+    assert!(matches!(encode(&text, model.learner(), &small), Err(Error::CannotSave(m)) if m.contains("over the")));
+    // A learner the file's bookkeeping does not describe.
+    let other = mtrbp(4, 3).into();
+    assert!(matches!(
+        encode(&text, Some(&other), &Limits::default()),
+        Err(Error::CannotSave(_))
+    ));
+    // A learner that has already learned has counts ModelFile::new cannot know.
+    let mut trained = mtrbp(3, 3);
+    let (x, y) = stream(5, 3);
+    omtl::learner::learn(&mut trained, &Rows::dense(&x, 5, 3), &[0, 1, 2, 0, 1], &y).unwrap();
+    assert!(ModelFile::new(trained.into()).is_err());
+}
