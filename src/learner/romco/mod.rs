@@ -34,6 +34,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use form::{GramSide, UForm};
+
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
@@ -136,7 +138,10 @@ impl SvtRoute {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The ROMCO learner: U (correlative, low-rank) and V (personalized, column-sparse), with the
+/// caches its updates maintain. The saved state is the flat field layout of `layout.rs`, into
+/// which U's form and the Gram side are written.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Romco {
     n_tasks: usize,
     n_features: usize,
@@ -146,30 +151,22 @@ pub struct Romco {
     lambda2: f64,
     trigger: RomcoTrigger,
     route: SvtRoute,
-    /// U, column-major: `u^i = u[i*d..(i+1)*d]` (empty while `brand` holds U); in the
-    /// factored form (`u_right` not empty) this is W and `U = W Π`.
-    u: Vec<f64>,
-    /// Π (row-major `k x k`) and Π⁻¹ of the factored form `U = W Π` (tall U, `d >=
-    /// FACTORED_MIN_RATIO k²`); both empty when `Π = I` (then `u` is U itself). Π is the
-    /// identity on the columns that are not live, so they stay exactly zero.
-    u_right: Vec<f64>,
-    u_right_inv: Vec<f64>,
+    /// U, in one of its forms.
+    u: UForm,
     /// Work (multiply-adds) of the updates since the last exact resync of C: the exact `C = UᵀU`
     /// costs `O(d k²)`, and runs only once the updates since the last one did as much work,
     /// so that it adds at most as much again whatever d is (every 100 updates for a dense U).
     resync_work: u64,
-    /// U as a factored thin SVD (route (c)), while singleton rounds run; `None` otherwise.
-    brand: Option<ThinSvd>,
     /// ṽ, column-major; `v^i = v_scale[i] * ṽ^i`. A column with scale 0 is zero (ṽ is stale).
     v: Vec<f64>,
     v_scale: Vec<f64>,
     /// `||v^i||²`, maintained.
     v_sq_norm: Vec<f64>,
-    /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`). Stale after a route-(b)
-    /// update of singleton rounds, which keeps C as `Z diag(μ) Zᵀ` (`svt_vectors`, `svt_mu`)
-    /// and forms it only when needed ([`Romco::fresh_gram`]).
+    /// `C = UᵀU`, row-major `k x k` (maintained only when `λ1 > 0`); what it holds is said by
+    /// `gram_side`.
     gram: Vec<f64>,
-    gram_stale: bool,
+    /// Where U's Gram matrix is held: C (explicit or as the SVT's factors) or `D = UUᵀ`.
+    gram_side: GramSide,
     /// Columns of U that may be non-zero (a column never updated is exactly 0 and the SVT runs
     /// on the others only, so rounding never leaks into it).
     u_live: Vec<bool>,
@@ -192,22 +189,12 @@ pub struct Romco {
     n_brand_svt: u64,
     /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
     n_eigen_updates: u64,
-    /// Route (b) on the row side (wide U: more live columns than features, `q > d`): U's
-    /// Gram matrix is held as `D = UUᵀ = P diag(μ) Pᵀ` (`d x d`) instead of C, so C is not
-    /// maintained while this is set (`gram` is meaningless, `svt_vectors` empty) and is
-    /// formed exactly when the column side needs it again ([`Romco::fresh_gram`]).
-    gram_unknown: bool,
-    /// P (row-major `d x d`, column r the eigenvector of `row_mu[r]`) and `μ_r = (σ_r - θ)_+²`
-    /// of `D = UUᵀ` after the last row-side SVT; empty when unknown (then the next row-side
-    /// SVT forms `D̂` exactly).
-    row_vectors: Vec<f64>,
-    row_mu: Vec<f64>,
     /// Route-(b) SVTs that ran on the row side (counted in `n_gram_svt` too).
     n_row_svt: u64,
     /// Folds of the factored form `U = W Π` back into W by a thresholding (Π singular or
     /// ill-conditioned).
     n_folds: u64,
-    #[serde(skip)]
+    /// Buffers reused from one update to the next.
     scratch: Box<UpdateScratch>,
 }
 
@@ -322,16 +309,13 @@ impl Build for Romco {
             lambda2,
             trigger,
             route,
-            u: factors.filled(&[size], 0.0)?,
-            u_right: Vec::new(),
-            u_right_inv: Vec::new(),
+            u: UForm::Dense(factors.filled(&[size], 0.0)?),
             resync_work: 0,
-            brand: None,
             v: factors.filled(&[size], 0.0)?,
             v_scale: per_task.filled(&[n_tasks], 0.0)?,
             v_sq_norm: per_task.filled(&[n_tasks], 0.0)?,
             gram,
-            gram_stale: false,
+            gram_side: GramSide::Columns,
             u_live: per_task.filled(&[n_tasks], false)?,
             svt_vectors: Vec::new(),
             svt_mu: Vec::new(),
@@ -345,9 +329,6 @@ impl Build for Romco {
             n_numerical_failures: 0,
             n_brand_svt: 0,
             n_eigen_updates: 0,
-            gram_unknown: false,
-            row_vectors: Vec::new(),
-            row_mu: Vec::new(),
             n_row_svt: 0,
             n_folds: 0,
             scratch: Box::default(),
@@ -389,39 +370,6 @@ impl Romco {
         self.route == SvtRoute::Brand
     }
 
-    /// Switches U to the factored form (an `O(d k²)` thin SVD; free when U = 0). False (and no
-    /// change) if U holds non-finite values.
-    fn enter_factored(&mut self) -> bool {
-        self.fold_u();
-        let (d, k) = (self.n_features, self.n_tasks);
-        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
-        match ThinSvd::from_matrix(&self.u, d, k, &live) {
-            Some(f) => {
-                self.brand = Some(f);
-                self.u = Vec::new();
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Switches U back to the dense form (`O(d k r)`), with an exact `C = UᵀU`.
-    fn leave_factored(&mut self) {
-        if let Some(f) = self.brand.take() {
-            let (d, k) = (self.n_features, self.n_tasks);
-            self.u = f.materialize();
-            self.gram = svt::gram(&self.u, d, k);
-            self.gram_stale = false;
-            self.forget_row_side();
-            self.forget_svt_vectors();
-            self.qr_pending = false;
-        }
-    }
-
-    fn u_col(&self, i: usize) -> &[f64] {
-        &self.u[i * self.n_features..(i + 1) * self.n_features]
-    }
-
     fn v_dot(&self, i: usize, x: &Row) -> f64 {
         let s = self.v_scale[i];
         if s == 0.0 {
@@ -433,19 +381,8 @@ impl Romco {
 
     /// U as a row-major `d x k` matrix.
     pub fn u_matrix(&self) -> Vec<f64> {
-        match &self.brand {
-            Some(f) => {
-                let u = f.materialize();
-                let d = self.n_features;
-                self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
-            }
-            None if !self.u_right.is_empty() => {
-                let u = self.dense_u();
-                let d = self.n_features;
-                self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
-            }
-            None => self.to_row_major(|i| (self.u_col(i), 1.0)),
-        }
+        let (u, d) = (self.dense_u(), self.n_features);
+        self.to_row_major(|i| (&u[i * d..(i + 1) * d], 1.0))
     }
 
     /// V as a row-major `d x k` matrix.
@@ -474,19 +411,8 @@ impl Romco {
             Some(r) => r,
             None => {
                 let live: Vec<usize> = (0..self.n_tasks).filter(|&i| self.u_live[i]).collect();
-                let dense;
-                let u = match &self.brand {
-                    Some(f) => {
-                        dense = f.materialize();
-                        &dense
-                    }
-                    None if !self.u_right.is_empty() => {
-                        dense = self.dense_u();
-                        &dense
-                    }
-                    None => &self.u,
-                };
-                svt::qr_route_cols(u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
+                let u = self.dense_u();
+                svt::qr_route_cols(&u, self.n_features, &live, 0.0, None).map_or(0, |s| s.rank)
             }
         }
     }
@@ -516,11 +442,7 @@ impl OnlineLearner for Romco {
     shape_fields!();
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        let u = match &self.brand {
-            Some(f) => f.score_projected(&f.project(&x), task),
-            None => self.u_dot(&x, task),
-        };
-        u + self.v_dot(task, &x)
+        self.u_dot(&x, task) + self.v_dot(task, &x)
     }
 
     /// Protocol P1: the example is a singleton round (§1.3, §5.6).
@@ -538,17 +460,17 @@ impl OnlineLearner for Romco {
 
     /// Under route (c), `Bᵀx` serves both the score and the update.
     fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
-        let bx = self.brand.as_ref().map(|f| f.project(&x));
-        // In the factored form the score is a coordinate of Uᵀx, which the update needs too.
-        let ux = (!self.u_right.is_empty()).then(|| {
-            let mut ux = vec![0.0; self.n_tasks];
-            self.columns_dot_row(&x, &mut ux);
-            ux
-        });
-        let u = match (&self.brand, &bx, &ux) {
-            (Some(f), Some(bx), _) => f.score_projected(bx, task),
-            (_, _, Some(ux)) => ux[task],
-            _ => self.u_dot(&x, task),
+        // Under route (c) the score is read from `Bᵀx`, and in the factored form it is a
+        // coordinate of `Uᵀx`: both serve the update too.
+        let (mut bx, mut ux) = (None, None);
+        let u = match &self.u {
+            UForm::Dense(_) => self.u_dot(&x, task),
+            UForm::RightFactored { .. } => {
+                let mut all = vec![0.0; self.n_tasks];
+                self.columns_dot_row(&x, &mut all);
+                ux.insert(all)[task]
+            }
+            UForm::ThinSvd(f) => f.score_projected(bx.insert(f.project(&x)), task),
         };
         let vx = self.v_dot(task, &x);
         let score = u + vx;
@@ -597,7 +519,10 @@ impl OnlineLearner for Romco {
             ("n_brand_svt", self.n_brand_svt as f64),
             ("n_eigen_updates", self.n_eigen_updates as f64),
             ("n_row_svt", self.n_row_svt as f64),
-            ("u_factored", if self.u_right.is_empty() { 0.0 } else { 1.0 }),
+            (
+                "u_factored",
+                f64::from(u8::from(matches!(self.u, UForm::RightFactored { .. }))),
+            ),
             ("n_folds", self.n_folds as f64),
         ]
     }
@@ -620,6 +545,7 @@ fn gram_route_taking(eig: &mut eigen_update::Eigen, theta: f64) -> Option<Shrink
 
 mod check;
 mod form;
+mod layout;
 mod sides;
 mod threshold;
 mod update;

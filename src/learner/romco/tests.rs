@@ -270,7 +270,7 @@ fn maintained_quantities_track_exact_values() {
     let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
     learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
     m.fresh_gram();
-    let exact = svt::gram(&m.u, d, k);
+    let exact = svt::gram(&m.dense_u(), d, k);
     let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
     let drift = exact
         .iter()

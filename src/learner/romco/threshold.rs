@@ -45,7 +45,7 @@ impl Romco {
                 self.n_qr_svt += 1;
                 self.fold_u();
                 let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
-                svt::qr_route_cols(&self.u, d, &live, theta, warm)
+                svt::qr_route_cols(&self.dense_u(), d, &live, theta, warm)
             }
         };
         match shrink {
@@ -58,24 +58,32 @@ impl Romco {
                 self.svt_mu
                     .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
                 let mut s = svt::embed(s, &live, k);
+                // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
+                let side = if updated { GramSide::ColumnFactors } else { GramSide::Columns };
                 if s.pi.iter().all(|&p| p == 0.0) {
-                    self.u.fill(0.0);
-                    self.u_right.clear();
-                    self.u_right_inv.clear();
+                    self.u = match std::mem::replace(&mut self.u, UForm::Dense(Vec::new())) {
+                        // W is d x k like U: zero in either layout.
+                        UForm::Dense(mut u) | UForm::RightFactored { w: mut u, .. } => {
+                            u.fill(0.0);
+                            UForm::Dense(u)
+                        }
+                        thin @ UForm::ThinSvd(_) => thin,
+                    };
                     self.gram.fill(0.0);
-                    self.gram_stale = false;
+                    self.gram_side = GramSide::Columns;
                     self.u_live.fill(false);
                     self.forget_svt_vectors();
-                } else if self.factored() {
+                } else if self.prefers_right_factored() {
                     self.compose_right(&s, &live);
-                    self.gram_stale = updated;
+                    self.gram_side = side;
                     if !updated {
                         self.gram = std::mem::take(&mut s.gram);
                     }
                 } else {
-                    svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
-                    // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
-                    self.gram_stale = updated;
+                    if let UForm::Dense(u) = &mut self.u {
+                        svt::right_multiply_in_place(u, d, k, &s.pi);
+                    }
+                    self.gram_side = side;
                     if !updated {
                         self.gram = s.gram;
                     }
@@ -86,7 +94,7 @@ impl Romco {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
                 self.n_numerical_failures += 1;
                 self.gram = self.exact_gram();
-                self.gram_stale = false;
+                self.gram_side = GramSide::Columns;
                 self.forget_svt_vectors();
             }
         }
@@ -110,10 +118,9 @@ impl Romco {
         let trace = match c_hat {
             Some(c) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
             None if !changes.is_empty() => {
-                let trace_c = if self.gram_stale {
-                    self.svt_mu.iter().sum::<f64>()
-                } else {
-                    (0..k).map(|i| self.gram[i * k + i]).sum::<f64>()
+                let trace_c = match self.gram_side {
+                    GramSide::ColumnFactors => self.svt_mu.iter().sum::<f64>(),
+                    GramSide::Columns | GramSide::Rows { .. } => (0..k).map(|i| self.gram[i * k + i]).sum::<f64>(),
                 };
                 trace_c + changes.iter().map(|ch| 2.0 * ch.g[ch.task] + ch.alpha).sum::<f64>()
             }
@@ -134,7 +141,7 @@ impl Romco {
     /// U's spectrum allows; a wrong guess costs time only (route (a) is exact).
     pub(super) fn row_side_hopeless(&self) -> bool {
         let d = self.n_features;
-        if self.gram_unknown || self.svt_mu.len() <= d {
+        if matches!(self.gram_side, GramSide::Rows { .. }) || self.svt_mu.len() <= d {
             return false;
         }
         let theta = self.eta1 * self.lambda1;
@@ -177,17 +184,16 @@ impl Romco {
     /// Forms `C = Z diag(μ) Zᵀ` (over the live columns) if the explicit C is stale. Called
     /// before U changes (or after the SVT), while the factors describe the current U.
     pub(super) fn fresh_gram(&mut self) {
-        if self.gram_unknown {
-            // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
-            self.gram = self.exact_gram();
-            self.gram_unknown = false;
-            self.forget_row_side();
-            return;
+        match self.gram_side {
+            GramSide::Columns => return,
+            GramSide::Rows { .. } => {
+                // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
+                self.gram = self.exact_gram();
+                self.gram_side = GramSide::Columns;
+                return;
+            }
+            GramSide::ColumnFactors => self.gram_side = GramSide::Columns,
         }
-        if !self.gram_stale {
-            return;
-        }
-        self.gram_stale = false;
         let k = self.n_tasks;
         debug_assert!(self.svt_matches_live(), "stale C without matching factors");
         if !self.svt_matches_live() {

@@ -23,16 +23,17 @@ impl Romco {
         }
         self.check_steps(items)?;
         self.n_seen += items.len() as u64;
-        self.enter_factored_form();
+        self.enter_right_factored();
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
         let active: Vec<&Item> = items.iter().filter(|it| it.y * it.score < 1.0).collect();
         let x_sq: Vec<f64> = active.iter().map(|it| it.x.sq_norm()).collect();
         // Route (c) for singleton rounds (§5.5 c); any other round needs U dense.
-        let use_brand = items.len() == 1 && self.brand_applies() && (self.brand.is_some() || self.enter_factored());
+        let use_brand =
+            items.len() == 1 && self.brand_applies() && (matches!(self.u, UForm::ThinSvd(_)) || self.enter_thin_svd());
         if !use_brand {
-            self.leave_factored();
+            self.leave_thin_svd();
         }
         let shrink_u = self.lambda1 > 0.0 && !use_brand;
         // Wide U (more live columns than features after this step): route (b) on the `d x d`
@@ -46,7 +47,7 @@ impl Romco {
         let mut row_changes = Vec::new();
         if row_side {
             self.enter_row_side();
-            if active.len() <= MAX_UPDATED_TASKS && self.row_mu.len() == d {
+            if active.len() <= MAX_UPDATED_TASKS && self.gram_side.row_factors().1.len() == d {
                 // D̂ = D + Σ (u aᵀ + a uᵀ + a aᵀ) over the changed columns, u = u^t before the
                 // step, a = η1 y x: one rank-two change per column (the columns differ, so
                 // each u is the column as it was).
@@ -56,7 +57,7 @@ impl Romco {
                     row_changes.push((self.u_col(it.task).to_vec(), a));
                 }
             }
-        } else if self.gram_unknown {
+        } else if matches!(self.gram_side, GramSide::Rows { .. }) {
             self.fresh_gram();
         }
 
@@ -187,7 +188,7 @@ impl Romco {
         }
 
         self.n_updates += 1;
-        let work = if self.factored() {
+        let work = if self.prefers_right_factored() {
             let nnz: usize = active.iter().map(|it| it.x.nnz()).sum();
             nnz * k + k * k * k
         } else {
@@ -209,21 +210,22 @@ impl Romco {
             let xx = it.x.sq_norm();
             let (s1, s2) = (self.eta1 * it.y, self.eta2 * it.y);
             let sq_ok = (self.eta1 * self.eta1 * xx).is_finite() && (self.eta2 * self.eta2 * xx).is_finite();
-            let u_ok = self.brand.is_some()
-                || if self.u_right.is_empty() {
-                    it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1)
-                } else {
+            let u_ok = match &self.u {
+                UForm::ThinSvd(_) => true,
+                UForm::Dense(u) => it.x.axpy_stays_finite(&u[t * d..(t + 1) * d], s1),
+                UForm::RightFactored { w, pi_inv, .. } => {
                     let k = self.n_tasks;
-                    let r = &self.u_right_inv[t * k..(t + 1) * k];
+                    let r = &pi_inv[t * k..(t + 1) * k];
                     let mut ok = true;
                     it.x.for_each(|i, v| {
-                        ok &= self.u[i * k..(i + 1) * k]
+                        ok &= w[i * k..(i + 1) * k]
                             .iter()
                             .zip(r)
                             .all(|(&w, &f)| (w + s1 * v * f).is_finite());
                     });
                     ok
-                };
+                }
+            };
             let v_ok = self.v_scale[t] == 0.0
                 || it
                     .x
