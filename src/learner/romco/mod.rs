@@ -96,6 +96,7 @@ pub enum RomcoTrigger {
 }
 
 impl RomcoTrigger {
+    /// The trigger named `"loss"` or `"mistake"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "loss" => Ok(Self::Loss),
@@ -124,6 +125,7 @@ pub enum SvtRoute {
 }
 
 impl SvtRoute {
+    /// The route named `"auto"`, `"gram"`, `"qr"` or `"brand"`.
     pub fn parse(name: &str) -> Result<Self> {
         match name {
             "auto" => Ok(Self::Auto),
@@ -239,11 +241,13 @@ struct Item<'a> {
 learner_params! {
     /// ROMCO's hyper-parameters (§5).
     pub struct RomcoParams {
-        /// Step sizes of U and V (>= 0, not both 0).
+        /// Step size of U, `η1` (>= 0; `η1 + η2 > 0`).
         pub eta1: f64,
+        /// Step size of V, `η2` (>= 0).
         pub eta2: f64,
-        /// Trace-norm and group-lasso weights (>= 0).
+        /// Trace-norm weight on U, `λ1` (>= 0).
         pub lambda1: f64,
+        /// Group-lasso weight on V's columns, `λ2` (>= 0).
         pub lambda2: f64,
         /// When the model updates: on a positive loss or on a mistake.
         pub update: RomcoTrigger,
@@ -337,6 +341,8 @@ impl Build for Romco {
 }
 
 impl Romco {
+    /// A zero model of `n_tasks` tasks over `n_features` features (route `Auto`); errors on
+    /// hyper-parameters [`RomcoParams`] refuses or a size beyond the machine.
     pub fn new(
         n_tasks: usize,
         n_features: usize,
