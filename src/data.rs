@@ -9,12 +9,21 @@ use crate::simd::{dense_axpy, dense_dot, dot4, first_non_finite};
 /// halve the memory and the data each solver pass streams). Every product widens the stored value
 /// to `f64` first, so the arithmetic is double precision either way.
 pub trait Value: Copy + Into<f64> {
-    /// `<a, b>` over dense slices.
-    fn dense_dot(a: &[Self], b: &[f64]) -> f64;
+    /// `<a, b>` over dense slices: the kernel of [`dense_dot`] (the same order of operations),
+    /// at the caller's vector width.
+    #[inline]
+    fn dense_dot(a: &[Self], b: &[f64]) -> f64 {
+        dot4(a, b)
+    }
+
     /// `y += alpha a` over dense slices.
-    fn dense_axpy(alpha: f64, a: &[Self], y: &mut [f64]);
+    #[inline]
+    fn dense_axpy(alpha: f64, a: &[Self], y: &mut [f64]) {
+        y.iter_mut().zip(a).for_each(|(yi, &x)| *yi += alpha * x.into());
+    }
 }
 
+/// The input: the dispatching kernels (the widest build the processor runs).
 impl Value for f64 {
     #[inline]
     fn dense_dot(a: &[f64], b: &[f64]) -> f64 {
@@ -27,18 +36,7 @@ impl Value for f64 {
     }
 }
 
-impl Value for f32 {
-    /// The kernel of [`dense_dot`] (the same order of operations), widening each value.
-    #[inline]
-    fn dense_dot(a: &[f32], b: &[f64]) -> f64 {
-        dot4(a, b)
-    }
-
-    #[inline]
-    fn dense_axpy(alpha: f64, a: &[f32], y: &mut [f64]) {
-        y.iter_mut().zip(a).for_each(|(yi, &x)| *yi += alpha * f64::from(x));
-    }
-}
+impl Value for f32 {}
 
 /// One instance: a dense slice or a sparse vector with strictly increasing indices, of `f64`
 /// values unless said otherwise ([`Value`]).

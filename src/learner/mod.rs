@@ -188,7 +188,7 @@ mod linear;
 mod lookahead;
 mod spec;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod undo;
 
 pub use self::omtl::{omtl_tau, GlobalNorm, OmtlParams};

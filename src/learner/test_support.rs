@@ -1,5 +1,6 @@
-//! Test streams shared by the learners' unit tests.
+//! Test streams shared by the crate's unit tests.
 
+use crate::data::Rows;
 use crate::rng::SplitMix64;
 
 /// `n` rows of `d` features uniform in [-1, 1), tasks `0, 1, ..., k-1` in turn, labelled ±1 by
@@ -27,4 +28,42 @@ pub(crate) fn stream(
         })
         .collect();
     (x, tasks, y)
+}
+
+/// The non-zero entries of a dense row-major matrix, in CSR (to run one stream both ways).
+pub(crate) struct Csr {
+    indptr: Vec<i64>,
+    indices: Vec<u32>,
+    data: Vec<f64>,
+    n_cols: usize,
+}
+
+impl Csr {
+    /// The non-zero entries of `dense` (row-major, `n_cols` columns).
+    pub(crate) fn of_dense(dense: &[f64], n_cols: usize) -> Self {
+        let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
+        for row in dense.chunks_exact(n_cols) {
+            for (c, &v) in row.iter().enumerate().filter(|(_, &v)| v != 0.0) {
+                indices.push(c as u32);
+                data.push(v);
+            }
+            indptr.push(indices.len() as i64);
+        }
+        Self {
+            indptr,
+            indices,
+            data,
+            n_cols,
+        }
+    }
+
+    /// The batch view.
+    pub(crate) fn rows(&self) -> Rows<'_> {
+        Rows::Csr {
+            indptr: &self.indptr,
+            indices: &self.indices,
+            data: &self.data,
+            n_cols: self.n_cols,
+        }
+    }
 }

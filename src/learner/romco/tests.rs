@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::data::Rows;
-use crate::learner::test_support::stream;
+use crate::learner::test_support::{stream, Csr};
 use crate::learner::{learn, learn_rounds, predict_sign};
 
 fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
@@ -24,17 +24,36 @@ fn unregularised_romco_is_independent_margin_perceptrons() {
     let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
     let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
     let sb = learn(&mut b, &rows, &tasks, &y).unwrap();
-    let mut z = vec![vec![0.0; d]; k];
-    for t in 0..n {
-        let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-        let f = dense_dot(&z[i], xt);
+    let replayed = independent_linear_scores(&x, &tasks, &y, d, k, 0.5, |margin| margin < 1.0);
+    for (t, &f) in replayed.iter().enumerate() {
         assert!((f - sa[t]).abs() <= 1e-12 * f.abs().max(1.0));
         assert!((f - sb[t]).abs() <= 1e-12 * f.abs().max(1.0));
-        if y[t] * f < 1.0 {
-            z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += 0.5 * y[t] * v);
-        }
     }
     assert_eq!(a.rank(), k);
+}
+
+/// The scores of k independent linear learners replayed on a dense stream: task i's weights take
+/// `step y x` after every example whose margin `y f` passes `updates`.
+fn independent_linear_scores(
+    x: &[f64],
+    tasks: &[i64],
+    y: &[f64],
+    d: usize,
+    k: usize,
+    step: f64,
+    updates: impl Fn(f64) -> bool,
+) -> Vec<f64> {
+    let mut z = vec![vec![0.0; d]; k];
+    (0..y.len())
+        .map(|t| {
+            let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
+            let f = dense_dot(&z[i], xt);
+            if updates(y[t] * f) {
+                z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += step * y[t] * v);
+            }
+            f
+        })
+        .collect()
 }
 
 fn relative_difference(a: &[f64], b: &[f64]) -> f64 {
@@ -213,14 +232,9 @@ fn mistake_trigger_equals_perceptrons() {
     let rows = Rows::dense(&x, n, d);
     let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
     let s = learn(&mut m, &rows, &tasks, &y).unwrap();
-    let mut z = vec![vec![0.0; d]; k];
-    for t in 0..n {
-        let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-        let f = dense_dot(&z[i], xt);
+    let replayed = independent_linear_scores(&x, &tasks, &y, d, k, 1.0, |margin| margin <= 0.0);
+    for (t, &f) in replayed.iter().enumerate() {
         assert_eq!(predict_sign(f), predict_sign(s[t]), "step {t}");
-        if y[t] * f <= 0.0 {
-            z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += y[t] * v);
-        }
     }
 }
 
@@ -332,22 +346,8 @@ fn sparse_and_dense_agree_and_parameters_are_checked() {
         }
     });
     let dense = Rows::dense(&x, n, d);
-    let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
-    for r in 0..n {
-        for c in 0..d {
-            if x[r * d + c] != 0.0 {
-                indices.push(c as u32);
-                data.push(x[r * d + c]);
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
-    let sparse = Rows::Csr {
-        indptr: &indptr,
-        indices: &indices,
-        data: &data,
-        n_cols: d,
-    };
+    let csr = Csr::of_dense(&x, d);
+    let sparse = csr.rows();
     let mut a = model(k, d, 0.1, 0.1, 0.2, 0.05, RomcoTrigger::Loss);
     let mut b = a.clone();
     let sa = learn(&mut a, &dense, &tasks, &y).unwrap();
