@@ -27,7 +27,7 @@ impl Romco {
             )?;
         }
         let thin_svd = matches!(self.u, UForm::ThinSvd(_));
-        if self.lambda1 > 0.0 && !thin_svd && self.gram_side == GramSide::Columns {
+        if self.params.lambda1 > 0.0 && !thin_svd && self.gram_side == GramSide::Columns {
             let exact = self.exact_gram();
             let (drift, scale) = frobenius_drift(&exact, &self.gram);
             ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
@@ -101,15 +101,7 @@ impl CheckState for Romco {
             check_len("U", u.len(), size)?;
         }
         let (row_vectors, row_mu) = self.gram_side.row_factors();
-        param(Self::new(
-            k,
-            d,
-            self.eta1,
-            self.eta2,
-            self.lambda1,
-            self.lambda2,
-            self.trigger,
-        ))?;
+        param(Self::build(&self.params, &Setting::new(k, d, false)))?;
         for (what, values) in [
             ("U", u),
             ("V", &self.v),
@@ -179,12 +171,12 @@ impl CheckState for Romco {
             &[
                 self.n_updates,
                 self.n_seen,
-                self.n_gram_svt,
-                self.n_qr_svt,
-                self.n_drift_resyncs,
-                self.n_numerical_failures,
-                self.n_brand_svt,
-                self.n_eigen_updates,
+                self.svt_counts.n_gram_svt,
+                self.svt_counts.n_qr_svt,
+                self.svt_counts.n_drift_resyncs,
+                self.svt_counts.n_numerical_failures,
+                self.svt_counts.n_brand_svt,
+                self.svt_counts.n_eigen_updates,
                 self.n_row_svt,
                 self.n_folds,
             ],

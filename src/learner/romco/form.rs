@@ -64,8 +64,8 @@ impl Romco {
     /// and the shape.
     pub(super) fn prefers_right_factored(&self) -> bool {
         let k = self.n_tasks;
-        self.lambda1 > 0.0
-            && self.route != SvtRoute::Brand
+        self.params.lambda1 > 0.0
+            && self.params.svt_route != SvtRoute::Brand
             && self.n_features >= FACTORED_MIN_RATIO.saturating_mul(k).saturating_mul(k)
     }
 
@@ -267,12 +267,12 @@ impl Romco {
     pub(super) fn resync_gram(&mut self) {
         self.fresh_gram();
         self.forget_svt_vectors();
-        if self.lambda1 > 0.0 && !matches!(self.u, UForm::ThinSvd(_)) {
+        if self.params.lambda1 > 0.0 && !matches!(self.u, UForm::ThinSvd(_)) {
             let exact = self.exact_gram();
             let (drift, scale) = frobenius_drift(&exact, &self.gram);
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
-                self.n_drift_resyncs += 1;
+                self.svt_counts.n_drift_resyncs += 1;
             }
             self.gram = exact;
         }

@@ -147,12 +147,8 @@ impl SvtRoute {
 pub struct Romco {
     n_tasks: usize,
     n_features: usize,
-    eta1: f64,
-    eta2: f64,
-    lambda1: f64,
-    lambda2: f64,
-    trigger: RomcoTrigger,
-    route: SvtRoute,
+    /// The hyper-parameters.
+    params: RomcoParams,
     /// U, in one of its forms.
     u: UForm,
     /// Work (multiply-adds) of the updates since the last exact resync of C: the exact `C = UᵀU`
@@ -184,13 +180,8 @@ pub struct Romco {
     rank: Option<usize>,
     n_updates: u64,
     n_seen: u64,
-    n_gram_svt: u64,
-    n_qr_svt: u64,
-    n_drift_resyncs: u64,
-    n_numerical_failures: u64,
-    n_brand_svt: u64,
-    /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
-    n_eigen_updates: u64,
+    /// What the thresholdings did.
+    svt_counts: SvtCounts,
     /// Route-(b) SVTs that ran on the row side (counted in `n_gram_svt` too).
     n_row_svt: u64,
     /// Folds of the factored form `U = W Π` back into W by a thresholding (Π singular or
@@ -198,6 +189,23 @@ pub struct Romco {
     n_folds: u64,
     /// Buffers reused from one update to the next.
     scratch: Box<UpdateScratch>,
+}
+
+/// Counts of what ROMCO's thresholdings did (diagnostics; saved with the model).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+struct SvtCounts {
+    /// Route-(b) SVTs (column or row side).
+    n_gram_svt: u64,
+    /// Route-(a) SVTs.
+    n_qr_svt: u64,
+    /// Exact resyncs that found the maintained Gram drifted.
+    n_drift_resyncs: u64,
+    /// Thresholdings skipped on non-finite values.
+    n_numerical_failures: u64,
+    /// Route-(c) SVTs.
+    n_brand_svt: u64,
+    /// Route-(b) SVTs whose eigendecomposition was updated rather than recomputed.
+    n_eigen_updates: u64,
 }
 
 /// Buffers reused from one update to the next (not part of the model: not serialized, and
@@ -282,14 +290,6 @@ impl Build for Romco {
 
     fn from_checked(params: &RomcoParams, setting: &Setting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
-        let RomcoParams {
-            eta1,
-            eta2,
-            lambda1,
-            lambda2,
-            update: trigger,
-            svt_route: route,
-        } = *params;
         let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
         let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
         let per_task = Need::new("n_tasks", n_tasks, "the per-task state of V");
@@ -307,12 +307,7 @@ impl Build for Romco {
         Ok(Self {
             n_tasks,
             n_features,
-            eta1,
-            eta2,
-            lambda1,
-            lambda2,
-            trigger,
-            route,
+            params: *params,
             u: UForm::Dense(factors.filled(&[size], 0.0)?),
             resync_work: 0,
             v: factors.filled(&[size], 0.0)?,
@@ -327,12 +322,7 @@ impl Build for Romco {
             rank: Some(0),
             n_updates: 0,
             n_seen: 0,
-            n_gram_svt: 0,
-            n_qr_svt: 0,
-            n_drift_resyncs: 0,
-            n_numerical_failures: 0,
-            n_brand_svt: 0,
-            n_eigen_updates: 0,
+            svt_counts: SvtCounts::default(),
             n_row_svt: 0,
             n_folds: 0,
             scratch: Box::default(),
@@ -365,7 +355,7 @@ impl Romco {
 
     /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
     pub fn with_route(mut self, route: SvtRoute) -> Self {
-        self.route = route;
+        self.params.svt_route = route;
         self
     }
 
@@ -373,7 +363,7 @@ impl Romco {
     /// 18,000 x 400, 12-task stream it costs ~28 µs per update against ~10 µs for route (b)
     /// with the updated eigendecomposition, which is accurate whenever U is well conditioned.
     fn brand_applies(&self) -> bool {
-        self.route == SvtRoute::Brand
+        self.params.svt_route == SvtRoute::Brand
     }
 
     fn v_dot(&self, i: usize, x: &Row) -> f64 {
@@ -435,10 +425,7 @@ impl Romco {
 impl Romco {
     /// Same hyper-parameters as `other`.
     pub fn same_settings(&self, other: &Self) -> bool {
-        (self.n_tasks, self.n_features, self.trigger, self.route)
-            == (other.n_tasks, other.n_features, other.trigger, other.route)
-            && (self.eta1, self.eta2, self.lambda1, self.lambda2)
-                == (other.eta1, other.eta2, other.lambda1, other.lambda2)
+        (self.n_tasks, self.n_features, self.params) == (other.n_tasks, other.n_features, other.params)
     }
 }
 
@@ -518,12 +505,12 @@ impl OnlineLearner for Romco {
         vec![
             ("rank", self.rank() as f64),
             ("n_personalized", self.n_personalized() as f64),
-            ("n_gram_svt", self.n_gram_svt as f64),
-            ("n_qr_svt", self.n_qr_svt as f64),
-            ("n_drift_resyncs", self.n_drift_resyncs as f64),
-            ("n_numerical_failures", self.n_numerical_failures as f64),
-            ("n_brand_svt", self.n_brand_svt as f64),
-            ("n_eigen_updates", self.n_eigen_updates as f64),
+            ("n_gram_svt", self.svt_counts.n_gram_svt as f64),
+            ("n_qr_svt", self.svt_counts.n_qr_svt as f64),
+            ("n_drift_resyncs", self.svt_counts.n_drift_resyncs as f64),
+            ("n_numerical_failures", self.svt_counts.n_numerical_failures as f64),
+            ("n_brand_svt", self.svt_counts.n_brand_svt as f64),
+            ("n_eigen_updates", self.svt_counts.n_eigen_updates as f64),
             ("n_row_svt", self.n_row_svt as f64),
             (
                 "u_factored",

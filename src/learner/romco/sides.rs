@@ -46,7 +46,7 @@ impl Romco {
     /// singular value was thresholded to zero (`Π_new` singular) or Π became ill-conditioned.
     pub(super) fn compose_right(&mut self, s: &Shrinkage, live: &[usize]) {
         let (k, q) = (self.n_tasks, live.len());
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mut pi_new = s.pi.clone();
         let mut is_live = vec![false; k];
         live.iter().for_each(|&c| is_live[c] = true);
@@ -140,7 +140,7 @@ impl Romco {
     /// test as the column side) send the SVT to route (a).
     pub(super) fn threshold_rows(&mut self, changes: &[(Vec<f64>, Vec<f64>)]) {
         let (d, k) = (self.n_features, self.n_tasks);
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mut eig = std::mem::take(&mut self.scratch.updated);
         let mut updated = !changes.is_empty() && self.gram_side.row_factors().1.len() == d;
         for (n, (u, a)) in changes.iter().enumerate() {
@@ -183,9 +183,9 @@ impl Romco {
             return;
         };
         if updated {
-            self.n_eigen_updates += 1;
+            self.svt_counts.n_eigen_updates += 1;
         }
-        self.n_gram_svt += 1;
+        self.svt_counts.n_gram_svt += 1;
         self.n_row_svt += 1;
         self.rank = Some(s.rank);
         let UForm::Dense(u) = &mut self.u else {
@@ -232,7 +232,7 @@ impl Romco {
             let (drift, scale) = frobenius_drift(&exact, &kept);
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
-                self.n_drift_resyncs += 1;
+                self.svt_counts.n_drift_resyncs += 1;
             }
         }
         self.forget_row_side();
@@ -280,14 +280,14 @@ impl Romco {
 
     /// Route (c): `U ← SVT_θ(U + η1 Γ)` on the factored U of a singleton round.
     pub(super) fn brand_threshold(&mut self, items: &[Item], bx: Option<&[f64]>) {
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let it = &items[0];
         // Triggered singleton rounds always have positive loss (so Γ is the row), but stay safe.
-        let alpha = if it.y * it.score < 1.0 { self.eta1 * it.y } else { 0.0 };
+        let alpha = if it.y * it.score < 1.0 { self.params.eta1 * it.y } else { 0.0 };
         let UForm::ThinSvd(f) = &mut self.u else { return };
         match f.update(&it.x, alpha, it.task, theta, bx) {
             Some(info) => {
-                self.n_brand_svt += 1;
+                self.svt_counts.n_brand_svt += 1;
                 self.rank = Some(info.rank);
                 if f.r() == 0 {
                     self.u_live.fill(false);
@@ -296,7 +296,7 @@ impl Romco {
             None => {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded,
                 // dense, as routes (a)/(b) do.
-                self.n_numerical_failures += 1;
+                self.svt_counts.n_numerical_failures += 1;
                 self.leave_thin_svd();
                 let d = self.n_features;
                 if let UForm::Dense(u) = &mut self.u {

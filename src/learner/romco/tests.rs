@@ -298,8 +298,8 @@ fn maintained_quantities_track_exact_values() {
         let norm2: f64 = (0..d).map(|r| vm[r * k + i] * vm[r * k + i]).sum();
         assert!((norm2 - m.v_sq_norm[i]).abs() <= 1e-10 * norm2.max(1e-300));
     }
-    assert!(m.n_gram_svt > 0);
-    assert_eq!(m.n_numerical_failures, 0);
+    assert!(m.svt_counts.n_gram_svt > 0);
+    assert_eq!(m.svt_counts.n_numerical_failures, 0);
 }
 
 /// Rounds: all rows of a round see the same model, and singleton rounds equal `learn`.

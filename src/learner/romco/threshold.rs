@@ -9,7 +9,7 @@ impl Romco {
     /// in `O(k²)` + two `k x k` products instead of recomputing it.
     pub(super) fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, changes: &[ColumnChange]) {
         let (d, k) = (self.n_features, self.n_tasks);
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
         if live.is_empty() {
             self.rank = Some(0);
@@ -21,7 +21,7 @@ impl Romco {
             None
         } else if !changes.is_empty() && self.update_eigen(&live, changes) {
             updated = true;
-            self.n_eigen_updates += 1;
+            self.svt_counts.n_eigen_updates += 1;
             let eig = &mut self.scratch.updated;
             gram_route_taking(eig, theta)
         } else {
@@ -37,12 +37,12 @@ impl Romco {
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
-                self.n_gram_svt += 1;
+                self.svt_counts.n_gram_svt += 1;
                 Some(s)
             }
             None => {
                 self.qr_pending = false;
-                self.n_qr_svt += 1;
+                self.svt_counts.n_qr_svt += 1;
                 self.fold_u();
                 let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
                 svt::qr_route_cols(&self.dense_u(), d, &live, theta, warm)
@@ -92,7 +92,7 @@ impl Romco {
             }
             None => {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
-                self.n_numerical_failures += 1;
+                self.svt_counts.n_numerical_failures += 1;
                 self.gram = self.exact_gram();
                 self.gram_side = GramSide::Columns;
                 self.forget_svt_vectors();
@@ -110,7 +110,7 @@ impl Romco {
         if q <= d {
             return false;
         }
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mu_max = self.svt_mu.iter().fold(0.0f64, |a, &m| a.max(m));
         if mu_max > 0.0 && theta < GRAM_MIN_THETA * mu_max.sqrt() {
             return true;
@@ -144,7 +144,7 @@ impl Romco {
         if matches!(self.gram_side, GramSide::Rows { .. }) || self.svt_mu.len() <= d {
             return false;
         }
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mut sigma_sq: Vec<f64> = self
             .svt_mu
             .iter()
@@ -248,7 +248,7 @@ impl Romco {
         let fresh = active
             .iter()
             .zip(x_sq)
-            .filter(|(it, &xx)| !self.u_live[it.task] && self.eta1 != 0.0 && xx > 0.0)
+            .filter(|(it, &xx)| !self.u_live[it.task] && self.params.eta1 != 0.0 && xx > 0.0)
             .count();
         self.u_live.iter().filter(|&&l| l).count() + fresh
     }
