@@ -106,8 +106,9 @@ impl Romco {
         }
     }
 
-    /// The dense column-major `u` stored row-major (W), through the scratch buffer.
-    pub(super) fn to_row_major_w(&mut self, u: Vec<f64>) -> Vec<f64> {
+    /// The dense column-major `u` transposed into a row-major W (through the scratch buffer,
+    /// which keeps `u`'s allocation).
+    pub(super) fn transposed_into_w(&mut self, u: Vec<f64>) -> Vec<f64> {
         let (d, k) = (self.n_features, self.n_tasks);
         let mut w = std::mem::take(&mut self.scratch.product);
         w.resize(d * k, 0.0);
@@ -126,7 +127,7 @@ impl Romco {
         let UForm::Dense(u) = &mut self.u else { return };
         let u = std::mem::take(u);
         let w = if self.u_live.iter().any(|&l| l) {
-            self.to_row_major_w(u)
+            self.transposed_into_w(u)
         } else {
             u // zero: the same in either layout
         };

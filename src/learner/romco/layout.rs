@@ -14,44 +14,51 @@ use super::*;
 /// owns; both give the same bytes as the owned vectors.
 #[derive(Serialize, Deserialize)]
 pub(super) struct RomcoLayout<'a> {
-    n_tasks: usize,
-    n_features: usize,
+    pub(super) n_tasks: usize,
+    pub(super) n_features: usize,
     /// η1, η2, λ1, λ2, the trigger and the route, in that order.
-    params: RomcoParams,
+    pub(super) params: RomcoParams,
     /// U dense column-major, or W of `U = W Π` (row-major), or empty (thin SVD).
-    u: Cow<'a, [f64]>,
+    pub(super) u: Cow<'a, [f64]>,
     /// Π and Π⁻¹ of `U = W Π`; empty otherwise.
-    u_right: Cow<'a, [f64]>,
-    u_right_inv: Cow<'a, [f64]>,
-    resync_work: u64,
+    pub(super) u_right: Cow<'a, [f64]>,
+    pub(super) u_right_inv: Cow<'a, [f64]>,
+    pub(super) resync_work: u64,
     /// U as a thin SVD (route (c)).
-    brand: Option<Cow<'a, ThinSvd>>,
-    v: Cow<'a, [f64]>,
-    v_scale: Cow<'a, [f64]>,
-    v_sq_norm: Cow<'a, [f64]>,
-    gram: Cow<'a, [f64]>,
+    pub(super) brand: Option<Cow<'a, ThinSvd>>,
+    pub(super) v: Cow<'a, [f64]>,
+    pub(super) v_scale: Cow<'a, [f64]>,
+    pub(super) v_sq_norm: Cow<'a, [f64]>,
+    pub(super) gram: Cow<'a, [f64]>,
     /// [`GramSide::ColumnFactors`].
-    gram_stale: bool,
-    u_live: Cow<'a, [bool]>,
-    qr_pending: bool,
-    svt_vectors: Cow<'a, [f64]>,
-    svt_mu: Cow<'a, [f64]>,
-    rank: Option<usize>,
-    n_updates: u64,
-    n_seen: u64,
-    svt_counts: SvtCounts,
+    pub(super) gram_stale: bool,
+    pub(super) u_live: Cow<'a, [bool]>,
+    pub(super) qr_pending: bool,
+    pub(super) svt_vectors: Cow<'a, [f64]>,
+    pub(super) svt_mu: Cow<'a, [f64]>,
+    pub(super) rank: Option<usize>,
+    pub(super) n_updates: u64,
+    pub(super) n_seen: u64,
+    pub(super) svt_counts: SvtCounts,
     /// [`GramSide::Rows`], with its factors in `row_vectors` and `row_mu`.
-    gram_unknown: bool,
-    row_vectors: Cow<'a, [f64]>,
-    row_mu: Cow<'a, [f64]>,
-    n_row_svt: u64,
-    n_folds: u64,
+    pub(super) gram_unknown: bool,
+    pub(super) row_vectors: Cow<'a, [f64]>,
+    pub(super) row_mu: Cow<'a, [f64]>,
+    pub(super) n_row_svt: u64,
+    pub(super) n_folds: u64,
 }
 
 impl Serialize for Romco {
     fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        RomcoLayout::from(self).serialize(serializer)
+    }
+}
+
+impl<'a> From<&'a Romco> for RomcoLayout<'a> {
+    /// The flat fields of `m`, borrowed.
+    fn from(m: &'a Romco) -> Self {
         let empty = || Cow::Borrowed(&[][..]);
-        let (u, u_right, u_right_inv, brand) = match &self.u {
+        let (u, u_right, u_right_inv, brand) = match &m.u {
             UForm::Dense(u) => (Cow::Borrowed(&u[..]), empty(), empty(), None),
             UForm::RightFactored { w, pi, pi_inv } => (
                 Cow::Borrowed(&w[..]),
@@ -61,40 +68,39 @@ impl Serialize for Romco {
             ),
             UForm::ThinSvd(f) => (empty(), empty(), empty(), Some(Cow::Borrowed(f))),
         };
-        let (gram_stale, gram_unknown, row_vectors, row_mu) = match &self.gram_side {
+        let (gram_stale, gram_unknown, row_vectors, row_mu) = match &m.gram_side {
             GramSide::Columns => (false, false, empty(), empty()),
             GramSide::ColumnFactors => (true, false, empty(), empty()),
             GramSide::Rows { vectors, mu } => (false, true, Cow::Borrowed(&vectors[..]), Cow::Borrowed(&mu[..])),
         };
         RomcoLayout {
-            n_tasks: self.n_tasks,
-            n_features: self.n_features,
-            params: self.params,
+            n_tasks: m.n_tasks,
+            n_features: m.n_features,
+            params: m.params,
             u,
             u_right,
             u_right_inv,
-            resync_work: self.resync_work,
+            resync_work: m.resync_work,
             brand,
-            v: Cow::Borrowed(&self.v),
-            v_scale: Cow::Borrowed(&self.v_scale),
-            v_sq_norm: Cow::Borrowed(&self.v_sq_norm),
-            gram: Cow::Borrowed(&self.gram),
+            v: Cow::Borrowed(&m.v),
+            v_scale: Cow::Borrowed(&m.v_scale),
+            v_sq_norm: Cow::Borrowed(&m.v_sq_norm),
+            gram: Cow::Borrowed(&m.gram),
             gram_stale,
-            u_live: Cow::Borrowed(&self.u_live),
-            qr_pending: self.qr_pending,
-            svt_vectors: Cow::Borrowed(&self.svt_vectors),
-            svt_mu: Cow::Borrowed(&self.svt_mu),
-            rank: self.rank,
-            n_updates: self.n_updates,
-            n_seen: self.n_seen,
-            svt_counts: self.svt_counts,
+            u_live: Cow::Borrowed(&m.u_live),
+            qr_pending: m.qr_pending,
+            svt_vectors: Cow::Borrowed(&m.svt_vectors),
+            svt_mu: Cow::Borrowed(&m.svt_mu),
+            rank: m.rank,
+            n_updates: m.n_updates,
+            n_seen: m.n_seen,
+            svt_counts: m.svt_counts,
             gram_unknown,
             row_vectors,
             row_mu,
-            n_row_svt: self.n_row_svt,
-            n_folds: self.n_folds,
+            n_row_svt: m.n_row_svt,
+            n_folds: m.n_folds,
         }
-        .serialize(serializer)
     }
 }
 

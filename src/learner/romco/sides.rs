@@ -94,7 +94,7 @@ impl Romco {
             }
             UForm::Dense(u) => {
                 let u = std::mem::take(u);
-                let w = self.to_row_major_w(u);
+                let w = self.transposed_into_w(u);
                 self.u = UForm::RightFactored { w, pi, pi_inv: inv };
             }
             UForm::ThinSvd(_) => {}

@@ -360,3 +360,56 @@ fn sparse_and_dense_agree_and_parameters_are_checked() {
     assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
     assert!(RomcoTrigger::parse("sometimes").is_err());
 }
+
+/// Every form of U and side of the Gram survives its saved state (the flat layout of
+/// `layout.rs`) unchanged, and a combination of the flat fields no model writes is refused.
+#[test]
+fn every_form_round_trips_and_inconsistent_layouts_are_refused() {
+    use crate::state::{decode, encode};
+    let forms = [
+        (10, 4, 0.05, SvtRoute::Auto),  // dense U, C explicit or as the SVT's factors
+        (200, 3, 0.05, SvtRoute::Auto), // tall U: W Π
+        (10, 4, 0.05, SvtRoute::Brand), // a thin SVD
+        (3, 8, 0.02, SvtRoute::Auto),   // wide U: the row side
+    ];
+    let mut seen = Vec::new();
+    for (d, k, lambda1, route) in forms {
+        let (x, tasks, y) = random_stream(150, d, k, 11);
+        let mut m = model(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).with_route(route);
+        learn(&mut m, &Rows::dense(&x, 150, d), &tasks, &y).unwrap();
+        let bytes = encode(&m).unwrap();
+        let back: Romco = decode(&bytes).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(encode(&back).unwrap(), bytes);
+        seen.push((std::mem::discriminant(&m.u), std::mem::discriminant(&m.gram_side)));
+    }
+    seen.sort_by_key(|s| format!("{s:?}"));
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "the streams reach every form: {seen:?}");
+
+    // A thin SVD beside a dense U, a right factor without its inverse, a stale C on the row side.
+    let (x, tasks, y) = random_stream(150, 10, 4, 11);
+    let mut m = model(4, 10, 0.1, 0.1, 0.05, 1e-4, RomcoTrigger::Loss).with_route(SvtRoute::Brand);
+    learn(&mut m, &Rows::dense(&x, 150, 10), &tasks, &y).unwrap();
+    let UForm::ThinSvd(f) = &m.u else { panic!("route (c) holds a thin SVD") };
+    let layout = |u: Vec<f64>, pi: Vec<f64>, pi_inv: Vec<f64>, brand: Option<&ThinSvd>, stale, rows| {
+        let mut saved = layout::RomcoLayout::from(&m);
+        saved.u = u.into();
+        saved.u_right = pi.into();
+        saved.u_right_inv = pi_inv.into();
+        saved.brand = brand.map(std::borrow::Cow::Borrowed);
+        (saved.gram_stale, saved.gram_unknown) = (stale, rows);
+        Romco::try_from(saved)
+    };
+    assert!(layout(vec![], vec![], vec![], Some(f), false, false).is_ok());
+    assert!(layout(vec![0.0; 40], vec![], vec![], Some(f), false, false).is_err());
+    assert!(layout(vec![0.0; 40], vec![1.0; 16], vec![], None, false, false).is_err());
+    assert!(layout(vec![0.0; 40], vec![], vec![], None, true, true).is_err());
+    let mut rows = layout(vec![0.0; 40], vec![], vec![], None, false, true).unwrap();
+    rows.check_state().unwrap();
+    rows.gram_side = GramSide::Rows {
+        vectors: vec![1.0],
+        mu: vec![1.0],
+    };
+    assert!(rows.check_state().is_err(), "one eigenvalue of a 10 x 10 D");
+}
