@@ -75,6 +75,18 @@ mod tests {
         MTBPRJ, MTFORG, MTRBP,
     };
 
+    /// The scores of `learn_one` on each row in turn (no lookahead: every score a fresh pass).
+    fn learn_row_by_row(model: &mut impl OnlineLearner, rows: &Rows, tasks: &[i64], y: &[f64]) -> Vec<f64> {
+        let mut scratch = Scratch::default();
+        (0..rows.len())
+            .map(|t| {
+                model
+                    .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                    .unwrap()
+            })
+            .collect()
+    }
+
     /// Learns the stream row by row (no lookahead: every score a fresh pass) and in one batch
     /// (windows of scores made ahead and corrected after each update-mistake): the decisions and
     /// the final models are identical, the scores equal up to rounding (no score of this stream
@@ -85,13 +97,8 @@ mod tests {
         });
         let rows = Rows::dense(&x, n, d);
         let mut one = fresh.clone();
+        let single = learn_row_by_row(&mut one, &rows, &tasks, &y);
         let mut scratch = Scratch::default();
-        let single: Vec<f64> = (0..n)
-            .map(|t| {
-                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                    .unwrap()
-            })
-            .collect();
         let mut batch = fresh;
         let windowed = learn(&mut batch, &rows, &tasks, &y).unwrap();
         assert!(batch.lookahead() > 1, "the stream must reach the windowed path");
@@ -164,13 +171,9 @@ mod tests {
         let params = ProjectronParams::new(150, 0.01, Threshold::Norm).unwrap();
         let fresh = MTBPRJ::with_kernels(&tk, BaseKernel::rbf(0.5).unwrap(), d, false, params).unwrap();
         let mut one = fresh.clone();
-        let mut scratch = Scratch::default();
-        let single: Vec<u64> = (0..n)
-            .map(|t| {
-                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                    .unwrap()
-                    .to_bits()
-            })
+        let single: Vec<u64> = learn_row_by_row(&mut one, &rows, &tasks, &y)
+            .iter()
+            .map(|f| f.to_bits())
             .collect();
         let mut batch = fresh;
         let windowed: Vec<u64> = learn(&mut batch, &rows, &tasks, &y)
