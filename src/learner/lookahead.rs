@@ -69,23 +69,11 @@ impl<'w, 'a> Ahead<'w, 'a> {
 mod tests {
     use crate::data::{Row, Rows};
     use crate::kernel::{BaseKernel, Scratch, TaskKernel};
-    use crate::learner::test_support::stream;
+    use crate::learner::test_support::{learn_row_by_row, stream};
     use crate::learner::{
         decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, ProjectronParams, Threshold,
         MTBPRJ, MTFORG, MTRBP,
     };
-
-    /// The scores of `learn_one` on each row in turn (no lookahead: every score a fresh pass).
-    fn learn_row_by_row(model: &mut impl OnlineLearner, rows: &Rows, tasks: &[i64], y: &[f64]) -> Vec<f64> {
-        let mut scratch = Scratch::default();
-        (0..rows.len())
-            .map(|t| {
-                model
-                    .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                    .unwrap()
-            })
-            .collect()
-    }
 
     /// Learns the stream row by row (no lookahead: every score a fresh pass) and in one batch
     /// (windows of scores made ahead and corrected after each update-mistake): the decisions and

@@ -1,6 +1,8 @@
 //! Test streams shared by the crate's unit tests.
 
 use crate::data::Rows;
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
 use crate::rng::SplitMix64;
 
 /// `n` rows of `d` features uniform in [-1, 1), tasks `0, 1, ..., k-1` in turn, labelled ±1 by
@@ -66,4 +68,16 @@ impl Csr {
             n_cols: self.n_cols,
         }
     }
+}
+
+/// The scores of `learn_one` on each row in turn (no lookahead: every score a fresh pass).
+pub(crate) fn learn_row_by_row(model: &mut dyn OnlineLearner, rows: &Rows, tasks: &[i64], y: &[f64]) -> Vec<f64> {
+    let mut scratch = Scratch::default();
+    (0..rows.len())
+        .map(|t| {
+            model
+                .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                .unwrap()
+        })
+        .collect()
 }
