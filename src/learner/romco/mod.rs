@@ -340,17 +340,11 @@ impl Romco {
         eta2: f64,
         lambda1: f64,
         lambda2: f64,
-        trigger: RomcoTrigger,
+        update: RomcoTrigger,
     ) -> Result<Self> {
-        let params = RomcoParams {
-            eta1,
-            eta2,
-            lambda1,
-            lambda2,
-            update: trigger,
-            svt_route: SvtRoute::Auto,
-        };
-        Self::build(&params, &Setting::new(n_tasks, n_features, false))
+        let setting = Setting::new(n_tasks, n_features, false);
+        let svt_route = SvtRoute::Auto;
+        Self::build(&RomcoParams { eta1, eta2, lambda1, lambda2, update, svt_route }, &setting)
     }
 
     /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
