@@ -9,7 +9,7 @@ use crate::simd::{dense_axpy, dense_dot, dot4, first_non_finite};
 /// halve the memory and the data each solver pass streams). Every product widens the stored value
 /// to `f64` first, so the arithmetic is double precision either way.
 pub trait Value: Copy + Into<f64> {
-    /// `<a, b>` over dense slices: the kernel of [`dense_dot`] (the same order of operations),
+    /// `<a, b>` over dense slices: the kernel of `simd::dense_dot` (the same order of operations),
     /// at the caller's vector width.
     #[inline]
     fn dense_dot(a: &[Self], b: &[f64]) -> f64 {

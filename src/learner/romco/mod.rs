@@ -23,7 +23,8 @@
 //! V is stored as `v^i = s_i ṽ^i` with `||v^i||²` maintained, so the group shrinkage of all k
 //! columns is `O(k)` and the gradient step `O(nnz)` per changed column.
 //!
-//! The shape picks the side and the form of U (docs/romco.md items 11-14):
+//! The shape picks the side and the form of U (docs/romco.md items 11-14; `form::GramSide` and
+//! `form::UForm` name them, and every branch on them is a `match`):
 //! - wide U (more live columns than features): route (b) on the `d x d` Gram of the rows,
 //!   `D = UUᵀ`, and `U ← Π_L Û` (`O(d² k + d³)` per update instead of `O(d k² + k³)`);
 //! - tall U with `d >= 8 k²`: `U = W Π`, the `k x k` Π and Π⁻¹ accumulated lazily, so an update
