@@ -23,11 +23,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::learner::spec::{check_at_least_one, check_positive};
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::spec::{check_at_least_one, check_positive};
 use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};

@@ -18,11 +18,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::learner::spec::{check_positive, check_within};
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::Scratch;
+use crate::learner::spec::{check_positive, check_within};
 use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};

@@ -46,11 +46,11 @@ pub use store::{slot_of, DENSE_MAX_WIDTH};
 
 use store::{dense_fits, CellAt, Journal, SparseCells, Store, ABSENT, INTERCEPT_KEY, SHARED};
 
-use crate::learner::spec::check_positive;
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
+use crate::learner::spec::check_positive;
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::simd::{fma_builds, LaneMath};
