@@ -196,25 +196,6 @@ def _locked(method):
     return wrapper
 
 
-def _task_set_field(field: str):
-    """A model attribute that is the field ``field`` of its ``TaskSet`` (``_tasks``); setting it
-    on a model without one starts an empty one."""
-
-    def get(self):
-        tasks = self.__dict__.get("_tasks")
-        if tasks is None:
-            raise AttributeError(field)
-        return getattr(tasks, field)
-
-    def set_(self, value):
-        tasks = self.__dict__.get("_tasks")
-        if tasks is None:
-            tasks = self.__dict__["_tasks"] = TaskSet(np.zeros(0, dtype=np.int64), None)
-        setattr(tasks, field, value)
-
-    return property(get, set_)
-
-
 def diagnostic(name: str, doc: str, before_fit=0, kind=int) -> property:
     """A learner's fitted attribute read from its core's diagnostics (``before_fit`` while there
     is no core), converted by ``kind``."""
@@ -363,13 +344,6 @@ class OnlineClassifier(SklearnClassifierMixin):
     def _engine_n_tasks(self, n_labels: int) -> int:
         """The number of engine tasks that holds ``n_labels`` labels (a learner may keep more)."""
         return n_labels
-
-    # The task set's fields under their former attribute names, which python/omtl/persistence.py
-    # reads and writes (a model file's bookkeeping).
-    _seen_per_task = _task_set_field("counts")
-    _task_labels = _task_set_field("labels")
-    _task_index = _task_set_field("index")
-    _n_tasks_at_fit = _task_set_field("n_tasks_at_fit")
 
     def _n_tasks_param_at_fit(self):
         """The ``n_tasks`` hyper-parameter the fitted model was built (or grown) with."""
