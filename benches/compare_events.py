@@ -95,14 +95,7 @@ def omtl_predict_one(events, ys, tasks, **params):
 def omtl_river(events_with_task, ys, task_key):
     import omtl.river
 
-    model = omtl.river.MTLinear(task_key=task_key, hash_bits=18)
-
-    def run():
-        for x, y in zip(events_with_task, ys):
-            model.predict_one(x)
-            model.learn_one(x, y)
-
-    return timed(run)
+    return river_model(lambda: omtl.river.MTLinear(task_key=task_key, hash_bits=18), events_with_task, ys)
 
 
 def river_model(make, events, ys):
@@ -114,6 +107,18 @@ def river_model(make, events, ys):
             model.learn_one(x, y)
 
     return timed(run)
+
+
+def river_runs(events, events_with_task, labels, task_key) -> dict:
+    """omtl.river.MTLinear and River's two linear models, predict_one + learn_one on the same
+    events (the River adapter reads the task from each event's ``task_key``)."""
+    from river import linear_model
+
+    return {
+        "omtl.river.MTLinear predict_one + learn_one": lambda: omtl_river(events_with_task, labels, task_key),
+        "River LogisticRegression predict_one + learn_one": lambda: river_model(linear_model.LogisticRegression, events, labels),
+        "River PAClassifier predict_one + learn_one": lambda: river_model(linear_model.PAClassifier, events, labels),
+    }
 
 
 def river_predict_one(make, events, ys):
@@ -194,10 +199,7 @@ def contenders(n: int):
         "omtl learn_one, {int: value} dict": lambda: omtl_learn_one(int_dicts, ys, ts, n_features=X.shape[1]),
         "omtl learn_one, {str: value} dict (hashed, hash_bits=18)": lambda: omtl_learn_one(
             str_dicts, ys, ts, hash_bits=18),
-        "omtl.river.MTLinear predict_one + learn_one": lambda: omtl_river(with_task, bools, "task"),
-        "River LogisticRegression predict_one + learn_one": lambda: river_model(
-            linear_model.LogisticRegression, str_dicts, bools),
-        "River PAClassifier predict_one + learn_one": lambda: river_model(linear_model.PAClassifier, str_dicts, bools),
+        **river_runs(str_dicts, with_task, bools, "task"),
         "VW Workspace.learn, prepared line (-q st)": lambda: vw_learn(vw_dense),
         "scikit-learn SGDClassifier predict + partial_fit, one row": lambda: sgd_partial_fit(sk_rows, ys),
         "omtl learn, 10-row calls (per row)": lambda: omtl_chunks(X, y, tasks, 10),
@@ -209,10 +211,7 @@ def contenders(n: int):
     bow = {
         "omtl learn_one, {str: value} dict (hashed, hash_bits=18)": lambda: omtl_learn_one(
             messages, bys, users, hash_bits=18),
-        "omtl.river.MTLinear predict_one + learn_one": lambda: omtl_river(bow_with_user, bbools, "user"),
-        "River LogisticRegression predict_one + learn_one": lambda: river_model(
-            linear_model.LogisticRegression, messages, bbools),
-        "River PAClassifier predict_one + learn_one": lambda: river_model(linear_model.PAClassifier, messages, bbools),
+        **river_runs(messages, bow_with_user, bbools, "user"),
         "VW Workspace.learn, prepared line (-q st)": lambda: vw_learn(vw_bow),
         "scikit-learn SGDClassifier predict + partial_fit, one hashed row": lambda: sgd_partial_fit(sk_bow, bys),
         "omtl learn, 10-row calls of hash_features (per row)": lambda: omtl_chunks(

@@ -2,10 +2,11 @@
 //! 12-task stream (protocol P1 and rounds), the SVT routes on their own, and a sparse stream
 //! with d = 500,000.
 
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput};
 use omtl::bench::{eigen_update, svt};
 use omtl::data::Rows;
-use omtl::learner::{learn, learn_rounds, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
+use omtl::learner::{learn, learn_rounds, OnlineLearner, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
 use omtl::rng::SplitMix64;
 
 fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>, Vec<i64>) {
@@ -35,6 +36,26 @@ fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>,
     (x, tasks, y, rounds)
 }
 
+/// Times P1 (`learn`) over `rows` on a model from `setup` each iteration (the routine returns the
+/// model so that freeing it is not timed).
+fn bench_learn<M: OnlineLearner + Clone>(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    setup: impl Fn() -> M,
+    (rows, tasks, y): (&Rows, &[i64], &[f64]),
+) {
+    g.bench_function(name, |b| {
+        b.iter_batched(
+            &setup,
+            |mut m| {
+                learn(&mut m, rows, tasks, y).unwrap();
+                m
+            },
+            BatchSize::LargeInput,
+        )
+    });
+}
+
 fn bench_stream(c: &mut Criterion) {
     let (n, d, k) = (3000, 400, 12);
     let (x, tasks, y, rounds) = dense_stream(n, d, k, 1);
@@ -43,27 +64,14 @@ fn bench_stream(c: &mut Criterion) {
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
     let fresh = || Romco::new(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).unwrap();
-    g.bench_function("ROMCO P1 (default parameters)", |b| {
-        b.iter_batched(
-            fresh,
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_learn(&mut g, "ROMCO P1 (default parameters)", fresh, (&rows, &tasks, &y));
     let factored = || fresh().with_route(SvtRoute::Brand);
-    g.bench_function("ROMCO P1 (default parameters, route (c) instead of (b)/(a))", |b| {
-        b.iter_batched(
-            factored,
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_learn(
+        &mut g,
+        "ROMCO P1 (default parameters, route (c) instead of (b)/(a))",
+        factored,
+        (&rows, &tasks, &y),
+    );
     g.bench_function("ROMCO P2 rounds (default parameters)", |b| {
         b.iter_batched(
             fresh,
@@ -72,27 +80,9 @@ fn bench_stream(c: &mut Criterion) {
         )
     });
     let gram = || Romco::new(k, d, 0.1, 0.1, 0.5, 1e-4, RomcoTrigger::Loss).unwrap();
-    g.bench_function("ROMCO P1 (lambda1 = 0.5)", |b| {
-        b.iter_batched(
-            gram,
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_learn(&mut g, "ROMCO P1 (lambda1 = 0.5)", gram, (&rows, &tasks, &y));
     let pa = || PassiveAggressive::new(k, d, false, PaVariant::Pa1, 1.0).unwrap();
-    g.bench_function("PA-Unique", |b| {
-        b.iter_batched(
-            pa,
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_learn(&mut g, "PA-Unique", pa, (&rows, &tasks, &y));
     g.finish();
 }
 
@@ -196,26 +186,13 @@ fn bench_sparse_huge(c: &mut Criterion) {
         m
     };
     let (full, fast) = (warm(1e-4), warm(0.0));
-    g.bench_function("ROMCO P1", |b| {
-        b.iter_batched(
-            || full.clone(),
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
-    g.bench_function("ROMCO P1, lambda1 = 0 (fast path)", |b| {
-        b.iter_batched(
-            || fast.clone(),
-            |mut m| {
-                learn(&mut m, &rows, &tasks, &y).unwrap();
-                m
-            },
-            BatchSize::LargeInput,
-        )
-    });
+    bench_learn(&mut g, "ROMCO P1", || full.clone(), (&rows, &tasks, &y));
+    bench_learn(
+        &mut g,
+        "ROMCO P1, lambda1 = 0 (fast path)",
+        || fast.clone(),
+        (&rows, &tasks, &y),
+    );
     g.finish();
 }
 

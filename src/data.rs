@@ -3,32 +3,57 @@
 
 use crate::error::{Error, Result};
 use crate::kernel::BaseKernel;
-use crate::simd::{dense_axpy, dense_dot, first_non_finite};
+use crate::simd::{dense_axpy, dense_dot, dot4, first_non_finite};
 
-/// One instance: a dense slice or a sparse vector with strictly increasing indices.
+/// A value a row stores: `f64` (the caller's input) or `f32` (BatchMtl's stored examples, which
+/// halve the memory and the data each solver pass streams). Every product widens the stored value
+/// to `f64` first, so the arithmetic is double precision either way.
+pub trait Value: Copy + Into<f64> {
+    /// `<a, b>` over dense slices: the kernel of `simd::dense_dot` (the same order of operations),
+    /// at the caller's vector width.
+    #[inline]
+    fn dense_dot(a: &[Self], b: &[f64]) -> f64 {
+        dot4(a, b)
+    }
+
+    /// `y += alpha a` over dense slices.
+    #[inline]
+    fn dense_axpy(alpha: f64, a: &[Self], y: &mut [f64]) {
+        y.iter_mut().zip(a).for_each(|(yi, &x)| *yi += alpha * x.into());
+    }
+}
+
+/// The input: the dispatching kernels (the widest build the processor runs).
+impl Value for f64 {
+    #[inline]
+    fn dense_dot(a: &[f64], b: &[f64]) -> f64 {
+        dense_dot(a, b)
+    }
+
+    #[inline]
+    fn dense_axpy(alpha: f64, a: &[f64], y: &mut [f64]) {
+        dense_axpy(alpha, a, y)
+    }
+}
+
+impl Value for f32 {}
+
+/// One instance: a dense slice or a sparse vector with strictly increasing indices, of `f64`
+/// values unless said otherwise ([`Value`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Row<'a> {
-    /// All `n_features` values.
-    Dense(&'a [f64]),
-    /// The non-zero entries.
+pub enum Row<'a, T = f64> {
+    /// Every feature's value, in order.
+    Dense(&'a [T]),
+    /// The non-zero values and their features.
     Sparse {
-        /// Column indices, strictly increasing, each `< n_features`.
+        /// Strictly increasing feature indices.
         indices: &'a [u32],
-        /// The values at those columns (same length as `indices`).
-        values: &'a [f64],
+        /// The value of each index.
+        values: &'a [T],
     },
 }
 
-impl Row<'_> {
-    /// Squared Euclidean norm.
-    pub fn sq_norm(&self) -> f64 {
-        let values = match *self {
-            Row::Dense(v) => v,
-            Row::Sparse { values, .. } => values,
-        };
-        dense_dot(values, values)
-    }
-
+impl<T: Value> Row<'_, T> {
     /// Number of stored entries.
     pub fn nnz(&self) -> usize {
         match *self {
@@ -41,8 +66,8 @@ impl Row<'_> {
     #[inline]
     pub fn for_each(&self, mut f: impl FnMut(usize, f64)) {
         match *self {
-            Row::Dense(v) => v.iter().enumerate().for_each(|(j, &x)| f(j, x)),
-            Row::Sparse { indices, values } => indices.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x)),
+            Row::Dense(v) => v.iter().enumerate().for_each(|(j, &x)| f(j, x.into())),
+            Row::Sparse { indices, values } => indices.iter().zip(values).for_each(|(&j, &x)| f(j as usize, x.into())),
         }
     }
 
@@ -50,7 +75,7 @@ impl Row<'_> {
     #[inline]
     pub fn dot(&self, w: &[f64]) -> f64 {
         match *self {
-            Row::Dense(v) => dense_dot(v, w),
+            Row::Dense(v) => T::dense_dot(v, w),
             Row::Sparse { indices, values } => gather_dot(indices, values, w),
         }
     }
@@ -59,13 +84,24 @@ impl Row<'_> {
     #[inline]
     pub fn add_to(&self, w: &mut [f64], scale: f64) {
         match *self {
-            Row::Dense(v) => dense_axpy(scale, v, w),
+            Row::Dense(v) => T::dense_axpy(scale, v, w),
             Row::Sparse { indices, values } => {
                 for (&j, &v) in indices.iter().zip(values) {
-                    w[j as usize] += scale * v;
+                    w[j as usize] += scale * v.into();
                 }
             }
         }
+    }
+}
+
+impl Row<'_> {
+    /// Squared Euclidean norm.
+    pub fn sq_norm(&self) -> f64 {
+        let values = match *self {
+            Row::Dense(v) => v,
+            Row::Sparse { values, .. } => values,
+        };
+        dense_dot(values, values)
     }
 
     /// Whether `w + scale * self` is finite in every entry `self` touches (`w` finite): the check
@@ -119,45 +155,50 @@ impl Row<'_> {
     }
 }
 
+/// `<x, dense>` for the sparse `x` of `indices` and `values`.
 #[inline]
-pub(crate) fn gather_dot(indices: &[u32], values: &[f64], dense: &[f64]) -> f64 {
-    indices.iter().zip(values).map(|(&j, &v)| v * dense[j as usize]).sum()
+pub fn gather_dot<T: Value>(indices: &[u32], values: &[T], dense: &[f64]) -> f64 {
+    indices
+        .iter()
+        .zip(values)
+        .map(|(&j, &v)| v.into() * dense[j as usize])
+        .sum()
 }
 
-/// A batch of instances.
+/// A batch of instances, of `f64` values unless said otherwise ([`Value`]).
 #[derive(Debug, Clone, Copy)]
-pub enum Rows<'a> {
+pub enum Rows<'a, T = f64> {
     /// Row-major `n_rows x n_cols`.
     Dense {
-        /// The values, `n_rows * n_cols` of them, row after row.
-        data: &'a [f64],
-        /// Number of rows.
+        /// The values, row after row.
+        data: &'a [T],
+        /// The number of rows.
         n_rows: usize,
-        /// Number of columns (features).
+        /// The number of features.
         n_cols: usize,
     },
     /// Compressed sparse rows with canonical (sorted, duplicate-free) indices.
     Csr {
-        /// Row `i` is `indices[indptr[i]..indptr[i + 1]]` (length `n_rows + 1`, from 0).
+        /// Row `r` is `indptr[r]..indptr[r + 1]` of `indices` and `data`.
         indptr: &'a [i64],
-        /// Column indices, strictly increasing within a row.
+        /// The feature of each stored value.
         indices: &'a [u32],
-        /// The values at those columns.
-        data: &'a [f64],
-        /// Number of columns (features).
+        /// The stored values.
+        data: &'a [T],
+        /// The number of features.
         n_cols: usize,
     },
 }
 
-impl<'a> Rows<'a> {
+impl<'a, T: Value> Rows<'a, T> {
     /// A dense row-major batch of `n_rows x n_cols` over `data`.
-    pub fn dense(data: &'a [f64], n_rows: usize, n_cols: usize) -> Self {
+    pub fn dense(data: &'a [T], n_rows: usize, n_cols: usize) -> Self {
         Rows::Dense { data, n_rows, n_cols }
     }
 
     /// Rows `a..b` of the batch (`a <= b <= len`). A CSR slice needs its own `indptr` starting at
     /// 0, which is written into `buf`.
-    pub fn range(&self, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a> {
+    pub fn range(&self, a: usize, b: usize, buf: &'a mut Vec<i64>) -> Rows<'a, T> {
         let n_cols = self.n_cols();
         match *self {
             Rows::Dense { data, .. } => Rows::dense(&data[a * n_cols..b * n_cols], b - a, n_cols),
@@ -177,7 +218,7 @@ impl<'a> Rows<'a> {
         }
     }
 
-    /// Number of rows.
+    /// The number of rows.
     pub fn len(&self) -> usize {
         match *self {
             Rows::Dense { n_rows, .. } => n_rows,
@@ -185,19 +226,19 @@ impl<'a> Rows<'a> {
         }
     }
 
-    /// Whether the batch has no rows.
+    /// True when the batch has no row.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Number of columns (features).
+    /// The number of features.
     pub fn n_cols(&self) -> usize {
         match *self {
             Rows::Dense { n_cols, .. } | Rows::Csr { n_cols, .. } => n_cols,
         }
     }
 
-    /// Whether the batch is CSR.
+    /// True for a CSR batch.
     pub fn is_sparse(&self) -> bool {
         matches!(self, Rows::Csr { .. })
     }
@@ -224,7 +265,7 @@ impl<'a> Rows<'a> {
 
     /// Row `i`; call `validate` first (it checks the CSR structure this relies on).
     #[inline]
-    pub fn row(&self, i: usize) -> Row<'a> {
+    pub fn row(&self, i: usize) -> Row<'a, T> {
         match *self {
             Rows::Dense { data, n_cols, .. } => Row::Dense(&data[i * n_cols..(i + 1) * n_cols]),
             Rows::Csr {
@@ -238,7 +279,9 @@ impl<'a> Rows<'a> {
             }
         }
     }
+}
 
+impl Rows<'_> {
     /// Checks shape, CSR structure and finiteness, so that a model is never half-updated.
     pub fn validate(&self) -> Result<()> {
         self.validate_structure()?;

@@ -106,9 +106,9 @@ class _RawCore:
     def __reduce__(self):
         return (_native_core, (self.state,))
 
-    def __deepcopy__(self, memo):
-        # Pickling a model snapshots its core (a deep copy for a non-native one): the bytes are
-        # immutable, so the stand-in itself serves, and the decoding happens only on unpickling.
+    def snapshot(self):
+        # Pickling a model snapshots its core (omtl._base.Core): the bytes are immutable, so the
+        # stand-in itself serves, and the decoding happens only on unpickling.
         return self
 
 

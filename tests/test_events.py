@@ -303,11 +303,11 @@ def test_per_task_counts_grow_in_place():
     buffers = set()
     for i in range(1, 300):
         model.learn_one([0.0, 1.0], -1, task=i)
-        buffers.add(id(model._seen_buf))
+        buffers.add(id(model._tasks._buf))
     assert len(buffers) < 12  # doubling: a handful of reallocations for 300 tasks
     assert model.n_seen_per_task_.tolist() == [1] * 300
     state = model.__getstate__()
-    assert "_seen_buf" not in state and state["_task_index"] is not model._task_index
+    assert state["_tasks"]._buf is None and state["_tasks"].index is not model._tasks.index
 
 
 @pytest.mark.parametrize("twin", [False, True], ids=["native", "twin"])

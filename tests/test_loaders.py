@@ -33,7 +33,11 @@ needs_data = pytest.mark.skipif(
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_task=None):
+def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_task=None, task_sizes=None,
+                  task_positives=None, nnz=None):
+    """The checks every loaded stream passes; ``per_task``: the exact rows per task;
+    ``task_sizes``: the fewest and most rows of a task, for a dense stream; ``task_positives``:
+    the positives per task; ``nnz``: the non-zeros of a sparse stream (of unit-norm rows)."""
     assert isinstance(s, Stream)
     assert len(s) == n and s.X.shape == (n, d) and s.n_features == d
     assert s.n_tasks == n_tasks and len(s.task_names) == n_tasks
@@ -47,6 +51,15 @@ def _check_common(s: Stream, n: int, d: int, n_tasks: int, positives: int, per_t
         np.testing.assert_array_equal(s.task_counts(), per_task)
     assert s.X.dtype == np.float64
     assert s.rounds is None
+    if task_positives is not None:
+        np.testing.assert_array_equal(_positives_per_task(s), task_positives)
+    if nnz is not None:
+        assert s.X.nnz == nnz
+        _check_csr_unit_rows(s)
+    if task_sizes is not None:
+        counts = s.task_counts()
+        assert (counts.min(), counts.max()) == task_sizes
+        assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
 
 
 def _check_csr_unit_rows(s: Stream):
@@ -91,10 +104,7 @@ def landmine():
 @needs_data
 def test_school(school):
     s = school
-    _check_common(s, n=15362, d=28, n_tasks=139, positives=3608)
-    counts = s.task_counts()
-    assert counts.min() == 22 and counts.max() == 251
-    assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
+    _check_common(s, n=15362, d=28, n_tasks=139, positives=3608, task_sizes=(22, 251))
     assert s.X.min() == 0.0 and s.X.max() == 1.0
     # columns 3 and 4 are the non-binary ones, rescaled to exactly [0, 1]
     for j in (3, 4):
@@ -115,12 +125,9 @@ def test_school(school):
 @needs_data
 def test_landmine(landmine):
     s = landmine
-    _check_common(s, n=14820, d=10, n_tasks=29, positives=904)
-    counts = s.task_counts()
-    assert counts.min() == 445 and counts.max() == 690
+    _check_common(s, n=14820, d=10, n_tasks=29, positives=904, task_sizes=(445, 690))
     pos = _positives_per_task(s)
     assert pos.min() == 15 and pos.max() == 48
-    assert isinstance(s.X, np.ndarray) and s.X.flags.c_contiguous
     np.testing.assert_array_equal(s.X[:, :9].min(axis=0), 0.0)
     np.testing.assert_array_equal(s.X[:, :9].max(axis=0), 1.0)
     np.testing.assert_array_equal(s.X[:, 9], 1.0)
@@ -136,19 +143,13 @@ def test_landmine(landmine):
 )
 def test_newsgroups(pair, sizes, positives, nnz):
     s = loaders.load_newsgroups(DATA, pair=pair)
-    _check_common(s, n=sum(sizes), d=2000, n_tasks=2, positives=sum(positives), per_task=sizes)
-    np.testing.assert_array_equal(_positives_per_task(s), positives)
-    assert s.X.nnz == nnz
-    _check_csr_unit_rows(s)
+    _check_common(s, n=sum(sizes), d=2000, n_tasks=2, positives=sum(positives), per_task=sizes, task_positives=positives, nnz=nnz)
 
 
 @needs_data
 def test_ecml2006_task_a():
     s = loaders.load_ecml2006(DATA, task="a")
-    _check_common(s, n=7500, d=106780, n_tasks=3, positives=3750, per_task=[2500] * 3)
-    np.testing.assert_array_equal(_positives_per_task(s), [1250] * 3)
-    assert s.X.nnz == 985927
-    _check_csr_unit_rows(s)
+    _check_common(s, n=7500, d=106780, n_tasks=3, positives=3750, per_task=[2500] * 3, task_positives=[1250] * 3, nnz=985927)
     assert np.unique(s.X.indices).size == 39962
     assert [_columns_used(s.X, s.tasks == t) for t in range(3)] == [26580, 27523, 20227]
     # shared dictionary: user u00's ids stop at 48,784 (column 48,783)
@@ -158,25 +159,19 @@ def test_ecml2006_task_a():
 @needs_data
 def test_ecml2006_task_b():
     s = loaders.load_ecml2006(DATA, task="b")
-    _check_common(s, n=6000, d=152543, n_tasks=15, positives=3000, per_task=[400] * 15)
-    np.testing.assert_array_equal(_positives_per_task(s), [200] * 15)
-    assert s.X.nnz == 922884
+    _check_common(s, n=6000, d=152543, n_tasks=15, positives=3000, per_task=[400] * 15, task_positives=[200] * 15, nnz=922884)
     assert np.unique(s.X.indices).size == 37120
-    _check_csr_unit_rows(s)
 
 
 @needs_data
 def test_sentiment():
     s = loaders.load_sentiment(DATA)
-    _check_common(s, n=8000, d=473856, n_tasks=4, positives=4000, per_task=[2000] * 4)
+    _check_common(s, n=8000, d=473856, n_tasks=4, positives=4000, per_task=[2000] * 4, task_positives=[1000] * 4, nnz=1519266)
     assert s.task_names == ("books", "dvd", "electronics", "kitchen")
-    np.testing.assert_array_equal(_positives_per_task(s), [1000] * 4)
     # file order: in every domain the positive file comes first
     for t in range(4):
         yt = s.y[s.tasks == t]
         assert np.all(yt[:1000] == 1) and np.all(yt[1000:] == -1)
-    assert s.X.nnz == 1519266
-    _check_csr_unit_rows(s)
     assert [_columns_used(s.X, s.tasks == t) for t in range(4)] == [195887, 188778, 111407, 93474]
     # vocabulary in order of first appearance: the first review's first token is "holes"
     first = (DATA / "sentiment" / "books" / "positive.review").open(encoding="utf-8").readline().split()
@@ -192,10 +187,9 @@ def test_pu_spam():
     s = loaders.load_pu_spam(DATA)
     widths = [24748, 16425, 69600, 24551]
     sizes = [1090, 710, 4130, 1140]
-    _check_common(s, n=7070, d=sum(widths), n_tasks=4, positives=3010, per_task=sizes)
-    assert s.task_names == ("pu1", "pu2", "pu3", "pua")
-    np.testing.assert_array_equal(_positives_per_task(s), [480, 140, 1820, 570])
+    _check_common(s, n=7070, d=sum(widths), n_tasks=4, positives=3010, per_task=sizes, task_positives=[480, 140, 1820, 570])
     _check_csr_unit_rows(s)
+    assert s.task_names == ("pu1", "pu2", "pu3", "pua")
     # per-corpus feature blocks: every task stays inside its own block of columns
     offsets = np.concatenate([[0], np.cumsum(widths)])
     distinct = [24728, 16339, 69414, 24521]

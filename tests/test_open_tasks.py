@@ -14,6 +14,7 @@ from learner_table import LEARNERS
 from parity import check_scores, chunks_of, compare_runs, pre_update_scores
 
 import omtl
+import omtl.reference
 from omtl._native import NativeLearner
 
 K = 6
@@ -349,3 +350,34 @@ def test_add_tasks_takes_one_label_or_a_sequence():
         model.add_tasks(["carol"])
     with pytest.raises(ValueError, match="grows a fitted model"):
         omtl.PAUnique().add_tasks(["x"])
+
+
+def _legacy_state(model) -> dict:
+    """``model``'s pickled state as omtl wrote it with one attribute per task-set field (and, for
+    a reference core, the core itself rather than a snapshot)."""
+    state = model.__getstate__()
+    tasks = state.pop("_tasks")
+    state.update(_seen_per_task=tasks.counts, _n_tasks_at_fit=tasks.n_tasks_at_fit)
+    if tasks.labels is not None:
+        state.update(_task_labels=tasks.labels, _task_index=tasks.index)
+    if not hasattr(state["_core"], "_learner"):
+        state["_core"] = state["_core"].restore()
+    return state
+
+
+@pytest.mark.parametrize("cls", [omtl.MTLinear, omtl.PAUnique, omtl.reference.PAUnique, omtl.reference.MTPerceptron])
+@pytest.mark.parametrize("open_ended", [False, True], ids=["fixed", "labels"])
+def test_a_state_pickled_with_one_attribute_per_task_field_still_loads(cls, open_ended):
+    X, y, _, _ = arriving_stream(n=80, d=4)
+    tasks = [f"u{i % 5}" for i in range(80)] if open_ended else np.arange(80) % 3
+    model = cls(n_tasks=None if open_ended else 3).fit(X, y, tasks=tasks)
+    old = cls.__new__(cls)
+    old.__setstate__(pickle.loads(pickle.dumps(_legacy_state(model))))
+    assert old._tasks.n_tasks_at_fit == model._tasks.n_tasks_at_fit
+    np.testing.assert_array_equal(old.tasks_, model.tasks_)
+    np.testing.assert_array_equal(old.n_seen_per_task_, model.n_seen_per_task_)
+    np.testing.assert_array_equal(old.decision_function(X, tasks=tasks), model.decision_function(X, tasks=tasks))
+    # It goes on learning (and growing) as the model it was pickled from.
+    more = ["newcomer"] * 4 if open_ended else np.arange(4) % 3
+    np.testing.assert_array_equal(old.learn(X[:4], y[:4], tasks=more), model.learn(X[:4], y[:4], tasks=more))
+    np.testing.assert_array_equal(old.n_seen_per_task_, model.n_seen_per_task_)

@@ -150,15 +150,21 @@ def test_pickling_mid_stream_continues_identically(cls):
 
 
 @pytest.mark.parametrize(
-    "params, msg", [({"C": 0.0}, "C must"), ({"C": float("inf")}, "C must"), ({"variant": "pa3"}, "variant")]
+    "params, msg",
+    [({"C": 0.0}, "`C`: must be a finite number > 0"), ({"C": float("inf")}, "`C`: must be a finite number > 0"),
+     ({"C": "1"}, "C must be a real number"), ({"variant": "pa3"}, "variant")],
 )
 def test_bad_parameters(params, msg):
+    """The engine's rule and message (XParams::check) for the native classes and the twin alike."""
     X, y, tasks = random_stream(n=10, d=3, k=K)
-    for cls in (omtl.PAUnique, omtl.PAGlobal, ref.PAUnique):
+    messages = set()
+    for cls in (omtl.PAUnique, omtl.PAGlobal, ref.PAUnique, ref.PAGlobal):
         m = cls(n_tasks=K, **params)
-        with pytest.raises(ValueError, match=msg):
+        with pytest.raises(ValueError, match=msg) as err:
             m.learn(X, y, tasks=tasks)
+        messages.add(str(err.value))
         assert not m._is_fitted()
+    assert len(messages) == 1
 
 
 def test_bad_input_leaves_the_model_unchanged():

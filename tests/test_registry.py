@@ -1,6 +1,8 @@
 """The one learner registry: every public name has a native class, a reference twin, a native
 kind the engine registers, and an entry in the conformance table."""
 
+import importlib
+import pkgutil
 import re
 from pathlib import Path
 
@@ -61,9 +63,31 @@ def test_every_kind_has_a_class_a_twin_test_settings_and_a_readme_row():
     assert readme == set(_registry.LEARNERS), "the README's short learner table and the registry differ"
 
 
-def test_the_registry_finds_only_learners():
-    """Discovery takes the public classes that declare a native kind, defined in the module it reads
-    (not those a module imports), and the aliases of such classes."""
+def defined_learners(package) -> dict[str, type]:
+    """``{name: class}`` of the learners the public modules of ``package`` define: public classes
+    that declare a native kind, and their aliases (another public name of the same class)."""
+    found = {}
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for name, obj in vars(module).items():
+            if not name.startswith("_") and isinstance(obj, type) and obj.__module__ == module.__name__ and getattr(obj, "_native_kind", ""):
+                found[name] = obj
+    return dict(sorted(found.items()))
+
+
+@pytest.mark.parametrize("package", [omtl.learners, omtl.reference])
+def test_the_explicit_lists_name_every_learner_a_module_defines(package):
+    defined = defined_learners(package)
+    assert package.__all__ == list(defined), f"{package.__name__}.__all__ and the learner classes its modules define differ"
+    for name, cls in defined.items():
+        assert getattr(package, name) is cls, name
+
+
+def test_the_registry_holds_only_learners():
+    """The registry takes the explicitly exported classes, which declare a native kind, and the
+    aliases of such classes."""
     assert _registry.ALIASES == {"MTPRJ": "MTBPRJ", "MTPRJ2": "MTBPRJ2"}
     for name in _registry.EXPORTS:
         cls = getattr(omtl.learners, name)

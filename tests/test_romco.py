@@ -560,6 +560,16 @@ def test_auto_route_updates_the_gram_eigendecomposition_on_p1(d):
     assert diag["n_eigen_updates"] >= updates - K - updates // 100 - 1, diag
 
 
+def _stream_in_chunks(protocol, k, d, *, seed, sparse, round_size, chunk_rounds, **stream):
+    """1,600 random rows of k tasks and d features, as protocol P1 rows or P2 rounds of
+    ``round_size``, and the slices to feed them in (200 rows, or ``chunk_rounds`` rounds)."""
+    X, y, tasks = random_stream(n=1600, d=d, k=k, seed=seed, sparse=sparse, **stream)
+    if protocol == "P1":
+        return X, y, tasks, None, [slice(a, a + 200) for a in range(0, len(y), 200)]
+    s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="rounds").as_rounds(round_size)
+    return s.X, s.y, s.tasks, s.rounds, round_chunks(s.rounds, chunk_rounds)
+
+
 @pytest.mark.parametrize("protocol", ["P1", "P2"])
 @pytest.mark.parametrize("params", [{}, {"eta1": 0.5, "lambda1": 0.3}], ids=["defaults", "strong-lambda1"])
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
@@ -569,13 +579,8 @@ def test_wide_u_takes_the_row_side_and_matches_the_reference(protocol, params, s
     column changed (P1) and recomputed from the exact D̂ otherwise (P2 rounds of several tasks,
     and after each resync); U follows the reference's SVD to 1e-9 at every checkpoint."""
     k, d = 16, 5
-    X, y, tasks = random_stream(n=1600, d=d, k=k, seed=7, sparse=sparse)
-    rounds = None
-    if protocol == "P2":
-        s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="wide").as_rounds(2)
-        X, y, tasks, rounds = s.X, s.y, s.tasks, s.rounds
+    X, y, tasks, rounds, slices = _stream_in_chunks(protocol, k, d, seed=7, sparse=sparse, round_size=2, chunk_rounds=20)
     m, r = omtl.ROMCO(n_tasks=k, **params), ref.ROMCO(n_tasks=k, **params)
-    slices = round_chunks(rounds, 20) if rounds is not None else [slice(a, a + 200) for a in range(0, len(y), 200)]
     for sl in slices:
         kw = {} if rounds is None else {"rounds": rounds[sl]}
         assert compare_runs(m, r, X[sl], y[sl], tasks[sl], **kw).complete, "a tie parted the runs: pick another stream"
@@ -604,13 +609,8 @@ def test_tall_u_held_factored_matches_the_reference(protocol, params, sparse):
     and the scores follow the reference's SVD to 1e-9 at every checkpoint, and a pickle taken
     while U is factored continues bit-identically."""
     k, d = K, 8 * K * K + 10
-    X, y, tasks = random_stream(n=1600, d=d, k=k, seed=11, sparse=sparse, density=0.1)
-    rounds = None
-    if protocol == "P2":
-        s = Stream(X=X, y=y, tasks=tasks, n_tasks=k, name="tall").as_rounds(4)
-        X, y, tasks, rounds = s.X, s.y, s.tasks, s.rounds
+    X, y, tasks, rounds, slices = _stream_in_chunks(protocol, k, d, seed=11, sparse=sparse, round_size=4, chunk_rounds=50, density=0.1)
     m, r = omtl.ROMCO(n_tasks=k, **params), ref.ROMCO(n_tasks=k, **params)
-    slices = round_chunks(rounds, 50) if rounds is not None else [slice(a, a + 200) for a in range(0, len(y), 200)]
     factored_seen = 0
     for i, sl in enumerate(slices):
         kw = {} if rounds is None else {"rounds": rounds[sl]}

@@ -32,7 +32,7 @@ from ._native import (
     predict_event,
 )
 from ._sklearn import SklearnClassifierMixin
-from ._tasks import GROW_HINT, is_integer_ids, label_list, labels_array, map_labels
+from ._tasks import GROW_HINT, TaskSet, is_integer_ids, label_list, map_labels
 from ._validation import (
     PM1,
     ZERO_ONE,
@@ -73,10 +73,11 @@ def _small_rows(X):
 
 
 class Core(Protocol):
-    """What ``OnlineClassifier`` drives: ``NativeCore`` and every reference core
-    (``omtl.reference._core.ReferenceCore``). A learner may also call, on its own core, the
-    optional ``learn_rounds`` (protocol P2; without it rounds are flattened), ``arrays``,
-    ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
+    """What ``OnlineClassifier`` drives, one protocol for ``NativeCore`` (the engine) and every
+    reference core (``omtl.reference._core.ReferenceCore``): the base calls both the same way.
+    ``n_new`` > 0 adds that many tasks first, atomically with the call (an error leaves the core
+    as it was; ``decision`` scores them on a grown copy). A learner may also call, on its own
+    core, ``arrays``, ``factors``, ``radius_exceeded`` and ``force_rebuild``."""
 
     #: Whether ``learn``/``decision`` scan X for NaN and infinity themselves (else the base does).
     checks_finite_X: bool
@@ -87,9 +88,18 @@ class Core(Protocol):
     @property
     def n_active(self) -> int: ...
 
-    def learn(self, X, tasks, y) -> np.ndarray: ...
+    def learn(self, X, tasks, y, n_new: int = 0) -> np.ndarray: ...
 
-    def decision(self, X, tasks) -> np.ndarray: ...
+    def learn_rounds(self, X, tasks, y, rounds, n_new: int = 0) -> np.ndarray:
+        """Protocol P2 (a core without joint rounds flattens them, ALGORITHMS.md §1.3)."""
+
+    def decision(self, X, tasks, n_new: int = 0) -> np.ndarray: ...
+
+    def add_tasks(self, n: int) -> None:
+        """Adds ``n`` tasks with no examples, atomically (raises where the core cannot grow)."""
+
+    def snapshot(self) -> CoreSnapshot:
+        """The state now, independent of the core (see ``CoreSnapshot``)."""
 
     def diagnostics(self) -> dict: ...
 
@@ -149,34 +159,30 @@ class NativeCore:
 
         self._learner = NativeLearner.from_bytes(state["state"])
 
-    def snapshot(self):
-        """The state now, as an object that pickles and copies to a ``NativeCore``."""
-        return _NativeSnapshot(self.__getstate__())
+    def snapshot(self) -> CoreSnapshot:
+        return CoreSnapshot(_native_core_from_state, self.__getstate__())
 
 
 def _native_core_from_state(state) -> NativeCore:
+    # (Pickles of native models name this function: keep its name and place.)
     core = NativeCore.__new__(NativeCore)
     core.__setstate__(state)
     return core
 
 
-class _NativeSnapshot:
-    """A native core's serialised state, taken under the model's lock: pickling and copying
-    a model go through it, so they see one consistent state whatever other threads do next."""
+class CoreSnapshot:
+    """A core's state, taken under the model's lock: pickling and copying a model go through it,
+    so they see one consistent state whatever other threads do next. ``rebuild(state)`` makes an
+    independent core of it; the snapshot pickles as that call, so that it unpickles as the core."""
 
-    def __init__(self, state):
-        self.state = state
+    def __init__(self, rebuild, state):
+        self.rebuild, self.state = rebuild, state
 
     def __reduce__(self):
-        return (_native_core_from_state, (self.state,))
+        return (self.rebuild, (self.state,))
 
-    def restore(self) -> NativeCore:
-        return _native_core_from_state(self.state)
-
-
-def _snapshot(core):
-    """An independent copy of a core's state (see ``_NativeSnapshot``)."""
-    return core.snapshot() if isinstance(core, NativeCore) else copy.deepcopy(core)
+    def restore(self) -> Core:
+        return self.rebuild(self.state)
 
 
 def _locked(method):
@@ -188,6 +194,12 @@ def _locked(method):
             return method(self, *args, **kwargs)
 
     return wrapper
+
+
+def diagnostic(name: str, doc: str, before_fit=0, kind=int) -> property:
+    """A learner's fitted attribute read from its core's diagnostics (``before_fit`` while there
+    is no core), converted by ``kind``."""
+    return property(lambda self: kind(self._diagnostic(name, before_fit)), doc=doc)
 
 
 def _same_n_tasks(a, b) -> bool:
@@ -205,6 +217,8 @@ class OnlineClassifier(SklearnClassifierMixin):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         cls._events_native = cls._before_learn is OnlineClassifier._before_learn
+        if cls.__dict__.get("__doc__"):
+            fill_doc(cls)  # the shared parameter entries ({n_features}, ...: omtl._docs)
 
     # ---- hyper-parameters (scikit-learn conventions) -------------------------------------------
     @classmethod
@@ -333,12 +347,12 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     def _n_tasks_param_at_fit(self):
         """The ``n_tasks`` hyper-parameter the fitted model was built (or grown) with."""
-        return self.__dict__.get("_n_tasks_at_fit", self._fitted_n_tasks())
+        return self._tasks.n_tasks_at_fit
 
     def _label_mode(self, tasks=None) -> bool:
         """Whether task ids are labels mapped in order of appearance (else integer indices)."""
         if self._is_fitted():
-            return getattr(self, "_task_labels", None) is not None
+            return self._tasks.label_mode
         return self.n_tasks is None or (tasks is not None and not is_integer_ids(tasks))
 
     def _map_tasks(self, tasks, n_rows: int):
@@ -357,7 +371,7 @@ class OnlineClassifier(SklearnClassifierMixin):
                     raise ValueError(f"{exc}; {GROW_HINT}") from None
                 raise
         labels = label_list(tasks, n_rows)
-        known = getattr(self, "_task_index", None) or {}
+        known = self._tasks.index if self._is_fitted() else {}
         capacity = None if self.n_tasks is None else self._check_n_tasks()
         if self.n_tasks is None:
             self._check_n_tasks()  # refuses n_tasks=None where the learner cannot grow
@@ -367,8 +381,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Engine tasks to add so that the new labels have indices (0 for a fixed n_tasks)."""
         if self.n_tasks is not None or not new_labels:
             return 0
-        m = len(getattr(self, "_task_labels", None) or ()) + len(new_labels)
-        return max(0, self._engine_n_tasks(m) - (self._fitted_n_tasks() if self._is_fitted() else 0))
+        if not self._is_fitted():
+            return self._engine_n_tasks(len(new_labels))
+        return max(0, self._engine_n_tasks(len(self._tasks.labels) + len(new_labels)) - self._tasks.n_engine_tasks)
 
     def _check_n_tasks(self) -> int:
         k = self.n_tasks
@@ -395,7 +410,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         return int(k)
 
     def _fitted_n_tasks(self) -> int:
-        return int(self._seen_per_task.shape[0])
+        return self._tasks.n_engine_tasks
 
     def _model_lock(self) -> threading.RLock:
         """The lock every public call that reads or writes the model's state holds: concurrent
@@ -429,7 +444,12 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The model's core, building it (not yet attached) on the first batch."""
         if self._is_fitted():
             return self._core, False
-        return self._make_core(X.shape[1], sp.issparse(X)), True
+        n_features, sparse = X.shape[1], sp.issparse(X)
+        if type(self)._make_core is not OnlineClassifier._make_core:
+            # A reference twin: the engine checks its hyper-parameters first (its rules are the
+            # one place of them), so that it refuses exactly what its native class refuses.
+            OnlineClassifier._make_core(self, n_features, sparse)
+        return self._make_core(n_features, sparse), True
 
     def _core_for(self, X):
         """``_ensure_core``, after scanning X for NaN/inf unless the core does so itself."""
@@ -463,16 +483,11 @@ class OnlineClassifier(SklearnClassifierMixin):
             core, new = self._core_for(X)
             counts = self._task_counts(task_ids, n_new)
         self._before_learn(core, X)
-        if n_new and not isinstance(core, NativeCore):
-            # A reference core grows on a copy, kept only if the batch is learned (atomicity).
-            core = copy.deepcopy(core)
-            core.add_tasks(n_new)
-        grow = {"n_new": n_new} if n_new and isinstance(core, NativeCore) else {}
         try:
-            if round_ids is not None and hasattr(core, "learn_rounds"):
-                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids, **grow)
-            else:  # P1, or a P1-only core flattening the rounds row by row (§1.3)
-                scores = core.learn(X, task_ids, y_pm1, **grow)
+            if round_ids is not None:
+                scores = core.learn_rounds(X, task_ids, y_pm1, round_ids, n_new)
+            else:
+                scores = core.learn(X, task_ids, y_pm1, n_new)
         except BaseException as exc:
             # An interrupted native call (Ctrl-C) kept the rows it completed (and the tasks it
             # added): count them.
@@ -480,52 +495,29 @@ class OnlineClassifier(SklearnClassifierMixin):
             if partial is not None and (len(partial) or not new):
                 n = len(partial)
                 done = np.unique(task_ids[:n], return_counts=True) if not new else np.bincount(task_ids[:n], minlength=counts.shape[0])
-                self._commit_tasks(core, label_mode, new_labels, n_new)
-                self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], done, form)
+                self._commit_tasks(label_mode, new_labels, n_new, done)
+                self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], form)
                 self._record_feature_names(feature_names if new else None)
             raise
         scores = np.asarray(scores, dtype=np.float64)
-        self._commit_tasks(core, label_mode, new_labels, n_new)
-        self._record(core, new, X.shape[1], scores, y_pm1, counts, form)
+        self._commit_tasks(label_mode, new_labels, n_new, counts)
+        self._record(core, new, X.shape[1], scores, y_pm1, form)
         self._record_feature_names(feature_names if new else None)
         return scores, form
 
-    def _reserve_counts(self, n_new: int) -> None:
-        """Makes room for ``n_new`` more per-task counts without changing them: ``_seen_per_task``
-        becomes a view of a buffer with spare capacity (doubling), so that tasks added one at a
-        time cost amortised O(1). Called before the engine changes, so that nothing is
-        allocated once it has."""
-        seen = self._seen_per_task
-        k = seen.shape[0]
-        buf = self.__dict__.get("_seen_buf")
-        if buf is None or seen.base is not buf or buf.shape[0] < k + n_new:
-            try:
-                buf = np.zeros(max(2 * (k + n_new), 16), dtype=np.int64)
-            except (MemoryError, ValueError):
-                raise ValueError(f"{k + n_new} tasks are too many: their example counts alone need {16 * (k + n_new):,} bytes") from None
-            buf[:k] = seen
-            self._seen_buf = buf
-            self._seen_per_task = buf[:k]
-
-    def _grow_counts(self, n_new: int) -> None:
-        """Appends ``n_new`` zero counts (after ``_reserve_counts``; cannot fail then)."""
-        self._reserve_counts(n_new)
-        self._seen_per_task = self._seen_buf[: self._seen_per_task.shape[0] + n_new]
-
-    def _commit_tasks(self, core, label_mode: bool, new_labels: list, n_new: int) -> None:
-        """The Python-side record of a learned batch's new labels and engine tasks (no failure)."""
+    def _commit_tasks(self, label_mode: bool, new_labels: list, n_new: int, counts) -> None:
+        """The Python-side record of a learned batch's tasks (no failure): ``counts`` are a first
+        batch's per-task counts (``_task_counts``), else ``(task indices, counts)``."""
         if self._is_fitted():
+            tasks = self._tasks
             if n_new:
-                self._core = core  # a grown reference copy (a native core grew in place)
-                self._grow_counts(n_new)
+                tasks.grow(n_new)
+            ids, n = counts
+            tasks.counts[ids] += n
         else:
-            self._n_tasks_at_fit = self.n_tasks
-            if label_mode:
-                self._task_labels, self._task_index = [], {}
+            tasks = self._tasks = TaskSet(counts, self.n_tasks, [] if label_mode else None)
         if label_mode:
-            for label in new_labels:
-                self._task_index[label] = len(self._task_labels)
-                self._task_labels.append(label)
+            tasks.add_labels(new_labels)
 
     def _task_counts(self, task_ids, n_new: int = 0):
         """Examples per task in a batch: for a model's first batch a length-n_tasks array (its
@@ -533,7 +525,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         batch names (no O(n_tasks) work per call), with room reserved for ``n_new`` new tasks."""
         if self._is_fitted():
             if n_new:
-                self._reserve_counts(n_new)
+                self._tasks.reserve(n_new)
             return np.unique(task_ids, return_counts=True)
         k = self._check_n_tasks() + n_new
         try:
@@ -541,7 +533,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         except (MemoryError, ValueError):  # numpy refuses or cannot allocate k counters
             raise ValueError(f"n_tasks={k} is too large: the per-task example counts alone need {8 * k:,} bytes") from None
 
-    def _record(self, core, new, n_features, scores, y_pm1, counts, form):
+    def _record(self, core, new, n_features, scores, y_pm1, form):
         """The Python-side bookkeeping of learned rows (nothing here can fail)."""
         pred = np.where(scores >= 0.0, 1.0, -1.0)
         mistakes = int(np.count_nonzero(pred != y_pm1))
@@ -550,10 +542,6 @@ class OnlineClassifier(SklearnClassifierMixin):
             self.n_features_in_ = n_features
             self.n_seen_ = 0
             self.n_mistakes_ = 0
-            self._seen_per_task = counts
-        else:
-            ids, n = counts
-            self._seen_per_task[ids] += n
         self.n_seen_ += scores.shape[0]
         self.n_mistakes_ += mistakes
         if scores.shape[0]:
@@ -662,12 +650,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             check_finite_X(X)
         # Labels never seen score as new tasks with no examples, on a grown copy of the model.
         n_new = self._n_new_engine_tasks(new_labels)
-        if n_new and not isinstance(self._core, NativeCore):
-            core = copy.deepcopy(self._core)
-            core.add_tasks(n_new)
-            return np.asarray(core.decision(X, task_ids), dtype=np.float64)
-        grow = {"n_new": n_new} if n_new else {}
-        return np.asarray(self._core.decision(X, task_ids, **grow), dtype=np.float64)
+        return np.asarray(self._core.decision(X, task_ids, n_new), dtype=np.float64)
 
     @_locked
     @fill_doc
@@ -718,13 +701,13 @@ class OnlineClassifier(SklearnClassifierMixin):
         """
         return learn_event(self, x, y, task)
 
+    @fill_doc
     def predict_one(self, x, *, task=None):
         """The predicted label of one event (no update), in the last label form learned.
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
+        {x_event}
         task : hashable, default=None
             As for ``learn_one``; a label never seen scores as a new task with no examples.
 
@@ -735,15 +718,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         """
         return predict_event(self, x, task)
 
+    @fill_doc
     def decision_one(self, x, *, task=None) -> float:
         """The real-valued score f_task(x) of one event (no update).
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
-        task : hashable, default=None
-            As for ``predict_one``.
+        {x_event}
+        {task_event}
 
         Returns
         -------
@@ -814,9 +796,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Ids (labels) of the tasks that have had at least one example so far."""
         if not self._is_fitted():
             return np.zeros(0, dtype=np.int64)
-        if getattr(self, "_task_labels", None) is not None:
+        if self._tasks.label_mode:
             return self.tasks_[self.n_seen_per_task_ > 0]
-        return np.flatnonzero(self._seen_per_task)
+        return np.flatnonzero(self._tasks.counts)
 
     @property
     @_locked
@@ -824,8 +806,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         """Examples seen per task, in the order of ``tasks_``."""
         if not self._is_fitted():
             return np.zeros(self.n_tasks or 0, dtype=np.int64)
-        labels = getattr(self, "_task_labels", None)
-        return self._seen_per_task[: len(labels)].copy() if labels is not None else self._seen_per_task.copy()
+        return self._tasks.seen()
 
     @property
     @_locked
@@ -833,11 +814,8 @@ class OnlineClassifier(SklearnClassifierMixin):
         """The task labels in index order: ``arange(n_tasks)`` for integer task ids with a fixed
         ``n_tasks``; else the labels seen so far, in order of first appearance (the mapping
         pickles and ``omtl.save`` keep)."""
-        labels = getattr(self, "_task_labels", None)
-        if labels is not None:
-            return labels_array(labels)
         if self._is_fitted():
-            return np.arange(self._fitted_n_tasks())
+            return self._tasks.ids()
         return np.arange(self.n_tasks) if isinstance(self.n_tasks, (int, np.integer)) and not isinstance(self.n_tasks, bool) else np.zeros(0, dtype=np.int64)
 
     @_locked
@@ -872,12 +850,12 @@ class OnlineClassifier(SklearnClassifierMixin):
             labels = [labels]  # one label, not its characters
         labels = list(labels)
         new = label_list(labels, len(labels))
-        k = self._fitted_n_tasks()
-        label_mode = getattr(self, "_task_labels", None) is not None
-        if label_mode:
-            if len(set(new)) != len(new) or any(v in self._task_index for v in new):
+        tasks = self._tasks
+        k = tasks.n_engine_tasks
+        if tasks.label_mode:
+            if len(set(new)) != len(new) or any(v in tasks.index for v in new):
                 raise ValueError("add_tasks: the labels must be new and distinct")
-            m = len(self._task_labels) + len(new)
+            m = len(tasks.labels) + len(new)
             n_new = max(0, self._engine_n_tasks(m) - k) if self.n_tasks is None else max(0, m - k)
         else:
             if new != list(range(k, k + len(new))):
@@ -904,19 +882,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         why = self._open_graph_error() if not isinstance(current, TaskGraph) else None
         if why is not None:
             raise ValueError(f"this model cannot grow: {why}")
-        core = self._core
         if n_new:
-            core = core if isinstance(core, NativeCore) else copy.deepcopy(core)
-            self._reserve_counts(n_new)
-            core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
-            self._core = core
-            self._grow_counts(n_new)
-        if label_mode:
-            for label in new:
-                self._task_index[label] = len(self._task_labels)
-                self._task_labels.append(label)
+            tasks.reserve(n_new)
+            self._core.add_tasks(n_new)  # atomic; raises for a learner or state that cannot grow
+            tasks.grow(n_new)
+        if tasks.label_mode:
+            tasks.add_labels(new)
         if self.n_tasks is not None:
-            self.n_tasks = self._n_tasks_at_fit = self._fitted_n_tasks()
+            self.n_tasks = tasks.n_tasks_at_fit = tasks.n_engine_tasks
         if isinstance(current, TaskGraph) and n_new:
             self.graph = graph
         return self
@@ -934,16 +907,12 @@ class OnlineClassifier(SklearnClassifierMixin):
     # ---- persistence and copies ----------------------------------------------------------------
     @_locked
     def __getstate__(self):
-        # A consistent, independent state: the core as a snapshot, arrays copied, no lock.
-        # The label list and map are copied too: another thread may add labels while the state
-        # is pickled (outside the lock).
-        state = {
-            k: (v.copy() if isinstance(v, (np.ndarray, list, dict)) else v)
-            for k, v in self.__dict__.items()
-            if k not in ("_lock", "_seen_buf")
-        }
+        # A consistent, independent state: the core as a snapshot, arrays and the task set
+        # copied, no lock (another thread may add labels while the state is pickled, outside the
+        # lock).
+        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet)) else v) for k, v in self.__dict__.items() if k != "_lock"}
         if self._is_fitted():
-            state["_core"] = _snapshot(self._core)
+            state["_core"] = self._core.snapshot()
         state["__omtl_state_version__"] = STATE_VERSION
         return state
 
@@ -952,10 +921,14 @@ class OnlineClassifier(SklearnClassifierMixin):
         version = state.pop("__omtl_state_version__", None)
         if version != STATE_VERSION:
             raise ValueError(f"cannot load a {type(self).__name__} saved with state version {version}; this omtl reads {STATE_VERSION}")
-        if isinstance(state.get("_core"), _NativeSnapshot):  # copy.copy hands the snapshot over as is
+        if isinstance(state.get("_core"), CoreSnapshot):  # copy.copy hands the snapshot over as is
             state["_core"] = state["_core"].restore()
         state.pop("_lock", None)
         state.pop("_seen_buf", None)
+        if "_tasks" not in state:  # pickled with one attribute per field
+            tasks = TaskSet.from_legacy(state)
+            if tasks is not None:
+                state["_tasks"] = tasks
         self.__dict__.update(state)
         from .persistence import check_restored  # (a cycle at import time)
 

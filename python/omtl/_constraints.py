@@ -5,6 +5,13 @@ A learner class maps each hyper-parameter it validates to a constraint; the base
 (``OnlineClassifier._validated_params``) checks them once, in declaration order, when the core is
 built, and hands the normalised values (Python ``int``/``float``/``bool``/``str``) on. The messages
 are the package's: ``"<name> must be ..., got <value!r>"``.
+
+The *range* of an engine parameter is not checked here: a learner declares its numbers as
+``Number()`` (any real number), its counts as ``Integer(0, width)`` (what the engine's field
+holds) and its options as ``Name()`` (a str), and the engine's parameter check (and the
+``parse`` of its option types) (``XParams::check``, src/learner/spec.rs) is the one
+place of the rules and their messages, for the native classes and their reference twins alike
+(DECISIONS.md, "Hyper-parameter rules in one place").
 """
 
 from __future__ import annotations
@@ -69,15 +76,27 @@ class Real(Constraint):
         return v
 
 
-class Options(Constraint):
-    """One of a tuple of strings."""
-
-    def __init__(self, options: tuple[str, ...]):
-        self.options = options
+class Number(Constraint):
+    """A real number (not a bool or str), handed on as a float whatever its value: the engine
+    checks its range (finite, positive, ...)."""
 
     def __call__(self, name, value):
-        if not isinstance(value, str) or value not in self.options:
-            self._fail("{name} must be one of {options}, got {value!r}", name, value, options=self.options)
+        try:
+            v = None if _not_a_number(value, numbers.Real) else float(value)
+        except OverflowError:  # an int beyond float's range
+            v = None
+        if v is None:
+            self._fail("{name} must be a real number, got {value!r}", name, value)
+        return v
+
+
+class Name(Constraint):
+    """The name of an option (a str): the engine parses it (the one list of the names, with its
+    message for an unknown one)."""
+
+    def __call__(self, name, value):
+        if not isinstance(value, str):
+            self._fail("{name} must be the name of an option (a str), got {value!r}", name, value)
         return value
 
 

@@ -142,3 +142,93 @@ GROW_HINT = (
     "or grow a fitted model with model.add_tasks(labels) where the learner supports it "
     "(TaskGraph.add_tasks(n) gives a larger graph for a new model)"
 )
+
+
+class TaskSet:
+    """The task set of a fitted model, in one place: the labels and their indices (label mode),
+    the ``n_tasks`` it was fitted (or grown) with, and the examples seen per engine task.
+
+    ``OnlineClassifier`` holds it as ``_tasks`` from its first batch on; pickling copies it, model
+    files read it, and the binding's per-event and small-batch paths (src/python/events.rs,
+    small.rs) read and update ``labels``, ``index`` and ``counts`` in place. ``counts`` may hold
+    more engine tasks than labels (a learner that keeps spare tasks); it is a view of a buffer
+    with spare room, so that tasks added one at a time cost amortised O(1).
+    """
+
+    __slots__ = ("labels", "index", "n_tasks_at_fit", "counts", "_buf")
+
+    def __init__(self, counts: np.ndarray, n_tasks_at_fit, labels: list | None = None):
+        self.counts = counts
+        self.n_tasks_at_fit = n_tasks_at_fit
+        self.labels = labels
+        self.index = None if labels is None else {v: i for i, v in enumerate(labels)}
+        self._buf = None
+
+    @property
+    def label_mode(self) -> bool:
+        """Whether task ids are labels mapped in order of appearance (else integer indices)."""
+        return self.labels is not None
+
+    @property
+    def n_engine_tasks(self) -> int:
+        return int(self.counts.shape[0])
+
+    def ids(self) -> np.ndarray:
+        """``tasks_``: the labels in index order, or ``arange(n_engine_tasks)``."""
+        return labels_array(self.labels) if self.label_mode else np.arange(self.n_engine_tasks)
+
+    def seen(self) -> np.ndarray:
+        """Examples seen per task, in the order of ``ids()`` (a copy)."""
+        return self.counts[: len(self.labels)].copy() if self.label_mode else self.counts.copy()
+
+    def add_labels(self, labels) -> None:
+        """Appends new labels (checked new and distinct by the caller), in order."""
+        for label in labels:
+            self.index[label] = len(self.labels)
+            self.labels.append(label)
+
+    def reserve(self, n_new: int) -> None:
+        """Makes room for ``n_new`` more counts without changing them (doubling). Called before
+        the engine changes, so that nothing is allocated once it has."""
+        k = self.n_engine_tasks
+        buf = self._buf
+        if buf is None or self.counts.base is not buf or buf.shape[0] < k + n_new:
+            try:
+                buf = np.zeros(max(2 * (k + n_new), 16), dtype=np.int64)
+            except (MemoryError, ValueError):
+                raise ValueError(f"{k + n_new} tasks are too many: their example counts alone need {16 * (k + n_new):,} bytes") from None
+            buf[:k] = self.counts
+            self._buf = buf
+            self.counts = buf[:k]
+
+    def grow(self, n_new: int) -> None:
+        """Appends ``n_new`` zero counts (after ``reserve``; cannot fail then)."""
+        self.reserve(n_new)
+        self.counts = self._buf[: self.n_engine_tasks + n_new]
+
+    def copy(self) -> TaskSet:
+        """An independent copy (without the spare room)."""
+        out = TaskSet(self.counts.copy(), self.n_tasks_at_fit)
+        out.labels = None if self.labels is None else list(self.labels)
+        out.index = None if self.index is None else dict(self.index)
+        return out
+
+    def __getstate__(self):
+        return {"labels": self.labels, "index": self.index, "n_tasks_at_fit": self.n_tasks_at_fit, "counts": self.counts.copy()}
+
+    def __setstate__(self, state):
+        self.labels, self.index = state["labels"], state["index"]
+        self.n_tasks_at_fit, self.counts, self._buf = state["n_tasks_at_fit"], state["counts"], None
+
+    @classmethod
+    def from_legacy(cls, state: dict) -> TaskSet | None:
+        """The task set of a model state pickled with one attribute per field (``_seen_per_task``,
+        ``_n_tasks_at_fit``, ``_task_labels``, ``_task_index``); pops them. None if unfitted."""
+        counts = state.pop("_seen_per_task", None)
+        labels, index = state.pop("_task_labels", None), state.pop("_task_index", None)
+        at_fit = state.pop("_n_tasks_at_fit", None if counts is None else len(counts))
+        if counts is None:
+            return None
+        out = cls(counts, at_fit)
+        out.labels, out.index = labels, index
+        return out

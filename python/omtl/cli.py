@@ -156,9 +156,19 @@ def names_per_table(option: str, names: list[str] | None, tables: list[str], kno
     return split
 
 
+# The extra that installs what ``omtl reproduce`` needs beyond the library (its figures' matplotlib).
+PLOTS_HINT = 'omtl reproduce draws figures with matplotlib, which is not installed: pip install "omtl[plots]"'
+
+
 def run_reproduce(args) -> int:
+    import importlib.util
     from pathlib import Path
 
+    # The papers' experiments are imported here only: the library, its adapters and the other
+    # commands never load them or matplotlib (DECISIONS.md, "The papers' experiments stay a subpackage").
+    if importlib.util.find_spec("matplotlib") is None:
+        print(f"omtl: {PLOTS_HINT}", file=sys.stderr)
+        return 2
     from .experiments import table1, table2
     from .experiments.together import run_experiments
 

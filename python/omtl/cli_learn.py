@@ -538,18 +538,17 @@ def _model_from_engine(args, learner, summary):
     import numpy as np
 
     from ._base import NativeCore
+    from ._tasks import TaskSet
     from ._validation import PM1, ZERO_ONE
     from .persistence import check_restored
 
     model = build_learner(args.learner, args.param)
-    labels = list(summary["task_labels"])
+    counts = np.asarray(summary["seen_per_task"], dtype=np.int64)
     model._core = NativeCore(learner)
     model.n_features_in_ = int(summary["n_features"])
     model.n_seen_ = int(summary["n_seen"])
     model.n_mistakes_ = int(summary["n_mistakes"])
-    model._seen_per_task = np.asarray(summary["seen_per_task"], dtype=np.int64)
-    model._n_tasks_at_fit = model.n_tasks
-    model._task_labels, model._task_index = labels, {label: i for i, label in enumerate(labels)}
+    model._tasks = TaskSet(counts, model.n_tasks, list(summary["task_labels"]))
     model._label_form = ZERO_ONE if summary["zero_one"] else PM1
     check_restored(model)
     return model

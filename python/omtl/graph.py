@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 
+from ._docs import fill_doc
+
 
 class TaskGraph:
     """How the tasks are related. Build one with a class method, not the constructor.
@@ -91,17 +93,13 @@ class TaskGraph:
         return cls._checked(n_tasks, "disconnected")
 
     @classmethod
+    @fill_doc
     def from_edges(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
         """An undirected graph from ``(i, j)`` pairs with optional nonnegative weights: T = (I + L)^{-1}.
 
         Parameters
         ----------
-        n_tasks : int
-            Number of tasks k >= 1.
-        edges : sequence of (int, int)
-            Task pairs, each task in [0, k).
-        weights : sequence of float, optional
-            One nonnegative weight per edge (default 1).
+        {graph_edges}
 
         Returns
         -------
@@ -111,17 +109,13 @@ class TaskGraph:
         return cls._checked(n_tasks, "edges", edges=edges, weights=weights)
 
     @classmethod
+    @fill_doc
     def laplacian_pinv(cls, n_tasks: int, edges, weights=None) -> TaskGraph:
         """T = L_G^+ (the footnote variant of the paper). Not recommended: see the warning.
 
         Parameters
         ----------
-        n_tasks : int
-            Number of tasks k >= 1.
-        edges : sequence of (int, int)
-            Task pairs, each task in [0, k).
-        weights : sequence of float, optional
-            One nonnegative weight per edge (default 1).
+        {graph_edges}
 
         Returns
         -------
@@ -138,6 +132,7 @@ class TaskGraph:
         return cls._checked(n_tasks, "laplacian_pinv", edges=edges, weights=weights)
 
     @classmethod
+    @fill_doc
     def from_interaction(cls, A) -> TaskGraph:
         """A user-given symmetric positive definite interaction matrix A: T = A^{-1}.
 
@@ -146,14 +141,12 @@ class TaskGraph:
         A : array-like of shape (k, k)
             Symmetric positive definite.
 
-        Returns
-        -------
-        TaskGraph
+        {returns_graph}
         """
-        A = _square(A, "A")
-        return cls._checked(A.shape[0], "interaction", matrix=A)
+        return cls._from_matrix(A, "A", "interaction")
 
     @classmethod
+    @fill_doc
     def from_psd_plus_identity(cls, M) -> TaskGraph:
         """A user-given symmetric PSD matrix M: T = (I + M)^{-1}.
 
@@ -162,14 +155,12 @@ class TaskGraph:
         M : array-like of shape (k, k)
             Symmetric positive semi-definite.
 
-        Returns
-        -------
-        TaskGraph
+        {returns_graph}
         """
-        M = _square(M, "M")
-        return cls._checked(M.shape[0], "psd_plus_identity", matrix=M)
+        return cls._from_matrix(M, "M", "psd_plus_identity")
 
     @classmethod
+    @fill_doc
     def from_task_kernel(cls, T) -> TaskGraph:
         """A user-given symmetric PSD task kernel T, used as is.
 
@@ -178,12 +169,14 @@ class TaskGraph:
         T : array-like of shape (k, k)
             Symmetric positive semi-definite.
 
-        Returns
-        -------
-        TaskGraph
+        {returns_graph}
         """
-        T = _square(T, "T")
-        return cls._checked(T.shape[0], "task_kernel", matrix=T)
+        return cls._from_matrix(T, "T", "task_kernel")
+
+    @classmethod
+    def _from_matrix(cls, matrix, name: str, kind: str) -> TaskGraph:
+        matrix = _square(matrix, name)
+        return cls._checked(matrix.shape[0], kind, matrix=matrix)
 
     @classmethod
     def _checked(cls, n_tasks, kind, **kw) -> TaskGraph:

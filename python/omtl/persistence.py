@@ -38,6 +38,7 @@ import numpy as np
 from . import _native
 from . import learners as _learners
 from ._base import STATE_VERSION, NativeCore
+from ._tasks import TaskSet
 from .graph import TaskGraph
 
 __all__ = ["dumps", "load", "load_metadata", "loads", "save"]
@@ -89,7 +90,7 @@ def _fitted_header(model) -> dict | None:
         "n_features_in": int(model.n_features_in_),
         "n_seen": int(model.n_seen_),
         "n_mistakes": int(model.n_mistakes_),
-        "seen_per_task": [int(c) for c in model._seen_per_task],
+        "seen_per_task": [int(c) for c in model._tasks.counts],
         "label_form": list(model._label_form) if isinstance(model._label_form, tuple) else model._label_form,
     }
     if getattr(model, "_radius_warned", False):
@@ -98,7 +99,7 @@ def _fitted_header(model) -> dict | None:
         header["gamma_scale"] = float(model._gamma_scale)
     if getattr(model, "feature_names_in_", None) is not None:  # from a data frame (scikit-learn)
         header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
-    labels = getattr(model, "_task_labels", None)
+    labels = model._tasks.labels
     if labels is not None:
         for label in labels:
             if isinstance(label, bool) or not isinstance(label, (str, int)):
@@ -370,12 +371,15 @@ def check_restored(model, *, settings: bool = True) -> None:
     d = model.n_features_in_
     if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
         _fail(f"n_features_in_ must be an integer >= 1, got {d!r}")
-    seen = model._seen_per_task
+    task_set = getattr(model, "_tasks", None)
+    if not isinstance(task_set, TaskSet):
+        _fail("the model's task set is missing")
+    seen = task_set.counts
     if not isinstance(seen, np.ndarray) or seen.ndim != 1 or seen.dtype.kind not in "iu" or (seen < 0).any():
         _fail("the per-task counts are not n_tasks non-negative integers")
-    labels = getattr(model, "_task_labels", None)
+    labels = task_set.labels
     if labels is not None:
-        index = getattr(model, "_task_index", None)
+        index = task_set.index
         if not isinstance(labels, list) or not isinstance(index, dict) or len(index) != len(labels) \
                 or any(index.get(v) != i for i, v in enumerate(labels)):
             _fail("the task labels are not distinct labels of at most n_tasks tasks")
@@ -447,11 +451,7 @@ def loads(data: bytes):
     model.n_features_in_ = fitted["n_features_in"]
     model.n_seen_ = fitted["n_seen"]
     model.n_mistakes_ = fitted["n_mistakes"]
-    model._seen_per_task = np.array(fitted["seen_per_task"], dtype=np.int64)
-    model._n_tasks_at_fit = model.n_tasks
-    labels = fitted.get("task_labels")
-    if labels is not None:
-        model._task_labels, model._task_index = labels, {v: i for i, v in enumerate(labels)}
+    model._tasks = TaskSet(np.array(fitted["seen_per_task"], dtype=np.int64), model.n_tasks, fitted.get("task_labels"))
     form = fitted["label_form"]
     model._label_form = tuple(form) if isinstance(form, list) else form
     if fitted.get("radius_warned", False):

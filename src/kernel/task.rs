@@ -152,14 +152,7 @@ impl TaskKernel {
                 continue;
             }
             let c = tasks.len();
-            let mut lap = vec![0.0; c * c];
-            for &(i, j, w) in edges {
-                lap[i * c + j] -= w;
-                lap[j * c + i] -= w;
-                lap[i * c + i] += w;
-                lap[j * c + j] += w;
-            }
-            let b = block(SymMatrix { n: c, data: lap })?;
+            let b = block(laplacian(c, edges))?;
             for (bi, &i) in tasks.iter().enumerate() {
                 for (bj, &j) in tasks.iter().enumerate() {
                     t[i * k + j] = b.data[bi * c + bj];
@@ -577,6 +570,18 @@ fn check_psd(m: &SymMatrix, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The dense Laplacian `L = D - W` of `n` tasks joined by weighted `edges` (row-major `n x n`).
+fn laplacian(n: usize, edges: &[(usize, usize, f64)]) -> SymMatrix {
+    let mut lap = vec![0.0; n * n];
+    for &(i, j, w) in edges {
+        lap[i * n + j] -= w;
+        lap[j * n + i] -= w;
+        lap[i * n + i] += w;
+        lap[j * n + j] += w;
+    }
+    SymMatrix { n, data: lap }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -634,18 +639,6 @@ mod tests {
         assert!(TaskKernel::complete(0).is_err());
     }
 
-    /// The dense Laplacian of the whole graph, for the reference computations below.
-    fn full_laplacian(k: usize, edges: &[(usize, usize, f64)]) -> SymMatrix {
-        let mut lap = vec![0.0; k * k];
-        for &(i, j, w) in edges {
-            lap[i * k + j] -= w;
-            lap[j * k + i] -= w;
-            lap[i * k + i] += w;
-            lap[j * k + j] += w;
-        }
-        SymMatrix { n: k, data: lap }
-    }
-
     #[test]
     fn per_component_factoring_equals_the_whole_matrix_inverse() {
         let k = 9;
@@ -659,11 +652,11 @@ mod tests {
             (3, 8, 1.0),
         ];
         let t = TaskKernel::from_edges(k, &edges).unwrap();
-        let mut a = full_laplacian(k, &edges);
+        let mut a = laplacian(k, &edges);
         (0..k).for_each(|i| a.data[i * k + i] += 1.0);
         let whole = cholesky_inverse(&a).unwrap();
         let pinv = TaskKernel::laplacian_pinv(k, &edges).unwrap();
-        let (values, vectors) = sym_eigen(&full_laplacian(k, &edges));
+        let (values, vectors) = sym_eigen(&laplacian(k, &edges));
         for i in 0..k {
             for j in 0..k {
                 assert!((t.get(i, j) - whole.get(i, j)).abs() < 1e-13, "T[{i},{j}]");

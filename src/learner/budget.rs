@@ -27,6 +27,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
+use crate::learner::spec::{check_at_least_one, check_positive};
 use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
@@ -35,10 +36,7 @@ use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 const FOLD_BELOW: f64 = 1e-150;
 
 fn check_budget(budget: usize) -> Result<()> {
-    if budget == 0 {
-        return Err(invalid("budget", "must be >= 1"));
-    }
-    Ok(())
+    check_at_least_one("budget", budget as u64)
 }
 
 /// What a restored state's settings must satisfy (the build checks, on the stored values).
@@ -340,14 +338,7 @@ learner_params! {
 
     fn check(&self) -> Result<()> {
         check_budget(self.budget)?;
-        let radius = self.radius;
-        if !(radius > 0.0 && radius.is_finite()) {
-            return Err(invalid(
-                "radius",
-                format!("must be a positive finite number, got {radius}"),
-            ));
-        }
-        Ok(())
+        check_positive("radius", self.radius)
     }
 }
 

@@ -20,8 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
 use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::error::Result;
 use crate::kernel::Scratch;
+use crate::learner::spec::{check_positive, check_within};
 use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
@@ -40,9 +41,7 @@ pub struct CwConstants {
 impl CwConstants {
     /// The constants of `confidence` in (0.5, 1).
     pub fn new(confidence: f64) -> Result<Self> {
-        if !(confidence > 0.5 && confidence < 1.0) {
-            return Err(invalid("confidence", format!("must lie in (0.5, 1), got {confidence}")));
-        }
+        check_within("confidence", confidence, 0.5, 1.0, true)?;
         let phi = normal_quantile(confidence);
         Ok(Self {
             phi,
@@ -298,18 +297,9 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let (a, omega) = (self.a, self.omega);
         CwConstants::new(self.confidence)?;
-        if !(a > 0.0 && a.is_finite()) {
-            return Err(invalid(
-                "a",
-                format!("the initial variance must be a finite number > 0, got {a}"),
-            ));
-        }
-        if !(0.0..=1.0).contains(&omega) {
-            return Err(invalid("omega", format!("must lie in [0, 1], got {omega}")));
-        }
-        Ok(())
+        check_positive("a", self.a)?;
+        check_within("omega", self.omega, 0.0, 1.0, false)
     }
 }
 

@@ -71,7 +71,7 @@ impl<'w, 'a> Ahead<'w, 'a> {
 mod tests {
     use crate::data::{Row, Rows};
     use crate::kernel::{BaseKernel, Scratch, TaskKernel};
-    use crate::learner::test_support::stream;
+    use crate::learner::test_support::{learn_row_by_row, stream};
     use crate::learner::{
         decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, ProjectronParams, Threshold,
         MTBPRJ, MTFORG, MTRBP,
@@ -87,13 +87,8 @@ mod tests {
         });
         let rows = Rows::dense(&x, n, d);
         let mut one = fresh.clone();
+        let single = learn_row_by_row(&mut one, &rows, &tasks, &y);
         let mut scratch = Scratch::default();
-        let single: Vec<f64> = (0..n)
-            .map(|t| {
-                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                    .unwrap()
-            })
-            .collect();
         let mut batch = fresh;
         let windowed = learn(&mut batch, &rows, &tasks, &y).unwrap();
         assert!(batch.lookahead() > 1, "the stream must reach the windowed path");
@@ -166,13 +161,9 @@ mod tests {
         let params = ProjectronParams::new(150, 0.01, Threshold::Norm).unwrap();
         let fresh = MTBPRJ::with_kernels(&tk, BaseKernel::rbf(0.5).unwrap(), d, false, params).unwrap();
         let mut one = fresh.clone();
-        let mut scratch = Scratch::default();
-        let single: Vec<u64> = (0..n)
-            .map(|t| {
-                one.learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                    .unwrap()
-                    .to_bits()
-            })
+        let single: Vec<u64> = learn_row_by_row(&mut one, &rows, &tasks, &y)
+            .iter()
+            .map(|f| f.to_bits())
             .collect();
         let mut batch = fresh;
         let windowed: Vec<u64> = learn(&mut batch, &rows, &tasks, &y)

@@ -186,7 +186,7 @@ mod linear;
 mod lookahead;
 mod spec;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod undo;
 
 #[cfg(feature = "python")]

@@ -124,6 +124,11 @@ impl ParamGuard for NoParams {
     }
 }
 
+// The rules of the hyper-parameters' values, one wording each. They are the one place the
+// ranges are checked: the Python classes check only that a value has the field's type (and fits
+// it), and the reference twins are validated by the same build (DECISIONS.md, "Hyper-parameter
+// rules in one place").
+
 /// A step size or penalty weight `name`: a finite number >= 0.
 pub fn check_nonnegative(name: &'static str, value: f64) -> Result<()> {
     if !(value >= 0.0 && value.is_finite()) {
@@ -132,10 +137,37 @@ pub fn check_nonnegative(name: &'static str, value: f64) -> Result<()> {
     Ok(())
 }
 
-/// The aggressiveness C of the PA-style learners (PA, OMTL): a finite number > 0.
-pub fn check_c(c: f64) -> Result<()> {
-    if !(c.is_finite() && c > 0.0) {
-        return Err(invalid("C", format!("must be a finite number > 0, got {c}")));
+/// A rate, scale or aggressiveness `name` (C, a radius, a learning rate): a finite number > 0.
+pub fn check_positive(name: &'static str, value: f64) -> Result<()> {
+    if !(value.is_finite() && value > 0.0) {
+        return Err(invalid(name, format!("must be a finite number > 0, got {value}")));
     }
     Ok(())
+}
+
+/// A count `name` (a budget, a period): at least 1.
+pub fn check_at_least_one(name: &'static str, value: u64) -> Result<()> {
+    if value == 0 {
+        return Err(invalid(name, format!("must be >= 1, got {value}")));
+    }
+    Ok(())
+}
+
+/// A number `name` in `[low, high]`, or in `(low, high)` when `open`.
+pub fn check_within(name: &'static str, value: f64, low: f64, high: f64, open: bool) -> Result<()> {
+    let inside = if open {
+        value > low && value < high
+    } else {
+        value >= low && value <= high
+    };
+    if !inside {
+        let (l, r) = if open { ('(', ')') } else { ('[', ']') };
+        return Err(invalid(name, format!("must lie in {l}{low}, {high}{r}, got {value}")));
+    }
+    Ok(())
+}
+
+/// The aggressiveness C of the PA-style learners (PA, OMTL).
+pub fn check_c(c: f64) -> Result<()> {
+    check_positive("C", c)
 }

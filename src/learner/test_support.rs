@@ -1,5 +1,8 @@
-//! Test streams shared by the learners' unit tests.
+//! Test streams shared by the crate's unit tests.
 
+use crate::data::Rows;
+use crate::kernel::Scratch;
+use crate::learner::OnlineLearner;
 use crate::rng::SplitMix64;
 
 /// `n` rows of `d` features uniform in [-1, 1), tasks `0, 1, ..., k-1` in turn, labelled ±1 by
@@ -27,4 +30,54 @@ pub(crate) fn stream(
         })
         .collect();
     (x, tasks, y)
+}
+
+/// The non-zero entries of a dense row-major matrix, in CSR (to run one stream both ways).
+pub(crate) struct Csr {
+    indptr: Vec<i64>,
+    indices: Vec<u32>,
+    data: Vec<f64>,
+    n_cols: usize,
+}
+
+impl Csr {
+    /// The non-zero entries of `dense` (row-major, `n_cols` columns).
+    pub(crate) fn of_dense(dense: &[f64], n_cols: usize) -> Self {
+        let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
+        for row in dense.chunks_exact(n_cols) {
+            for (c, &v) in row.iter().enumerate().filter(|(_, &v)| v != 0.0) {
+                indices.push(c as u32);
+                data.push(v);
+            }
+            indptr.push(indices.len() as i64);
+        }
+        Self {
+            indptr,
+            indices,
+            data,
+            n_cols,
+        }
+    }
+
+    /// The batch view.
+    pub(crate) fn rows(&self) -> Rows<'_> {
+        Rows::Csr {
+            indptr: &self.indptr,
+            indices: &self.indices,
+            data: &self.data,
+            n_cols: self.n_cols,
+        }
+    }
+}
+
+/// The scores of `learn_one` on each row in turn (no lookahead: every score a fresh pass).
+pub(crate) fn learn_row_by_row(model: &mut dyn OnlineLearner, rows: &Rows, tasks: &[i64], y: &[f64]) -> Vec<f64> {
+    let mut scratch = Scratch::default();
+    (0..rows.len())
+        .map(|t| {
+            model
+                .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
+                .unwrap()
+        })
+        .collect()
 }

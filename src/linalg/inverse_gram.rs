@@ -641,6 +641,16 @@ mod tests {
             true
         }
 
+        /// A harness holding `n` points of `d` coordinates uniform in [0, 1) drawn from `rng`,
+        /// under the RBF kernel of `gamma`.
+        fn random(rng: &mut SplitMix64, d: usize, n: usize, gamma: f64) -> Self {
+            let mut h = Self::new(gamma);
+            for _ in 0..n {
+                h.insert((0..d).map(|_| unif(rng)).collect());
+            }
+            h
+        }
+
         fn remove(&mut self, r: usize) {
             self.g.remove(r);
             self.pts.swap_remove(r);
@@ -836,10 +846,7 @@ mod tests {
     #[test]
     fn leave_one_out_quantities_match_direct_solves() {
         let mut rng = SplitMix64::new(5);
-        let mut h = Harness::new(3.0);
-        for _ in 0..12 {
-            h.insert((0..3).map(|_| unif(&mut rng)).collect());
-        }
+        let h = Harness::random(&mut rng, 3, 12, 3.0);
         let n = h.g.len();
         let hm = DMatrix::from_fn(n, n, |i, j| h.g.h(i, j));
         let mut gamma = Vec::new();
@@ -865,10 +872,7 @@ mod tests {
     #[test]
     fn fused_budget_step_equals_append_then_remove() {
         let mut rng = SplitMix64::new(21);
-        let mut a = Harness::new(4.0);
-        for _ in 0..15 {
-            a.insert((0..3).map(|_| unif(&mut rng)).collect());
-        }
+        let mut a = Harness::random(&mut rng, 3, 15, 4.0);
         let mut b = Harness {
             pts: a.pts.clone(),
             gamma: a.gamma,
@@ -926,10 +930,7 @@ mod tests {
     #[test]
     fn force_rebuild_is_a_no_op_on_well_conditioned_sets() {
         let mut rng = SplitMix64::new(2);
-        let mut h = Harness::new(5.0);
-        for _ in 0..20 {
-            h.insert((0..3).map(|_| unif(&mut rng)).collect());
-        }
+        let mut h = Harness::random(&mut rng, 3, 20, 5.0);
         let before = q_matrix(&h.g);
         h.g.force_rebuild();
         let after = q_matrix(&h.g);

@@ -4,7 +4,8 @@
 //! place, so that one event costs a few dictionary operations besides the learner's own work.
 //!
 //! The state read and written is the estimator's own (`n_seen_`, `n_mistakes_`,
-//! `_seen_per_task`, `_task_labels`, `_task_index`, `_label_form` in its `__dict__`), the state
+//! its task set `_tasks` (`omtl._tasks.TaskSet`: `labels`, `index`, `counts`), `_label_form` in
+//! its `__dict__`), the state
 //! the batch path, pickling and model files use: an event leaves it exactly as `learn` on a
 //! one-row batch would. Everything that can fail is checked before the engine is called, and the
 //! bookkeeping is written only after it succeeded, all under the model's lock
@@ -353,6 +354,8 @@ pub(super) fn required<'py>(dict: &Bound<'py, PyDict>, key: &Bound<'py, PyString
 pub(super) struct Fitted<'py> {
     pub(super) learner: Bound<'py, NativeLearner>,
     pub(super) n_features_in: usize,
+    /// The model's task set (`_tasks`, an `omtl._tasks.TaskSet`): `labels`, `index`, `counts`.
+    pub(super) tasks: Bound<'py, PyAny>,
     pub(super) n_engine_tasks: usize,
 }
 
@@ -383,10 +386,12 @@ pub(super) fn fitted<'py>(model: &Bound<'py, PyAny>, dict: &Bound<'py, PyDict>) 
         return Ok(None);
     }
     let n_features_in = required(dict, intern!(py, "n_features_in_"))?.extract::<usize>()?;
-    let n_engine_tasks = required(dict, intern!(py, "_seen_per_task"))?.len()?;
+    let tasks = required(dict, intern!(py, "_tasks"))?;
+    let n_engine_tasks = tasks.getattr(intern!(py, "counts"))?.len()?;
     Ok(Some(Fitted {
         learner,
         n_features_in,
+        tasks,
         n_engine_tasks,
     }))
 }
@@ -408,15 +413,15 @@ struct TaskOf<'py> {
 fn task_of<'py>(
     model: &Bound<'py, PyAny>,
     dict: &Bound<'py, PyDict>,
+    state: &Fitted<'py>,
     task: &Bound<'py, PyAny>,
-    n_engine_tasks: usize,
 ) -> PyResult<TaskOf<'py>> {
     let py = model.py();
-    let k = n_engine_tasks;
-    let labels = dict.get_item(intern!(py, "_task_labels"))?.filter(|l| !l.is_none());
+    let k = state.n_engine_tasks;
+    let labels = Some(state.tasks.getattr(intern!(py, "labels"))?).filter(|l| !l.is_none());
     if let Some(labels) = labels {
         let labels = labels.cast_into::<PyList>()?;
-        let index = required(dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let index = state.tasks.getattr(intern!(py, "index"))?.cast_into::<PyDict>()?;
         if task.is_none() {
             return Err(PyTypeError::new_err("task is required: pass the event's task label"));
         }
@@ -581,12 +586,12 @@ pub fn learn_event<'py>(
         return model.call_method1(intern!(py, "_learn_one_slow"), (x, y, task, skip));
     };
     let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?, skip.as_ref())?;
-    let task = task_of(model, &dict, task, state.n_engine_tasks)?;
+    let task = task_of(model, &dict, &state, task)?;
     let form = required(&dict, intern!(py, "_label_form"))?;
     let (y_pm1, new_form) = label_of(y, &form)?;
     if task.n_new > 0 {
         // Room for the new task's count before the engine changes (no allocation after it).
-        model.call_method1(intern!(py, "_reserve_counts"), (task.n_new,))?;
+        state.tasks.call_method1(intern!(py, "reserve"), (task.n_new,))?;
     }
     let indptr = [0, row.nnz()];
     let rows = row.rows(&indptr, width);
@@ -596,15 +601,15 @@ pub fn learn_event<'py>(
         .event_learn(py, &rows, task.index, y_pm1, task.n_new)?;
     // The bookkeeping of the learned event.
     if let Some(label) = task.new_label {
-        let labels = required(&dict, intern!(py, "_task_labels"))?.cast_into::<PyList>()?;
-        let index = required(&dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let labels = state.tasks.getattr(intern!(py, "labels"))?.cast_into::<PyList>()?;
+        let index = state.tasks.getattr(intern!(py, "index"))?.cast_into::<PyDict>()?;
         index.set_item(&label, labels.len())?;
         labels.append(label)?;
     }
     if task.n_new > 0 {
-        model.call_method1(intern!(py, "_grow_counts"), (task.n_new,))?;
+        state.tasks.call_method1(intern!(py, "grow"), (task.n_new,))?;
     }
-    let seen = required(&dict, intern!(py, "_seen_per_task"))?;
+    let seen = state.tasks.getattr(intern!(py, "counts"))?;
     match seen.cast::<PyArray1<i64>>() {
         // SAFETY: the GIL is held; the index is below the length (checked above).
         Ok(counts) if (task.index as usize) < counts.len() => unsafe {
@@ -651,7 +656,7 @@ pub fn decision_event(
             .extract();
     };
     let (row, width) = convert_row(x, Some(state.n_features_in), dict_width(&dict, x)?, skip.as_ref())?;
-    let task = task_of(model, &dict, task, state.n_engine_tasks)?;
+    let task = task_of(model, &dict, &state, task)?;
     let indptr = [0, row.nnz()];
     state
         .learner

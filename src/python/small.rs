@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::events::{fitted, is_numpy_bool, model_dict, required, Locked};
+use super::events::{fitted, is_numpy_bool, model_dict, required, Fitted, Locked};
 use crate::data::Rows;
 
 /// The largest batch [`learn_small`] and [`decision_small`] take: their rows run without
@@ -20,11 +20,16 @@ const SMALL_BATCH: usize = 64;
 
 /// A small batch's task indices, or `None` when one of them needs the batch path (a new label,
 /// an id out of range, anything unusual: the batch path raises or grows).
-fn small_tasks(dict: &Bound<'_, PyDict>, tasks: &Bound<'_, PyAny>, n: usize, k: usize) -> PyResult<Option<Vec<i64>>> {
-    let py = dict.py();
-    let labels = dict.get_item(intern!(py, "_task_labels"))?.filter(|l| !l.is_none());
+fn small_tasks(
+    task_set: &Bound<'_, PyAny>,
+    tasks: &Bound<'_, PyAny>,
+    n: usize,
+    k: usize,
+) -> PyResult<Option<Vec<i64>>> {
+    let py = task_set.py();
+    let labels = Some(task_set.getattr(intern!(py, "labels"))?).filter(|l| !l.is_none());
     if let Some(_labels) = labels {
-        let index = required(dict, intern!(py, "_task_index"))?.cast_into::<PyDict>()?;
+        let index = task_set.getattr(intern!(py, "index"))?.cast_into::<PyDict>()?;
         let one = |t: &Bound<'_, PyAny>| -> PyResult<Option<i64>> {
             if t.is_instance_of::<PyBool>() || is_numpy_bool(t)? {
                 return Ok(None);
@@ -188,6 +193,40 @@ fn has_feature_names(dict: &Bound<'_, PyDict>) -> PyResult<bool> {
         .is_some_and(|v| !v.is_none()))
 }
 
+/// What both small paths read first, in order: the fitted state, the small batch, and its task
+/// ids. `None` (the batch path takes the call) when the model is not fitted, `x` is not a small
+/// batch, the model has feature names, `declines` says so, or the task ids are not all known.
+#[allow(clippy::type_complexity)]
+fn small_batch<'py, 'x>(
+    model: &Bound<'py, PyAny>,
+    dict: &Bound<'py, PyDict>,
+    x: &'x Bound<'py, PyAny>,
+    tasks: &Bound<'py, PyAny>,
+    declines: impl FnOnce() -> PyResult<bool>,
+) -> PyResult<Option<(Fitted<'py>, SmallRows<'x>, Vec<i64>)>> {
+    let Some(state) = fitted(model, dict)? else {
+        return Ok(None);
+    };
+    let Some(batch) = small_rows(x, state.n_features_in) else {
+        return Ok(None);
+    };
+    if has_feature_names(dict)? || declines()? {
+        return Ok(None);
+    }
+    let Some(task_ids) = small_tasks(&state.tasks, tasks, batch.len(), state.n_engine_tasks)? else {
+        return Ok(None);
+    };
+    Ok(Some((state, batch, task_ids)))
+}
+
+/// Refuses a small batch holding NaN or infinity (as the batch path's validation does).
+fn check_finite(batch: &SmallRows) -> PyResult<()> {
+    if batch.values().iter().any(|v| !v.is_finite()) {
+        return Err(PyValueError::new_err("X contains NaN or infinity"));
+    }
+    Ok(())
+}
+
 /// `learn`/`partial_fit` of a small dense batch on a fitted native model whose task ids and
 /// labels it knows (at most [`SMALL_BATCH`] rows): the pre-update scores and the label form, with
 /// the bookkeeping done, as the batch path would. `None`: the batch path takes the call (which
@@ -203,32 +242,23 @@ pub fn learn_small<'py>(
     let py = model.py();
     let dict = model_dict(model)?;
     let _lock = Locked::acquire(model, &dict)?;
-    let Some(state) = fitted(model, &dict)? else {
-        return Ok(None);
+    // Labels of a tuple form (two classes of other values) take the batch path.
+    let tuple_labels = || {
+        Ok(dict
+            .get_item(intern!(py, "_label_form"))?
+            .is_some_and(|f| f.cast::<PyTuple>().is_ok()))
     };
-    let Some(batch) = small_rows(x, state.n_features_in) else {
+    let Some((state, batch, task_ids)) = small_batch(model, &dict, x, tasks, tuple_labels)? else {
         return Ok(None);
     };
     let n = batch.len();
-    if has_feature_names(&dict)?
-        || dict
-            .get_item(intern!(py, "_label_form"))?
-            .is_some_and(|f| f.cast::<PyTuple>().is_ok())
-    {
-        return Ok(None);
-    }
-    let Some(task_ids) = small_tasks(&dict, tasks, n, state.n_engine_tasks)? else {
-        return Ok(None);
-    };
     let Some((y_pm1, form)) = small_labels(y, n)? else {
         return Ok(None);
     };
-    if batch.values().iter().any(|v| !v.is_finite()) {
-        return Err(PyValueError::new_err("X contains NaN or infinity"));
-    }
+    check_finite(&batch)?;
     let rows = batch.rows(state.n_features_in);
     let scores = state.learner.get().small_learn(py, &rows, &task_ids, &y_pm1)?;
-    let seen = required(&dict, intern!(py, "_seen_per_task"))?;
+    let seen = state.tasks.getattr(intern!(py, "counts"))?;
     let counts = seen.cast::<PyArray1<i64>>()?;
     for &t in &task_ids {
         // SAFETY: the GIL is held; every id is below the number of tasks (checked above).
@@ -259,22 +289,10 @@ pub fn decision_small<'py>(
     let py = model.py();
     let dict = model_dict(model)?;
     let _lock = Locked::acquire(model, &dict)?;
-    let Some(state) = fitted(model, &dict)? else {
+    let Some((state, batch, task_ids)) = small_batch(model, &dict, x, tasks, || Ok(false))? else {
         return Ok(None);
     };
-    let Some(batch) = small_rows(x, state.n_features_in) else {
-        return Ok(None);
-    };
-    let n = batch.len();
-    if has_feature_names(&dict)? {
-        return Ok(None);
-    }
-    let Some(task_ids) = small_tasks(&dict, tasks, n, state.n_engine_tasks)? else {
-        return Ok(None);
-    };
-    if batch.values().iter().any(|v| !v.is_finite()) {
-        return Err(PyValueError::new_err("X contains NaN or infinity"));
-    }
+    check_finite(&batch)?;
     let rows = batch.rows(state.n_features_in);
     Ok(Some(
         state

@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::{decode, encode, CheckState};
 use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
+use crate::learner::test_support::Csr;
 use crate::learner::{
     decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTBPRJ2Params, MTFORGParams, MTLinear, MTLinearParams,
     MTPerceptron, MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
@@ -23,9 +24,7 @@ const K: usize = 3;
 
 struct Stream {
     dense: Vec<f64>,
-    indptr: Vec<i64>,
-    indices: Vec<u32>,
-    values: Vec<f64>,
+    sparse: Csr,
     tasks: Vec<i64>,
     y: Vec<f64>,
 }
@@ -41,16 +40,7 @@ impl Stream {
                 *v = 0.0
             }
         });
-        let (mut indptr, mut indices, mut values) = (vec![0i64], Vec::new(), Vec::new());
-        for r in 0..N {
-            for j in 0..D {
-                if dense[r * D + j] != 0.0 {
-                    indices.push(j as u32);
-                    values.push(dense[r * D + j]);
-                }
-            }
-            indptr.push(indices.len() as i64);
-        }
+        let sparse = Csr::of_dense(&dense, D);
         let tasks = (0..N).map(|t| (t % K) as i64).collect();
         let y = (0..N)
             .map(|t| {
@@ -63,9 +53,7 @@ impl Stream {
             .collect();
         Self {
             dense,
-            indptr,
-            indices,
-            values,
+            sparse,
             tasks,
             y,
         }
@@ -73,12 +61,7 @@ impl Stream {
 
     fn rows(&self, sparse: bool) -> Rows<'_> {
         if sparse {
-            Rows::Csr {
-                indptr: &self.indptr,
-                indices: &self.indices,
-                data: &self.values,
-                n_cols: D,
-            }
+            self.sparse.rows()
         } else {
             Rows::dense(&self.dense, N, D)
         }

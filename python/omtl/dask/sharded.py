@@ -23,6 +23,11 @@ from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, split
 CHECKPOINT_MANIFEST = "checkpoint.json"
 
 
+def _summed(key: str, doc: str) -> property:
+    """A fitted attribute of a sharded model: the sum of one per-shard statistic."""
+    return property(lambda self: int(sum(st[key] for st in self.shard_stats())), doc=doc)
+
+
 class ShardError(RuntimeError):
     """A shard failed after other shards had applied the same batch: the sharded model no longer
     matches any input prefix. Call ``restore()`` (from the last ``checkpoint()``) and replay the
@@ -294,25 +299,10 @@ class ShardedLearner:
         return [{"shard": s, "tasks": self._plan.tasks[s], "worker": (where.get(f.key) or [None])[0], **st}
                 for s, (st, f) in enumerate(zip(stats, self._actor_futures))]
 
-    def _total(self, key) -> int:
-        return int(sum(st[key] for st in self.shard_stats()))
-
-    @property
-    def n_seen_(self) -> int:
-        return self._total("n_seen")
-
-    @property
-    def n_mistakes_(self) -> int:
-        return self._total("n_mistakes")
-
-    @property
-    def n_updates_(self) -> int:
-        return self._total("n_updates")
-
-    @property
-    def n_active_(self) -> int:
-        """Stored examples over all shards (each shard within its own budget)."""
-        return self._total("n_active")
+    n_seen_ = _summed("n_seen", "Examples learned over all shards.")
+    n_mistakes_ = _summed("n_mistakes", "Mistakes (pre-update predictions) over all shards.")
+    n_updates_ = _summed("n_updates", "Model updates over all shards.")
+    n_active_ = _summed("n_active", "Stored examples over all shards (each shard within its own budget).")
 
     @property
     def n_seen_per_task_(self) -> np.ndarray:

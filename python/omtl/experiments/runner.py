@@ -111,6 +111,28 @@ def make_learner(class_name: str, params: dict):
     return cls(**params)
 
 
+def available_learners(rows: list[tuple], labels: list[str] | None, what: str, *, seeded: bool = False) -> tuple[list[tuple], list[str]]:
+    """The rows ``(label, class name, parameters, ...)`` of an experiment (all, or those named in
+    ``labels``) whose learner exists in this build, without the parameters it does not take, and a
+    line for each row left out or changed. ``seeded``: a learner that takes ``seed`` gets
+    ``seed=None``, filled with each shuffle's seed."""
+    present, skipped = [], []
+    for label, cls_name, fixed, *rest in select(rows, labels, what):
+        if resolve_learner(cls_name) is None:
+            skipped.append(f"{label}: omtl.{cls_name} is not available in this build; its cells are left empty")
+            continue
+        accepted = accepted_params(cls_name)
+        params = dict(fixed)
+        if seeded and accepted is not None and "seed" in accepted:
+            params["seed"] = None
+        if accepted is not None and set(params) - accepted:
+            skipped.append(f"{label}: omtl.{cls_name} does not take {sorted(set(params) - accepted)}; "
+                           "running it with its defaults for those")
+            params = {k: v for k, v in params.items() if k in accepted}
+        present.append((label, cls_name, params, *rest))
+    return present, skipped
+
+
 def accepted_params(class_name: str) -> set[str] | None:
     cls = resolve_learner(class_name)
     if cls is None or not hasattr(cls, "_param_names"):

@@ -24,7 +24,7 @@ from . import paper_numbers as paper
 from .figures import f1_vs_budget_png
 from .runner import (
     DATASETS,
-    accepted_params,
+    available_learners,
     budgets_from_battery,
     chosen_streams,
     environment,
@@ -36,10 +36,8 @@ from .runner import (
     markdown_table,
     mean_std,
     per_dataset,
-    resolve_learner,
     run_p1,
     run_task,
-    select,
     stream_summary,
     submit_jobs,
     write_csv,
@@ -108,23 +106,8 @@ def _label(job: dict) -> str:
 
 def available_algorithms(labels: list[str] | None = None) -> tuple[list[tuple[str, str, dict]], list[str]]:
     """The Table 1 learners (all, or those named in ``labels``) that exist in this build, and a
-    line for each one that does not."""
-    present, skipped = [], []
-    for label, cls_name, extra in select(ALGORITHMS, labels, "algorithm(s)"):
-        if resolve_learner(cls_name) is None:
-            skipped.append(f"{label}: omtl.{cls_name} is not available in this build; its cells are left empty")
-            continue
-        accepted = accepted_params(cls_name)
-        params = dict(extra)
-        if accepted is not None and "seed" in accepted:
-            params["seed"] = None  # filled with the shuffle seed
-        if accepted is not None:
-            dropped = sorted(set(params) - accepted)
-            if dropped:
-                skipped.append(f"{label}: omtl.{cls_name} does not take {dropped}; running it with its defaults for those")
-                params = {k: v for k, v in params.items() if k in accepted}
-        present.append((label, cls_name, params))
-    return present, skipped
+    line for each one that does not (a learner that takes ``seed`` gets the shuffle's)."""
+    return available_learners(ALGORITHMS, labels, "algorithm(s)", seeded=True)
 
 
 def data_streams(datasets: list[str] | None, quick: bool) -> tuple[list[str], int | None]:

@@ -28,6 +28,7 @@ from .figures import cumulative_error_png
 from .runner import (
     DATASETS,
     accepted_params,
+    available_learners,
     chosen_streams,
     environment,
     fmt_pct,
@@ -39,12 +40,10 @@ from .runner import (
     mean_std,
     on_dask,
     per_dataset,
-    resolve_learner,
     run_jobs,
     run_jobs_here,
     run_p2,
     run_task,
-    select,
     stream_summary,
     submit_jobs,
     write_csv,
@@ -232,20 +231,10 @@ def tune_cwcol(tuner: _Tuner, grid: list[tuple[str, list]]) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 
-def available_learners(labels: list[str] | None = None) -> tuple[list[tuple[str, str, dict, str | None]], list[str]]:
-    present, skipped = [], []
-    for label, cls_name, fixed, tuning in select(LEARNERS, labels, "learner(s)"):
-        if resolve_learner(cls_name) is None:
-            skipped.append(f"{label}: omtl.{cls_name} is not available in this build; its rows are left empty")
-            continue
-        accepted = accepted_params(cls_name)
-        if accepted is not None:
-            dropped = sorted(set(fixed) - accepted)
-            if dropped:
-                skipped.append(f"{label}: omtl.{cls_name} does not take {dropped}; run with its defaults for those")
-                fixed = {k: v for k, v in fixed.items() if k in accepted}
-        present.append((label, cls_name, fixed, tuning))
-    return present, skipped
+def table2_learners(labels: list[str] | None = None) -> tuple[list[tuple[str, str, dict, str | None]], list[str]]:
+    """The Table 2 learners (all, or those named in ``labels``) that exist in this build, and a
+    line for each one that does not."""
+    return available_learners(LEARNERS, labels, "learner(s)")
 
 
 def data_streams(datasets: list[str] | None, quick: bool) -> tuple[list[str], int | None]:
@@ -265,7 +254,7 @@ def run_table2(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
     seed_list = list(range(n_seeds))
     keys, subsample = data_streams(datasets, quick)
     grid = QUICK_GRID if quick else PAPER_GRID
-    to_run, skipped = available_learners(learners)
+    to_run, skipped = table2_learners(learners)
     notes: list[str] = []
     cw_grid: list[tuple[str, list]] = []
     if any(t == "cwcol" for _, _, _, t in to_run):

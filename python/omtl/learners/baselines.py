@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import OnlineClassifier
-from .._constraints import Boolean, Integer, Optional, Options, Real
+from .._base import OnlineClassifier, diagnostic
+from .._constraints import Boolean, Integer, Name, Number, Optional
 
 OMTRL_DEFAULT_EPOCH = 1000
 
@@ -43,11 +43,7 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     omega : float in [0, 1], default=0.5
         Weight of the global model in the prior: 0 gives independent per-task CW, 1 predicts with
         the global CW model.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -71,9 +67,9 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "cw_col"
     _parameter_constraints = {
-        "confidence": Real(0.5, 1.0, low_open=True, high_open=True),
-        "a": Real(0.0, low_open=True),
-        "omega": Real(0.0, 1.0),
+        "confidence": Number(),
+        "a": Number(),
+        "omega": Number(),
     }
 
     def _shape(self):
@@ -95,10 +91,7 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
     def global_variance_(self):
         return self._array("global_variance", np.full(self._shape()[1], float(self.a)))
 
-    @property
-    def n_global_updates_(self) -> int:
-        """Number of CW steps of the global model."""
-        return int(self._diagnostic("n_global_updates", 0))
+    n_global_updates_ = diagnostic("n_global_updates", 'Number of CW steps of the global model.')
 
 
 class OMTRL(_ArraysMixin, OnlineClassifier):
@@ -122,21 +115,14 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int, default=None
-        The number of tasks; the first fit refuses the default ``None`` with the reason: this
-        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
-        n_tasks of them; DECISIONS.md, "Open-ended task sets").
+    {n_tasks_fixed}
     relation_update : {"batch", "logdet", "vonneumann"}, default="batch"
     eta : float >= 0, default=1e-3
         Step size of the ``logdet`` / ``vonneumann`` refreshes.
     epoch : int >= 0 or None, default=None
         Warm-up length in examples before the coupling is learned; ``None`` means 1,000 (the
         paper uses half of the stream, which a streaming learner cannot know).
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -161,8 +147,8 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "omtrl"
     _parameter_constraints = {
-        "relation_update": Options(("batch", "logdet", "vonneumann")),
-        "eta": Real(0.0),
+        "relation_update": Name(),
+        "eta": Number(),
         "epoch": Optional(Integer(0), default=OMTRL_DEFAULT_EPOCH),
     }
 
@@ -175,9 +161,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
     def coef_(self):
         return self._array("coef", np.zeros((self.n_tasks, getattr(self, "n_features_in_", 0))))
 
-    @property
-    def n_refresh_skipped_(self) -> int:
-        return int(self._diagnostic("n_refresh_skipped", 0))
+    n_refresh_skipped_ = diagnostic("n_refresh_skipped", 'Task-relation refreshes skipped because their result was not finite (the previous one is kept).')
 
 
 class OMTL(_ArraysMixin, OnlineClassifier):
@@ -199,11 +183,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
     C : float > 0, default=1.0
     global_norm : {"linf", "l1", "l2"}, default="linf"
     explicit : bool, default=False
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -225,8 +205,8 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
     _native_kind = "omtl"
     _parameter_constraints = {
-        "C": Real(0.0, low_open=True),
-        "global_norm": Options(("linf", "l1", "l2")),
+        "C": Number(),
+        "global_norm": Name(),
         "explicit": Boolean(),
     }
 
@@ -242,7 +222,7 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "batch_mtl"
-    _parameter_constraints = {"rho": Real(0.0), "retrain_every": Integer(1)}
+    _parameter_constraints = {"rho": Number(), "retrain_every": Integer(0)}
 
     def _native_params(self, n_features, sparse):
         return {"regularizer": self._regularizer, **self._validated_params()}
@@ -256,19 +236,14 @@ class _BatchMTL(_ArraysMixin, OnlineClassifier):
     def intercept_(self):
         return self._array("intercept", np.zeros(self.n_tasks))
 
-    @property
-    def n_retrains_(self) -> int:
-        return int(self._diagnostic("n_retrains", 0))
+    n_retrains_ = diagnostic("n_retrains", 'Number of retrains so far.')
 
     @property
     def last_objective_(self) -> float:
         """Objective value reached by the last retrain (nan before the first)."""
         return float(self._diagnostic("last_objective", np.nan)) if self.n_retrains_ else float("nan")
 
-    @property
-    def stored_bytes_(self) -> int:
-        """Memory held by the stored training examples."""
-        return int(self._diagnostic("stored_bytes", 0))
+    stored_bytes_ = diagnostic("stored_bytes", 'Memory held by the stored training examples.')
 
 
 _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrained periodically
@@ -289,18 +264,11 @@ _BATCH_DOC = """{name}: batch multitask logistic regression with {what}, retrain
 
     Parameters
     ----------
-    n_tasks : int, default=None
-        The number of tasks; the first fit refuses the default ``None`` with the reason: this
-        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
-        n_tasks of them; DECISIONS.md, "Open-ended task sets").
+    {{n_tasks_fixed}}
     rho : float >= 0, default=1e-2
         Regularisation weight (ours; MALSAR has no default).
     retrain_every : int >= 1, default=100
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {{n_features}}
 
     Attributes
     ----------
@@ -340,7 +308,4 @@ class TRML(_BatchMTL):
     __doc__ = _BATCH_DOC.format(name="TRML", what="a low-rank (trace norm) weight matrix", source="Ji & Ye, ICML 2009; MALSAR Logistic_Trace", penalty="|W|_*")
     _regularizer = "trace"
 
-    @property
-    def rank_(self) -> int:
-        """Rank of the current W (singular values above 1e-12 of the largest)."""
-        return int(self._diagnostic("rank", 0))
+    rank_ = diagnostic("rank", 'Rank of the current W (singular values above 1e-12 of the largest).')

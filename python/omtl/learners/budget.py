@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import warnings
 
-from .._base import OnlineClassifier
-from .._constraints import Integer, Real
+from .._base import OnlineClassifier, diagnostic
+from .._constraints import Integer, Number
 from ._mixins import KernelParamsMixin
 
 # Shared with the Projectrons.
-BUDGET = Integer(1, 2**62, message="{name} must be an integer >= 1, got {value!r}", too_large="{name} is too large: {value!r}")
+BUDGET = Integer(0, 2**62, message="{name} must be a non-negative integer, got {value!r}", too_large="{name} is too large: {value!r}")
 
 
 class _BudgetMixin:
@@ -17,10 +17,7 @@ class _BudgetMixin:
 
     """Fitted attributes shared by the budget learners."""
 
-    @property
-    def n_evictions_(self) -> int:
-        """Number of elements removed from the active set to respect the budget."""
-        return int(self._diagnostic("n_evictions", 0))
+    n_evictions_ = diagnostic("n_evictions", 'Number of elements removed from the active set to respect the budget.')
 
 
 class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
@@ -37,23 +34,16 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
+    {n_tasks_open_graph}
     budget : int >= 1, default=1000
         Largest number of stored examples (``n_active_ <= budget`` after every example). The
         default holds a School-sized stream's 25 % budget and costs 1,000 stored rows; set it from
         the memory you can give and the kernel Perceptron's active set (DECISIONS.md, "Default
         budget").
-    graph, kernel, gamma, degree, coef0, normalize
-        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
+    {graph_kernel}
     seed : int, default=0
         Seed of the eviction generator, in ``[0, 2**64)``.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -100,11 +90,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -136,7 +122,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     _native_kind = "mt_forg"
     _parameter_constraints = {
         "budget": BUDGET,
-        "radius": Real(0.0, low_open=True, message="{name} must be a positive finite number, got {value!r}"),
+        "radius": Number(),
     }
 
     def _before_learn(self, core, X):
@@ -152,17 +138,8 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
             )
             self._radius_warned = True
 
-    @property
-    def forgetron_q_(self) -> float:
-        """Accumulated removal damage Q (``Q <= 15/32 c_G^2 M`` always)."""
-        return float(self._diagnostic("forgetron_q", 0.0))
+    forgetron_q_ = diagnostic("forgetron_q", 'Accumulated removal damage Q (``Q <= 15/32 c_G^2 M`` always).', 0.0, float)
 
-    @property
-    def forgetron_m_(self) -> int:
-        """Number of update-mistakes M."""
-        return int(self._diagnostic("forgetron_m", 0))
+    forgetron_m_ = diagnostic("forgetron_m", 'Number of update-mistakes M.')
 
-    @property
-    def last_shrink_(self) -> float:
-        """The last shrinking coefficient chi* in (0, 1] (1.0 before the first removal)."""
-        return float(self._diagnostic("last_shrink", 1.0))
+    last_shrink_ = diagnostic("last_shrink", 'The last shrinking coefficient chi* in (0, 1] (1.0 before the first removal).', 1.0, float)

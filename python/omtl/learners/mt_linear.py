@@ -6,27 +6,22 @@ import math
 
 import numpy as np
 
-from .._base import OnlineClassifier
-from .._constraints import Boolean, Integer, Optional, Options, Real
+from .._base import OnlineClassifier, diagnostic
+from .._constraints import Boolean, Integer, Name, Number, Optional
 from .._docs import fill_doc
 from .._sklearn import available_if
 from ..graph import TaskGraph, resolve_graph
 
-LOSSES = ("logistic", "hinge", "squared")
-UPDATES = ("normalized", "adagrad", "sgd", "arow")
-MAX_HASH_BITS = 31
-
-
 MT_LINEAR_CONSTRAINTS = {
-    "loss": Options(LOSSES),
-    "update": Options(UPDATES),
-    "learning_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "loss": Name(),
+    "update": Name(),
+    "learning_rate": Number(),
     "fit_intercept": Boolean(),
     "hash_bits": Optional(
-        Integer(1, MAX_HASH_BITS),
-        message=f"{{name}} must be None or an integer in [1, {MAX_HASH_BITS}], got {{value!r}}",
+        Integer(0, 2**32 - 1),
+        message="{name} must be None or a non-negative integer, got {value!r}",
     ),
-    "shared_rate": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
+    "shared_rate": Number(),
 }
 
 
@@ -54,9 +49,7 @@ class MTLinear(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
+    {n_tasks_open_graph}
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     loss : {"logistic", "hinge", "squared"}, default="logistic"
         ``log(1 + exp(-y f))``, ``max(0, 1 - y f)`` or ``(y - f)^2 / 2``.
@@ -84,11 +77,7 @@ class MTLinear(OnlineClassifier):
         ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
         (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
         graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -139,15 +128,14 @@ class MTLinear(OnlineClassifier):
         return {"task_kernel": self._task_graph().native()}
 
     @available_if(_has_probabilities)
+    @fill_doc
     def predict_proba_one(self, x, *, task=None) -> float:
         """The logistic model's probability of the positive class for one event (no update).
 
         Parameters
         ----------
-        x : 1-D array-like of n_features numbers, or dict
-            As for ``learn_one``.
-        task : hashable, default=None
-            As for ``predict_one``.
+        {x_event}
+        {task_event}
 
         Returns
         -------
@@ -181,9 +169,7 @@ class MTLinear(OnlineClassifier):
         p = 0.5 * (1.0 + np.tanh(0.5 * z))  # the logistic function, without overflow
         return np.column_stack([1.0 - p, p])
 
-    @property
-    def memory_bytes_(self) -> int:
-        return int(self._diagnostic("memory_bytes", 0))
+    memory_bytes_ = diagnostic("memory_bytes", "Bytes allocated for the model's state (weights, per-component counters, a general kernel's factor).")
 
     @property
     def block_weights_(self) -> np.ndarray:

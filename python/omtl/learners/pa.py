@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from .._base import OnlineClassifier
-from .._constraints import Options, Real
-
-VARIANTS = ("pa", "pa1", "pa2")
-
+from .._constraints import Name, Number
 
 PA_CONSTRAINTS = {
-    "C": Real(0.0, low_open=True, message="{name} must be a finite number > 0, got {value!r}"),
-    "variant": Options(VARIANTS),
+    "C": Number(),
+    "variant": Name(),
 }
 
 
@@ -31,11 +28,7 @@ class PAUnique(OnlineClassifier):
     C : float, default=1.0
         Aggressiveness (PA-I and PA-II; ROMCO's experiments use 1).
     variant : {"pa", "pa1", "pa2"}, default="pa1"
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Examples
     --------
@@ -68,11 +61,7 @@ class PAGlobal(PAUnique):
     ----------
     n_tasks, C, variant
         As :class:`PAUnique`.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Examples
     --------

@@ -15,9 +15,7 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids, new tasks join as they arrive; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2, DECISIONS.md).
+    {n_tasks_open_graph}
     graph : {"complete", "disconnected"} or TaskGraph, default="complete"
     kernel : {"linear", "poly", "rbf"}, default="linear"
     gamma : float, "scale" or None
@@ -26,11 +24,7 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
     coef0 : float, default=1.0
     normalize : bool, default=False
         Cosine-normalise the base kernel (``K(x,x) = 1``).
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Examples
     --------

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from .._base import OnlineClassifier
-from .._constraints import Boolean, Options, Real
+from .._base import OnlineClassifier, diagnostic
+from .._constraints import Boolean, Name, Number
 from ._mixins import KernelParamsMixin
 from .budget import BUDGET
-
-THRESHOLDS = ("norm", "squared")
-
 
 # Both Projectrons' shared hyper-parameters.
 PROJECTRON_CONSTRAINTS = {
     "budget": BUDGET,
-    "eta": Real(0.0, message="{name} must be a finite number >= 0, got {value!r}"),
-    "threshold_on": Options(THRESHOLDS),
+    "eta": Number(),
+    "threshold_on": Name(),
 }
 
 
@@ -23,28 +20,13 @@ class _ProjectronAttributes:
 
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
-    def _diag_int(self, name: str) -> int:
-        return int(self._diagnostic(name, 0))
+    n_projections_ = diagnostic("n_projections", 'Update-mistakes absorbed by projection (the set did not change).')
 
-    @property
-    def n_projections_(self) -> int:
-        """Update-mistakes absorbed by projection (the set did not change)."""
-        return self._diag_int("n_projections")
+    n_evictions_ = diagnostic("n_evictions", 'Budget steps: an element was folded into the others and removed.')
 
-    @property
-    def n_evictions_(self) -> int:
-        """Budget steps: an element was folded into the others and removed."""
-        return self._diag_int("n_evictions")
+    n_rebuilds_ = diagnostic("n_rebuilds", 'Recomputes of the inverse Gram matrix from scratch (§4.3, safeguards N3–N5).')
 
-    @property
-    def n_rebuilds_(self) -> int:
-        """Recomputes of the inverse Gram matrix from scratch (§4.3, safeguards N3–N5)."""
-        return self._diag_int("n_rebuilds")
-
-    @property
-    def jitter_(self) -> float:
-        """Total jitter the recomputes had to add to the Gram matrix diagonal (0 when well conditioned)."""
-        return float(self._diagnostic("jitter", 0.0))
+    jitter_ = diagnostic("jitter", 'Total jitter the recomputes had to add to the Gram matrix diagonal (0 when well conditioned).', 0.0, float)
 
     def _force_rebuild(self) -> None:
         """Recomputes the inverse Gram matrix now (INV-Q2; for tests)."""
@@ -70,25 +52,18 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int or None, default=None
-        None: open-ended task labels (any hashable ids; a new label joins as a new task; graph
-        "complete" is then the open-ended complete graph T_ii = 1, T_ij = 1/2; DECISIONS.md).
+    {n_tasks_open_graph}
     budget : int >= 1, default=1000
         Largest number of stored examples (``n_active_ <= budget`` after every example); the
         projection keeps two ``budget x budget`` matrices, 16 MB at the default
         (DECISIONS.md, "Default budget").
     eta : float, default=0.01
         Projection threshold (the paper's value).
-    graph, kernel, gamma, degree, coef0, normalize
-        The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).
+    {graph_kernel}
     threshold_on : {"norm", "squared"}, default="norm"
         Compare ``eta`` with the residual norm ``delta`` (the papers) or with ``delta**2``
         (Orabona's MATLAB Projectron++).
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -142,11 +117,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         Ablation switch (ALGORITHMS.md A-C7): use the update as printed in the paper,
         ``W[l, j] += gamma_j W[l, r] T[l, i_j]``, whose extra factor double-counts the task
         coupling. The default drops it.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------

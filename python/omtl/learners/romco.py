@@ -5,21 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._base import OnlineClassifier
-from .._constraints import Options, Real
+from .._base import OnlineClassifier, diagnostic
+from .._constraints import Name, Number
 
-UPDATE_RULES = ("loss", "mistake")
-
-
-_STEP = Real(0.0, message="{name} must be a finite number >= 0, got {value!r}")
-ROMCO_CONSTRAINTS = {"eta1": _STEP, "eta2": _STEP, "lambda1": _STEP, "lambda2": _STEP, "update": Options(UPDATE_RULES)}
-
-
-def check_romco_params(params: dict) -> dict:
-    """The cross-parameter check of validated ROMCO hyper-parameters (returns them)."""
-    if params["eta1"] + params["eta2"] <= 0:
-        raise ValueError("eta1 + eta2 must be > 0 (otherwise the model never changes)")
-    return params
+ROMCO_CONSTRAINTS = {"eta1": Number(), "eta2": Number(), "lambda1": Number(), "lambda2": Number(), "update": Name()}
 
 
 class ROMCO(OnlineClassifier):
@@ -40,10 +29,7 @@ class ROMCO(OnlineClassifier):
 
     Parameters
     ----------
-    n_tasks : int, default=None
-        The number of tasks; the first fit refuses the default ``None`` with the reason: this
-        learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
-        n_tasks of them; DECISIONS.md, "Open-ended task sets").
+    {n_tasks_fixed}
     eta1 : float, default=0.1
         Step size for U.
     eta2 : float, default=0.1
@@ -57,11 +43,7 @@ class ROMCO(OnlineClassifier):
         When to update (A-R2): ``"loss"`` (Alg. 1 of the paper) when some present task has hinge
         loss ``1 - y p > 0``; ``"mistake"`` (the paper's text) when some present task has
         ``y p <= 0``. Either way every present task with positive loss contributes a gradient.
-    n_features : int, default=2**18
-        The column space of dict rows (``learn_one`` and the other per-event methods): str
-        feature names are hashed into this many columns exactly as scikit-learn's
-        ``FeatureHasher(n_features, input_type="dict", alternate_sign=False)`` hashes them, and
-        int keys are columns below it. Rows of numbers set the width by their length instead.
+    {n_features}
 
     Attributes
     ----------
@@ -91,19 +73,13 @@ class ROMCO(OnlineClassifier):
     _parameter_constraints = ROMCO_CONSTRAINTS
 
     def _native_params(self, n_features, sparse):
-        params = check_romco_params(self._validated_params())
+        params = self._validated_params()
         # The SVT implementation (§5.5): "auto" unless a test or benchmark sets `_svt_route`.
         return {**params, "svt_route": getattr(self, "_svt_route", "auto")}
 
-    @property
-    def rank_(self) -> int:
-        """Rank of U after the last update (0 before the first one)."""
-        return int(self._diagnostic("rank", 0))
+    rank_ = diagnostic("rank", 'Rank of U after the last update (0 before the first one).')
 
-    @property
-    def n_personalized_(self) -> int:
-        """Number of non-zero columns of V."""
-        return int(self._diagnostic("n_personalized", 0))
+    n_personalized_ = diagnostic("n_personalized", 'Number of non-zero columns of V.')
 
     def _factors(self):
         if not self._is_fitted():

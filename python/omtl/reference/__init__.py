@@ -1,13 +1,19 @@
 """Reference twins of every learner: plain Python + NumPy, written like the papers' pseudocode.
 
 They share the public API (and its input checking) with the native classes and are the oracle
-the tests compare the Rust engine against. They are slow by design.
+the tests compare the Rust engine against. They are slow by design. Every name of
+``omtl.learners.__all__`` has its twin here, under the same name (``tests/test_registry.py``).
 """
 
-from .._registry import discover
+from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
+from .budget import MTFORG, MTRBP
+from .mt_linear import MTLinear
+from .pa import PAGlobal, PAUnique
+from .perceptron import KernelPerceptron, MTPerceptron
+from .projectron import MTBPRJ, MTBPRJ2, MTPRJ, MTPRJ2
+from .romco import ROMCO
 
-# Every twin the modules of this package define (omtl._registry.discover), under the names
-# omtl.learners exports.
-_TWINS = discover(__name__, __path__)
-globals().update(_TWINS)
-__all__ = list(_TWINS)
+__all__ = [
+    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
+    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
+]  # fmt: skip

@@ -59,7 +59,7 @@ class CWColCore(ReferenceCore):
     def n_active(self):
         return self.n_updates
 
-    def add_tasks(self, n):
+    def grow_tasks(self, n):
         """New tasks start from the untouched prior (mu = 0, sigma = a), as the engine's."""
         self.mu = np.vstack([self.mu, np.zeros((n, self.mu.shape[1]))])
         self.sigma = np.vstack([self.sigma, np.full((n, self.sigma.shape[1]), self.a)])
@@ -281,7 +281,7 @@ class OMTLCore(RoundCore):
         self.n_updates = 0
         self.n_rounds = 0
 
-    def add_tasks(self, n):
+    def grow_tasks(self, n):
         """New tasks start with w = 0, as the engine's (a round involves only its tasks)."""
         self.W = np.vstack([self.W, np.zeros((n, self.W.shape[1]))])
 

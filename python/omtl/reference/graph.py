@@ -43,13 +43,13 @@ def task_kernel(graph) -> np.ndarray:
 
 
 class GrowsTasks(ReferenceCore):
-    """``add_tasks`` of a reference core that holds T and the TaskGraph it came from (``graph``,
+    """``grow_tasks`` of a reference core that holds T and the TaskGraph it came from (``graph``,
     set by ``_make_core``), as the engine's ``TaskKernel::grow``: the disconnected and the
     open-ended complete graph keep every entry; other graphs cannot grow in a fitted model."""
 
     graph = None
 
-    def add_tasks(self, n: int) -> None:
+    def grow_tasks(self, n: int) -> None:
         if self.graph is None or self.graph.kind not in ("disconnected", "complete_open"):
             kind = None if self.graph is None else self.graph.kind
             raise ValueError(f"a fitted model on a {kind!r} task graph cannot add tasks")

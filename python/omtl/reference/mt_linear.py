@@ -155,7 +155,7 @@ class MTLinearCore(ReferenceCore):
     def n_active(self) -> int:
         return self.n_updates
 
-    def add_tasks(self, n: int) -> None:
+    def grow_tasks(self, n: int) -> None:
         """As the engine (docs/mt_linear.md, M.1 and open-ended task sets): new tasks get empty
         own blocks; the complete graph's shared block keeps its id."""
         k = self.graph.n_tasks

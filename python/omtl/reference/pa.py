@@ -20,7 +20,7 @@ class PACore(ReferenceCore):
     def n_active(self) -> int:
         return self.n_updates
 
-    def add_tasks(self, n: int) -> None:
+    def grow_tasks(self, n: int) -> None:
         """PA-Unique: n zero weight vectors; PA-Global: nothing (one w for all tasks)."""
         if not self.shared:
             self.W = np.vstack([self.W, np.zeros((n, self.W.shape[1]))])

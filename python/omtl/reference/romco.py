@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import learners
-from ..learners.romco import check_romco_params
 from .rounds import RoundCore
 
 
@@ -75,4 +74,4 @@ class ROMCO(learners.ROMCO):
     __doc__ = "Reference twin of :class:`omtl.ROMCO` (NumPy, numpy.linalg.svd at every update)."
 
     def _make_core(self, n_features, sparse):
-        return RomcoCore(self._check_n_tasks(), n_features, **check_romco_params(self._validated_params()))
+        return RomcoCore(self._check_n_tasks(), n_features, **self._validated_params())

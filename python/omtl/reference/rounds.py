@@ -23,10 +23,10 @@ class RoundCore(ReferenceCore):
     model, then one joint update, §1.2) and ``score_one`` gets both protocols: P1 as singleton
     rounds (§1.3) and P2, and ``decision``."""
 
-    def learn(self, X, tasks, y):
+    def learn_rows(self, X, tasks, y):
         return np.array([self.round([dense_row(X, t)], [int(tasks[t])], [y[t]])[0] for t in range(len(tasks))])
 
-    def learn_rounds(self, X, tasks, y, rounds):
+    def learn_round_rows(self, X, tasks, y, rounds):
         scores = np.zeros(len(tasks))
         for start, end in round_spans(rounds):
             idx = range(start, end)

@@ -20,7 +20,6 @@
 //! dense `4 n d` bytes or sparse `8 nnz + 8 n` bytes, plus 12 bytes per example for its task id
 //! and label. (The solver computes in double precision on the rounded copy.)
 
-mod rows;
 mod solver;
 #[cfg(test)]
 mod tests;
@@ -29,16 +28,16 @@ use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
 use crate::alloc::Need;
-use crate::data::Row;
-use crate::error::{invalid, Result};
+use crate::data::{Row, Rows};
+use crate::error::Result;
 use crate::kernel::Scratch;
+use crate::learner::spec::check_at_least_one;
 use crate::learner::{check_nonnegative, Build, OnlineLearner, Setting};
 use crate::linalg::svt;
 use crate::state::{
     check_counts, check_finite, check_len, check_tasks_and_labels, checked_size, ensure, param, CheckState,
 };
 
-pub use rows::{F32Rows, RowSource};
 pub use solver::{penalty, prox, solve, svt, Regularizer, SolveReport, SolverOptions, MAX_LINE_SEARCH};
 
 /// Examples kept for retraining, in single precision: dense row-major or CSR, as the first batch
@@ -94,10 +93,7 @@ learner_params! {
 
     fn check(&self) -> Result<()> {
         check_nonnegative("rho", self.rho)?;
-        if self.retrain_every == 0 {
-            return Err(invalid("retrain_every", "must be >= 1"));
-        }
-        Ok(())
+        check_at_least_one("retrain_every", self.retrain_every)
     }
 }
 
@@ -237,18 +233,19 @@ impl BatchMtl {
     /// non-finite line search, or an interrupt) the model is unchanged.
     pub fn retrain(&mut self) -> Result<()> {
         let rows = match &self.store {
-            Store::Dense(data) => F32Rows::Dense {
+            Store::Dense(data) => Rows::Dense {
                 data,
+                n_rows: self.labels.len(),
                 n_cols: self.n_features,
             },
             Store::Sparse {
                 indptr,
                 indices,
                 values,
-            } => F32Rows::Csr {
+            } => Rows::Csr {
                 indptr,
                 indices,
-                values,
+                data: values,
                 n_cols: self.n_features,
             },
         };

@@ -5,7 +5,7 @@
 use nalgebra::DMatrix;
 use serde::{Deserialize, Serialize};
 
-use super::rows::RowSource;
+use crate::data::{Rows, Value};
 use crate::error::{invalid, Error, Result};
 use crate::linalg::svt;
 
@@ -78,16 +78,16 @@ fn sigmoid_neg(z: f64) -> f64 {
     }
 }
 /// The training set of one solve: rows, task ids, ±1 labels and the per-task weights `1/n_i`.
-pub(super) struct Problem<'a, R: RowSource> {
-    rows: &'a R,
+pub(super) struct Problem<'a, T: Value> {
+    rows: &'a Rows<'a, T>,
     tasks: &'a [u32],
     y: &'a [f64],
     inv_counts: Vec<f64>,
     d: usize,
 }
 
-impl<'a, R: RowSource> Problem<'a, R> {
-    pub(super) fn new(rows: &'a R, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
+impl<'a, T: Value> Problem<'a, T> {
+    pub(super) fn new(rows: &'a Rows<'a, T>, tasks: &'a [u32], y: &'a [f64], k: usize) -> Self {
         let mut counts = vec![0usize; k];
         tasks.iter().for_each(|&t| counts[t as usize] += 1);
         let inv_counts = counts
@@ -108,7 +108,7 @@ impl<'a, R: RowSource> Problem<'a, R> {
         let d = self.d;
         for (r, m) in out.iter_mut().enumerate() {
             let t = self.tasks[r] as usize;
-            *m = self.rows.dot(r, &w[t * d..(t + 1) * d]) + c[t];
+            *m = self.rows.row(r).dot(&w[t * d..(t + 1) * d]) + c[t];
         }
     }
 
@@ -147,12 +147,12 @@ impl<'a, R: RowSource> Problem<'a, R> {
         let d = self.d;
         for r in 0..mp.len() {
             let t = self.tasks[r] as usize;
-            let m = self.rows.dot(r, &wp[t * d..(t + 1) * d]) + cp[t];
+            let m = self.rows.row(r).dot(&wp[t * d..(t + 1) * d]) + cp[t];
             mp[r] = m;
             let s = m + alpha * (m - mz[r]);
             ms_next[r] = s;
             let g = -self.y[r] * sigmoid_neg(self.y[r] * s) * self.inv_counts[t];
-            self.rows.axpy(r, g, &mut gw[t * d..(t + 1) * d]);
+            self.rows.row(r).add_to(&mut gw[t * d..(t + 1) * d], g);
             gc[t] += g;
         }
     }
@@ -165,7 +165,7 @@ impl<'a, R: RowSource> Problem<'a, R> {
         for (r, &m) in margins.iter().enumerate() {
             let t = self.tasks[r] as usize;
             let g = -self.y[r] * sigmoid_neg(self.y[r] * m) * self.inv_counts[t];
-            self.rows.axpy(r, g, &mut gw[t * d..(t + 1) * d]);
+            self.rows.row(r).add_to(&mut gw[t * d..(t + 1) * d], g);
             gc[t] += g;
         }
     }
@@ -246,8 +246,8 @@ pub const MAX_LINE_SEARCH: usize = 2000;
 /// search), or an interrupt ([`crate::interrupt`], checked at every iteration and line-search
 /// trial, which returns [`crate::Error::Interrupted`]).
 #[allow(clippy::too_many_arguments)]
-pub fn solve<R: RowSource>(
-    rows: &R,
+pub fn solve<T: Value>(
+    rows: &Rows<T>,
     tasks: &[u32],
     y: &[f64],
     k: usize,

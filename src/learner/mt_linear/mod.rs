@@ -50,6 +50,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
+use crate::learner::spec::check_positive;
 use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::simd::{fma_builds, LaneMath};
@@ -93,20 +94,9 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let (learning_rate, hash_bits, shared_rate) = (self.learning_rate, self.hash_bits, self.shared_rate);
-        if !(learning_rate.is_finite() && learning_rate > 0.0) {
-            return Err(invalid(
-                "learning_rate",
-                format!("must be a finite number > 0, got {learning_rate}"),
-            ));
-        }
-        if !(shared_rate.is_finite() && shared_rate > 0.0) {
-            return Err(invalid(
-                "shared_rate",
-                format!("must be a finite number > 0, got {shared_rate}"),
-            ));
-        }
-        if let Some(b) = hash_bits {
+        check_positive("learning_rate", self.learning_rate)?;
+        check_positive("shared_rate", self.shared_rate)?;
+        if let Some(b) = self.hash_bits {
             if !(1..=MAX_HASH_BITS).contains(&b) {
                 return Err(invalid(
                     "hash_bits",

@@ -32,6 +32,7 @@ use crate::kernel::kernel_sum::{
     dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex,
 };
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
+use crate::learner::spec::check_at_least_one;
 use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -100,11 +101,8 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        let (budget, eta) = (self.budget, self.eta);
-        if budget < 1 {
-            return Err(invalid("budget", format!("must be >= 1, got {budget}")));
-        }
-        check_nonnegative("eta", eta)
+        check_at_least_one("budget", self.budget as u64)?;
+        check_nonnegative("eta", self.eta)
     }
 }
 

@@ -7,6 +7,7 @@ fn mtbprj2(tasks: &TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, param
     MTBPRJ2::with_kernels(tasks, kernel, d, sparse, MTBPRJ2Params::from_shared(params, false)).unwrap()
 }
 use crate::data::Rows;
+use crate::learner::test_support::learn_row_by_row;
 use crate::learner::{learn, MTPerceptron};
 use crate::rng::SplitMix64;
 use nalgebra::{DMatrix, DVector};
@@ -258,15 +259,7 @@ fn duplicates_are_absorbed_by_projection() {
 }
 
 fn run(model: &mut dyn OnlineLearner, x: &[f64], tasks: &[i64], y: &[f64], d: usize) -> Vec<f64> {
-    let rows = Rows::dense(x, y.len(), d);
-    let mut scratch = Scratch::default();
-    (0..y.len())
-        .map(|t| {
-            model
-                .learn_one(rows.row(t), tasks[t] as usize, y[t], &mut scratch)
-                .unwrap()
-        })
-        .collect()
+    learn_row_by_row(model, &Rows::dense(x, y.len(), d), tasks, y)
 }
 
 /// INV-B4: with one task MTBPRJ equals MTBPRJ-2.

@@ -26,7 +26,8 @@ impl Romco {
                 || format!("V column norm {i} is {cached:e}, V gives {exact:e}"),
             )?;
         }
-        if self.lambda1 > 0.0 && self.brand.is_none() && !self.gram_stale && !self.gram_unknown {
+        let thin_svd = matches!(self.u, UForm::ThinSvd(_));
+        if self.params.lambda1 > 0.0 && !thin_svd && self.gram_side == GramSide::Columns {
             let exact = self.exact_gram();
             let (drift, scale) = frobenius_drift(&exact, &self.gram);
             ensure(scale.is_finite() && drift <= CACHE_TOL * scale, || {
@@ -35,7 +36,8 @@ impl Romco {
         }
         // The factors of the last SVT describe C over the live columns (what route (b) updates
         // and a stale C is formed from).
-        if self.brand.is_none() && !self.gram_unknown && !self.svt_mu.is_empty() && self.svt_matches_live() {
+        let column_side = !matches!(self.gram_side, GramSide::Rows { .. });
+        if !thin_svd && column_side && !self.svt_mu.is_empty() && self.svt_matches_live() {
             let k = self.n_tasks;
             let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
             let formed = svt::weighted_outer_product(&self.svt_vectors, live.len(), live.len(), &self.svt_mu);
@@ -71,34 +73,50 @@ impl CheckState for Romco {
             check_len(what, len, k)?;
         }
         check_len("C = UᵀU", self.gram.len(), checked_size("C", k, k)?)?;
-        match &self.brand {
-            None => check_len("U", self.u.len(), size)?,
-            Some(f) => {
-                check_len("U (held factored)", self.u.len(), 0)?;
-                f.check_state(d, k)?;
+        let no_factor: &[f64] = &[];
+        let (u, right, right_inv) = match &self.u {
+            UForm::Dense(u) => (&u[..], no_factor, no_factor),
+            UForm::RightFactored { w, pi, pi_inv } => {
+                // Π and Π⁻¹ both k x k, and only where the shape asks for the factored form.
+                ensure(
+                    pi.len() == k * k && pi_inv.len() == k * k && self.prefers_right_factored(),
+                    || {
+                        format!(
+                            "U's right factor has {} entries, its inverse {} (k = {k}, factored form {})",
+                            pi.len(),
+                            pi_inv.len(),
+                            if self.prefers_right_factored() {
+                                "expected"
+                            } else {
+                                "not expected"
+                            }
+                        )
+                    },
+                )?;
+                (&w[..], &pi[..], &pi_inv[..])
             }
+            UForm::ThinSvd(f) => {
+                f.check_state(d, k)?;
+                (no_factor, no_factor, no_factor)
+            }
+        };
+        if !matches!(self.u, UForm::ThinSvd(_)) {
+            check_len("U", u.len(), size)?;
         }
-        param(Self::new(
-            k,
-            d,
-            self.eta1,
-            self.eta2,
-            self.lambda1,
-            self.lambda2,
-            self.trigger,
-        ))?;
+        let (row_vectors, row_mu) = self.gram_side.row_factors();
+        param(Self::build(&self.params, &Setting::new(k, d, false)))?;
         for (what, values) in [
-            ("U", &self.u),
+            ("U", u),
             ("V", &self.v),
             ("V scales", &self.v_scale),
             ("V column norms", &self.v_sq_norm),
             ("C = UᵀU", &self.gram),
             ("SVT vectors", &self.svt_vectors),
             ("SVT eigenvalues", &self.svt_mu),
-            ("row-side eigenvectors", &self.row_vectors),
-            ("the right factor of U", &self.u_right),
-            ("the inverse right factor of U", &self.u_right_inv),
-            ("row-side eigenvalues", &self.row_mu),
+            ("row-side eigenvectors", row_vectors),
+            ("the right factor of U", right),
+            ("the inverse right factor of U", right_inv),
+            ("row-side eigenvalues", row_mu),
         ] {
             check_finite(what, values)?;
         }
@@ -107,7 +125,7 @@ impl CheckState for Romco {
             nonnegative(&self.v_scale)
                 && nonnegative(&self.v_sq_norm)
                 && nonnegative(&self.svt_mu)
-                && nonnegative(&self.row_mu),
+                && nonnegative(row_mu),
             || "a V scale, V column norm or SVT eigenvalue is negative".into(),
         )?;
         // The factors of C: q eigenvalues with a q x q matrix of vectors, q <= k.
@@ -115,48 +133,34 @@ impl CheckState for Romco {
         ensure(q <= k && q.checked_mul(q) == Some(self.svt_vectors.len()), || {
             format!("{q} SVT eigenvalues with {} vector entries", self.svt_vectors.len())
         })?;
-        ensure(
-            !self.gram_stale || (self.brand.is_none() && self.svt_matches_live()),
-            || "C is marked stale without factors of the live columns".into(),
-        )?;
-        // The factored form U = W Π: Π and Π⁻¹ both k x k, or both absent.
-        let right = self.u_right.len();
-        ensure(
-            right == self.u_right_inv.len() && (right == 0 || (right == k * k && self.brand.is_none())),
-            || {
-                format!(
-                    "U's right factor has {right} entries, its inverse {}",
-                    self.u_right_inv.len()
-                )
-            },
-        )?;
-        // The row side: D's factors are d eigenvalues with d x d vectors (or none), held only
-        // while C is not maintained, and then neither C's factors nor route (c) are in use.
-        let p = self.row_mu.len();
-        ensure(
-            (p == 0 || (p == d && self.gram_unknown)) && p.checked_mul(p) == Some(self.row_vectors.len()),
-            || {
-                format!(
-                    "{p} row-side eigenvalues with {} vector entries",
-                    self.row_vectors.len()
-                )
-            },
-        )?;
-        ensure(
-            !self.gram_unknown || (!self.gram_stale && q == 0 && self.brand.is_none()),
-            || "the row side holds U's Gram alongside C's factors or route (c)".into(),
-        )?;
+        let thin_svd = matches!(self.u, UForm::ThinSvd(_));
+        match self.gram_side {
+            GramSide::Columns => {}
+            GramSide::ColumnFactors => ensure(!thin_svd && self.svt_matches_live(), || {
+                "C is marked stale without factors of the live columns".into()
+            })?,
+            GramSide::Rows { .. } => {
+                // D's factors are d eigenvalues with d x d vectors (or none); C is not
+                // maintained, and neither C's factors nor route (c) are in use.
+                let p = row_mu.len();
+                ensure(
+                    (p == 0 || p == d) && p.checked_mul(p) == Some(row_vectors.len()),
+                    || format!("{p} row-side eigenvalues with {} vector entries", row_vectors.len()),
+                )?;
+                ensure(q == 0 && !thin_svd, || {
+                    "the row side holds U's Gram alongside C's factors or route (c)".into()
+                })?;
+            }
+        }
         ensure(self.rank.is_none_or(|r| r <= k), || {
             format!("rank {:?} exceeds k = {k}", self.rank)
         })?;
         // A column never updated is exactly zero (the SVT runs on the live columns only).
-        if self.brand.is_none() {
-            let factored = !self.u_right.is_empty();
+        if !thin_svd {
             let column = |i: usize| -> Vec<f64> {
-                if factored {
-                    self.u.iter().skip(i).step_by(k).copied().collect()
-                } else {
-                    self.u[i * d..(i + 1) * d].to_vec()
+                match self.u {
+                    UForm::RightFactored { .. } => u.iter().skip(i).step_by(k).copied().collect(),
+                    UForm::Dense(_) | UForm::ThinSvd(_) => u[i * d..(i + 1) * d].to_vec(),
                 }
             };
             let dead_nonzero = (0..k).any(|i| !self.u_live[i] && column(i).iter().any(|&x| x != 0.0));
@@ -170,12 +174,12 @@ impl CheckState for Romco {
             &[
                 self.n_updates,
                 self.n_seen,
-                self.n_gram_svt,
-                self.n_qr_svt,
-                self.n_drift_resyncs,
-                self.n_numerical_failures,
-                self.n_brand_svt,
-                self.n_eigen_updates,
+                self.svt_counts.n_gram_svt,
+                self.svt_counts.n_qr_svt,
+                self.svt_counts.n_drift_resyncs,
+                self.svt_counts.n_numerical_failures,
+                self.svt_counts.n_brand_svt,
+                self.svt_counts.n_eigen_updates,
                 self.n_row_svt,
                 self.n_folds,
             ],

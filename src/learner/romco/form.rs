@@ -1,68 +1,153 @@
-//! U's representation: dense or factored (`W P`), folding and resynchronising the caches.
+//! U's representation ([`UForm`]: dense, right-factored `W Π`, or a thin SVD) and where its Gram
+//! matrix is held ([`GramSide`]); moving U between the forms, and resynchronising the caches.
+
+use std::borrow::Cow;
 
 use super::*;
 
+/// How U (d x k) is held between updates.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum UForm {
+    /// U itself, column-major: `u^i = u[i*d..(i+1)*d]`.
+    Dense(Vec<f64>),
+    /// `U = W Π` for a tall U (`d >= FACTORED_MIN_RATIO k²` with a trace-norm term): an update
+    /// writes only the rows of W that the example touches and composes the thresholding into
+    /// the `k x k` Π. Π is the identity on the columns that are not live, so they stay exactly
+    /// zero.
+    RightFactored {
+        /// W, row-major `d x k` (one row of k values per feature).
+        w: Vec<f64>,
+        /// Π, row-major `k x k`.
+        pi: Vec<f64>,
+        /// Π⁻¹, row-major `k x k` (the gradient step goes through it).
+        pi_inv: Vec<f64>,
+    },
+    /// U as a thin SVD under Brand's rank-one modifications (route (c), singleton rounds).
+    ThinSvd(ThinSvd),
+}
+
+/// Where U's Gram matrix is held between updates (route (b) of the thresholding, §5.5).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum GramSide {
+    /// `C = UᵀU` explicitly in `Romco::gram` (row-major `k x k`, maintained through the gradient
+    /// steps when `λ1 > 0`); the last SVT's factors may describe it too.
+    Columns,
+    /// C is `Z diag(μ) Zᵀ` over the live columns, the factors of the last SVT (`svt_vectors`,
+    /// `svt_mu`), and `Romco::gram` is stale: what a route-(b) SVT with an updated
+    /// eigendecomposition leaves. C is formed only when needed ([`Romco::fresh_gram`]).
+    ColumnFactors,
+    /// Wide U (more live columns than features): the Gram is `D = UUᵀ` (`d x d`) on the row
+    /// side and C is not maintained (`Romco::gram` is meaningless, the SVT factors empty).
+    Rows {
+        /// P (row-major `d x d`, column r the eigenvector of `mu[r]`) of `D = P diag(μ) Pᵀ` after
+        /// the last row-side SVT; empty when unknown (the next row-side SVT forms `D̂` exactly).
+        vectors: Vec<f64>,
+        /// `μ_r = (σ_r - θ)_+²`, one per column of `vectors` (empty when unknown).
+        mu: Vec<f64>,
+    },
+}
+
+impl GramSide {
+    /// The row side's eigendecomposition of D (`(P, μ)`; empty slices when unknown or on the
+    /// column side).
+    pub(super) fn row_factors(&self) -> (&[f64], &[f64]) {
+        match self {
+            GramSide::Rows { vectors, mu } => (vectors, mu),
+            GramSide::Columns | GramSide::ColumnFactors => (&[], &[]),
+        }
+    }
+}
+
 impl Romco {
-    /// True when U is held as `W Π` (tall U, `d >= FACTORED_MIN_RATIO k²`, with a trace-norm
-    /// term; route (c) keeps its own factored form).
-    pub(super) fn factored(&self) -> bool {
+    /// True when U is to be held as `W Π` (tall U, `d >= FACTORED_MIN_RATIO k²`, with a
+    /// trace-norm term; route (c) keeps its own factored form). Fixed by the hyper-parameters
+    /// and the shape.
+    pub(super) fn prefers_right_factored(&self) -> bool {
         let k = self.n_tasks;
-        self.lambda1 > 0.0
-            && self.route != SvtRoute::Brand
+        self.params.lambda1 > 0.0
+            && self.params.svt_route != SvtRoute::Brand
             && self.n_features >= FACTORED_MIN_RATIO.saturating_mul(k).saturating_mul(k)
     }
 
-    /// U in the dense column-major form (a copy: `W Π` in the factored form).
-    pub(super) fn dense_u(&self) -> Vec<f64> {
-        if self.u_right.is_empty() {
-            return self.u.clone();
-        }
+    /// U in the dense column-major form (borrowed when it is held so, else a copy).
+    pub(super) fn dense_u(&self) -> Cow<'_, [f64]> {
         let (d, k) = (self.n_features, self.n_tasks);
-        let mut u = vec![0.0; d * k];
-        unfactor(&self.u, d, k, &self.u_right, &mut u);
-        u
+        match &self.u {
+            UForm::Dense(u) => Cow::Borrowed(u),
+            UForm::RightFactored { w, pi, .. } => {
+                let mut u = vec![0.0; d * k];
+                unfactor(w, d, k, pi, &mut u);
+                Cow::Owned(u)
+            }
+            UForm::ThinSvd(f) => Cow::Owned(f.materialize()),
+        }
     }
 
-    /// `U = W Π` back in the dense column-major form, `Π ← I` (`O(d k²)`).
+    /// Column `i` of U held dense (empty in the other forms, which callers have left first).
+    pub(super) fn u_col(&self, i: usize) -> &[f64] {
+        let d = self.n_features;
+        match &self.u {
+            UForm::Dense(u) => &u[i * d..(i + 1) * d],
+            UForm::RightFactored { .. } | UForm::ThinSvd(_) => &[],
+        }
+    }
+
+    /// `U = W Π` back in the dense column-major form (`O(d k²)`); no change in the other forms.
     pub(super) fn fold_u(&mut self) {
-        if !self.u_right.is_empty() {
-            let pi = std::mem::take(&mut self.u_right);
-            self.fold_with(&pi);
+        if let UForm::RightFactored { w, pi, .. } = &self.u {
+            let (d, k) = (self.n_features, self.n_tasks);
+            let mut product = std::mem::take(&mut self.scratch.product);
+            product.resize(d * k, 0.0);
+            unfactor(w, d, k, pi, &mut product);
+            // W's buffer serves the next product.
+            if let UForm::RightFactored { w, .. } = std::mem::replace(&mut self.u, UForm::Dense(product)) {
+                self.scratch.product = w;
+            }
         }
     }
 
-    /// W = U, stored row-major from now on (one row of k values per feature), through the
-    /// scratch buffer.
-    pub(super) fn u_to_row_major(&mut self) {
+    /// The dense column-major `u` transposed into a row-major W (through the scratch buffer,
+    /// which keeps `u`'s allocation).
+    pub(super) fn transposed_into_w(&mut self, u: Vec<f64>) -> Vec<f64> {
         let (d, k) = (self.n_features, self.n_tasks);
-        let product = &mut self.scratch.product;
-        product.resize(d * k, 0.0);
-        column_to_row_major(&self.u, d, k, product);
-        std::mem::swap(&mut self.u, product);
+        let mut w = std::mem::take(&mut self.scratch.product);
+        w.resize(d * k, 0.0);
+        column_to_row_major(&u, d, k, &mut w);
+        self.scratch.product = u;
+        w
     }
 
-    /// The factored form for a tall U: W row-major, `Π = Π⁻¹ = I`. Free while U is zero (at the
-    /// start, or after a thresholding removed everything); a transposition (`O(d k)`) after
-    /// route (a) handed U back dense.
-    pub(super) fn enter_factored_form(&mut self) {
-        if !self.u_right.is_empty() || !self.factored() {
+    /// Switches a dense U to `W Π` with `Π = Π⁻¹ = I` when the shape asks for it. Free while U
+    /// is zero (at the start, or after a thresholding removed everything); a transposition
+    /// (`O(d k)`) after route (a) handed U back dense.
+    pub(super) fn enter_right_factored(&mut self) {
+        if !self.prefers_right_factored() {
             return;
         }
-        let k = self.n_tasks;
-        if self.u_live.iter().any(|&l| l) {
-            self.u_to_row_major();
-        }
-        let identity = SymMatrix::identity(k).data;
-        self.u_right_inv = identity.clone();
-        self.u_right = identity;
+        let UForm::Dense(u) = &mut self.u else { return };
+        let u = std::mem::take(u);
+        let w = if self.u_live.iter().any(|&l| l) {
+            self.transposed_into_w(u)
+        } else {
+            u // zero: the same in either layout
+        };
+        let identity = SymMatrix::identity(self.n_tasks).data;
+        self.u = UForm::RightFactored {
+            w,
+            pi: identity.clone(),
+            pi_inv: identity,
+        };
     }
 
-    /// `W ← W P` in place, row by row (W row-major), and `Π = Π⁻¹ = I`: the factored form
-    /// restarted from the current U (`O(d k²)`, no second `d x k` buffer).
+    /// `W ← W P` in place, row by row, and `Π = Π⁻¹ = I`: the factored form restarted from the
+    /// current U (`O(d k²)`, no second `d x k` buffer). No change in the other forms.
     pub(super) fn refold_with(&mut self, p: &[f64]) {
         let k = self.n_tasks;
+        let UForm::RightFactored { w, pi, pi_inv } = &mut self.u else {
+            return;
+        };
         let mut row_in = vec![0.0; k];
-        for row in self.u.chunks_exact_mut(k) {
+        for row in w.chunks_exact_mut(k) {
             if row.iter().all(|&v| v == 0.0) {
                 continue;
             }
@@ -73,48 +158,69 @@ impl Romco {
         }
         let mut identity = vec![0.0; k * k];
         (0..k).for_each(|i| identity[i * k + i] = 1.0);
-        self.u_right_inv = identity.clone();
-        self.u_right = identity;
+        *pi_inv = identity.clone();
+        *pi = identity;
     }
 
-    /// `U = W P` (W row-major) into the dense column-major `u`; the factors are dropped.
-    pub(super) fn fold_with(&mut self, p: &[f64]) {
+    /// Switches U to a thin SVD (route (c); an `O(d k²)` factorisation, free when U = 0). False
+    /// (and U left dense) if U holds non-finite values.
+    pub(super) fn enter_thin_svd(&mut self) -> bool {
+        self.fold_u();
         let (d, k) = (self.n_features, self.n_tasks);
-        let product = &mut self.scratch.product;
-        product.resize(d * k, 0.0);
-        unfactor(&self.u, d, k, p, product);
-        std::mem::swap(&mut self.u, product);
-        self.u_right.clear();
-        self.u_right_inv.clear();
+        let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
+        let UForm::Dense(u) = &self.u else { return false };
+        match ThinSvd::from_matrix(u, d, k, &live) {
+            Some(f) => {
+                self.u = UForm::ThinSvd(f);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Switches a thin SVD back to the dense form (`O(d k r)`), with an exact `C = UᵀU`.
+    pub(super) fn leave_thin_svd(&mut self) {
+        if let UForm::ThinSvd(f) = &self.u {
+            let (d, k) = (self.n_features, self.n_tasks);
+            let u = f.materialize();
+            self.gram = svt::gram(&u, d, k);
+            self.u = UForm::Dense(u);
+            self.gram_side = GramSide::Columns;
+            self.forget_svt_vectors();
+            self.qr_pending = false;
+        }
     }
 
     /// The gradient step `u^t += alpha x`; in the factored form `W += alpha x (Π⁻ᵀ e_t)ᵀ`
     /// (`Û = (W + alpha x e_tᵀ Π⁻¹) Π`): W is row-major there, so each non-zero of x updates
-    /// one row of k contiguous values, `O(nnz k)`.
+    /// one row of k contiguous values, `O(nnz k)`. (A thin SVD takes its step in
+    /// [`Romco::brand_threshold`].)
     pub(super) fn u_step(&mut self, x: &Row, alpha: f64, t: usize) {
         let (d, k) = (self.n_features, self.n_tasks);
-        if self.u_right.is_empty() {
-            x.add_to(&mut self.u[t * d..(t + 1) * d], alpha);
-            return;
+        match &mut self.u {
+            UForm::Dense(u) => x.add_to(&mut u[t * d..(t + 1) * d], alpha),
+            UForm::RightFactored { w, pi_inv, .. } => {
+                let r = &pi_inv[t * k..(t + 1) * k];
+                x.for_each(|i, v| {
+                    let a = alpha * v;
+                    w[i * k..(i + 1) * k].iter_mut().zip(r).for_each(|(w, &f)| *w += a * f);
+                });
+            }
+            UForm::ThinSvd(_) => {}
         }
-        let r = &self.u_right_inv[t * k..(t + 1) * k];
-        x.for_each(|i, v| {
-            let a = alpha * v;
-            self.u[i * k..(i + 1) * k]
-                .iter_mut()
-                .zip(r)
-                .for_each(|(w, &f)| *w += a * f);
-        });
     }
 
     /// `<x, u^task>`: in the factored form `Σ_j <x, w^j> Π[j][task]`, `O(nnz k)`.
     pub(super) fn u_dot(&self, x: &Row, task: usize) -> f64 {
-        if self.u_right.is_empty() {
-            return x.dot(self.u_col(task));
+        match &self.u {
+            UForm::Dense(u) => x.dot(&u[task * self.n_features..(task + 1) * self.n_features]),
+            UForm::RightFactored { .. } => {
+                let mut ux = vec![0.0; self.n_tasks];
+                self.columns_dot_row(x, &mut ux);
+                ux[task]
+            }
+            UForm::ThinSvd(f) => f.score_projected(&f.project(x), task),
         }
-        let mut ux = vec![0.0; self.n_tasks];
-        self.columns_dot_row(x, &mut ux);
-        ux[task]
     }
 }
 
@@ -132,14 +238,14 @@ impl Romco {
         let (d, k) = (self.n_features, self.n_tasks);
         // The warm start of the Jacobi SVD accumulates rotations, and the updated
         // eigendecomposition rounding: restart both from the exact C now and then.
-        if self.gram_unknown {
+        if matches!(self.gram_side, GramSide::Rows { .. }) {
             self.resync_row_side();
         } else if self.resync_work >= (d as u64).saturating_mul((k * k) as u64) {
             self.resync_work = 0;
             // The factored form's rounding (W's, and Π's accumulated products) grows by about
             // ε cond(Π) per update: restarting it here, at the same O(d k²) cost, bounds it.
-            if !self.u_right.is_empty() {
-                let pi = std::mem::take(&mut self.u_right);
+            if let UForm::RightFactored { pi, .. } = &mut self.u {
+                let pi = std::mem::take(pi);
                 self.refold_with(&pi);
             }
             self.resync_gram();
@@ -164,12 +270,12 @@ impl Romco {
     pub(super) fn resync_gram(&mut self) {
         self.fresh_gram();
         self.forget_svt_vectors();
-        if self.lambda1 > 0.0 && self.brand.is_none() {
+        if self.params.lambda1 > 0.0 && !matches!(self.u, UForm::ThinSvd(_)) {
             let exact = self.exact_gram();
             let (drift, scale) = frobenius_drift(&exact, &self.gram);
             if drift > DRIFT_TOL * scale {
                 self.qr_pending = true;
-                self.n_drift_resyncs += 1;
+                self.svt_counts.n_drift_resyncs += 1;
             }
             self.gram = exact;
         }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::data::Rows;
-use crate::learner::test_support::stream;
+use crate::learner::test_support::{stream, Csr};
 use crate::learner::{learn, learn_rounds, predict_sign};
 
 fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
@@ -24,17 +24,36 @@ fn unregularised_romco_is_independent_margin_perceptrons() {
     let mut b = model(k, d, 0.1, 0.4, 0.0, 0.0, RomcoTrigger::Loss);
     let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
     let sb = learn(&mut b, &rows, &tasks, &y).unwrap();
-    let mut z = vec![vec![0.0; d]; k];
-    for t in 0..n {
-        let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-        let f = dense_dot(&z[i], xt);
+    let replayed = independent_linear_scores(&x, &tasks, &y, d, k, 0.5, |margin| margin < 1.0);
+    for (t, &f) in replayed.iter().enumerate() {
         assert!((f - sa[t]).abs() <= 1e-12 * f.abs().max(1.0));
         assert!((f - sb[t]).abs() <= 1e-12 * f.abs().max(1.0));
-        if y[t] * f < 1.0 {
-            z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += 0.5 * y[t] * v);
-        }
     }
     assert_eq!(a.rank(), k);
+}
+
+/// The scores of k independent linear learners replayed on a dense stream: task i's weights take
+/// `step y x` after every example whose margin `y f` passes `updates`.
+fn independent_linear_scores(
+    x: &[f64],
+    tasks: &[i64],
+    y: &[f64],
+    d: usize,
+    k: usize,
+    step: f64,
+    updates: impl Fn(f64) -> bool,
+) -> Vec<f64> {
+    let mut z = vec![vec![0.0; d]; k];
+    (0..y.len())
+        .map(|t| {
+            let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
+            let f = dense_dot(&z[i], xt);
+            if updates(y[t] * f) {
+                z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += step * y[t] * v);
+            }
+            f
+        })
+        .collect()
 }
 
 fn relative_difference(a: &[f64], b: &[f64]) -> f64 {
@@ -213,14 +232,9 @@ fn mistake_trigger_equals_perceptrons() {
     let rows = Rows::dense(&x, n, d);
     let mut m = model(k, d, 0.02, 3.0, 0.0, 0.0, RomcoTrigger::Mistake);
     let s = learn(&mut m, &rows, &tasks, &y).unwrap();
-    let mut z = vec![vec![0.0; d]; k];
-    for t in 0..n {
-        let (i, xt) = (tasks[t] as usize, &x[t * d..(t + 1) * d]);
-        let f = dense_dot(&z[i], xt);
+    let replayed = independent_linear_scores(&x, &tasks, &y, d, k, 1.0, |margin| margin <= 0.0);
+    for (t, &f) in replayed.iter().enumerate() {
         assert_eq!(predict_sign(f), predict_sign(s[t]), "step {t}");
-        if y[t] * f <= 0.0 {
-            z[i].iter_mut().zip(xt).for_each(|(w, &v)| *w += y[t] * v);
-        }
     }
 }
 
@@ -270,7 +284,7 @@ fn maintained_quantities_track_exact_values() {
     let mut m = model(k, d, 0.1, 0.1, 0.5, 0.05, RomcoTrigger::Loss);
     learn_rounds(&mut m, &rows, &tasks, &y, &rounds).unwrap();
     m.fresh_gram();
-    let exact = svt::gram(&m.u, d, k);
+    let exact = svt::gram(&m.dense_u(), d, k);
     let scale = exact.iter().map(|a| a * a).sum::<f64>().sqrt();
     let drift = exact
         .iter()
@@ -284,8 +298,8 @@ fn maintained_quantities_track_exact_values() {
         let norm2: f64 = (0..d).map(|r| vm[r * k + i] * vm[r * k + i]).sum();
         assert!((norm2 - m.v_sq_norm[i]).abs() <= 1e-10 * norm2.max(1e-300));
     }
-    assert!(m.n_gram_svt > 0);
-    assert_eq!(m.n_numerical_failures, 0);
+    assert!(m.svt_counts.n_gram_svt > 0);
+    assert_eq!(m.svt_counts.n_numerical_failures, 0);
 }
 
 /// Rounds: all rows of a round see the same model, and singleton rounds equal `learn`.
@@ -332,22 +346,8 @@ fn sparse_and_dense_agree_and_parameters_are_checked() {
         }
     });
     let dense = Rows::dense(&x, n, d);
-    let (mut indptr, mut indices, mut data) = (vec![0i64], Vec::new(), Vec::new());
-    for r in 0..n {
-        for c in 0..d {
-            if x[r * d + c] != 0.0 {
-                indices.push(c as u32);
-                data.push(x[r * d + c]);
-            }
-        }
-        indptr.push(indices.len() as i64);
-    }
-    let sparse = Rows::Csr {
-        indptr: &indptr,
-        indices: &indices,
-        data: &data,
-        n_cols: d,
-    };
+    let csr = Csr::of_dense(&x, d);
+    let sparse = csr.rows();
     let mut a = model(k, d, 0.1, 0.1, 0.2, 0.05, RomcoTrigger::Loss);
     let mut b = a.clone();
     let sa = learn(&mut a, &dense, &tasks, &y).unwrap();
@@ -359,4 +359,59 @@ fn sparse_and_dense_agree_and_parameters_are_checked() {
     assert!(Romco::new(2, 3, 0.1, 0.1, f64::NAN, 0.0, RomcoTrigger::Loss).is_err());
     assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
     assert!(RomcoTrigger::parse("sometimes").is_err());
+}
+
+/// Every form of U and side of the Gram survives its saved state (the flat layout of
+/// `layout.rs`) unchanged, and a combination of the flat fields no model writes is refused.
+#[test]
+fn every_form_round_trips_and_inconsistent_layouts_are_refused() {
+    use crate::state::{decode, encode};
+    let forms = [
+        (10, 4, 0.05, SvtRoute::Auto),  // dense U, C explicit or as the SVT's factors
+        (200, 3, 0.05, SvtRoute::Auto), // tall U: W Π
+        (10, 4, 0.05, SvtRoute::Brand), // a thin SVD
+        (3, 8, 0.02, SvtRoute::Auto),   // wide U: the row side
+    ];
+    let mut seen = Vec::new();
+    for (d, k, lambda1, route) in forms {
+        let (x, tasks, y) = random_stream(150, d, k, 11);
+        let mut m = model(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).with_route(route);
+        learn(&mut m, &Rows::dense(&x, 150, d), &tasks, &y).unwrap();
+        let bytes = encode(&m).unwrap();
+        let back: Romco = decode(&bytes).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(encode(&back).unwrap(), bytes);
+        seen.push((std::mem::discriminant(&m.u), std::mem::discriminant(&m.gram_side)));
+    }
+    seen.sort_by_key(|s| format!("{s:?}"));
+    seen.dedup();
+    assert_eq!(seen.len(), 4, "the streams reach every form: {seen:?}");
+
+    // A thin SVD beside a dense U, a right factor without its inverse, a stale C on the row side.
+    let (x, tasks, y) = random_stream(150, 10, 4, 11);
+    let mut m = model(4, 10, 0.1, 0.1, 0.05, 1e-4, RomcoTrigger::Loss).with_route(SvtRoute::Brand);
+    learn(&mut m, &Rows::dense(&x, 150, 10), &tasks, &y).unwrap();
+    let UForm::ThinSvd(f) = &m.u else {
+        panic!("route (c) holds a thin SVD")
+    };
+    let layout = |u: Vec<f64>, pi: Vec<f64>, pi_inv: Vec<f64>, brand: Option<&ThinSvd>, stale, rows| {
+        let mut saved = layout::RomcoLayout::from(&m);
+        saved.u = u.into();
+        saved.u_right = pi.into();
+        saved.u_right_inv = pi_inv.into();
+        saved.brand = brand.map(std::borrow::Cow::Borrowed);
+        (saved.gram_stale, saved.gram_unknown) = (stale, rows);
+        Romco::try_from(saved)
+    };
+    assert!(layout(vec![], vec![], vec![], Some(f), false, false).is_ok());
+    assert!(layout(vec![0.0; 40], vec![], vec![], Some(f), false, false).is_err());
+    assert!(layout(vec![0.0; 40], vec![1.0; 16], vec![], None, false, false).is_err());
+    assert!(layout(vec![0.0; 40], vec![], vec![], None, true, true).is_err());
+    let mut rows = layout(vec![0.0; 40], vec![], vec![], None, false, true).unwrap();
+    rows.check_state().unwrap();
+    rows.gram_side = GramSide::Rows {
+        vectors: vec![1.0],
+        mu: vec![1.0],
+    };
+    assert!(rows.check_state().is_err(), "one eigenvalue of a 10 x 10 D");
 }

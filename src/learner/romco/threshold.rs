@@ -9,7 +9,7 @@ impl Romco {
     /// in `O(k²)` + two `k x k` products instead of recomputing it.
     pub(super) fn threshold_u(&mut self, c_hat: Option<Vec<f64>>, changes: &[ColumnChange]) {
         let (d, k) = (self.n_features, self.n_tasks);
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let live: Vec<usize> = (0..k).filter(|&i| self.u_live[i]).collect();
         if live.is_empty() {
             self.rank = Some(0);
@@ -21,7 +21,7 @@ impl Romco {
             None
         } else if !changes.is_empty() && self.update_eigen(&live, changes) {
             updated = true;
-            self.n_eigen_updates += 1;
+            self.svt_counts.n_eigen_updates += 1;
             let eig = &mut self.scratch.updated;
             gram_route_taking(eig, theta)
         } else {
@@ -37,15 +37,15 @@ impl Romco {
         };
         let shrink: Option<Shrinkage> = match gram_result {
             Some(s) => {
-                self.n_gram_svt += 1;
+                self.svt_counts.n_gram_svt += 1;
                 Some(s)
             }
             None => {
                 self.qr_pending = false;
-                self.n_qr_svt += 1;
+                self.svt_counts.n_qr_svt += 1;
                 self.fold_u();
                 let warm = (self.svt_vectors.len() == q * q).then_some(self.svt_vectors.as_slice());
-                svt::qr_route_cols(&self.u, d, &live, theta, warm)
+                svt::qr_route_cols(&self.dense_u(), d, &live, theta, warm)
             }
         };
         match shrink {
@@ -58,24 +58,36 @@ impl Romco {
                 self.svt_mu
                     .extend(s.sigma.iter().map(|&sg| (sg - theta).max(0.0).powi(2)));
                 let mut s = svt::embed(s, &live, k);
+                // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
+                let side = if updated {
+                    GramSide::ColumnFactors
+                } else {
+                    GramSide::Columns
+                };
                 if s.pi.iter().all(|&p| p == 0.0) {
-                    self.u.fill(0.0);
-                    self.u_right.clear();
-                    self.u_right_inv.clear();
+                    self.u = match std::mem::replace(&mut self.u, UForm::Dense(Vec::new())) {
+                        // W is d x k like U: zero in either layout.
+                        UForm::Dense(mut u) | UForm::RightFactored { w: mut u, .. } => {
+                            u.fill(0.0);
+                            UForm::Dense(u)
+                        }
+                        thin @ UForm::ThinSvd(_) => thin,
+                    };
                     self.gram.fill(0.0);
-                    self.gram_stale = false;
+                    self.gram_side = GramSide::Columns;
                     self.u_live.fill(false);
                     self.forget_svt_vectors();
-                } else if self.factored() {
+                } else if self.prefers_right_factored() {
                     self.compose_right(&s, &live);
-                    self.gram_stale = updated;
+                    self.gram_side = side;
                     if !updated {
                         self.gram = std::mem::take(&mut s.gram);
                     }
                 } else {
-                    svt::right_multiply_in_place(&mut self.u, d, k, &s.pi);
-                    // The updated route computed no Gram matrix: C is Z diag(μ) Zᵀ until needed.
-                    self.gram_stale = updated;
+                    if let UForm::Dense(u) = &mut self.u {
+                        svt::right_multiply_in_place(u, d, k, &s.pi);
+                    }
+                    self.gram_side = side;
                     if !updated {
                         self.gram = s.gram;
                     }
@@ -84,9 +96,9 @@ impl Romco {
             }
             None => {
                 // Non-finite values (overflow from extreme step sizes): leave Û unthresholded.
-                self.n_numerical_failures += 1;
+                self.svt_counts.n_numerical_failures += 1;
                 self.gram = self.exact_gram();
-                self.gram_stale = false;
+                self.gram_side = GramSide::Columns;
                 self.forget_svt_vectors();
             }
         }
@@ -102,7 +114,7 @@ impl Romco {
         if q <= d {
             return false;
         }
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mu_max = self.svt_mu.iter().fold(0.0f64, |a, &m| a.max(m));
         if mu_max > 0.0 && theta < GRAM_MIN_THETA * mu_max.sqrt() {
             return true;
@@ -110,10 +122,9 @@ impl Romco {
         let trace = match c_hat {
             Some(c) => (0..k).map(|i| c[i * k + i]).sum::<f64>(),
             None if !changes.is_empty() => {
-                let trace_c = if self.gram_stale {
-                    self.svt_mu.iter().sum::<f64>()
-                } else {
-                    (0..k).map(|i| self.gram[i * k + i]).sum::<f64>()
+                let trace_c = match self.gram_side {
+                    GramSide::ColumnFactors => self.svt_mu.iter().sum::<f64>(),
+                    GramSide::Columns | GramSide::Rows { .. } => (0..k).map(|i| self.gram[i * k + i]).sum::<f64>(),
                 };
                 trace_c + changes.iter().map(|ch| 2.0 * ch.g[ch.task] + ch.alpha).sum::<f64>()
             }
@@ -134,10 +145,10 @@ impl Romco {
     /// U's spectrum allows; a wrong guess costs time only (route (a) is exact).
     pub(super) fn row_side_hopeless(&self) -> bool {
         let d = self.n_features;
-        if self.gram_unknown || self.svt_mu.len() <= d {
+        if matches!(self.gram_side, GramSide::Rows { .. }) || self.svt_mu.len() <= d {
             return false;
         }
-        let theta = self.eta1 * self.lambda1;
+        let theta = self.params.eta1 * self.params.lambda1;
         let mut sigma_sq: Vec<f64> = self
             .svt_mu
             .iter()
@@ -177,17 +188,16 @@ impl Romco {
     /// Forms `C = Z diag(μ) Zᵀ` (over the live columns) if the explicit C is stale. Called
     /// before U changes (or after the SVT), while the factors describe the current U.
     pub(super) fn fresh_gram(&mut self) {
-        if self.gram_unknown {
-            // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
-            self.gram = self.exact_gram();
-            self.gram_unknown = false;
-            self.forget_row_side();
-            return;
+        match self.gram_side {
+            GramSide::Columns => return,
+            GramSide::Rows { .. } => {
+                // The row side held U's Gram: C exactly, `O(d k²)` (only when the side changes).
+                self.gram = self.exact_gram();
+                self.gram_side = GramSide::Columns;
+                return;
+            }
+            GramSide::ColumnFactors => self.gram_side = GramSide::Columns,
         }
-        if !self.gram_stale {
-            return;
-        }
-        self.gram_stale = false;
         let k = self.n_tasks;
         debug_assert!(self.svt_matches_live(), "stale C without matching factors");
         if !self.svt_matches_live() {
@@ -242,7 +252,7 @@ impl Romco {
         let fresh = active
             .iter()
             .zip(x_sq)
-            .filter(|(it, &xx)| !self.u_live[it.task] && self.eta1 != 0.0 && xx > 0.0)
+            .filter(|(it, &xx)| !self.u_live[it.task] && self.params.eta1 != 0.0 && xx > 0.0)
             .count();
         self.u_live.iter().filter(|&&l| l).count() + fresh
     }

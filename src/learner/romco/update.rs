@@ -4,7 +4,7 @@ use super::*;
 
 impl Romco {
     pub(super) fn triggered(&self, items: &[Item]) -> bool {
-        items.iter().any(|it| match self.trigger {
+        items.iter().any(|it| match self.params.update {
             RomcoTrigger::Loss => it.y * it.score < 1.0,
             RomcoTrigger::Mistake => it.y * it.score <= 0.0,
         })
@@ -23,40 +23,41 @@ impl Romco {
         }
         self.check_steps(items)?;
         self.n_seen += items.len() as u64;
-        self.enter_factored_form();
+        self.enter_right_factored();
         let (d, k) = (self.n_features, self.n_tasks);
         // Γ: the present tasks with positive hinge loss (at the kink the subgradient is 0), with
         // their ||x||² (used three times below).
         let active: Vec<&Item> = items.iter().filter(|it| it.y * it.score < 1.0).collect();
         let x_sq: Vec<f64> = active.iter().map(|it| it.x.sq_norm()).collect();
         // Route (c) for singleton rounds (§5.5 c); any other round needs U dense.
-        let use_brand = items.len() == 1 && self.brand_applies() && (self.brand.is_some() || self.enter_factored());
+        let use_brand =
+            items.len() == 1 && self.brand_applies() && (matches!(self.u, UForm::ThinSvd(_)) || self.enter_thin_svd());
         if !use_brand {
-            self.leave_factored();
+            self.leave_thin_svd();
         }
-        let shrink_u = self.lambda1 > 0.0 && !use_brand;
+        let shrink_u = self.params.lambda1 > 0.0 && !use_brand;
         // Wide U (more live columns than features after this step): route (b) on the `d x d`
         // Gram matrix of the rows, the smaller side. Otherwise C must be known (formed exactly
         // from the pre-update U if the row side held the Gram until now).
         let row_side = shrink_u
             && !self.qr_pending
-            && matches!(self.route, SvtRoute::Auto | SvtRoute::Gram)
+            && matches!(self.params.svt_route, SvtRoute::Auto | SvtRoute::Gram)
             && self.live_after(&active, &x_sq) > d
             && !self.row_side_hopeless();
         let mut row_changes = Vec::new();
         if row_side {
             self.enter_row_side();
-            if active.len() <= MAX_UPDATED_TASKS && self.row_mu.len() == d {
+            if active.len() <= MAX_UPDATED_TASKS && self.gram_side.row_factors().1.len() == d {
                 // D̂ = D + Σ (u aᵀ + a uᵀ + a aᵀ) over the changed columns, u = u^t before the
                 // step, a = η1 y x: one rank-two change per column (the columns differ, so
                 // each u is the column as it was).
                 for it in &active {
                     let mut a = vec![0.0; d];
-                    it.x.add_to(&mut a, self.eta1 * it.y);
+                    it.x.add_to(&mut a, self.params.eta1 * it.y);
                     row_changes.push((self.u_col(it.task).to_vec(), a));
                 }
             }
-        } else if self.gram_unknown {
+        } else if matches!(self.gram_side, GramSide::Rows { .. }) {
             self.fresh_gram();
         }
 
@@ -65,8 +66,8 @@ impl Romco {
         // only if its eigendecomposition cannot be updated).
         let mut c_hat = None;
         let mut column_changes = Vec::new();
-        if shrink_u && !row_side && !self.qr_pending && self.route != SvtRoute::Qr {
-            let step = self.eta1;
+        if shrink_u && !row_side && !self.qr_pending && self.params.svt_route != SvtRoute::Qr {
+            let step = self.params.eta1;
             let mut ux = vec![0.0; k];
             if let ([it], [xx]) = (active.as_slice(), x_sq.as_slice()) {
                 if !(self.u_live[it.task] && self.svt_matches_live()) {
@@ -132,10 +133,10 @@ impl Romco {
         for (it, &xx) in active.iter().zip(&x_sq) {
             let t = it.task;
             if !use_brand {
-                self.u_step(&it.x, self.eta1 * it.y, t);
+                self.u_step(&it.x, self.params.eta1 * it.y, t);
             }
-            self.u_live[t] |= self.eta1 != 0.0 && xx > 0.0;
-            if self.eta2 == 0.0 {
+            self.u_live[t] |= self.params.eta1 != 0.0 && xx > 0.0;
+            if self.params.eta2 == 0.0 {
                 continue;
             }
             let vx = if self.v_scale[t] == 0.0 {
@@ -147,8 +148,9 @@ impl Romco {
                 it.vx.unwrap_or_else(|| self.v_dot(t, &it.x))
             };
             let s = self.v_scale[t];
-            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.eta2 * it.y / s);
-            let norm2 = self.v_sq_norm[t] + 2.0 * self.eta2 * it.y * vx + self.eta2 * self.eta2 * xx;
+            it.x.add_to(&mut self.v[t * d..(t + 1) * d], self.params.eta2 * it.y / s);
+            let norm2 =
+                self.v_sq_norm[t] + 2.0 * self.params.eta2 * it.y * vx + self.params.eta2 * self.params.eta2 * xx;
             self.v_sq_norm[t] = norm2.max(0.0);
         }
 
@@ -164,8 +166,8 @@ impl Romco {
         }
 
         // Column group shrinkage of every column of V (A-R5).
-        if self.lambda2 > 0.0 {
-            let cut = self.eta2 * self.lambda2;
+        if self.params.lambda2 > 0.0 {
+            let cut = self.params.eta2 * self.params.lambda2;
             for i in 0..k {
                 if self.v_scale[i] == 0.0 {
                     continue;
@@ -187,7 +189,7 @@ impl Romco {
         }
 
         self.n_updates += 1;
-        let work = if self.factored() {
+        let work = if self.prefers_right_factored() {
             let nnz: usize = active.iter().map(|it| it.x.nnz()).sum();
             nnz * k + k * k * k
         } else {
@@ -207,32 +209,36 @@ impl Romco {
         for it in items.iter().filter(|it| it.y * it.score < 1.0) {
             let t = it.task;
             let xx = it.x.sq_norm();
-            let (s1, s2) = (self.eta1 * it.y, self.eta2 * it.y);
-            let sq_ok = (self.eta1 * self.eta1 * xx).is_finite() && (self.eta2 * self.eta2 * xx).is_finite();
-            let u_ok = self.brand.is_some()
-                || if self.u_right.is_empty() {
-                    it.x.axpy_stays_finite(&self.u[t * d..(t + 1) * d], s1)
-                } else {
+            let (s1, s2) = (self.params.eta1 * it.y, self.params.eta2 * it.y);
+            let sq_ok = (self.params.eta1 * self.params.eta1 * xx).is_finite()
+                && (self.params.eta2 * self.params.eta2 * xx).is_finite();
+            let u_ok = match &self.u {
+                UForm::ThinSvd(_) => true,
+                UForm::Dense(u) => it.x.axpy_stays_finite(&u[t * d..(t + 1) * d], s1),
+                UForm::RightFactored { w, pi_inv, .. } => {
                     let k = self.n_tasks;
-                    let r = &self.u_right_inv[t * k..(t + 1) * k];
+                    let r = &pi_inv[t * k..(t + 1) * k];
                     let mut ok = true;
                     it.x.for_each(|i, v| {
-                        ok &= self.u[i * k..(i + 1) * k]
+                        ok &= w[i * k..(i + 1) * k]
                             .iter()
                             .zip(r)
                             .all(|(&w, &f)| (w + s1 * v * f).is_finite());
                     });
                     ok
-                };
+                }
+            };
             let v_ok = self.v_scale[t] == 0.0
                 || it
                     .x
                     .axpy_stays_finite(&self.v[t * d..(t + 1) * d], s2 / self.v_scale[t]);
-            let v_norm_ok = (self.v_sq_norm[t].sqrt() + self.eta2 * xx.sqrt()).powi(2).is_finite();
+            let v_norm_ok = (self.v_sq_norm[t].sqrt() + self.params.eta2 * xx.sqrt())
+                .powi(2)
+                .is_finite();
             if !(it.score.is_finite() && sq_ok && u_ok && v_ok && v_norm_ok) {
                 return Err(Error::Numerical(format!(
                     "ROMCO gradient step overflows (eta1 = {:e}, eta2 = {:e}, squared row norm {xx:e}, score {})",
-                    self.eta1, self.eta2, it.score
+                    self.params.eta1, self.params.eta2, it.score
                 )));
             }
         }
