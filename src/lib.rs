@@ -62,7 +62,8 @@
 //! returns an empty model. The setting gives the number of tasks and features and, for the
 //! learners that take them, the task kernel ([`kernel::TaskKernel`]: `complete`,
 //! `disconnected`, `from_edges` for a weighted graph, …) and the base kernel
-//! ([`kernel::BaseKernel`]: `linear`, `poly`, `rbf`). Shorthands:
+//! ([`kernel::BaseKernel`]: `linear`, `poly`, `rbf`, and `rbf_scaled`: Python's `gamma="scale"`,
+//! [`kernel::scale_gamma`] of the first batch). Shorthands:
 //! [`Build::with_kernels`](learner::Build::with_kernels) for the kernel learners,
 //! [`MTLinear::new`](learner::MTLinear::new), [`MTPerceptron::new`](learner::MTPerceptron::new)
 //! and the `new` of the linear baselines.

@@ -40,6 +40,12 @@ def test_scale_gamma_is_svc_s_value_dense_and_sparse():
     assert scale_gamma(np.zeros((3, 4))) == 0.25
     assert scale_gamma(np.ones((1, 5))) == 0.2
     assert scale_gamma(sp.csr_matrix((2, 8))) == 0.125
+    # Any sparse layout, duplicate entries summed (one entry of the matrix).
+    assert scale_gamma(sp.csc_matrix(X)) == pytest.approx(expected, rel=1e-12)
+    dup = sp.csr_matrix((np.array([1.0, 2.0, 4.0]), np.array([0, 0, 1]), np.array([0, 2, 3])), shape=(2, 2))
+    assert not dup.has_canonical_format
+    assert scale_gamma(dup) == pytest.approx(1.0 / (2 * dup.toarray().var()), rel=1e-12)
+    assert dup.data.tolist() == [1.0, 2.0, 4.0]  # the caller's matrix untouched
 
 
 @pytest.mark.parametrize(("native", "reference", "params"), KERNEL_CLASSES, ids=IDS)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from . import _native
+
 KERNELS = ("linear", "poly", "rbf")
 # Polynomial degrees above this are refused: (gamma <x,x'> + coef0)^degree overflows double
 # precision for any row with gamma ||x||^2 + coef0 above 10^(308/degree) (docs/reliability.md).
@@ -48,15 +50,15 @@ def scale_gamma(X) -> float:
         a sparse ``X`` included); ``1 / n_features`` when that variance is 0 or the result is not a
         finite positive number.
     """
-    n, d = X.shape
+    # One formula for Python and Rust users: the engine's (omtl::kernel::scale_gamma).
     if sp.issparse(X):
-        data = np.asarray(X.data, dtype=np.float64)
-        mean = data.sum() / (n * d)
-        var = (data * data).sum() / (n * d) - mean * mean  # E[x^2] - E[x]^2 over the n*d entries
-    else:
-        var = float(np.asarray(X, dtype=np.float64).var())
-    gamma = 1.0 / (d * var) if var > 0 else math.inf
-    return gamma if math.isfinite(gamma) and gamma > 0 else 1.0 / d
+        X = sp.csr_matrix(X)
+        if not X.has_canonical_format:  # duplicate entries are one entry, their sum
+            X = X.copy()
+            X.sum_duplicates()
+        return _native.scale_gamma((X.indptr.astype(np.int64), X.indices.astype(np.uint32),
+                                    np.ascontiguousarray(X.data, dtype=np.float64), X.shape[1]))
+    return _native.scale_gamma(np.ascontiguousarray(X, dtype=np.float64))
 
 
 @dataclass(frozen=True)

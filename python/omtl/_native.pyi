@@ -331,3 +331,7 @@ def simd_level() -> str:
 
 def detected_simd_level() -> str:
     """The widest SIMD build this CPU runs, whatever ``OMTL_SIMD`` says."""
+
+def scale_gamma(x: np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray, int]) -> float:
+    """``gamma="scale"`` of a first batch (dense float64, or ``(indptr, indices, data, n_cols)``)."""
+    ...

@@ -5,13 +5,49 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::Row;
+use crate::data::{Row, Rows};
 use crate::error::{invalid, Result};
 
 /// The largest polynomial degree accepted: `(γ<x,x'> + c0)^degree` overflows double precision
 /// for any row with `γ‖x‖² + c0 > 10^(308/degree)`, so high degrees only produce overflows (the
 /// row check then refuses the row). Larger values are almost certainly a mistake.
 pub const MAX_DEGREE: u32 = 32;
+
+/// The `gamma="scale"` value of a batch, as scikit-learn's SVC: `1 / (n_features · Var(X))`,
+/// the variance taken over every entry (the implicit zeros of a CSR batch included);
+/// `1 / n_features` when that variance is 0, the batch is empty or the result is not a finite
+/// positive number. A model fixes it on its first batch (Python's `gamma="scale"` calls this).
+pub fn scale_gamma(rows: &Rows) -> f64 {
+    let (n, d) = (rows.len(), rows.n_cols());
+    let fallback = 1.0 / d.max(1) as f64;
+    if n == 0 || d == 0 {
+        return fallback;
+    }
+    let entries = n as f64 * d as f64;
+    let var = match *rows {
+        // Two passes (mean, then squared deviations), as NumPy's `var`.
+        Rows::Dense { data, .. } => {
+            let data = &data[..n * d];
+            let mean = data.iter().sum::<f64>() / entries;
+            data.iter().map(|&x| (x - mean) * (x - mean)).sum::<f64>() / entries
+        }
+        // E[x²] − E[x]² over the n·d entries: the zeros add nothing to either sum.
+        Rows::Csr { data, .. } => {
+            let mean = data.iter().sum::<f64>() / entries;
+            data.iter().map(|&x| x * x).sum::<f64>() / entries - mean * mean
+        }
+    };
+    let gamma = if var > 0.0 {
+        1.0 / (d as f64 * var)
+    } else {
+        f64::INFINITY
+    };
+    if gamma.is_finite() && gamma > 0.0 {
+        gamma
+    } else {
+        fallback
+    }
+}
 
 /// A base kernel's formula and parameters (§2.2).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -62,6 +98,12 @@ impl BaseKernel {
     /// The Gaussian kernel `exp(-gamma ||x - x'||^2)`.
     pub fn rbf(gamma: f64) -> Result<Self> {
         Self::new(KernelKind::Rbf { gamma }, false)
+    }
+
+    /// The Gaussian kernel with `gamma = scale_gamma(first_batch)`: what `gamma="scale"` (the
+    /// Python default for rbf) resolves to on a model's first batch.
+    pub fn rbf_scaled(first_batch: &Rows) -> Result<Self> {
+        Self::rbf(scale_gamma(first_batch))
     }
 
     /// A kernel of `kind`, with cosine normalisation when `normalize`; an
@@ -171,6 +213,30 @@ impl BaseKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_gamma_is_one_over_d_times_the_variance_of_every_entry() {
+        // Entries 1, 2, 3, 4: mean 2.5, variance 1.25; d = 2, so gamma = 1 / 2.5.
+        let x = [1.0, 2.0, 3.0, 4.0];
+        assert!((scale_gamma(&Rows::dense(&x, 2, 2)) - 0.4).abs() < 1e-15);
+        // The same variance from a CSR batch with implicit zeros: rows [0, 3], [4, 0]; entries
+        // 0, 3, 4, 0: mean 1.75, E[x²] = 25 / 4, variance 3.1875.
+        let (indptr, indices, data) = ([0i64, 1, 2], [1u32, 0], [3.0, 4.0]);
+        let csr = Rows::Csr {
+            indptr: &indptr,
+            indices: &indices,
+            data: &data,
+            n_cols: 2,
+        };
+        assert!((scale_gamma(&csr) - 1.0 / (2.0 * 3.1875)).abs() < 1e-15);
+        let dense = [0.0, 3.0, 4.0, 0.0];
+        assert!((scale_gamma(&csr) - scale_gamma(&Rows::dense(&dense, 2, 2))).abs() < 1e-15);
+        // A constant batch, an empty one: 1 / d.
+        assert_eq!(scale_gamma(&Rows::dense(&[5.0; 6], 2, 3)), 1.0 / 3.0);
+        assert_eq!(scale_gamma(&Rows::dense(&[], 0, 4)), 0.25);
+        let k = BaseKernel::rbf_scaled(&Rows::dense(&x, 2, 2)).unwrap();
+        assert!(matches!(k.kind, KernelKind::Rbf { gamma } if (gamma - 0.4).abs() < 1e-15));
+    }
 
     #[test]
     fn closed_forms() {

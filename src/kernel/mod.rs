@@ -9,7 +9,7 @@ mod store;
 mod task;
 
 pub use active_set::ActiveSet;
-pub use base::{BaseKernel, KernelKind};
+pub use base::{scale_gamma, BaseKernel, KernelKind};
 pub(crate) use kernel_sum::SparseIndex;
 pub use store::{Query, RowStore, Scratch};
 pub use task::TaskKernel;

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use pyo3::prelude::*;
 
 use super::convert::{guarded, RowsArg};
-use crate::kernel::{BaseKernel, KernelKind, TaskKernel};
+use crate::kernel::{scale_gamma as engine_scale_gamma, BaseKernel, KernelKind, TaskKernel};
 use crate::linalg::SymMatrix;
 
 #[pyclass(module = "omtl._native", frozen)]
@@ -197,4 +197,11 @@ impl NativeTaskKernel {
             inner: guarded(|| self.inner.scaled(c))?,
         })
     }
+}
+
+/// `gamma="scale"` of a first batch: the engine's [`crate::kernel::scale_gamma`].
+#[pyfunction]
+pub fn scale_gamma(x: RowsArg<'_>) -> PyResult<f64> {
+    let rows = x.view()?;
+    guarded(|| Ok(engine_scale_gamma(&rows)))
 }

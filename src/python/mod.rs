@@ -22,6 +22,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<kernels::NativeTaskKernel>()?;
     m.add_class::<learners::NativeLearner>()?;
     m.add_function(wrap_pyfunction!(convert::splitmix64_permutation, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels::scale_gamma, m)?)?;
     m.add_function(wrap_pyfunction!(events::learn_event, m)?)?;
     m.add_function(wrap_pyfunction!(events::decision_event, m)?)?;
     m.add_function(wrap_pyfunction!(events::predict_event, m)?)?;
