@@ -22,6 +22,20 @@ DEFAULT_CHUNK_ROWS = 8192
 DEFAULT_CHUNK_BYTES = 1 << 20
 
 
+def native_reading(fmt, *, max_line_bytes, chunk_rows=DEFAULT_CHUNK_ROWS, chunk_bytes=DEFAULT_CHUNK_BYTES,
+                   skip_bad_lines=False, task_namespace="t", task_column="task", label_column="label",
+                   feature_columns=None, require_labels=True) -> dict:
+    """How to read a file, as the engine's readers take it (``ReadOptions`` in src/python/io.rs):
+    the options of :func:`omtl.datasets.iter_file` under the engine's names."""
+    return {
+        "format": fmt, "chunk_rows": int(chunk_rows), "chunk_bytes": int(chunk_bytes),
+        "max_line_bytes": int(max_line_bytes), "skip_bad_lines": bool(skip_bad_lines),
+        "vw_task_namespace": task_namespace, "csv_task_column": task_column, "csv_label_column": label_column,
+        "csv_feature_columns": None if feature_columns is None else [str(c) for c in feature_columns],
+        "require_labels": bool(require_labels),
+    }
+
+
 class DataFileError(ValueError):
     """A data file that cannot be read: the message names the file and, where one is to blame,
     the line."""

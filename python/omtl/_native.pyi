@@ -218,23 +218,9 @@ class NativeFileReader:
     """Chunks of a data file (svmlight, VW, CSV; gzip; ``"-"``: standard input), parsed on a
     thread of its own at most two chunks ahead (src/io/); ``omtl.datasets.iter_file`` wraps it."""
 
-    def __init__(
-        self,
-        path: str,
-        format: str,
-        n_features: int,
-        *,
-        chunk_rows: int,
-        chunk_bytes: int,
-        max_line_bytes: int,
-        skip_bad_lines: bool,
-        zero_based: bool,
-        vw_task_namespace: str | None,
-        csv_task_column: str,
-        csv_label_column: str,
-        csv_feature_columns: list[str] | None,
-        require_labels: bool,
-    ) -> None: ...
+    def __init__(self, path: str, reading: Mapping[str, object], n_features: int, zero_based: bool) -> None:
+        """``reading``: ``omtl._file_formats.native_reading``'s dict (format, chunking, line cap,
+        bad lines, the VW task namespace, the CSV columns, whether labels are required)."""
     def __iter__(self) -> NativeFileReader: ...
     def __next__(
         self,
@@ -253,17 +239,10 @@ def reader_limits() -> tuple[int, int]:
 
 def learn_file(
     path: str,
-    format: str,
+    reading: Mapping[str, object],
     *,
     n_features: int | None,
     zero_based: bool | None,
-    chunk_rows: int,
-    chunk_bytes: int,
-    max_line_bytes: int,
-    skip_bad_lines: bool,
-    vw_task_namespace: str | None,
-    csv_task_column: str,
-    csv_label_column: str,
     kind: str,
     params: Mapping[str, object],
     graph: str,
@@ -280,18 +259,10 @@ def learn_file(
 def predict_file(
     model: NativeLearner,
     path: str,
-    format: str,
+    reading: Mapping[str, object],
     *,
     n_features: int | None,
     zero_based: bool | None,
-    chunk_rows: int,
-    chunk_bytes: int,
-    max_line_bytes: int,
-    skip_bad_lines: bool,
-    vw_task_namespace: str | None,
-    csv_task_column: str,
-    csv_label_column: str,
-    csv_feature_columns: Sequence[str] | None,
     task_names: Sequence[str],
     zero_one: bool,
     write: object,

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 # NumPy, SciPy and the learner classes are imported where they are used: the common run, a file
 # learned by MTLinear, never needs them (``_learn_in_engine``), so it starts without them.
-from ._file_formats import CSV, EXTENSIONS, FORMATS, PARQUET, SVMLIGHT, DataFileError, data_format
+from ._file_formats import CSV, EXTENSIONS, FORMATS, PARQUET, SVMLIGHT, DataFileError, data_format, native_reading
 
 if TYPE_CHECKING:
     import numpy as np
@@ -495,14 +495,10 @@ def _learn_in_engine(args, options, kind, native_params, graph) -> int:
     if args.predictions:
         open(args.predictions, "w").close()  # an unwritable path fails here, in Python's words
     start = time.perf_counter()
-    cap = options["max_line_bytes"] or _native.reader_limits()[1]
     learner, summary = _native.learn_file(
-        str(args.data), options["fmt"], n_features=options["n_features"], zero_based=options["zero_based"],
-        chunk_rows=int(options["chunk_rows"]), chunk_bytes=1 << 20, max_line_bytes=int(cap),
-        skip_bad_lines=bool(options["skip_bad_lines"]), vw_task_namespace=options["task_namespace"],
-        csv_task_column=options["task_column"], csv_label_column=options["label_column"], kind=kind,
-        params=native_params, graph=graph, passes=args.passes, quiet=args.quiet,
-        report=lambda text: print(text, file=err), predictions=args.predictions)
+        str(args.data), _engine_reading(options, require_labels=True), n_features=options["n_features"],
+        zero_based=options["zero_based"], kind=kind, params=native_params, graph=graph, passes=args.passes,
+        quiet=args.quiet, report=lambda text: print(text, file=err), predictions=args.predictions)
     seconds = time.perf_counter() - start
     n = summary["n_seen"]
     if n == 0:
@@ -529,6 +525,17 @@ def _learn_in_engine(args, options, kind, native_params, graph) -> int:
     elif skipped:
         print(f"omtl learn: skipped {skipped} bad lines (first: {first_skipped})", file=err)
     return 0
+
+
+def _engine_reading(options, *, require_labels) -> dict:
+    """The engine's reading options (``native_reading``) from the command line's ``options``."""
+    from . import _native
+
+    cap = options["max_line_bytes"] or _native.reader_limits()[1]
+    return native_reading(options["fmt"], max_line_bytes=cap, chunk_rows=options["chunk_rows"],
+                          skip_bad_lines=options["skip_bad_lines"], task_namespace=options["task_namespace"],
+                          task_column=options["task_column"], label_column=options["label_column"],
+                          feature_columns=options["feature_columns"], require_labels=require_labels)
 
 
 def _model_from_engine(args, learner, summary):
@@ -651,13 +658,9 @@ def _predict_in_engine(args, model, options, zero_one, out):
     from . import _native
 
     names = [str(label) for label in np.asarray(model.tasks_).tolist()]
-    cap = options["max_line_bytes"] or _native.reader_limits()[1]
     n, labelled, mistakes, skipped, first = _native.predict_file(
-        _engine_core(model, options), str(args.data), options["fmt"], n_features=options["n_features"],
-        zero_based=options["zero_based"], chunk_rows=int(options["chunk_rows"]), chunk_bytes=1 << 20,
-        max_line_bytes=int(cap), skip_bad_lines=bool(options["skip_bad_lines"]),
-        vw_task_namespace=options["task_namespace"], csv_task_column=options["task_column"],
-        csv_label_column=options["label_column"], csv_feature_columns=options["feature_columns"], task_names=names,
+        _engine_core(model, options), str(args.data), _engine_reading(options, require_labels=False),
+        n_features=options["n_features"], zero_based=options["zero_based"], task_names=names,
         zero_one=bool(zero_one), write=out.write)
     return n, labelled, mistakes, {"skipped": skipped, "first_skipped": first}
 

@@ -25,39 +25,46 @@ fn value_error(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// How to read a file, as `omtl._file_formats.native_reading` writes it (a dict): the options
+/// every reader call of the binding shares (`NativeFileReader`, `learn_file`, `predict_file`).
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct ReadOptions {
+    format: String,
+    chunk_rows: usize,
+    chunk_bytes: usize,
+    max_line_bytes: usize,
+    skip_bad_lines: bool,
+    vw_task_namespace: Option<String>,
+    csv_task_column: String,
+    csv_label_column: String,
+    csv_feature_columns: Option<Vec<String>>,
+    require_labels: bool,
+}
+
+impl ReadOptions {
+    /// The engine's [`Options`] for a file of `n_features` columns (0-based or not).
+    pub fn options(self, n_features: u64, zero_based: bool) -> PyResult<Options> {
+        let mut opts = Options::new(Format::parse(&self.format).map_err(value_error)?, n_features);
+        opts.chunk_rows = self.chunk_rows;
+        opts.chunk_bytes = self.chunk_bytes;
+        opts.max_line_bytes = self.max_line_bytes;
+        opts.skip_bad_lines = self.skip_bad_lines;
+        opts.zero_based = zero_based;
+        opts.vw_task_namespace = self.vw_task_namespace;
+        opts.csv_task_column = self.csv_task_column;
+        opts.csv_label_column = self.csv_label_column;
+        opts.csv_feature_columns = self.csv_feature_columns;
+        opts.require_labels = self.require_labels;
+        Ok(opts)
+    }
+}
+
 #[pymethods]
 impl NativeFileReader {
     #[new]
-    #[pyo3(signature = (path, format, n_features, *, chunk_rows, chunk_bytes, max_line_bytes, skip_bad_lines,
-        zero_based, vw_task_namespace, csv_task_column, csv_label_column, csv_feature_columns, require_labels))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        py: Python<'_>,
-        path: String,
-        format: &str,
-        n_features: u64,
-        chunk_rows: usize,
-        chunk_bytes: usize,
-        max_line_bytes: usize,
-        skip_bad_lines: bool,
-        zero_based: bool,
-        vw_task_namespace: Option<String>,
-        csv_task_column: String,
-        csv_label_column: String,
-        csv_feature_columns: Option<Vec<String>>,
-        require_labels: bool,
-    ) -> PyResult<Self> {
-        let mut opts = Options::new(Format::parse(format).map_err(value_error)?, n_features);
-        opts.chunk_rows = chunk_rows;
-        opts.chunk_bytes = chunk_bytes;
-        opts.max_line_bytes = max_line_bytes;
-        opts.skip_bad_lines = skip_bad_lines;
-        opts.zero_based = zero_based;
-        opts.vw_task_namespace = vw_task_namespace;
-        opts.csv_task_column = csv_task_column;
-        opts.csv_label_column = csv_label_column;
-        opts.csv_feature_columns = csv_feature_columns;
-        opts.require_labels = require_labels;
+    fn new(py: Python<'_>, path: String, reading: ReadOptions, n_features: u64, zero_based: bool) -> PyResult<Self> {
+        let opts = reading.options(n_features, zero_based)?;
         // Opening reads the first block (gzip detection): without the GIL, a pipe may be slow.
         let reader = py.detach(|| Reader::open(&path, opts)).map_err(value_error)?;
         let (rx, _thread) = io::spawn(reader, 1); // the thread ends when rx is dropped

@@ -14,11 +14,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::convert::to_pyerr;
+use super::io::ReadOptions;
 use super::learners::{signal_hook, NativeLearner};
 use super::registry::AnyLearner;
 use crate::error::Error;
 use crate::io::driver::{self, ChunkSink, StreamError, StreamLearner, TaskMap};
-use crate::io::{Chunk, Format, Options};
+use crate::io::{Chunk, Format};
 use crate::kernel::TaskKernel;
 use crate::learner::{OnlineLearner, Setting};
 
@@ -48,32 +49,6 @@ impl LabelFile {
     }
 }
 
-/// The reading options of `omtl learn`/`omtl predict` (as `NativeFileReader` takes them).
-#[allow(clippy::too_many_arguments)]
-fn options(
-    format: &str,
-    chunk_rows: usize,
-    chunk_bytes: usize,
-    max_line_bytes: usize,
-    skip_bad_lines: bool,
-    vw_task_namespace: Option<String>,
-    csv_task_column: String,
-    csv_label_column: String,
-    csv_feature_columns: Option<Vec<String>>,
-) -> PyResult<Options> {
-    let format = Format::parse(format).map_err(PyValueError::new_err)?;
-    let mut opts = Options::new(format, 1);
-    opts.chunk_rows = chunk_rows;
-    opts.chunk_bytes = chunk_bytes;
-    opts.max_line_bytes = max_line_bytes;
-    opts.skip_bad_lines = skip_bad_lines;
-    opts.vw_task_namespace = vw_task_namespace;
-    opts.csv_task_column = csv_task_column;
-    opts.csv_label_column = csv_label_column;
-    opts.csv_feature_columns = csv_feature_columns;
-    Ok(opts)
-}
-
 /// A stream's error as Python sees it: the interrupt as the signal handler's exception, the
 /// rest as one-line ValueErrors (OSError for the output).
 fn stream_error(e: StreamError, raised: Option<PyErr>, build_error: Option<PyErr>) -> PyErr {
@@ -91,28 +66,20 @@ fn stream_error(e: StreamError, raised: Option<PyErr>, build_error: Option<PyErr
     }
 }
 
-/// Learns the file `path` with a new native learner `kind` (its parameters in the mapping
+/// Learns the file `path` (read as `reading` says; its width and indexing from `n_features`
+/// and `zero_based`, found by a pass over an svmlight file when `None`) with a new native learner `kind` (its parameters in the mapping
 /// `params`) over the task graph `graph` (`"complete_open"` or `"disconnected"`), `passes`
 /// times. Returns `(learner or None when the file had no example, summary dict)`. The report
 /// lines go to `report(text)` (none when `quiet`); the predictions to `predictions` (a path).
 #[pyfunction]
-#[pyo3(signature = (path, format, *, n_features, zero_based, chunk_rows, chunk_bytes, max_line_bytes,
-    skip_bad_lines, vw_task_namespace, csv_task_column, csv_label_column, kind, params, graph, passes, quiet,
-    report, predictions))]
+#[pyo3(signature = (path, reading, *, n_features, zero_based, kind, params, graph, passes, quiet, report, predictions))]
 #[allow(clippy::too_many_arguments)]
 pub fn learn_file(
     py: Python<'_>,
     path: String,
-    format: &str,
+    reading: ReadOptions,
     n_features: Option<u64>,
     zero_based: Option<bool>,
-    chunk_rows: usize,
-    chunk_bytes: usize,
-    max_line_bytes: usize,
-    skip_bad_lines: bool,
-    vw_task_namespace: Option<String>,
-    csv_task_column: String,
-    csv_label_column: String,
     kind: String,
     params: Py<PyAny>,
     graph: &str,
@@ -121,17 +88,7 @@ pub fn learn_file(
     report: Py<PyAny>,
     predictions: Option<String>,
 ) -> PyResult<(Option<NativeLearner>, Py<PyDict>)> {
-    let mut opts = options(
-        format,
-        chunk_rows,
-        chunk_bytes,
-        max_line_bytes,
-        skip_bad_lines,
-        vw_task_namespace,
-        csv_task_column,
-        csv_label_column,
-        None,
-    )?;
+    let mut opts = reading.options(1, false)?;
     let (open_complete, min_tasks) = match graph {
         "complete_open" => (true, 2),
         "disconnected" => (false, 1),
@@ -237,47 +194,27 @@ impl ChunkSink for PythonText<'_> {
     }
 }
 
-/// Predicts every example of the file `path` with `model` (no update), reading it as
+/// Predicts every example of the file `path` with `model` (no update), reading it as `reading`
+/// says, as
 /// `omtl.datasets.iter_file` would with these options (the model's width, CSV columns); `task_names[i]` is the
 /// file's name of model task `i`. The labels go to `write(text)` chunk by chunk, 0/1 when
 /// `zero_one`, else -1/+1. Returns `(rows, rows with a label, of those predicted wrongly,
 /// lines skipped, the first one's message)`.
 #[pyfunction]
-#[pyo3(signature = (model, path, format, *, n_features, zero_based, chunk_rows, chunk_bytes, max_line_bytes,
-    skip_bad_lines, vw_task_namespace, csv_task_column, csv_label_column, csv_feature_columns, task_names, zero_one,
-    write))]
+#[pyo3(signature = (model, path, reading, *, n_features, zero_based, task_names, zero_one, write))]
 #[allow(clippy::too_many_arguments)]
 pub fn predict_file(
     py: Python<'_>,
     model: &NativeLearner,
     path: String,
-    format: &str,
+    reading: ReadOptions,
     n_features: Option<u64>,
     zero_based: Option<bool>,
-    chunk_rows: usize,
-    chunk_bytes: usize,
-    max_line_bytes: usize,
-    skip_bad_lines: bool,
-    vw_task_namespace: Option<String>,
-    csv_task_column: String,
-    csv_label_column: String,
-    csv_feature_columns: Option<Vec<String>>,
     task_names: Vec<String>,
     zero_one: bool,
     write: Py<PyAny>,
 ) -> PyResult<(u64, u64, u64, u64, Option<String>)> {
-    let mut opts = options(
-        format,
-        chunk_rows,
-        chunk_bytes,
-        max_line_bytes,
-        skip_bad_lines,
-        vw_task_namespace,
-        csv_task_column,
-        csv_label_column,
-        csv_feature_columns,
-    )?;
-    opts.require_labels = false;
+    let mut opts = reading.options(1, false)?;
     py.detach(|| driver::resolve_layout(&path, &mut opts, n_features, zero_based))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let tasks = TaskMap::with_labels(task_names);

@@ -47,6 +47,7 @@ from .._file_formats import (  # noqa: F401  (re-exported: the names of this mod
     VW,
     DataFileError,
     data_format,
+    native_reading,
 )
 
 _LABELS = {"1": 1, "+1": 1, "-1": -1, "0": 0, "1.0": 1, "+1.0": 1, "-1.0": -1, "0.0": 0}
@@ -243,12 +244,11 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
     if not 1 <= n_features <= max_columns:
         raise DataFileError(f"{path}: {n_features} feature columns; the engine takes 1 to {max_columns}")
     try:
-        reader = native.NativeFileReader(
-            str(path), fmt, n_features, chunk_rows=int(chunk_rows), chunk_bytes=int(chunk_bytes),
-            max_line_bytes=cap, skip_bad_lines=bool(skip_bad_lines), zero_based=bool(zero_based),
-            vw_task_namespace=task_namespace, csv_task_column=task_column, csv_label_column=label_column,
-            csv_feature_columns=None if feature_columns is None else [str(c) for c in feature_columns],
-            require_labels=bool(require_labels))
+        reading = native_reading(fmt, max_line_bytes=cap, chunk_rows=chunk_rows, chunk_bytes=chunk_bytes,
+                                 skip_bad_lines=skip_bad_lines, task_namespace=task_namespace, task_column=task_column,
+                                 label_column=label_column, feature_columns=feature_columns,
+                                 require_labels=require_labels)
+        reader = native.NativeFileReader(str(path), reading, n_features, bool(zero_based))
     except (ValueError, OverflowError) as exc:
         raise DataFileError(str(exc)) from None
     labels = _Labels()
