@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
+use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::spec::{check_at_least_one, check_positive};
 use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, OnlineLearner, Setting};
@@ -205,22 +205,7 @@ impl OnlineLearner for MTRBP {
         Ok(())
     }
 
-    fn lookahead(&self) -> usize {
-        window_width(&self.set, &self.tasks)
-    }
-
-    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(
-            &self.set,
-            &self.index,
-            &self.kernel,
-            &self.tasks,
-            rows,
-            tasks,
-            out,
-            scratch,
-        );
-    }
+    active_set_ahead!(self, &self.index, 1.0);
 
     fn update_ahead(
         &mut self,
@@ -614,23 +599,7 @@ impl OnlineLearner for MTFORG {
         self.update_with(x, task, y, score, &mut Ahead::none(), scratch)
     }
 
-    fn lookahead(&self) -> usize {
-        window_width(&self.set, &self.tasks)
-    }
-
-    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(
-            &self.set,
-            &self.index,
-            &self.kernel,
-            &self.tasks,
-            rows,
-            tasks,
-            out,
-            scratch,
-        );
-        out.iter_mut().for_each(|f| *f *= self.scale);
-    }
+    active_set_ahead!(self, &self.index, self.scale);
 
     /// On `Err` the pending scores are left half-corrected: the batch functions abandon them.
     fn update_ahead(

@@ -137,6 +137,29 @@ macro_rules! kernel_shape {
     };
 }
 
+/// `lookahead` and `score_ahead` of a kernel learner over an active set (fields `set`, `kernel`,
+/// `tasks`): the next rows scored in windows ([`rows_scores`]) through the sparse index `$index`,
+/// times `$factor` (MTFORG's pending scale of the stored coefficients; 1 for the others).
+/// `$self` is the caller's `self`, so that the expressions can read its fields.
+///
+/// [`rows_scores`]: crate::kernel::kernel_sum::rows_scores
+macro_rules! active_set_ahead {
+    ($self:ident, $index:expr, $factor:expr) => {
+        fn lookahead(&$self) -> usize {
+            $crate::kernel::kernel_sum::window_width(&$self.set, &$self.tasks)
+        }
+
+        fn score_ahead(&$self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
+            let (set, kernel, task_kernel) = (&$self.set, &$self.kernel, &$self.tasks);
+            $crate::kernel::kernel_sum::rows_scores(set, $index, kernel, task_kernel, rows, tasks, out, scratch);
+            let factor: f64 = $factor;
+            if factor != 1.0 {
+                out.iter_mut().for_each(|f| *f *= factor);
+            }
+        }
+    };
+}
+
 /// The one list of native learners. Each line gives a learner's kind (the string
 /// `NativeLearner.build` takes and [`AnyLearner::kind`] gives), its variant in [`AnyLearner`],
 /// its type and its parameter type. `learner_table!(callback)` hands the list to a macro: the

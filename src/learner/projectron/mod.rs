@@ -28,9 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
-use crate::kernel::kernel_sum::{
-    dense_coef_sum, dense_kernel_row, rows_scores, weighted_score, window_width, SparseIndex,
-};
+use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::spec::check_at_least_one;
 use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};

@@ -104,22 +104,7 @@ impl OnlineLearner for MTBPRJ {
 
     // Scores made ahead; an update (which may change every coefficient) restarts the window
     // (the default `update_ahead`: every change of the model counts in `n_updates`).
-    fn lookahead(&self) -> usize {
-        window_width(&self.set, &self.tasks)
-    }
-
-    fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch) {
-        rows_scores(
-            &self.set,
-            &NO_INDEX,
-            &self.kernel,
-            &self.tasks,
-            rows,
-            tasks,
-            out,
-            scratch,
-        );
-    }
+    active_set_ahead!(self, &NO_INDEX, 1.0);
 
     /// Everything is computed and checked (finiteness, memory) before the first write.
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, scratch: &mut Scratch) -> Result<()> {
