@@ -403,21 +403,8 @@ def run_learn(args) -> int:
         raise DataFileError(f"{args.data}: no examples")
     if args.save:
         save_model(model, args.save, options, layout, saved)
-    if not args.quiet:
-        tasks_seen = len(model.tasks_)
-        print(f"\nfinished run\nnumber of examples = {progress.n}\npasses = {args.passes}\n"
-              f"average 0/1 loss = {progress.loss:.6f} (each prediction made before learning the example)\n"
-              f"tasks = {tasks_seen}\nfeature columns = {model.n_features_in_}\n"
-              f"seconds = {seconds:.3f} ({progress.n / max(seconds, 1e-9):,.0f} examples/s)", file=err)
-        if state["skipped"]:
-            print(f"skipped bad lines = {state['skipped']} (first: {state['first_skipped']})", file=err)
-        if args.predictions:
-            print(f"predictions written to {args.predictions}", file=err)
-        if args.save:
-            print(f"model written to {args.save} (omtl predict DATA --model {args.save}; or omtl.load in Python)",
-                  file=err)
-    elif state["skipped"]:
-        print(f"omtl learn: skipped {state['skipped']} bad lines (first: {state['first_skipped']})", file=err)
+    _finished(args, progress.n, progress.loss, len(model.tasks_), model.n_features_in_, seconds, state["skipped"],
+              state["first_skipped"])
     return 0
 
 
@@ -509,11 +496,19 @@ def _learn_in_engine(args, options, kind, native_params, graph) -> int:
         model = _model_from_engine(args, learner, summary)
         layout = SimpleNamespace(zero_based=summary["zero_based"], feature_columns=summary["feature_columns"])
         save_model(model, args.save, options, layout, {})
-    skipped, first_skipped = summary["n_skipped"], summary["first_skipped"]
+    _finished(args, n, summary["n_mistakes"] / n, len(summary["task_labels"]), summary["n_features"], seconds,
+              summary["n_skipped"], summary["first_skipped"])
+    return 0
+
+
+def _finished(args, n, loss, n_tasks, n_features, seconds, skipped, first_skipped) -> None:
+    """The last lines of ``omtl learn`` on stderr (VW's "finished run"; only the skipped lines
+    with ``--quiet``)."""
+    err = sys.stderr
     if not args.quiet:
         print(f"\nfinished run\nnumber of examples = {n}\npasses = {args.passes}\n"
-              f"average 0/1 loss = {summary['n_mistakes'] / n:.6f} (each prediction made before learning the example)\n"
-              f"tasks = {len(summary['task_labels'])}\nfeature columns = {summary['n_features']}\n"
+              f"average 0/1 loss = {loss:.6f} (each prediction made before learning the example)\n"
+              f"tasks = {n_tasks}\nfeature columns = {n_features}\n"
               f"seconds = {seconds:.3f} ({n / max(seconds, 1e-9):,.0f} examples/s)", file=err)
         if skipped:
             print(f"skipped bad lines = {skipped} (first: {first_skipped})", file=err)
@@ -524,7 +519,6 @@ def _learn_in_engine(args, options, kind, native_params, graph) -> int:
                   file=err)
     elif skipped:
         print(f"omtl learn: skipped {skipped} bad lines (first: {first_skipped})", file=err)
-    return 0
 
 
 def _engine_reading(options, *, require_labels) -> dict:
