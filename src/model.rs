@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::Row;
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, Scratch};
-use crate::learner::{learner_table, Ahead, OnlineLearner, Round};
+use crate::learner::{learner_table, Ahead, Event, OnlineLearner, Round};
 use crate::state::{self, CheckState};
 
 /// The layout version of [`AnyLearner::to_bytes`]. Bumped whenever the serialised layout of a
@@ -124,7 +124,7 @@ macro_rules! any_learner {
                 fn prefetch(&self, x: Row, task: usize);
                 fn lookahead(&self) -> usize;
                 fn score_ahead(&self, rows: &[Row], tasks: &[usize], out: &mut [f64], scratch: &mut Scratch);
-                fn update_ahead(&mut self, x: Row, task: usize, y: f64, score: f64, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<bool>;
+                fn update_ahead(&mut self, event: Event, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<bool>;
                 fn learn_one(&mut self, x: Row, task: usize, y: f64, scratch: &mut Scratch) -> Result<f64>;
                 fn learn_round(&mut self, round: Round, scores: &mut [f64], scratch: &mut Scratch) -> Result<()>;
                 fn score_round(&self, round: Round, scores: &mut [f64], scratch: &mut Scratch);

@@ -28,7 +28,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::spec::{check_at_least_one, check_positive};
-use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, Event, OnlineLearner, Setting};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
@@ -207,15 +207,8 @@ impl OnlineLearner for MTRBP {
 
     active_set_ahead!(self, &self.index, 1.0);
 
-    fn update_ahead(
-        &mut self,
-        x: Row,
-        task: usize,
-        y: f64,
-        score: f64,
-        ahead: &mut Ahead,
-        _scratch: &mut Scratch,
-    ) -> Result<bool> {
+    fn update_ahead(&mut self, event: Event, ahead: &mut Ahead, _scratch: &mut Scratch) -> Result<bool> {
+        let Event { x, task, y, score } = event;
         self.update_with(x, task, y, score, ahead);
         Ok(true)
     }
@@ -602,15 +595,8 @@ impl OnlineLearner for MTFORG {
     active_set_ahead!(self, &self.index, self.scale);
 
     /// On `Err` the pending scores are left half-corrected: the batch functions abandon them.
-    fn update_ahead(
-        &mut self,
-        x: Row,
-        task: usize,
-        y: f64,
-        score: f64,
-        ahead: &mut Ahead,
-        scratch: &mut Scratch,
-    ) -> Result<bool> {
+    fn update_ahead(&mut self, event: Event, ahead: &mut Ahead, scratch: &mut Scratch) -> Result<bool> {
+        let Event { x, task, y, score } = event;
         self.update_with(x, task, y, score, ahead, scratch)?;
         Ok(true)
     }

@@ -8,6 +8,20 @@
 use crate::data::Row;
 use crate::kernel::{BaseKernel, TaskKernel};
 
+/// One example as a learner updates on it: the row, its task, its label ±1 and the score the
+/// model gave the row before the update.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    /// The row.
+    pub x: Row<'a>,
+    /// Its task.
+    pub task: usize,
+    /// Its label, ±1.
+    pub y: f64,
+    /// The model's score of `x` in `task`, before the update.
+    pub score: f64,
+}
+
 /// The rows after the current one in the learn loop's window, their tasks, and their scores by
 /// the model before the current update (to be brought to the model after it).
 pub struct Ahead<'w, 'a> {

@@ -220,7 +220,7 @@ pub use batch_mtl::{BatchMtl, BatchMtlParams, Regularizer, SolveReport, SolverOp
 pub use budget::{MTFORGParams, MTRBPParams, ShrinkStep, MTFORG, MTRBP};
 pub use cw::{CwCol, CwColParams, CwConstants};
 pub(crate) use linear::LinearWeights;
-pub use lookahead::Ahead;
+pub use lookahead::{Ahead, Event};
 pub use mt_linear::{Loss, MTLinear, MTLinearParams, UpdateRule, MAX_HASH_BITS};
 pub use omtrl::{Omtrl, OmtrlParams, RelationUpdate};
 pub use pa::{PaVariant, PassiveAggressive, PassiveAggressiveParams};
@@ -292,21 +292,14 @@ pub trait OnlineLearner {
         score_each(self, rows, tasks, out, scratch);
     }
 
-    /// [`OnlineLearner::update`], with the scores of the next rows made ahead by the model before
+    /// [`OnlineLearner::update`] on one [`Event`], with the scores of the next rows made ahead by the model before
     /// it. Returns whether `ahead` now holds the scores of the updated model (brought up to date
     /// by the learner, or unchanged because the model did not change); on `false` the caller
     /// scores those rows again. The default updates and answers whether `n_updates` is unchanged,
     /// which is right for any learner whose scores change only with an update; a learner that
     /// corrects the scores (in O(d) per changed element, [`Ahead::add_term`]) overrides it.
-    fn update_ahead(
-        &mut self,
-        x: Row,
-        task: usize,
-        y: f64,
-        score: f64,
-        _ahead: &mut Ahead,
-        scratch: &mut Scratch,
-    ) -> Result<bool> {
+    fn update_ahead(&mut self, event: Event, _ahead: &mut Ahead, scratch: &mut Scratch) -> Result<bool> {
+        let Event { x, task, y, score } = event;
         let before = self.n_updates();
         self.update(x, task, y, score, scratch)?;
         Ok(self.n_updates() == before)
@@ -480,7 +473,13 @@ fn learn_rows<L: OnlineLearner + ?Sized>(
             crate::interrupt::check()?;
             let f = ahead[j];
             let mut pending = Ahead::new(&window[j + 1..], &window_tasks[j + 1..], &mut ahead[j + 1..width]);
-            let fresh = model.update_ahead(window[j], window_tasks[j], y[t + j], f, &mut pending, &mut scratch)?;
+            let event = Event {
+                x: window[j],
+                task: window_tasks[j],
+                y: y[t + j],
+                score: f,
+            };
+            let fresh = model.update_ahead(event, &mut pending, &mut scratch)?;
             scores.push(f);
             j += 1;
             if !fresh {

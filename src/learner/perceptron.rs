@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::{
-    is_update_mistake, score_each, ActiveSet, Ahead, Build, LinearWeights, NoParams, OnlineLearner, Setting,
+    is_update_mistake, score_each, ActiveSet, Ahead, Build, Event, LinearWeights, NoParams, OnlineLearner, Setting,
 };
 use crate::state::{check_counts, ensure, CheckState};
 
@@ -162,15 +162,8 @@ impl OnlineLearner for MTPerceptron {
         }
     }
 
-    fn update_ahead(
-        &mut self,
-        x: Row,
-        task: usize,
-        y: f64,
-        score: f64,
-        ahead: &mut Ahead,
-        _scratch: &mut Scratch,
-    ) -> Result<bool> {
+    fn update_ahead(&mut self, event: Event, ahead: &mut Ahead, _scratch: &mut Scratch) -> Result<bool> {
+        let Event { x, task, y, score } = event;
         let dual = !self.is_primal();
         self.update_with(x, task, y, score, ahead)?;
         // The primal form's scores are not corrected: fresh unless it changed.
