@@ -20,6 +20,7 @@ __all__ = [
     "NativeTaskKernel",
     "NativeLearner",
     "splitmix64_permutation",
+    "scale_gamma",
     "learn_event",
     "decision_event",
     "predict_event",
