@@ -392,6 +392,19 @@ struct RowChecks {
     last: Option<(Vec<u8>, u32)>,
 }
 
+/// Records `value` and `line` on the first call; afterwards, `Err(first line)` when `value`
+/// differs from the recorded one (a choice the first row makes for the whole file).
+fn same_as_first(first: &mut Option<(bool, u64)>, value: bool, line: u64) -> Result<(), u64> {
+    match *first {
+        None => {
+            *first = Some((value, line));
+            Ok(())
+        }
+        Some((v, at)) if v != value => Err(at),
+        Some(_) => Ok(()),
+    }
+}
+
 impl RowChecks {
     /// Checks the label form and the task of a parsed row and adds it to the chunk.
     fn accept(&mut self, b: &mut Builder, label: Option<f64>, task: Option<&[u8]>, line: u64) -> Result<(), String> {
@@ -399,15 +412,11 @@ impl RowChecks {
             Some(l) => {
                 if l != 1.0 {
                     let zero_one = l == 0.0;
-                    match self.zero_one {
-                        None => self.zero_one = Some((zero_one, line)),
-                        Some((z, first)) if z != zero_one => {
-                            return Err(format!(
-                                "label {l} mixes -1/+1 with 0/1 labels (line {first} has {})",
-                                if z { "0" } else { "-1" }
-                            ))
-                        }
-                        Some(_) => {}
+                    if let Err(first) = same_as_first(&mut self.zero_one, zero_one, line) {
+                        return Err(format!(
+                            "label {l} mixes -1/+1 with 0/1 labels (line {first} has {})",
+                            if zero_one { "-1" } else { "0" }
+                        ));
                     }
                 }
                 l
@@ -416,15 +425,11 @@ impl RowChecks {
             None => f64::NAN,
         };
         let has_task = task.is_some();
-        match self.with_task {
-            None => self.with_task = Some((has_task, line)),
-            Some((w, first)) if w != has_task => {
-                return Err(format!(
-                    "{} task, unlike line {first} (either every example names its task or none does)",
-                    if has_task { "a" } else { "no" }
-                ))
-            }
-            Some(_) => {}
+        if let Err(first) = same_as_first(&mut self.with_task, has_task, line) {
+            return Err(format!(
+                "{} task, unlike line {first} (either every example names its task or none does)",
+                if has_task { "a" } else { "no" }
+            ));
         }
         let name: &[u8] = task.unwrap_or(b"0");
         let id = match &self.last {

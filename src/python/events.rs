@@ -339,6 +339,14 @@ impl<'py> Locked<'py> {
     }
 }
 
+/// The model's `__dict__` and its lock, held until the [`Locked`] is dropped: the opening of
+/// every call that reads or changes a fitted model.
+pub(super) fn locked_dict<'py>(model: &Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyDict>, Locked<'py>)> {
+    let dict = model_dict(model)?;
+    let lock = Locked::acquire(model, &dict)?;
+    Ok((dict, lock))
+}
+
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
         let _ = self.0.call_method0(intern!(self.0.py(), "release"));
@@ -580,8 +588,7 @@ pub fn learn_event<'py>(
     skip: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = model.py();
-    let dict = model_dict(model)?;
-    let _lock = Locked::acquire(model, &dict)?;
+    let (dict, _lock) = locked_dict(model)?;
     let Some(state) = fitted(model, &dict)? else {
         return model.call_method1(intern!(py, "_learn_one_slow"), (x, y, task, skip));
     };
@@ -648,8 +655,7 @@ pub fn decision_event(
     skip: Option<Bound<'_, PyAny>>,
 ) -> PyResult<f64> {
     let py = model.py();
-    let dict = model_dict(model)?;
-    let _lock = Locked::acquire(model, &dict)?;
+    let (dict, _lock) = locked_dict(model)?;
     let Some(state) = fitted(model, &dict)? else {
         return model
             .call_method1(intern!(py, "_decision_one_slow"), (x, task, skip))?
@@ -674,8 +680,7 @@ pub fn predict_event<'py>(
     skip: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let py = model.py();
-    let dict = model_dict(model)?;
-    let _lock = Locked::acquire(model, &dict)?;
+    let (dict, _lock) = locked_dict(model)?;
     let score = decision_event(model, x, task, skip)?;
     match dict.get_item(intern!(py, "_label_form"))? {
         Some(form) => in_form(py, score >= 0.0, &form),

@@ -11,7 +11,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple};
 
-use super::events::{fitted, is_numpy_bool, model_dict, required, Fitted, Locked};
+use super::events::{fitted, is_numpy_bool, locked_dict, required, Fitted};
 use crate::data::Rows;
 
 /// The largest batch [`learn_small`] and [`decision_small`] take: their rows run without
@@ -240,8 +240,7 @@ pub fn learn_small<'py>(
     tasks: &Bound<'py, PyAny>,
 ) -> PyResult<Option<(Bound<'py, PyArray1<f64>>, Bound<'py, PyAny>)>> {
     let py = model.py();
-    let dict = model_dict(model)?;
-    let _lock = Locked::acquire(model, &dict)?;
+    let (dict, _lock) = locked_dict(model)?;
     // Labels of a tuple form (two classes of other values) take the batch path.
     let tuple_labels = || {
         Ok(dict
@@ -287,8 +286,7 @@ pub fn decision_small<'py>(
     tasks: &Bound<'py, PyAny>,
 ) -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
     let py = model.py();
-    let dict = model_dict(model)?;
-    let _lock = Locked::acquire(model, &dict)?;
+    let (dict, _lock) = locked_dict(model)?;
     let Some((state, batch, task_ids)) = small_batch(model, &dict, x, tasks, || Ok(false))? else {
         return Ok(None);
     };

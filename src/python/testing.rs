@@ -202,7 +202,6 @@ fn event_floor_locked(
     skip: Option<Bound<'_, PyAny>>,
 ) -> PyResult<f64> {
     let _ = (x, y, task, skip);
-    let dict = super::events::model_dict(model)?;
-    let _lock = super::events::Locked::acquire(model, &dict)?;
+    let (_dict, _lock) = super::events::locked_dict(model)?;
     Ok(0.0)
 }
