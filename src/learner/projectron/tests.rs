@@ -16,6 +16,11 @@ fn unif(rng: &mut SplitMix64) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// An RBF kernel of width `gamma` and the complete graph on `k` tasks.
+fn rbf_on_complete(gamma: f64, k: usize) -> (BaseKernel, TaskKernel) {
+    (BaseKernel::rbf(gamma).unwrap(), TaskKernel::complete(k).unwrap())
+}
+
 /// A seeded stream on [0,1]^d with labels from a per-task linear rule.
 fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
     let mut rng = SplitMix64::new(seed);
@@ -315,8 +320,7 @@ fn unbounded_eta_zero_equals_the_perceptron() {
 fn rebuild_and_serde_round_trip_mid_stream() {
     let (n, d, k) = (500, 4, 3);
     let (x, tasks, y) = stream(n, d, k, 6);
-    let kernel = BaseKernel::rbf(3.0).unwrap();
-    let tk = TaskKernel::complete(k).unwrap();
+    let (kernel, tk) = rbf_on_complete(3.0, k);
     let half = 250 * d;
     let mut a = MTBPRJ::with_kernels(&tk, kernel, d, false, params(20, 0.05)).unwrap();
     let mut b = mtbprj2(&tk, kernel, d, false, params(20, 0.05));
@@ -391,8 +395,7 @@ fn mtbprj2_allocates_blocks_lazily() {
 fn literal_line14_differs_only_with_several_tasks() {
     let (n, d, k) = (500, 3, 3);
     let (x, tasks, y) = stream(n, d, k, 9);
-    let kernel = BaseKernel::rbf(3.0).unwrap();
-    let tk = TaskKernel::complete(k).unwrap();
+    let (kernel, tk) = rbf_on_complete(3.0, k);
     let mut a = mtbprj2(&tk, kernel, d, false, params(10, 0.05));
     let literal = MTBPRJ2Params::from_shared(params(10, 0.05), true);
     let mut b = MTBPRJ2::with_kernels(&tk, kernel, d, false, literal).unwrap();
