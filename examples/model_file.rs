@@ -1,4 +1,4 @@
-//! The `.omtl` model file from Rust: an MTRBP learned through `omtl::model_file::ModelFile`
+//! The `.omtl` model file from Rust: an MTRBP learned through an `omtl::model::Model`
 //! (which keeps the counts and task labels a file holds), saved, loaded, and scoring the same;
 //! Python's `omtl.load` reads the same file (and Rust reads Python's).
 //!
@@ -13,7 +13,8 @@
 use omtl::data::Rows;
 use omtl::kernel::{BaseKernel, TaskKernel};
 use omtl::learner::{Build, MTLinear, MTLinearParams, MTRBPParams, Setting, MTRBP};
-use omtl::model_file::{self, ModelFile, TaskId};
+use omtl::model::{Labels, Model, TaskId, TaskRef, Tasks};
+use omtl::model_file;
 
 /// Rows of `task,label,x1,...,xd` lines: (x row-major, d, task ids, labels).
 fn read_rows(path: &str) -> (Vec<f64>, usize, Vec<TaskId>, Vec<f64>) {
@@ -45,7 +46,8 @@ fn main() -> omtl::Result<()> {
         ["score", path, rows] => {
             let model = model_file::load(path)?;
             let (x, d, tasks, _) = read_rows(rows);
-            print_scores(&model.decision(&Rows::dense(&x, tasks.len(), d), &tasks)?);
+            let ids: Vec<TaskRef> = tasks.iter().map(TaskId::as_ref).collect();
+            print_scores(&model.decision(&Rows::dense(&x, tasks.len(), d), Tasks::Ids(&ids))?);
         }
         ["learn", out, kind, rows] => {
             let (x, d, tasks, y) = read_rows(rows);
@@ -64,15 +66,12 @@ fn main() -> omtl::Result<()> {
                 "mt_linear" => MTLinear::new(&TaskKernel::complete(k)?, d, MTLinearParams::default())?.into(),
                 _ => panic!("kind: mt_rbp or mt_linear"),
             };
-            let mut model = if named {
-                ModelFile::named(learner)?
-            } else {
-                ModelFile::new(learner)?
-            };
+            let mut model = Model::from_learner(learner, named)?;
             let rows = Rows::dense(&x, tasks.len(), d);
-            model.learn(&rows, &tasks, &y)?;
+            let ids: Vec<TaskRef> = tasks.iter().map(TaskId::as_ref).collect();
+            model.learn(&rows, Tasks::Ids(&ids), Labels::Floats(&y))?;
             model_file::save(out, &model)?;
-            print_scores(&model.decision(&rows, &tasks)?);
+            print_scores(&model.decision(&rows, Tasks::Ids(&ids))?);
         }
         [] => demonstrate()?,
         _ => panic!("usage: model_file [score PATH ROWS | learn OUT KIND ROWS]"),
@@ -88,7 +87,7 @@ fn demonstrate() -> omtl::Result<()> {
         .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)
         .collect();
     let users = ["ana", "bo", "cy"];
-    let tasks: Vec<TaskId> = (0..n).map(|t| TaskId::from(users[t % 3])).collect();
+    let tasks: Vec<TaskRef> = (0..n).map(|t| TaskRef::Str(users[t % 3])).collect();
     let y: Vec<f64> = (0..n)
         .map(|t| if x[t * d] + x[t * d + 1] > 0.0 { 1.0 } else { -1.0 })
         .collect();
@@ -96,20 +95,26 @@ fn demonstrate() -> omtl::Result<()> {
 
     let task_kernel = TaskKernel::complete(3)?;
     let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), d, false);
-    let mut model = ModelFile::named(MTRBP::build(&MTRBPParams { budget: 50, seed: 1 }, &setting)?.into())?;
-    model.learn(&rows, &tasks, &y)?;
+    let mut model = Model::from_learner(
+        MTRBP::build(&MTRBPParams { budget: 50, seed: 1 }, &setting)?.into(),
+        true,
+    )?;
+    model.learn(&rows, Tasks::Ids(&tasks), Labels::Floats(&y))?;
     let path = std::env::temp_dir().join(format!("omtl-example-{}.omtl", std::process::id()));
     model_file::save(&path, &model)?;
     let loaded = model_file::load(&path)?;
     std::fs::remove_file(&path).ok();
-    assert_eq!(loaded.decision(&rows, &tasks)?, model.decision(&rows, &tasks)?);
-    let fitted = loaded.header().fitted.as_ref().expect("fitted");
+    assert_eq!(
+        loaded.decision(&rows, Tasks::Ids(&tasks))?,
+        model.decision(&rows, Tasks::Ids(&tasks))?
+    );
+    let book = loaded.book().expect("fitted");
     println!(
         "{} saved and loaded: {} examples, {} mistakes, tasks {:?}; identical scores",
-        loaded.header().class,
-        fitted.n_seen,
-        fitted.n_mistakes,
-        fitted.task_labels
+        loaded.estimator().class().name,
+        book.n_seen(),
+        book.n_mistakes(),
+        book.task_ids()
     );
     Ok(())
 }

@@ -17,6 +17,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// An argument of the wrong type (a string where a number is needed, a label of a kind
+    /// the model does not take): a `TypeError` in Python.
+    #[error("{reason}")]
+    WrongType {
+        /// The argument's name.
+        name: &'static str,
+        /// What was expected and what came.
+        reason: String,
+    },
+
     /// A batch whose number of columns differs from the model's number of features.
     #[error("X has {got} features but the model was fitted with {expected}")]
     FeatureMismatch {

@@ -8,6 +8,8 @@
 //! Weinberger, Dasgupta, Langford, Smola & Attenberg, "Feature hashing for large scale multitask
 //! learning" (ICML 2009).
 
+use crate::error::{invalid, Result};
+
 /// The default width of a hashed feature space: `2^18` columns (scikit-learn's and Vowpal
 /// Wabbit's default).
 pub const DEFAULT_HASHED_COLUMNS: usize = 1 << 18;
@@ -62,6 +64,114 @@ pub fn feature_column(name: &[u8], n_columns: usize) -> usize {
     }
     .try_into()
     .expect("a column below n_columns fits usize")
+}
+
+/// What the keys of an event's features are: column numbers, or names hashed into columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Integer columns below the model's width.
+    Columns,
+    /// Names hashed into the model's `n_features` columns.
+    Names,
+}
+
+/// One event's features gathered as a sparse row: `(name, value)` pairs hashed as
+/// [`feature_column`] maps them (a categorical `name=value` pair is the feature `"name=value"`
+/// with value 1, as scikit-learn's `FeatureHasher`), or `(column, value)` pairs; zeros skipped,
+/// a repeated column summed. Keys of one event are all names or all columns.
+#[derive(Debug, Clone, Default)]
+pub struct RowBuilder {
+    pairs: Vec<(u32, f64)>,
+    name: Vec<u8>,
+    keys: Option<Keys>,
+}
+
+impl RowBuilder {
+    /// Starts a new row (the buffers are kept).
+    pub fn clear(&mut self) {
+        self.pairs.clear();
+        self.keys = None;
+    }
+
+    fn key(&mut self, kind: Keys) -> Result<()> {
+        match self.keys {
+            Some(seen) if seen != kind => Err(invalid(
+                "x",
+                "x mixes int and str keys: use int columns or str feature names, not both",
+            )),
+            _ => {
+                self.keys = Some(kind);
+                Ok(())
+            }
+        }
+    }
+
+    fn value(value: f64) -> Result<f64> {
+        if value.is_finite() {
+            Ok(value)
+        } else {
+            Err(invalid("x", format!("x contains NaN or infinity ({value})")))
+        }
+    }
+
+    /// A named feature with a number, hashed into `width` columns.
+    pub fn named(&mut self, name: &[u8], value: f64, width: usize) -> Result<()> {
+        self.key(Keys::Names)?;
+        if Self::value(value)? != 0.0 {
+            self.pairs.push((feature_column(name, width) as u32, value));
+        }
+        Ok(())
+    }
+
+    /// A categorical feature `name=value` (value 1), hashed into `width` columns.
+    pub fn categorical(&mut self, name: &[u8], value: &[u8], width: usize) -> Result<()> {
+        self.key(Keys::Names)?;
+        self.name.clear();
+        self.name.extend_from_slice(name);
+        self.name.push(b'=');
+        self.name.extend_from_slice(value);
+        self.pairs.push((feature_column(&self.name, width) as u32, 1.0));
+        Ok(())
+    }
+
+    /// Column `column` (below `width`) with a number.
+    pub fn column(&mut self, column: i64, value: f64, width: usize) -> Result<()> {
+        self.key(Keys::Columns)?;
+        let col = u32::try_from(column)
+            .ok()
+            .filter(|&c| (c as usize) < width)
+            .ok_or_else(|| {
+                invalid(
+                    "x",
+                    format!("column {column} is out of range: columns must lie in [0, {width})"),
+                )
+            })?;
+        if Self::value(value)? != 0.0 {
+            self.pairs.push((col, value));
+        }
+        Ok(())
+    }
+
+    /// The keys seen (`None`: no feature yet).
+    pub fn keys(&self) -> Option<Keys> {
+        self.keys
+    }
+
+    /// The row's columns (sorted, distinct) and values, into `indices` and `values` (cleared
+    /// first).
+    pub fn finish(&mut self, indices: &mut Vec<u32>, values: &mut Vec<f64>) {
+        self.pairs.sort_unstable_by_key(|p| p.0);
+        indices.clear();
+        values.clear();
+        for &(c, v) in &self.pairs {
+            if indices.last() == Some(&c) {
+                *values.last_mut().expect("paired") += v;
+            } else {
+                indices.push(c);
+                values.push(v);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 use omtl::data::Rows;
 use omtl::kernel::{BaseKernel, TaskKernel};
 use omtl::learner::{Build, MTLinear, MTLinearParams, MTRBPParams, Setting, MTRBP};
-use omtl::model_file::{self, encode, Limits, ModelFile, TaskId, CHECKSUM_LEN, MAGIC};
+use omtl::model::{Labels, Model, TaskRef, Tasks};
+use omtl::model_file::{self, encode, Limits, CHECKSUM_LEN, MAGIC};
 use omtl::Error;
 use sha2::{Digest, Sha256};
 
@@ -24,12 +25,14 @@ fn mtrbp(k: usize, d: usize) -> MTRBP {
 }
 
 /// A fitted MTRBP (int task ids) and its rows and tasks.
-fn fitted() -> (ModelFile, Vec<f64>, Vec<TaskId>) {
+fn fitted() -> (Model, Vec<f64>, Vec<i64>) {
     let (n, d) = (60, 3);
     let (x, y) = stream(n, d);
-    let tasks: Vec<TaskId> = (0..n as i64).map(|t| TaskId::Int(t % 3)).collect();
-    let mut model = ModelFile::new(mtrbp(3, d).into()).unwrap();
-    model.learn(&Rows::dense(&x, n, d), &tasks, &y).unwrap();
+    let tasks: Vec<i64> = (0..n as i64).map(|t| t % 3).collect();
+    let mut model = Model::from_learner(mtrbp(3, d).into(), false).unwrap();
+    model
+        .learn(&Rows::dense(&x, n, d), Tasks::Ints(&tasks), Labels::Floats(&y))
+        .unwrap();
     (model, x, tasks)
 }
 
@@ -51,7 +54,7 @@ fn reframed(data: &[u8], edit: impl FnOnce(&mut serde_json::Value)) -> Vec<u8> {
 }
 
 fn refused(data: &[u8], needle: &str) {
-    match ModelFile::from_bytes(data) {
+    match Model::from_bytes(data) {
         Err(Error::ModelFile(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
         other => panic!("expected a model-file error containing {needle:?}, got {other:?}"),
     }
@@ -70,14 +73,14 @@ fn a_saved_model_loads_with_identical_scores_and_bookkeeping() {
     std::fs::remove_dir_all(&dir).unwrap();
     let rows = Rows::dense(&x, tasks.len(), 3);
     assert_eq!(
-        loaded.decision(&rows, &tasks).unwrap(),
-        model.decision(&rows, &tasks).unwrap()
+        loaded.decision(&rows, Tasks::Ints(&tasks)).unwrap(),
+        model.decision(&rows, Tasks::Ints(&tasks)).unwrap()
     );
     assert_eq!(loaded.header(), model.header());
-    let fitted = loaded.header().fitted.as_ref().unwrap();
-    assert_eq!((fitted.n_seen, fitted.seen_per_task.iter().sum::<u64>()), (60, 60));
-    assert_eq!(loaded.task_index(&TaskId::Int(2)), Some(2));
-    assert_eq!(loaded.task_index(&TaskId::Int(3)), None);
+    let book = loaded.book().unwrap();
+    assert_eq!((book.n_seen(), book.seen_per_task().iter().sum::<u64>()), (60, 60));
+    assert_eq!(loaded.task_index(TaskRef::Int(2)), Some(2));
+    assert_eq!(loaded.task_index(TaskRef::Int(3)), None);
 }
 
 #[test]
@@ -85,21 +88,23 @@ fn string_task_ids_grow_an_open_ended_mtlinear() {
     let (n, d) = (40, 3);
     let (x, y) = stream(n, d);
     let users = ["u1", "u2", "u3", "u4"];
-    let tasks: Vec<TaskId> = (0..n).map(|t| TaskId::from(users[t % 4])).collect();
+    let tasks: Vec<TaskRef> = (0..n).map(|t| TaskRef::Str(users[t % 4])).collect();
     let learner = MTLinear::new(&TaskKernel::complete_open(2).unwrap(), d, MTLinearParams::default()).unwrap();
-    let mut model = ModelFile::new(learner.into()).unwrap();
+    let mut model = Model::from_learner(learner.into(), false).unwrap();
     let rows = Rows::dense(&x, n, d);
-    model.learn(&rows, &tasks, &y).unwrap();
-    let restored = ModelFile::from_bytes(&model.to_bytes().unwrap()).unwrap();
+    model.learn(&rows, Tasks::Ids(&tasks), Labels::Floats(&y)).unwrap();
+    let restored = Model::from_bytes(&model.to_bytes().unwrap()).unwrap();
     assert_eq!(restored.header().class, "MTLinear");
     assert!(restored.header().open_ended());
-    assert_eq!(restored.task_index(&TaskId::from("u4")), Some(3));
+    assert_eq!(restored.task_index(TaskRef::Str("u4")), Some(3));
     assert_eq!(
-        restored.decision(&rows, &tasks).unwrap(),
-        model.decision(&rows, &tasks).unwrap()
+        restored.decision(&rows, Tasks::Ids(&tasks)).unwrap(),
+        model.decision(&rows, Tasks::Ids(&tasks)).unwrap()
     );
-    // An unknown id is an error, not a silent task 0.
-    assert!(restored.decision(&rows, &vec![TaskId::from("nobody"); n]).is_err());
+    // An unknown id scores as a task with no examples: the shared part alone.
+    let alone = restored.decision(&rows, Tasks::All(TaskRef::Str("nobody"))).unwrap();
+    assert_eq!(alone.len(), n);
+    assert_eq!(restored.task_index(TaskRef::Str("nobody")), None);
 }
 
 #[test]
@@ -133,7 +138,7 @@ fn a_header_that_disagrees_with_the_state_is_refused() {
     );
     refused(
         &reframed(&data, |h| h["class"] = "MTLinear".into()),
-        "not the one the parameters",
+        "invalid parameter \"budget\" for MTLinear",
     );
     refused(
         &reframed(&data, |h| h["state_version"] = 1.into()),
@@ -198,9 +203,9 @@ fn a_writer_refuses_what_a_reader_would() {
         encode(&text, Some(&other), &Limits::default()),
         Err(Error::CannotSave(_))
     ));
-    // A learner that has already learned has counts ModelFile::new cannot know.
+    // A learner that has already learned has counts Model::from_learner cannot know.
     let mut trained = mtrbp(3, 3);
     let (x, y) = stream(5, 3);
     omtl::learner::learn(&mut trained, &Rows::dense(&x, 5, 3), &[0, 1, 2, 0, 1], &y).unwrap();
-    assert!(ModelFile::new(trained.into()).is_err());
+    assert!(Model::from_learner(trained.into(), false).is_err());
 }

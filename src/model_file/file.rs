@@ -6,8 +6,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
-use super::ModelFile;
 use crate::error::{Error, Result};
+use crate::model::Model;
 
 fn file_error(path: &Path, e: &std::io::Error) -> Error {
     Error::File {
@@ -21,7 +21,7 @@ fn file_error(path: &Path, e: &std::io::Error) -> Error {
 /// the permissions of the file they replace, and are renamed over `path`; then the directory
 /// entry is flushed. A crash leaves the old file or the new one, and at most a temporary file
 /// (`.<name>.<pid>-<n>.omtl-tmp`).
-pub fn save(path: impl AsRef<Path>, model: &ModelFile) -> Result<()> {
+pub fn save(path: impl AsRef<Path>, model: &Model) -> Result<()> {
     let path = path.as_ref();
     let data = model.to_bytes()?;
     let dir = match path.parent() {
@@ -77,9 +77,9 @@ fn create_temporary(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)
     ))
 }
 
-/// Reads and checks the model file at `path` ([`ModelFile::from_bytes`]).
-pub fn load(path: impl AsRef<Path>) -> Result<ModelFile> {
+/// Reads and checks the model file at `path` ([`Model::from_bytes`]).
+pub fn load(path: impl AsRef<Path>) -> Result<Model> {
     let path = path.as_ref();
     let data = fs::read(path).map_err(|e| file_error(path, &e))?;
-    ModelFile::from_bytes(&data)
+    Model::from_bytes(&data)
 }

@@ -1,88 +1,21 @@
 //! The header of a model file: UTF-8 JSON, read into typed values and checked field by field
 //! (a header is untrusted input), then checked against the native state it describes.
 
-use serde_json::{Map, Number, Value};
+use serde_json::{Map, Value};
 
-use super::{fail, Limits, CLASSES};
+use super::{fail, Limits};
 use crate::error::{Error, Result};
-use crate::learner::OnlineLearner;
-use crate::model::{AnyLearner, STATE_VERSION};
-
-/// The key of a task graph among the hyper-parameters: `{"__omtl_task_graph__": {...}}`.
-pub const GRAPH_KEY: &str = "__omtl_task_graph__";
-
-/// The task-graph kinds a header may name (Python's `TaskGraph.kind`).
-pub const GRAPH_KINDS: &[&str] = &[
-    "complete",
-    "complete_open",
-    "disconnected",
-    "edges",
-    "laplacian_pinv",
-    "interaction",
-    "psd_plus_identity",
-    "task_kernel",
-];
+use crate::model::estimator::{find, GRAPH_KEY, GRAPH_KINDS};
+use crate::model::{check_book, AnyLearner, Book, ClassLabel, LabelForm, TaskId, STATE_VERSION};
 
 /// Counts are integers in `[low, 2**63)`: what the engine's and Python's counters hold.
 const COUNT_END: u64 = 1 << 63;
 
-/// A task id as a model file stores it: a string or a 64-bit integer.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum TaskId {
-    /// An integer id (a task number, or an integer label).
-    Int(i64),
-    /// A string label.
-    Str(String),
-}
-
-impl From<i64> for TaskId {
-    fn from(id: i64) -> Self {
-        TaskId::Int(id)
+fn task_id_json(id: &TaskId) -> Value {
+    match id {
+        TaskId::Int(i) => Value::from(*i),
+        TaskId::Str(s) => Value::from(&**s),
     }
-}
-
-impl From<&str> for TaskId {
-    fn from(id: &str) -> Self {
-        TaskId::Str(id.to_owned())
-    }
-}
-
-impl From<String> for TaskId {
-    fn from(id: String) -> Self {
-        TaskId::Str(id)
-    }
-}
-
-impl TaskId {
-    fn to_json(&self) -> Value {
-        match self {
-            TaskId::Int(i) => Value::from(*i),
-            TaskId::Str(s) => Value::from(s.as_str()),
-        }
-    }
-}
-
-/// One class label of a binary model: a string or a number (never a boolean: booleans are the
-/// [`LabelForm::Bool`] form).
-#[derive(Debug, Clone, PartialEq)]
-pub enum ClassLabel {
-    /// A number (an integer or a finite float, as the training labels were).
-    Number(Number),
-    /// A string.
-    Str(String),
-}
-
-/// How a model's training labels looked, and so what `predict` returns: the two classes.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LabelForm {
-    /// −1 and +1 (`"pm1"`).
-    PlusMinusOne,
-    /// 0 and 1 (`"01"`).
-    ZeroOne,
-    /// false and true (`"bool"`).
-    Bool,
-    /// Two other labels, `(negative, positive)`: both strings or both numbers, distinct.
-    Pair(ClassLabel, ClassLabel),
 }
 
 /// The bookkeeping of a fitted model besides its native state: task ids, counts, classes.
@@ -138,7 +71,7 @@ fn count(value: &Value, what: &str, low: u64) -> Result<u64> {
 
 fn task_id(value: &Value) -> Option<TaskId> {
     match value {
-        Value::String(s) => Some(TaskId::Str(s.clone())),
+        Value::String(s) => Some(TaskId::Str(s.as_str().into())),
         Value::Number(n) => n.as_i64().map(TaskId::Int),
         _ => None,
     }
@@ -181,18 +114,17 @@ fn label_form(value: &Value) -> Result<LabelForm> {
     }
 }
 
-impl LabelForm {
-    fn to_json(&self) -> Value {
-        let label = |l: &ClassLabel| match l {
-            ClassLabel::Number(n) => Value::Number(n.clone()),
-            ClassLabel::Str(s) => Value::from(s.as_str()),
-        };
-        match self {
-            LabelForm::PlusMinusOne => Value::from("pm1"),
-            LabelForm::ZeroOne => Value::from("01"),
-            LabelForm::Bool => Value::from("bool"),
-            LabelForm::Pair(neg, pos) => Value::Array(vec![label(neg), label(pos)]),
-        }
+/// A label form as a header writes it.
+fn label_form_json(form: &LabelForm) -> Value {
+    let label = |l: &ClassLabel| match l {
+        ClassLabel::Number(n) => Value::Number(n.clone()),
+        ClassLabel::Str(s) => Value::from(s.as_str()),
+    };
+    match form {
+        LabelForm::PlusMinusOne => Value::from("pm1"),
+        LabelForm::ZeroOne => Value::from("01"),
+        LabelForm::Bool => Value::from("bool"),
+        LabelForm::Pair(neg, pos) => Value::Array(vec![label(neg), label(pos)]),
     }
 }
 
@@ -200,20 +132,36 @@ const FITTED_KEYS: &[&str] = &["n_features_in", "n_seen", "n_mistakes", "seen_pe
 const FITTED_OPTIONAL: &[&str] = &["radius_warned", "gamma_scale", "feature_names_in", "task_labels"];
 
 impl Fitted {
-    /// The bookkeeping of a model about to learn its first example (no tasks counted yet:
-    /// [`Fitted::seen_per_task`] gets one zero per task of `learner`).
-    pub fn new(learner: &AnyLearner, task_labels: Option<Vec<TaskId>>) -> Self {
+    /// A model's book as a header stores it.
+    pub fn from_book(book: &Book) -> Self {
         Fitted {
-            n_features_in: learner.n_features() as u64,
-            n_seen: 0,
-            n_mistakes: 0,
-            seen_per_task: vec![0; learner.n_tasks()],
-            label_form: LabelForm::PlusMinusOne,
-            radius_warned: false,
-            gamma_scale: None,
-            feature_names_in: None,
-            task_labels,
+            n_features_in: book.n_features_in() as u64,
+            n_seen: book.n_seen(),
+            n_mistakes: book.n_mistakes(),
+            seen_per_task: book.seen_per_task().to_vec(),
+            label_form: book.label_form().clone(),
+            radius_warned: book.radius_warned(),
+            gamma_scale: book.gamma_scale(),
+            feature_names_in: book.feature_names_in().map(<[String]>::to_vec),
+            task_labels: book.labels().map(|l| l.iter().map(|id| id.to_owned()).collect()),
         }
+    }
+
+    /// The book the header stores (its labels distinct: checked).
+    pub fn into_book(self) -> Result<Book> {
+        let n_features_in = usize::try_from(self.n_features_in).map_err(|_| fail("n_features_in is too large"))?;
+        Book::from_parts(
+            n_features_in,
+            self.task_labels.as_deref(),
+            self.seen_per_task,
+            self.label_form,
+            self.n_seen,
+            self.n_mistakes,
+            self.radius_warned,
+            self.gamma_scale,
+            self.feature_names_in,
+        )
+        .map_err(|_| fail("the task labels are not distinct labels of at most n_tasks tasks"))
     }
 
     /// Reads and checks bookkeeping from its JSON text (the `fitted` object of a header).
@@ -292,7 +240,7 @@ impl Fitted {
         obj.insert("n_seen".into(), self.n_seen.into());
         obj.insert("n_mistakes".into(), self.n_mistakes.into());
         obj.insert("seen_per_task".into(), self.seen_per_task.clone().into());
-        obj.insert("label_form".into(), self.label_form.to_json());
+        obj.insert("label_form".into(), label_form_json(&self.label_form));
         if self.radius_warned {
             obj.insert("radius_warned".into(), true.into());
         }
@@ -303,7 +251,7 @@ impl Fitted {
             obj.insert("feature_names_in".into(), names.clone().into());
         }
         if let Some(labels) = &self.task_labels {
-            obj.insert("task_labels".into(), labels.iter().map(TaskId::to_json).collect());
+            obj.insert("task_labels".into(), labels.iter().map(task_id_json).collect());
         }
         Value::Object(obj)
     }
@@ -312,43 +260,7 @@ impl Fitted {
     /// counters, distinct task labels of at most its number of tasks, and (`open_ended`: the
     /// estimator's `n_tasks` is `null`) task labels present. Errors are [`Error::ModelFile`].
     pub fn check_against(&self, learner: &AnyLearner, open_ended: bool) -> Result<()> {
-        let (n_tasks, d) = (learner.n_tasks(), learner.n_features());
-        if self.seen_per_task.len() != n_tasks {
-            return Err(fail("seen_per_task must hold one count per task"));
-        }
-        if self.n_features_in != d as u64 {
-            return Err(fail(format!(
-                "the engine has {n_tasks} tasks and {d} features, the estimator {} and {}",
-                self.seen_per_task.len(),
-                self.n_features_in
-            )));
-        }
-        let total: u128 = self.seen_per_task.iter().map(|&c| u128::from(c)).sum();
-        if total != u128::from(self.n_seen) || self.n_mistakes > self.n_seen {
-            return Err(fail(format!(
-                "the counts disagree: {} seen, {} mistakes, per task {total}",
-                self.n_seen, self.n_mistakes
-            )));
-        }
-        if learner.n_updates() > self.n_seen || learner.n_active() as u64 > self.n_seen {
-            return Err(fail(format!(
-                "the engine made {} updates and holds {} elements after {} examples",
-                learner.n_updates(),
-                learner.n_active(),
-                self.n_seen
-            )));
-        }
-        match &self.task_labels {
-            Some(labels) => {
-                let distinct: std::collections::HashSet<&TaskId> = labels.iter().collect();
-                if labels.len() > n_tasks || distinct.len() != labels.len() {
-                    return Err(fail("the task labels are not distinct labels of at most n_tasks tasks"));
-                }
-            }
-            None if open_ended => return Err(fail("an open-ended model (n_tasks=None) without its task labels")),
-            None => {}
-        }
-        Ok(())
+        check_book(&self.clone().into_book()?, learner, open_ended)
     }
 }
 
@@ -397,7 +309,7 @@ impl Header {
             return Err(fail("the header is not a JSON object"));
         };
         let class = match obj.get("class") {
-            Some(Value::String(name)) if CLASSES.iter().any(|(c, _)| c == name) => name.clone(),
+            Some(Value::String(name)) if find(name, false).is_some() => name.clone(),
             other => {
                 let name = other.map_or("None".to_owned(), Value::to_string);
                 return Err(fail(format!("class {name} is not an omtl learner")));
@@ -444,7 +356,7 @@ impl Header {
 
     /// The native learner kind the header's class builds.
     pub fn kind(&self) -> &'static str {
-        CLASSES.iter().find(|(c, _)| *c == self.class).map_or("", |(_, k)| k)
+        find(&self.class, false).map_or("", |c| c.kind)
     }
 
     /// Checks the header against the native state: the state is the learner the class builds,

@@ -24,34 +24,31 @@
 //! use omtl::data::Rows;
 //! use omtl::kernel::{BaseKernel, TaskKernel};
 //! use omtl::learner::{Build, MTRBPParams, Setting, MTRBP};
-//! use omtl::model_file::{ModelFile, TaskId};
+//! use omtl::model::{Labels, Model, Tasks};
 //!
 //! let task_kernel = TaskKernel::complete(2)?;
 //! let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), 2, false);
-//! let mut model = ModelFile::new(MTRBP::build(&MTRBPParams::default(), &setting)?.into())?;
+//! let mut model = Model::from_learner(MTRBP::build(&MTRBPParams::default(), &setting)?.into(), false)?;
 //! let x = [1.0, 0.0, 0.0, 1.0, 1.0, 0.2];
 //! let rows = Rows::Dense { data: &x, n_rows: 3, n_cols: 2 };
-//! let tasks = [TaskId::Int(0), TaskId::Int(1), TaskId::Int(0)];
-//! model.learn(&rows, &tasks, &[1.0, -1.0, 1.0])?;
-//! let restored = ModelFile::from_bytes(&model.to_bytes()?)?;
-//! assert_eq!(restored.decision(&rows, &tasks)?, model.decision(&rows, &tasks)?);
+//! model.learn(&rows, Tasks::Ints(&[0, 1, 0]), Labels::Ints(&[1, -1, 1]))?;
+//! let restored = Model::from_bytes(&model.to_bytes()?)?;
+//! assert_eq!(restored.decision(&rows, Tasks::Ints(&[0, 1, 0]))?, model.decision(&rows, Tasks::Ints(&[0, 1, 0]))?);
 //! # Ok::<(), omtl::Error>(())
 //! ```
 
 mod file;
 mod header;
-mod params;
 
 use sha2::{Digest, Sha256};
 
+pub use crate::model::estimator::{GRAPH_KEY, GRAPH_KINDS};
+pub use crate::model::{ClassLabel, LabelForm, TaskId};
 pub use file::{load, save};
-pub use header::{ClassLabel, Fitted, Header, LabelForm, TaskId, GRAPH_KEY, GRAPH_KINDS};
-pub use params::{estimator_of, CLASSES};
+pub use header::{Fitted, Header};
 
-use crate::data::Rows;
 use crate::error::{Error, Result};
-use crate::learner::{self, OnlineLearner};
-use crate::model::{AnyLearner, STATE_VERSION};
+use crate::model::{AnyLearner, Estimator, Model, STATE_VERSION};
 use crate::state::CheckState;
 
 /// The first bytes of every model file (PNG-style: a non-ASCII byte, the name, line endings and
@@ -80,7 +77,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_header: 1 << 26,
-            max_dense_graph: 1 << 26,
+            max_dense_graph: crate::model::estimator::MAX_DENSE_GRAPH_BYTES,
         }
     }
 }
@@ -173,198 +170,58 @@ pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) 
     Ok(data)
 }
 
-/// A model read from (or to be written to) a model file: its header and, when fitted, its
-/// native learner. A fitted model's header always agrees with its learner.
-#[derive(Debug, Clone)]
-pub struct ModelFile {
-    header: Header,
-    learner: Option<AnyLearner>,
-}
-
-impl ModelFile {
-    /// A model for `learner`, which has learned nothing yet (learn through [`ModelFile::learn`],
-    /// which keeps the counts a file holds). The class and hyper-parameters are those that build
-    /// the learner ([`estimator_of`]: MTLinear, MTRBP, MTFORG). Tasks are named by their number
-    /// `0..n_tasks`, or, on an open-ended task set (the open complete graph), by labels given on
-    /// first use.
-    pub fn new(learner: AnyLearner) -> Result<Self> {
-        Self::with_labels(learner, false)
-    }
-
-    /// [`ModelFile::new`] for a model whose tasks are named by labels (strings or integers), each
-    /// new label taking the next task in first-seen order (growing an open-ended task set).
-    pub fn named(learner: AnyLearner) -> Result<Self> {
-        Self::with_labels(learner, true)
-    }
-
-    fn with_labels(learner: AnyLearner, named: bool) -> Result<Self> {
-        if learner.n_updates() > 0 {
-            return Err(Error::CannotSave(
-                "ModelFile::new takes a learner that has learned nothing yet (its counts are not known)".into(),
-            ));
-        }
-        let (class, params) = estimator_of(&learner)?;
-        let mut header = Header {
-            class: class.into(),
-            state_version: STATE_VERSION,
-            params,
-            fitted: None,
-            metadata: None,
-        };
-        let labels = (named || header.open_ended()).then(Vec::new);
-        header.fitted = Some(Fitted::new(&learner, labels));
-        Ok(ModelFile {
-            header,
-            learner: Some(learner),
-        })
-    }
-
-    /// A model from a file's bytes, checked as the module documentation says, with `limits`.
+impl Model {
+    /// The model from a file's bytes, checked as the module documentation says, with `limits`:
+    /// the estimator's parameters too (a class that refuses them refuses the file).
     pub fn decode(data: &[u8], limits: &Limits) -> Result<Self> {
         let (head, state) = split(data, limits)?;
         let header = Header::parse(head, state.len(), limits)?;
-        let learner = match (&header.fitted, state.is_empty()) {
-            (None, true) => None,
+        let as_file_error = |e: Error| match e {
+            Error::ModelFile(m) => Error::ModelFile(m),
+            other => fail(other.to_string()),
+        };
+        let estimator = Estimator::new(&header.class, header.params.clone()).map_err(|e| match e {
+            Error::InvalidParameter { name: "params", .. } => {
+                fail(format!("the parameters do not match those of {} ({e})", header.class))
+            }
+            e => fail(format!("invalid parameters for {} ({e})", header.class)),
+        })?;
+        let mut model = match (header.fitted, state.is_empty()) {
+            (None, true) => Model::new(estimator),
             (None, false) => return Err(fail("an unfitted model with a native state")),
-            (Some(_), _) => {
+            (Some(fitted), _) => {
                 let learner = AnyLearner::from_bytes(state).map_err(|e| fail(e.to_string()))?;
-                header.check_against(&learner)?;
-                Some(learner)
+                let book = fitted.into_book()?;
+                Model::from_parts(estimator, learner, book).map_err(as_file_error)?
             }
         };
-        Ok(ModelFile { header, learner })
+        *model.metadata_mut() = header.metadata;
+        Ok(model)
     }
 
-    /// [`ModelFile::decode`] with the default [`Limits`].
+    /// [`Model::decode`] with the default [`Limits`].
     pub fn from_bytes(data: &[u8]) -> Result<Self> {
         Self::decode(data, &Limits::default())
     }
 
+    /// The model's header: its class, parameters, book and metadata.
+    pub fn header(&self) -> Header {
+        Header {
+            class: self.estimator().class().name.to_owned(),
+            state_version: STATE_VERSION,
+            params: self.estimator().params().clone(),
+            fitted: self.book().map(Fitted::from_book),
+            metadata: self.metadata().cloned(),
+        }
+    }
+
+    /// The file's bytes within `limits`; what a reader would refuse is an [`Error::CannotSave`].
+    pub fn encode(&self, limits: &Limits) -> Result<Vec<u8>> {
+        encode(&self.header().to_json()?, self.learner(), limits)
+    }
+
     /// The file's bytes (the default [`Limits`] apply).
     pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        encode(&self.header.to_json()?, self.learner.as_ref(), &Limits::default())
-    }
-
-    /// The header: class, hyper-parameters, bookkeeping, metadata.
-    pub fn header(&self) -> &Header {
-        &self.header
-    }
-
-    /// The JSON object stored with the model (`omtl learn --save` keeps its input format there).
-    pub fn metadata_mut(&mut self) -> &mut Option<serde_json::Map<String, serde_json::Value>> {
-        &mut self.header.metadata
-    }
-
-    /// The native learner; `None` for an unfitted model.
-    pub fn learner(&self) -> Option<&AnyLearner> {
-        self.learner.as_ref()
-    }
-
-    /// The header and the learner.
-    pub fn into_parts(self) -> (Header, Option<AnyLearner>) {
-        (self.header, self.learner)
-    }
-
-    /// The bookkeeping and learner of a fitted model, or an error naming `what` was asked.
-    fn fitted(&self, what: &str) -> Result<(&Fitted, &AnyLearner)> {
-        match (&self.header.fitted, &self.learner) {
-            (Some(f), Some(l)) => Ok((f, l)),
-            _ => Err(crate::error::invalid("model", format!("{what} needs a fitted model"))),
-        }
-    }
-
-    /// The task number of task id `id`, if the model knows the task.
-    pub fn task_index(&self, id: &TaskId) -> Option<usize> {
-        let (fitted, learner) = self.fitted("task_index").ok()?;
-        match (&fitted.task_labels, id) {
-            (Some(labels), id) => labels.iter().position(|l| l == id),
-            (None, TaskId::Int(i)) => usize::try_from(*i).ok().filter(|&i| i < learner.n_tasks()),
-            (None, TaskId::Str(_)) => None,
-        }
-    }
-
-    /// The classes `(negative, positive)` predictions are expressed in.
-    pub fn classes(&self) -> Option<&LabelForm> {
-        self.header.fitted.as_ref().map(|f| &f.label_form)
-    }
-
-    fn task_numbers(&self, tasks: &[TaskId]) -> Result<Vec<i64>> {
-        tasks
-            .iter()
-            .enumerate()
-            .map(|(row, id)| {
-                self.task_index(id)
-                    .map(|t| t as i64)
-                    .ok_or_else(|| crate::error::invalid("tasks", format!("unknown task {id:?} at row {row}")))
-            })
-            .collect()
-    }
-
-    /// The scores of `rows` in the tasks named by `tasks` (the model is unchanged).
-    pub fn decision(&self, rows: &Rows, tasks: &[TaskId]) -> Result<Vec<f64>> {
-        let (_, learner) = self.fitted("decision")?;
-        learner::decision(learner, rows, &self.task_numbers(tasks)?)
-    }
-
-    /// The predicted labels (±1: `score >= 0` is +1) of `rows` in the tasks named by `tasks`.
-    pub fn predict(&self, rows: &Rows, tasks: &[TaskId]) -> Result<Vec<f64>> {
-        Ok(self
-            .decision(rows, tasks)?
-            .into_iter()
-            .map(|s| if s >= 0.0 { 1.0 } else { -1.0 })
-            .collect())
-    }
-
-    /// Learns `rows` (labels `y` ±1) in the tasks named by `tasks`, online, atomically; the
-    /// pre-update scores. A model named by labels takes new labels while it has tasks without
-    /// one, and grows by a task per new label when its task set is open-ended.
-    pub fn learn(&mut self, rows: &Rows, tasks: &[TaskId], y: &[f64]) -> Result<Vec<f64>> {
-        let open_ended = self.header.open_ended();
-        let (fitted, learner) = match (&mut self.header.fitted, &mut self.learner) {
-            (Some(f), Some(l)) => (f, l),
-            _ => {
-                return Err(crate::error::invalid(
-                    "model",
-                    "learn needs a model built by ModelFile::new",
-                ))
-            }
-        };
-        let mut labels = fitted.task_labels.clone();
-        let numbers: Vec<i64> = match &mut labels {
-            Some(labels) => tasks
-                .iter()
-                .map(|id| {
-                    labels.iter().position(|l| l == id).unwrap_or_else(|| {
-                        labels.push(id.clone());
-                        labels.len() - 1
-                    }) as i64
-                })
-                .collect(),
-            None => tasks
-                .iter()
-                .enumerate()
-                .map(|(row, id)| match id {
-                    TaskId::Int(i) => Ok(*i),
-                    TaskId::Str(s) => Err(crate::error::invalid(
-                        "tasks",
-                        format!("task {s:?} at row {row}: this model names its tasks by number"),
-                    )),
-                })
-                .collect::<Result<_>>()?,
-        };
-        let n_tasks = learner.n_tasks();
-        let n_new = match &labels {
-            Some(l) if l.len() > n_tasks && open_ended => l.len() - n_tasks,
-            _ => 0,
-        };
-        let scores = learner::learn_grown(learner, n_new, rows, &numbers, y)?;
-        fitted.seen_per_task.resize(learner.n_tasks(), 0);
-        for (&t, (&s, &label)) in numbers.iter().zip(scores.iter().zip(y)) {
-            fitted.seen_per_task[t as usize] += 1;
-            fitted.n_mistakes += u64::from((if s >= 0.0 { 1.0 } else { -1.0 }) != label);
-        }
-        fitted.n_seen += numbers.len() as u64;
-        fitted.task_labels = labels;
-        Ok(scores)
+        self.encode(&Limits::default())
     }
 }

@@ -6,7 +6,8 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::convert::guarded;
 use super::learners::{wrap, NativeLearner};
-use crate::model_file::{self, Fitted, Limits, ModelFile};
+use crate::model::Model;
+use crate::model_file::{self, Fitted, Limits};
 
 fn limits(max_header: u64, max_dense_graph: u64) -> Limits {
     Limits {
@@ -29,8 +30,8 @@ fn read_model_file(
     let (header, learner) = py.detach(|| {
         guarded(|| {
             let (head, _) = model_file::split(data, &limits)?;
-            let model = ModelFile::decode(data, &limits)?;
-            Ok((String::from_utf8_lossy(head).into_owned(), model.into_parts().1))
+            let model = Model::decode(data, &limits)?;
+            Ok((String::from_utf8_lossy(head).into_owned(), model.learner().cloned()))
         })
     })?;
     Ok((header, learner.map(wrap)))
@@ -84,8 +85,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(check_bookkeeping, m)?)?;
     let classes = PyDict::new(m.py());
-    for (class, kind) in model_file::CLASSES {
-        classes.set_item(class, kind)?;
+    for class in crate::model::estimator::classes() {
+        classes.set_item(class.name, class.kind)?;
     }
     m.add("MODEL_FILE_CLASSES", classes)?;
     m.add("MODEL_FILE_MAGIC", PyBytes::new(m.py(), model_file::MAGIC))?;

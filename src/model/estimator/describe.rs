@@ -1,35 +1,13 @@
-//! The estimator classes a model file may name, and the class and hyper-parameters of a learner
-//! built in Rust, so that a file written from Rust reads in Python as the estimator that builds
-//! the same learner (Python checks that by building it and comparing settings).
+//! The class and hyper-parameters of a learner built in Rust, so that a model of it (and its
+//! file) reads as the estimator that builds the same learner.
 
 use serde_json::{Map, Value};
 
-use super::header::GRAPH_KEY;
-use super::Limits;
+use super::graph::{GRAPH_KEY, MAX_DENSE_GRAPH_BYTES};
 use crate::error::{Error, Result};
 use crate::kernel::{BaseKernel, KernelKind, TaskKernel};
 use crate::learner::{Loss, OnlineLearner, UpdateRule};
 use crate::model::AnyLearner;
-
-/// Every estimator class a model file may name, with the learner kind it builds (Python's
-/// `omtl.learners`; a test holds the two lists equal). Several classes may build one kind.
-pub const CLASSES: &[(&str, &str)] = &[
-    ("CWCOL", "cw_col"),
-    ("KernelPerceptron", "mt_perceptron"),
-    ("MTBPRJ", "mtbprj"),
-    ("MTBPRJ2", "mtbprj2"),
-    ("MTFL", "batch_mtl"),
-    ("MTFORG", "mt_forg"),
-    ("MTLinear", "mt_linear"),
-    ("MTPerceptron", "mt_perceptron"),
-    ("MTRBP", "mt_rbp"),
-    ("OMTL", "omtl"),
-    ("OMTRL", "omtrl"),
-    ("PAGlobal", "passive_aggressive"),
-    ("PAUnique", "passive_aggressive"),
-    ("ROMCO", "romco"),
-    ("TRML", "batch_mtl"),
-];
 
 /// The column space of dict rows Python's estimators default to (`n_features=2**18`): a file
 /// written from Rust names it so that the estimator's parameters are complete.
@@ -47,9 +25,9 @@ fn graph(tasks: &TaskKernel) -> Result<(Value, Value)> {
             Ok(("complete".into(), k.into()))
         }
         TaskKernel::Disconnected { scale: 1.0, .. } => Ok(("disconnected".into(), k.into())),
-        _ if 8 * (k as u128) * (k as u128) > u128::from(Limits::default().max_dense_graph) => Err(Error::CannotSave(
-            format!("its {k} x {k} task kernel is too large to write as a matrix in the header"),
-        )),
+        _ if 8 * (k as u128) * (k as u128) > u128::from(MAX_DENSE_GRAPH_BYTES) => Err(Error::CannotSave(format!(
+            "its {k} x {k} task kernel is too large to write as a matrix in the header"
+        ))),
         _ => {
             let dense = tasks.to_dense();
             let matrix: Vec<Value> = (0..k).map(|i| (0..k).map(|j| dense.get(i, j)).collect()).collect();
@@ -101,7 +79,7 @@ fn rule_name(rule: UpdateRule) -> &'static str {
 /// parameters are not a function of the native settings alone (a seed consumed into a
 /// generator is taken as 0: the learner's settings do not depend on it) are MTLinear, MTRBP
 /// and MTFORG; any other learner is an [`Error::CannotSave`] (save it from Python).
-pub fn estimator_of(learner: &AnyLearner) -> Result<(&'static str, Map<String, Value>)> {
+pub(super) fn estimator_of(learner: &AnyLearner) -> Result<(&'static str, Map<String, Value>)> {
     let mut params = Map::new();
     let (tasks, kernel) = match learner {
         AnyLearner::MTLinear(m) => {
