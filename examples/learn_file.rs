@@ -1,8 +1,9 @@
 //! `omtl learn FILE` from Rust: the streaming driver ([`omtl::io::driver`]) reads an svmlight
-//! file (`<label> qid:<task> <index>:<value> ...`) on a thread of its own while MTLinear (the
-//! command line's default learner) learns it chunk by chunk, and prints Vowpal Wabbit's
-//! progressive report. Tasks are the file's `qid:` strings, added to the model as they appear;
-//! the width and indexing come from one quick pass over the file.
+//! file (`<label> qid:<task> <index>:<value> ...`) on a thread of its own while a
+//! [`omtl::model::Model`] (MTLinear, the command line's default learner) learns it chunk by
+//! chunk, and prints Vowpal Wabbit's progressive report. Tasks are the file's `qid:` strings,
+//! added to the model as they appear; the width and indexing come from one quick pass over the
+//! file.
 //!
 //! `cargo run --release --example learn_file [FILE] [--phases]`; without FILE it writes a small
 //! synthetic file to the temporary directory. `--phases` also times the parts of the run one
@@ -12,29 +13,23 @@
 use std::io::Write;
 use std::time::Instant;
 
-use omtl::data::Rows;
-use omtl::io::driver::{resolve_layout, ChunkSink, StreamLearner, TaskMap};
+use omtl::io::driver::{resolve_layout, ChunkSink, Source, StreamLearner};
 use omtl::io::{svmlight_width, Chunk, Format, Options, Reader};
-use omtl::kernel::TaskKernel;
-use omtl::learner::{learn_grown, MTLinear, MTLinearParams, OnlineLearner};
+use omtl::model::{Estimator, LabelForm, Model};
 
 /// Counts the rows learned (a sink could write the predictions instead).
 struct Count(u64);
 
 impl ChunkSink for Count {
-    fn chunk(&mut self, chunk: &Chunk, _scores: &[f64], _predicted: &[i64]) -> std::io::Result<()> {
+    fn chunk(&mut self, chunk: &Chunk, _scores: &[f64], _form: &LabelForm) -> std::io::Result<()> {
         self.0 += chunk.n_rows() as u64;
         Ok(())
     }
 }
 
-/// MTLinear with its default parameters over the open-ended complete graph (VW's `-q st`).
-fn mt_linear(n_tasks: usize, n_features: usize) -> omtl::Result<MTLinear> {
-    MTLinear::new(
-        &TaskKernel::complete_open(n_tasks)?,
-        n_features,
-        MTLinearParams::default(),
-    )
+/// MTLinear with its default parameters: open-ended tasks over the complete graph (VW's `-q st`).
+fn mt_linear() -> omtl::Result<Model> {
+    Ok(Model::new(Estimator::from_text("MTLinear", &[])?))
 }
 
 fn synthetic() -> std::io::Result<String> {
@@ -59,19 +54,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let start = Instant::now();
     let mut opts = Options::new(Format::Svmlight, 1);
-    resolve_layout(&path, &mut opts, None, None)?;
-    let mut stream = StreamLearner::new(None, TaskMap::default(), 2);
+    let width = resolve_layout(&path, &mut opts, None, None, None)?;
+    let mut stream = StreamLearner::new(mt_linear()?);
     let mut sink = Count(0);
     let mut report = |text: &str| writeln!(std::io::stderr(), "{text}");
-    stream.learn_file(&path, &mut opts, &mut mt_linear, false, &mut report, &mut sink)?;
+    stream.learn(
+        Source::File(path.clone()),
+        &mut opts,
+        width,
+        false,
+        &mut report,
+        &mut sink,
+    )?;
     let seconds = start.elapsed().as_secs_f64();
-    let s = &stream.summary;
+    let book = stream.model.book().expect("the file has examples");
     eprintln!(
         "\n{} examples, {} tasks, {} feature columns, average 0/1 loss {:.6}, {seconds:.3} s",
-        s.n_seen,
-        stream.tasks.len(),
-        opts.n_features,
-        s.n_mistakes as f64 / s.n_seen.max(1) as f64
+        book.n_seen(),
+        book.labels().map_or(0, |l| l.len()),
+        book.n_features_in(),
+        book.n_mistakes() as f64 / book.n_seen().max(1) as f64
     );
     if phases {
         let t = Instant::now();
@@ -81,26 +83,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let chunks: Vec<Chunk> = Reader::open(&path, opts.clone())?.collect::<Result<_, _>>()?;
         let read = t.elapsed().as_secs_f64();
         let t = Instant::now();
-        let (mut model, mut tasks, mut ids): (Option<MTLinear>, TaskMap, Vec<u32>) = (None, TaskMap::default(), vec![]);
-        for c in &chunks {
-            ids.extend(c.new_tasks.iter().map(|n| tasks.insert(n)));
-            let indptr: Vec<i64> = c.indptr.iter().map(|&p| p as i64).collect();
-            let task_ids: Vec<i64> = c.task_ids.iter().map(|&k| i64::from(ids[k as usize])).collect();
-            let y: Vec<f64> = c.labels.iter().map(|&l| if l == 1.0 { 1.0 } else { -1.0 }).collect();
-            let rows = Rows::Csr {
-                indptr: &indptr,
-                indices: &c.indices,
-                data: &c.data,
-                n_cols: opts.n_features as usize,
-            };
-            let n_tasks = tasks.len().max(2);
-            let m = match model.as_mut() {
-                Some(m) => m,
-                None => model.insert(mt_linear(n_tasks, opts.n_features as usize)?),
-            };
-            let n_new = n_tasks - m.n_tasks();
-            learn_grown(m, n_new, &rows, &task_ids, &y)?;
-        }
+        let mut in_memory = StreamLearner::new(mt_linear()?);
+        let source = Source::Chunks {
+            name: path.clone(),
+            chunks,
+        };
+        in_memory.learn(source, &mut opts, width, true, &mut report, &mut Count(0))?;
         let learn = t.elapsed().as_secs_f64();
         eprintln!("phases, one after another: width pass {width_pass:.3} s, read {read:.3} s, learn {learn:.3} s");
     }

@@ -13,7 +13,6 @@ import pytest
 
 import omtl
 from omtl.cli import main
-from omtl.cli_learn import build_learner, parse_value
 from omtl.datasets import iter_file
 from omtl.datasets.files import DataFileError, read_data
 from omtl.persistence import load_metadata
@@ -300,12 +299,12 @@ def test_bad_learner_parameter_missing_file_and_format_are_one_line(tmp_path, ca
     data = tmp_path / "d.svm"
     data.write_text(SVM)
     for argv, expected in [
-        (["learn", data, "--param", "learning_rat=1"], "valid: graph, loss, update, learning_rate"),
+        (["learn", data, "--param", "learning_rat=1"], "learning_rate"),
         (["learn", data, "--param", "learning_rate=-1"], "learning_rate"),
         (["learn", tmp_path / "none.svm"], "none.svm: file not found"),
         (["learn", tmp_path / "d.xyz"], "pass --format"),
         (["learn", "-"], "cannot tell the format of standard input"),
-        (["learn", data, "--passes", "0"], "--passes must be >= 1"),
+        (["learn", data, "--passes", "0"], "--passes must be an integer >= 1, got 0"),
         (["predict", data, "--model", tmp_path / "none.omtl"], "none.omtl: model file not found"),
         (["predict", data, "--model", data], "not a readable omtl model file"),
     ]:
@@ -313,13 +312,15 @@ def test_bad_learner_parameter_missing_file_and_format_are_one_line(tmp_path, ca
         assert code == 2 and expected in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_parse_value_and_unknown_parameters():
-    assert [parse_value(v) for v in ("3", "0.5", "true", "False", "none", "rbf", "1e-3")] == [
-        3, 0.5, True, False, None, "rbf", 1e-3]
-    model = build_learner("mtperceptron", ["kernel=rbf", "gamma=0.5", "n_tasks=3"])
-    assert isinstance(model, omtl.MTPerceptron) and model.gamma == 0.5 and model.n_tasks == 3
-    with pytest.raises(ValueError, match=r"MTRBP has no parameter 'bugdet'; valid: .*budget"):
-        build_learner("MTRBP", ["bugdet=3"])
+@pytest.mark.parametrize("option", ["--chunk-rows", "--passes", "--n-features", "--max-line-bytes", "--bits"])
+def test_a_negative_option_value_is_one_line_naming_the_option(tmp_path, capsys, option):
+    data = tmp_path / "d.svm"
+    data.write_text(SVM)
+    for command in (["learn", data], ["predict", data, "--model", tmp_path / "m.omtl"]):
+        if option == "--passes" and command[0] == "predict":
+            continue
+        code, out, err = run(capsys, *command, option, "-3")
+        assert code == 2 and err.strip() == f"omtl {command[0]}: {option} must be an integer >= 1, got -3", err
 
 
 def test_a_fixed_task_learner_from_the_command_line(tmp_path, capsys):
@@ -392,8 +393,8 @@ def test_standard_input_plain_and_gzip_in_a_fresh_process(tmp_path):
     bad = cli("learn", "-", "--format", "vw", stdin=b"1 |t a |s x\n1 |t a |s x:zz\n")
     assert bad.returncode == 2 and bad.stderr.decode().strip() == (
         'omtl learn: <stdin>, line 2: feature "x:zz": value is not a finite number')
-    wide = cli("learn", "-", "--format", "svmlight", stdin=b"1 1:1\n")
-    assert wide.returncode == 2 and b"needs the width (--n-features N)" in wide.stderr
+    wide = cli("learn", "-", "--format", "svmlight", "--learner", "MTRBP", "--param", "n_tasks=2", stdin=b"1 1:1\n")
+    assert wide.returncode == 2 and b"needs the width of a stream" in wide.stderr and b"--n-features N" in wide.stderr
     assert b"Traceback" not in bad.stderr + wide.stderr
 
 
@@ -407,3 +408,95 @@ def test_reproduce_writes_to_a_fresh_folder_by_default(tmp_path, monkeypatch):
     second = fresh_results_dir("table1")
     assert second != first and not second.exists()
     assert "docs" not in first.parts
+
+
+# ---- outputs, edges and rows the learner refuses ------------------------------------------------------
+def test_a_failed_run_leaves_no_partial_prediction_file(tmp_path, capsys):
+    tasks, y, X = stream_rows(20000, seed=8)
+    path = tmp_path / "d.svm"
+    path.write_text(svm_text(tasks, y, X) + "1 qid:east 1:zz\n")  # a bad last line, many chunks after the first
+    preds, raw = tmp_path / "p.txt", tmp_path / "r.txt"
+    code, _, err = run(capsys, "learn", path, "-p", preds, "-r", raw, "--chunk-rows", "100", "--quiet")
+    assert code == 2 and "line 20001" in err
+    assert not preds.exists() and not raw.exists()
+    preds.write_text("kept\n")  # an earlier file stays as it was
+    assert run(capsys, "learn", path, "-p", preds, "--quiet")[0] == 2
+    assert preds.read_text() == "kept\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.svm", "p.txt"]  # no temporary file left
+
+
+def test_predictions_to_standard_output_with_a_dash(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tasks, y, X = stream_rows(50, seed=9)
+    (tmp_path / "d.svm").write_text(svm_text(tasks, y, X))
+    code, out, err = run(capsys, "learn", "d.svm", "-p", "-", "--quiet")
+    assert code == 0, err
+    expected = omtl.MTLinear().learn(read_data(tmp_path / "d.svm").X, np.where(y > 0, 1, -1), tasks=tasks)
+    assert out.split() == [str(p) for p in expected]
+    assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links")
+def test_saving_through_a_symlink_writes_its_target(tmp_path, capsys):
+    tasks, y, X = stream_rows(50, seed=10)
+    (tmp_path / "d.svm").write_text(svm_text(tasks, y, X))
+    (tmp_path / "models").mkdir()
+    real, link = tmp_path / "models" / "real.omtl", tmp_path / "link.omtl"
+    real.write_bytes(b"old")
+    link.symlink_to(Path("models") / "real.omtl")  # a relative link
+    preds_real, preds_link = tmp_path / "models" / "p.txt", tmp_path / "p.txt"
+    preds_link.symlink_to(preds_real)
+    assert run(capsys, "learn", tmp_path / "d.svm", "--save", link, "-p", preds_link, "--quiet")[0] == 0
+    assert link.is_symlink() and preds_link.is_symlink()
+    assert omtl.load(real).n_seen_ == 50 and len(preds_real.read_text().split()) == 50
+
+
+def test_raw_scores_and_probabilities_while_learning(tmp_path, capsys):
+    tasks, y, X = stream_rows(300, seed=11)
+    path = tmp_path / "d.svm"
+    path.write_text(svm_text(tasks, y, X))
+    preds, raw, probs = tmp_path / "p.txt", tmp_path / "r.txt", tmp_path / "q.txt"
+    assert run(capsys, "learn", path, "-p", preds, "-r", raw, "--quiet")[0] == 0
+    assert run(capsys, "learn", path, "-p", probs, "--probabilities", "--quiet")[0] == 0
+    scores = np.array(raw.read_text().split(), dtype=float)
+    labels = np.array(preds.read_text().split(), dtype=int)
+    assert (np.where(scores >= 0, 1, -1) == labels).all() and np.abs(scores).max() > 0.5
+    np.testing.assert_allclose(np.array(probs.read_text().split(), dtype=float), 1 / (1 + np.exp(-scores)),
+                               rtol=1e-12)
+    code, _, err = run(capsys, "learn", path, "--learner", "MTPerceptron", "--param", "n_tasks=2", "-p", probs,
+                       "--probabilities")
+    assert code == 2 and "--probabilities: the scores of MTPerceptron are not log-odds" in err
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("1 qid:east 1:1e308 1:1e308\n", "feature column 0 is not finite once its duplicates are summed"),
+    ("-1 qid:east 1:1e39\n", "single precision"),
+])
+def test_a_row_that_cannot_be_learned_names_its_line_and_can_be_skipped(tmp_path, capsys, line, expected):
+    tasks, y, X = stream_rows(100, seed=12)
+    lines = svm_text(tasks, y, X).splitlines(keepends=True)
+    path = tmp_path / "d.svm"
+    path.write_text("".join(lines[:50]) + line + "".join(lines[50:]))
+    bad_line = 51
+    code, _, err = run(capsys, "learn", path, "--quiet")
+    assert code == 2 and f"d.svm, line {bad_line}: " in err and expected in err, err
+    preds = tmp_path / "p.txt"
+    code, _, err = run(capsys, "learn", path, "--skip-bad-lines", "-p", preds, "--quiet")
+    assert code == 0 and f"skipped 1 bad lines (first: {path}, line {bad_line}: " in err, err
+    expected_preds = omtl.MTLinear().learn(X, np.where(y > 0, 1, -1), tasks=tasks)
+    assert preds.read_text().split() == [str(p) for p in expected_preds]
+
+
+def test_parquet_rows_without_a_task_are_refused_or_skipped(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    tasks, y, X = stream_rows(40)
+    who = tasks.astype(object)
+    who[5] = None
+    path = tmp_path / "d.parquet"
+    pd.DataFrame({"who": who, "x1": X[:, 0], "x2": X[:, 1], "label": np.where(y > 0, 1, -1)}).to_parquet(path)
+    code, _, err = run(capsys, "learn", path, "--task-column", "who", "--quiet")
+    assert code == 2 and "d.parquet, row 6: no task id in column 'who'" in err, err
+    code, _, err = run(capsys, "learn", path, "--task-column", "who", "--skip-bad-lines")
+    assert code == 0 and "number of examples = 39" in err and "tasks = 2" in err, err
+    assert "skipped bad lines = 1" in err and "row 6: no task id" in err

@@ -1,6 +1,6 @@
-"""The data-file formats ``omtl learn`` reads, told by name or extension: a module free of NumPy,
-so that the command line starts without importing it (:mod:`omtl.datasets.files` reads the
-files; this module only names them)."""
+"""The data-file formats ``omtl learn`` reads, told by name or extension (the engine's table of
+extensions, ``io::EXTENSIONS``): a module free of NumPy, so that the command line starts without
+importing it (:mod:`omtl.datasets.files` reads the files; this module only names them)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,6 @@ VW = "vw"
 CSV = "csv"
 PARQUET = "parquet"
 FORMATS = (SVMLIGHT, VW, CSV, PARQUET)
-EXTENSIONS = {
-    ".svm": SVMLIGHT, ".svmlight": SVMLIGHT, ".libsvm": SVMLIGHT, ".txt": SVMLIGHT, ".dat": SVMLIGHT,
-    ".vw": VW, ".csv": CSV, ".parquet": PARQUET, ".pq": PARQUET,
-}
 #: The width VW-format names are hashed into by default (VW's ``-b 18``, ``FeatureHasher``'s 2**18).
 DEFAULT_HASHED_FEATURES = 2**18
 #: Rows per chunk by default; a chunk also ends after ``chunk_bytes`` of input.
@@ -63,11 +59,14 @@ def data_format(path, fmt=None) -> str:
         return fmt
     if str(path) == "-":
         raise DataFileError("<stdin>: cannot tell the format of standard input; pass --format " + "|".join(FORMATS))
-    p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix == ".gz":
-        suffix = Path(p.stem).suffix.lower()
-    if suffix not in EXTENSIONS:
+    from . import _native  # the extensions' table: io::EXTENSIONS in the engine
+
+    found = _native.data_format(str(path))
+    if found is None:
+        p = Path(path)
+        suffix = p.suffix.lower()
+        if suffix == ".gz":
+            suffix = Path(p.stem).suffix.lower()
         raise DataFileError(f"{path}: cannot tell the format from the extension {suffix!r}; "
                             "pass --format " + "|".join(FORMATS))
-    return EXTENSIONS[suffix]
+    return found

@@ -31,8 +31,10 @@ __all__ = [
     "NativeFileReader",
     "scan_svmlight",
     "reader_limits",
-    "learn_file",
-    "predict_file",
+    "learn_command",
+    "predict_command",
+    "data_format",
+    "FILE_EXTENSIONS",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -233,43 +235,30 @@ class NativeFileReader:
         bytes_read, feature_columns)``; a malformed file raises ``ValueError`` naming file and line."""
 
 def scan_svmlight(path: str, max_line_bytes: int) -> tuple[int | None, bool, list[str]]:
-    """``(largest index, whether an index 0 appears, the qid tasks in order)`` of an svmlight file."""
+    """``(largest index, whether an index 0 appears, the qid tasks in order)`` of an svmlight file
+    (not a stream: ValueError); Ctrl-C stops the pass."""
 
 def reader_limits() -> tuple[int, int]:
     """``(widest feature space the engine takes, default line cap in bytes)``."""
 
-def learn_file(
-    path: str,
-    reading: Mapping[str, object],
-    *,
-    n_features: int | None,
-    zero_based: bool | None,
-    kind: str,
-    params: Mapping[str, object],
-    graph: str,
-    passes: int,
-    quiet: bool,
-    report: object,
-    predictions: str | None,
-) -> tuple[NativeLearner | None, dict[str, object]]:
-    """``omtl learn`` in one call (src/io/driver.rs): a new learner ``kind`` over the task graph
-    ``graph`` (``"complete_open"`` or ``"disconnected"``) learns the file ``passes`` times; the
-    report lines go to ``report(text)``, the predictions to the file ``predictions``. Returns the
-    learner (None without an example) and the counts a model records."""
+def learn_command(
+    request: Mapping[str, object], *, report: object, write: object, read_table: object | None = None
+) -> dict[str, object]:
+    """``omtl learn`` whole (src/io/driver/): ``request`` holds the command line's values; the report
+    lines go to ``report(text)``, standard output (``-p -``) to ``write(text)``, a Parquet file is read
+    by ``read_table(task_column, label_column, feature_columns, require_labels, skip_bad_lines)``.
+    Returns ``{"n", "mistakes", "labelled", "skipped", "first_skipped", "text"}``."""
 
-def predict_file(
-    model: NativeLearner,
-    path: str,
-    reading: Mapping[str, object],
-    *,
-    n_features: int | None,
-    zero_based: bool | None,
-    task_names: Sequence[str],
-    zero_one: bool,
-    write: object,
-) -> tuple[int, int, int, int, str | None]:
-    """``omtl predict`` in one call: the labels of every example, chunk by chunk to ``write(text)``;
-    ``(rows, rows with a label, of those predicted wrongly, lines skipped, the first one's message)``."""
+def predict_command(
+    request: Mapping[str, object], *, write: object, read_table: object | None = None
+) -> dict[str, object]:
+    """``omtl predict`` whole: as :func:`learn_command`, ``request["model"]`` naming the model file."""
+
+def data_format(path: str) -> str | None:
+    """The format a file's extension names (``.gz`` looked through), or None."""
+
+FILE_EXTENSIONS: Final[list[tuple[str, str]]]
+"""Each file extension (without its dot) with the format it names."""
 
 def read_model_file(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple[str, NativeLearner | None]:
     """``(header JSON text, learner or None)`` of a model file's bytes, everything checked by the

@@ -1,9 +1,11 @@
 """The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream; ``omtl reproduce
-table1|table2|all`` runs the papers' experiments (:mod:`omtl.experiments`)."""
+table1|table2|all`` runs the papers' experiments (:mod:`omtl.experiments`); the modules of
+``SUBCOMMAND_MODULES`` add the others (``omtl learn``/``omtl predict``: :mod:`omtl.cli_learn`)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from contextlib import contextmanager
 
@@ -239,6 +241,10 @@ def grid_executor(args):
         yield
 
 
+#: The modules that add commands of their own to ``omtl`` (each has ``add_commands(subparsers)``).
+SUBCOMMAND_MODULES = ("omtl.cli_learn",)  # omtl learn, omtl predict
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="omtl", description="Online multitask classification under a memory budget.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -273,9 +279,8 @@ def main(argv=None) -> int:
                      "MTBPRJ,MTBPRJ-2; table2: MTFL,TRML,PA-Global,PA-Unique,CW-COL,OMTL,ROMCO,OMTRL)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
     rep.set_defaults(func=run_reproduce)
-    from .cli_learn import add_commands  # omtl learn / omtl predict
-
-    add_commands(sub)
+    for module in SUBCOMMAND_MODULES:
+        importlib.import_module(module).add_commands(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -55,6 +55,33 @@ pub enum Format {
     Csv,
 }
 
+/// The formats a file's extension names (a `.gz` suffix is looked through); `parquet` is read
+/// by the caller (as a table), the others by [`Reader`].
+pub const EXTENSIONS: &[(&str, &str)] = &[
+    ("svm", "svmlight"),
+    ("svmlight", "svmlight"),
+    ("libsvm", "svmlight"),
+    ("txt", "svmlight"),
+    ("dat", "svmlight"),
+    ("vw", "vw"),
+    ("csv", "csv"),
+    ("parquet", "parquet"),
+    ("pq", "parquet"),
+];
+
+/// The format `path`'s extension names ([`EXTENSIONS`], case-insensitive, `.gz` looked through).
+pub fn format_of_path(path: &str) -> Option<&'static str> {
+    let p = std::path::Path::new(path);
+    let mut ext = p.extension()?.to_string_lossy().to_lowercase();
+    if ext == "gz" {
+        ext = std::path::Path::new(p.file_stem()?)
+            .extension()?
+            .to_string_lossy()
+            .to_lowercase();
+    }
+    EXTENSIONS.iter().find(|(e, _)| *e == ext).map(|(_, f)| *f)
+}
+
 impl Format {
     /// The format named `"svmlight"`, `"vw"` or `"csv"`; otherwise a message listing them.
     pub fn parse(name: &str) -> Result<Self, String> {
@@ -143,6 +170,25 @@ impl fmt::Display for ReadError {
 
 impl std::error::Error for ReadError {}
 
+/// The message of a pass stopped by an interrupt ([`ReadError::interrupted`]).
+const INTERRUPTED: &str = "interrupted";
+
+impl ReadError {
+    /// A pass over `path` stopped by the interrupt hook ([`crate::interrupt`]).
+    pub fn interrupted(path: &str) -> Self {
+        ReadError {
+            path: path.to_string(),
+            line: None,
+            message: INTERRUPTED.into(),
+        }
+    }
+
+    /// Whether this is [`ReadError::interrupted`].
+    pub fn is_interrupt(&self) -> bool {
+        self.line.is_none() && self.message == INTERRUPTED
+    }
+}
+
 /// Rows read from a file: a CSR matrix and, per row, the label, task id and line number.
 #[derive(Debug, Default, Clone)]
 pub struct Chunk {
@@ -223,12 +269,14 @@ impl Builder {
         self.pairs.clear();
     }
 
-    /// Sorts the row's features by column and sums duplicates (as scikit-learn and VW do).
-    fn finish_row(&mut self, label: f64, task: u32, line: u64) {
+    /// Sorts the row's features by column and sums duplicates (as scikit-learn and VW do) into
+    /// the chunk; a sum that overflows to infinity is an error, and the row is taken back.
+    fn push_features(&mut self) -> Result<(), String> {
         if !self.pairs.windows(2).all(|w| w[0].0 < w[1].0) {
             self.pairs.sort_by_key(|p| p.0);
         }
         let c = &mut self.chunk;
+        let start = c.indices.len();
         let mut last: Option<u32> = None;
         for &(j, v) in &self.pairs {
             if last == Some(j) {
@@ -240,6 +288,27 @@ impl Builder {
             }
         }
         self.pairs.clear();
+        if let Some(at) = c.data[start..].iter().position(|v| !v.is_finite()) {
+            let column = c.indices[start + at];
+            c.indices.truncate(start);
+            c.data.truncate(start);
+            return Err(format!(
+                "feature column {column} is not finite once its duplicates are summed"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes back the features [`Builder::push_features`] added for a row that is not kept.
+    fn drop_features(&mut self) {
+        let start = *self.chunk.indptr.last().expect("indptr starts with 0") as usize;
+        self.chunk.indices.truncate(start);
+        self.chunk.data.truncate(start);
+    }
+
+    /// Ends the row whose features were pushed.
+    fn finish_row(&mut self, label: f64, task: u32, line: u64) {
+        let c = &mut self.chunk;
         c.indptr.push(c.indices.len() as u64);
         c.labels.push(label);
         c.task_ids.push(task);
@@ -431,6 +500,7 @@ impl RowChecks {
                 if has_task { "a" } else { "no" }
             ));
         }
+        b.push_features()?;
         let name: &[u8] = task.unwrap_or(b"0");
         let id = match &self.last {
             Some((last, id)) if last.as_slice() == name => *id,
@@ -438,9 +508,12 @@ impl RowChecks {
                 let id = match self.tasks.get(name) {
                     Some(&id) => id,
                     None => {
-                        let text =
-                            std::str::from_utf8(name).map_err(|_| "a task that is not UTF-8 text".to_string())?;
-                        let id = u32::try_from(self.tasks.len()).map_err(|_| "more than 2^32 tasks".to_string())?;
+                        let refuse = |b: &mut Builder, message: &str| {
+                            b.drop_features();
+                            message.to_string()
+                        };
+                        let text = std::str::from_utf8(name).map_err(|_| refuse(b, "a task that is not UTF-8 text"))?;
+                        let id = u32::try_from(self.tasks.len()).map_err(|_| refuse(b, "more than 2^32 tasks"))?;
                         b.chunk.new_tasks.push(text.to_string());
                         self.tasks.insert(name.into(), id);
                         id
@@ -472,25 +545,35 @@ impl Iterator for Reader {
 
 /// [`spawn`] with a way back: chunks sent on the returned sender are reused for the next ones
 /// (their buffers keep their capacity), so a long stream does not allocate (and fault in fresh
-/// pages) chunk after chunk.
+/// pages) chunk after chunk. The reader is opened on the thread too (`open`), so a caller
+/// waiting for a named pipe's writer stays interruptible; a failure to open is the first item.
 pub fn spawn_recycling(
-    mut reader: Reader,
+    open: impl FnOnce() -> Result<Reader, ReadError> + Send + 'static,
     depth: usize,
 ) -> (Receiver<Result<Chunk, ReadError>>, SyncSender<Chunk>, JoinHandle<()>) {
     let (tx, rx) = sync_channel(depth);
     let (back_tx, back_rx) = sync_channel::<Chunk>(depth + 2);
     let handle = std::thread::Builder::new()
         .name("omtl-reader".into())
-        .spawn(move || loop {
-            let spare = back_rx.try_recv().unwrap_or_default();
-            let item = match reader.next_chunk_in(spare) {
-                Ok(Some(c)) => Ok(c),
-                Ok(None) => break,
-                Err(e) => Err(e),
+        .spawn(move || {
+            let mut reader = match open() {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                    return;
+                }
             };
-            let failed = item.is_err();
-            if tx.send(item).is_err() || failed {
-                break;
+            loop {
+                let spare = back_rx.try_recv().unwrap_or_default();
+                let item = match reader.next_chunk_in(spare) {
+                    Ok(Some(c)) => Ok(c),
+                    Ok(None) => break,
+                    Err(e) => Err(e),
+                };
+                let failed = item.is_err();
+                if tx.send(item).is_err() || failed {
+                    break;
+                }
             }
         })
         .expect("spawning the reader thread");
@@ -537,18 +620,42 @@ pub struct SvmlightScan {
     pub tasks: Vec<String>,
 }
 
-/// Scans an svmlight file (lines that do not parse are passed over: the reading pass reports them).
+/// Whether `path` is read as a stream, once: standard input, a pipe (process substitution's
+/// `/dev/fd/N`), a named pipe, a device. Such a source cannot be read twice, so no pass before
+/// learning may read it. A path that cannot be inspected counts as a file (opening it reports
+/// what is wrong).
+pub fn is_stream(path: &str) -> bool {
+    path == "-" || std::fs::metadata(path).is_ok_and(|m| !m.is_file())
+}
+
+/// The message for a pass that would have to read a stream twice.
+pub(crate) fn read_twice_message(what: &str) -> String {
+    format!(
+        "{what} needs the width of a stream (standard input or a pipe cannot be read twice to find its largest \
+         index): pass --n-features N (n_features= in Python)"
+    )
+}
+
+/// Scans an svmlight file (lines that do not parse are passed over: the reading pass reports
+/// them). A stream ([`is_stream`]) is refused (it cannot be read again afterwards); an
+/// interrupt ([`crate::interrupt`]) stops the pass.
 pub fn scan_svmlight(path: &str, max_line_bytes: usize) -> Result<SvmlightScan, ReadError> {
     let fail = |line, message| ReadError {
         path: path.to_string(),
         line,
         message,
     };
+    if is_stream(path) {
+        return Err(fail(None, read_twice_message("reading svmlight")));
+    }
     let inner = source::open(path).map_err(|e| fail(None, io_message(&e)))?;
     let mut lines = Lines::new(inner, max_line_bytes);
     let mut scan = SvmlightScan::default();
     let mut seen: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
     loop {
+        if crate::interrupt::check().is_err() {
+            return Err(ReadError::interrupted(path));
+        }
         match lines.next_line() {
             Ok(None) => break,
             Ok(Some(line)) => {

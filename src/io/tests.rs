@@ -62,6 +62,39 @@ fn bad_lines_name_the_line_or_are_skipped() {
 }
 
 #[test]
+fn duplicates_that_sum_to_infinity_are_a_bad_line_that_can_be_skipped() {
+    let text = b"1 qid:a 1:1\n1 qid:new 2:1e308 2:1e308\n-1 qid:b 1:-1e308 3:1 1:-1e308\n1 qid:a 2:2\n";
+    let path = temp("inf.svm", text);
+    let err = read_all(&path, Options::new(Format::Svmlight, 5)).unwrap_err();
+    assert!(
+        err.to_string()
+            .ends_with("inf.svm, line 2: feature column 1 is not finite once its duplicates are summed"),
+        "{err}"
+    );
+    let mut opts = Options::new(Format::Svmlight, 5);
+    opts.skip_bad_lines = true;
+    let chunks = read_all(&path, opts).unwrap();
+    assert_eq!(rows(&chunks), [(1.0, 0, vec![(0, 1.0)]), (1.0, 0, vec![(1, 2.0)])]);
+    assert_eq!(chunks[0].n_skipped, 2);
+    assert_eq!(chunks[0].new_tasks, ["a"]); // the skipped lines' tasks are not the file's
+    let vw = temp("inf.vw", b"1 |t a |s x:1e308 x:1e308\n");
+    let err = read_all(&vw, Options::new(Format::Vw, 16)).unwrap_err();
+    assert!(err.to_string().contains("line 1: feature column"), "{err}");
+}
+
+#[test]
+fn streams_are_told_from_files() {
+    let path = temp("plain.svm", b"1 1:1\n");
+    assert!(!is_stream(&path) && is_stream("-"));
+    assert!(!is_stream("/no/such/file"));
+    #[cfg(unix)]
+    assert!(is_stream("/dev/null"));
+    assert_eq!(format_of_path("a/b.SVM.gz"), Some("svmlight"));
+    assert_eq!(format_of_path("b.pq"), Some("parquet"));
+    assert_eq!(format_of_path("b.gz"), None);
+}
+
+#[test]
 fn huge_indices_and_the_width_are_clean_errors() {
     let path = temp("huge.svm", b"1 9223372036854775808:1\n");
     let err = read_all(&path, Options::new(Format::Svmlight, 5)).unwrap_err();

@@ -4,8 +4,9 @@
 //! more than reading the file.
 
 use std::io::ErrorKind;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::{io_message, parse_index, source, ReadError};
+use super::{io_message, is_stream, parse_index, read_twice_message, source, ReadError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -15,26 +16,55 @@ const PARALLEL_MIN_BYTES: u64 = 16 << 20;
 /// The largest feature index of an svmlight file and whether an index 0 appears, counted as
 /// [`super::scan_svmlight`] counts them: every `index:value` token before a line's `#`, `qid:`
 /// left out, indices that do not parse and lines longer than `max_line_bytes` passed over. A
-/// large plain file is scanned in two halves on two threads (split at a line end).
+/// large plain file is scanned in two halves on two threads (split at a line end). A stream
+/// ([`is_stream`]) is refused: the pass would consume what learning must read. The interrupt
+/// hook ([`crate::interrupt`]) is polled at every block read ([`ReadError::interrupted`]).
 pub fn svmlight_width(path: &str, max_line_bytes: usize) -> Result<(Option<u64>, bool), ReadError> {
-    if let Some(found) = two_halves(path, max_line_bytes, PARALLEL_MIN_BYTES) {
-        return Ok(found);
-    }
     let fail = |line, message| ReadError {
         path: path.to_string(),
         line,
         message,
     };
+    if is_stream(path) {
+        return Err(fail(None, read_twice_message("the svmlight width pass")));
+    }
+    let stop = AtomicBool::new(false);
+    let poll = || {
+        let stopped = stop.load(Ordering::Relaxed) || crate::interrupt::check_now().is_err();
+        if stopped {
+            stop.store(true, Ordering::Relaxed);
+        }
+        stopped
+    };
+    let found = two_halves(path, max_line_bytes, PARALLEL_MIN_BYTES, &stop, &poll);
+    if stop.load(Ordering::Relaxed) {
+        return Err(ReadError::interrupted(path));
+    }
+    if let Some(found) = found {
+        return Ok(found);
+    }
     let mut inner = source::open(path).map_err(|e| fail(None, io_message(&e)))?;
     let mut scan = Scan::default();
-    scan_lines(&mut inner, max_line_bytes, &mut scan).map_err(|e| fail(Some(scan.lineno + 1), io_message(&e)))?;
+    let done = scan_lines(&mut inner, max_line_bytes, &mut scan, &poll)
+        .map_err(|e| fail(Some(scan.lineno + 1), io_message(&e)))?;
+    if !done {
+        return Err(ReadError::interrupted(path));
+    }
     Ok((scan.max_index, scan.has_zero))
 }
 
 /// The scan of a plain file of at least `min_bytes`, its two halves (split after the first line
 /// end past the middle) on two threads; `None` for standard input, a gzip or small file, or any
 /// failure (the one-thread pass then reads the file and reports what failed, with its line).
-fn two_halves(path: &str, max_line_bytes: usize, min_bytes: u64) -> Option<(Option<u64>, bool)> {
+/// `poll` is asked on this thread whether to stop (it sets `stop`); the other thread reads
+/// `stop`.
+fn two_halves(
+    path: &str,
+    max_line_bytes: usize,
+    min_bytes: u64,
+    stop: &AtomicBool,
+    poll: &dyn Fn() -> bool,
+) -> Option<(Option<u64>, bool)> {
     use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
     if path == "-" {
         return None;
@@ -54,29 +84,37 @@ fn two_halves(path: &str, max_line_bytes: usize, min_bytes: u64) -> Option<(Opti
         return None;
     }
     let split = len / 2 + skipped.len() as u64;
-    let second_path = path.to_string();
-    let second = std::thread::Builder::new()
-        .name("omtl-width".into())
-        .spawn(move || -> Option<Scan> {
-            let mut file = std::fs::File::open(second_path).ok()?;
+    std::thread::scope(|threads| {
+        let second = threads.spawn(|| -> Option<Scan> {
+            let mut file = std::fs::File::open(path).ok()?;
             file.seek(SeekFrom::Start(split)).ok()?;
             let mut inner = BufReader::with_capacity(1 << 20, file);
             let mut scan = Scan {
                 lineno: 1, // not the first line: no byte-order mark to drop
                 ..Scan::default()
             };
-            scan_lines(&mut inner, max_line_bytes, &mut scan).ok()?;
-            Some(scan)
-        })
-        .ok()?;
-    let first = (|| {
-        let file = std::fs::File::open(path).ok()?;
-        let mut inner = BufReader::with_capacity(1 << 20, file.take(split));
-        let mut scan = Scan::default();
-        scan_lines(&mut inner, max_line_bytes, &mut scan).ok()?;
-        Some(scan)
-    })();
-    let (first, second) = (first?, second.join().ok()??);
+            let stopped = || stop.load(Ordering::Relaxed);
+            scan_lines(&mut inner, max_line_bytes, &mut scan, &stopped)
+                .ok()?
+                .then_some(scan)
+        });
+        let first = (|| {
+            let file = std::fs::File::open(path).ok()?;
+            let mut inner = BufReader::with_capacity(1 << 20, file.take(split));
+            let mut scan = Scan::default();
+            let done = scan_lines(&mut inner, max_line_bytes, &mut scan, poll);
+            if matches!(done, Ok(false)) {
+                stop.store(true, Ordering::Relaxed); // the other half stops at its next block
+            }
+            done.ok()?.then_some(scan)
+        })();
+        let second = second.join().ok()?;
+        merge(first?, second?)
+    })
+}
+
+/// The width and indexing of two halves' scans.
+fn merge(first: Scan, second: Scan) -> Option<(Option<u64>, bool)> {
     let max_index = match (first.max_index, second.max_index) {
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
@@ -84,11 +122,20 @@ fn two_halves(path: &str, max_line_bytes: usize, min_bytes: u64) -> Option<(Opti
     Some((max_index, first.has_zero || second.has_zero))
 }
 
-/// Scans every line of `inner` into `scan` (no line copied unless a block boundary cuts it).
-fn scan_lines(inner: &mut dyn std::io::BufRead, max_line_bytes: usize, scan: &mut Scan) -> std::io::Result<()> {
+/// Scans every line of `inner` into `scan` (no line copied unless a block boundary cuts it);
+/// `Ok(false)` when `stop()`, asked before each block, said to stop.
+fn scan_lines(
+    inner: &mut dyn std::io::BufRead,
+    max_line_bytes: usize,
+    scan: &mut Scan,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<bool> {
     // A line cut by the end of a block; `None` once it is longer than the cap.
     let mut carry: Option<Vec<u8>> = Some(Vec::new());
     loop {
+        if stop() {
+            return Ok(false);
+        }
         let block = match inner.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -101,7 +148,7 @@ fn scan_lines(inner: &mut dyn std::io::BufRead, max_line_bytes: usize, scan: &mu
                 None => scan.lineno += 1, // a last line over the cap
                 _ => {}
             }
-            return Ok(());
+            return Ok(true);
         }
         let mut rest = block;
         if let Some(first) = memchr::memchr(b'\n', rest) {
@@ -197,7 +244,8 @@ mod tests {
             let path = path.to_string_lossy().into_owned();
             for cap in [100, 1 << 20] {
                 let scan = scan_svmlight(&path, cap).unwrap();
-                let halves = two_halves(&path, cap, 0).expect("a plain file splits");
+                let halves =
+                    two_halves(&path, cap, 0, &AtomicBool::new(false), &|| false).expect("a plain file splits");
                 assert_eq!(halves, (scan.max_index, scan.has_zero), "{k} {cap}");
             }
         }

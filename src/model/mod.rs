@@ -26,6 +26,7 @@ mod book;
 pub mod estimator;
 mod labels;
 mod tasks;
+mod width;
 
 use std::collections::HashMap;
 

@@ -57,7 +57,7 @@ pub fn save(path: impl AsRef<Path>, model: &Model) -> Result<()> {
 }
 
 /// A fresh temporary file next to the target, opened exclusively (never a planted symlink).
-fn create_temporary(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)> {
+pub(crate) fn create_temporary(dir: &Path, name: &str) -> Result<(std::path::PathBuf, File)> {
     let pid = std::process::id();
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -44,6 +44,7 @@ use sha2::{Digest, Sha256};
 
 pub use crate::model::estimator::{GRAPH_KEY, GRAPH_KINDS};
 pub use crate::model::{ClassLabel, LabelForm, TaskId};
+pub(crate) use file::create_temporary;
 pub use file::{load, save};
 pub use header::{Fitted, Header};
 

@@ -2,6 +2,8 @@
 //! parses chunks while Python learns from the previous one; waiting for a chunk releases the
 //! GIL and stays interruptible (Ctrl-C).
 
+use std::cell::RefCell;
+use std::rc::Rc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -11,6 +13,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
+use super::learners::signal_hook;
 use crate::io::{self, Chunk, Format, Options, ReadError, Reader};
 
 type Chunks = Receiver<Result<Chunk, ReadError>>;
@@ -26,10 +29,10 @@ fn value_error(e: impl std::fmt::Display) -> PyErr {
 }
 
 /// How to read a file, as `omtl._file_formats.native_reading` writes it (a dict): the options
-/// every reader call of the binding shares (`NativeFileReader`, `learn_file`, `predict_file`).
+/// the file readers of the binding take (`NativeFileReader`).
 #[derive(FromPyObject)]
 #[pyo3(from_item_all)]
-pub struct ReadOptions {
+struct ReadOptions {
     format: String,
     chunk_rows: usize,
     chunk_bytes: usize,
@@ -44,7 +47,7 @@ pub struct ReadOptions {
 
 impl ReadOptions {
     /// The engine's [`Options`] for a file of `n_features` columns (0-based or not).
-    pub fn options(self, n_features: u64, zero_based: bool) -> PyResult<Options> {
+    fn options(self, n_features: u64, zero_based: bool) -> PyResult<Options> {
         let mut opts = Options::new(Format::parse(&self.format).map_err(value_error)?, n_features);
         opts.chunk_rows = self.chunk_rows;
         opts.chunk_bytes = self.chunk_bytes;
@@ -148,16 +151,25 @@ fn chunk_tuple(py: Python<'_>, c: Chunk) -> PyResult<Py<PyTuple>> {
     Ok(PyTuple::new(py, items)?.unbind())
 }
 
-/// `(largest index or None, whether an index 0 appears, the qid tasks in order)` of an svmlight file.
+/// `(largest index or None, whether an index 0 appears, the qid tasks in order)` of an svmlight
+/// file (not a stream, which the pass would consume); Ctrl-C stops the pass.
 #[pyfunction]
 pub fn scan_svmlight(
     py: Python<'_>,
     path: String,
     max_line_bytes: usize,
 ) -> PyResult<(Option<u64>, bool, Vec<String>)> {
-    let scan = py
-        .detach(|| io::scan_svmlight(&path, max_line_bytes))
-        .map_err(value_error)?;
+    let (scan, raised) = py.detach(|| {
+        let raised = Rc::new(RefCell::new(None));
+        let scan =
+            crate::interrupt::with_hook(signal_hook(raised.clone()), || io::scan_svmlight(&path, max_line_bytes));
+        let raised = raised.borrow_mut().take();
+        (scan, raised)
+    });
+    if let Some(interrupt) = raised {
+        return Err(interrupt);
+    }
+    let scan = scan.map_err(value_error)?;
     Ok((scan.max_index, scan.has_zero, scan.tasks))
 }
 

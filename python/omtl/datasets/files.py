@@ -40,7 +40,6 @@ from .._file_formats import (  # noqa: F401  (re-exported: the names of this mod
     DEFAULT_CHUNK_BYTES,
     DEFAULT_CHUNK_ROWS,
     DEFAULT_HASHED_FEATURES,
-    EXTENSIONS,
     FORMATS,
     PARQUET,
     SVMLIGHT,
@@ -64,6 +63,9 @@ class DataFile:
     fmt: str
     feature_columns: list = field(default_factory=list)  # CSV/Parquet: the feature columns' names
     zero_based: bool | None = None  # svmlight: whether index 0 is column 0
+    rows: list = field(default_factory=list)  # Parquet: each row's number in the table (from 1)
+    n_skipped: int = 0  # Parquet: rows skipped (skip_bad_lines), and the first one's message
+    first_skipped: str | None = None
 
 
 class FileChunk(tuple):
@@ -280,7 +282,8 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
 
 
 def read_data(path, *, fmt=None, task_column="task", label_column="label", n_features=None,
-              feature_columns=None, require_labels=True, zero_based=None, task_namespace="t") -> DataFile:
+              feature_columns=None, require_labels=True, zero_based=None, task_namespace="t",
+              skip_bad_lines=False) -> DataFile:
     """Reads a whole data file (see the module docstring for the formats), through :func:`iter_file`.
 
     Parameters
@@ -304,6 +307,9 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
         appears in the file, else 1-based.
     task_namespace : str or None
         VW: the namespace naming the task (``None``: the tag).
+    skip_bad_lines : bool
+        Skip a malformed line (a Parquet row without a task id, say) instead of raising (counted in
+        ``n_skipped``).
 
     Returns
     -------
@@ -320,10 +326,11 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
     if str(path) != "-" and not Path(path).is_file():
         raise DataFileError(f"{path}: file not found")
     if fmt == PARQUET:
-        return _read_parquet(Path(path), task_column, label_column, feature_columns, require_labels)
+        return _read_parquet(Path(path), task_column, label_column, feature_columns, require_labels, skip_bad_lines)
     chunks = list(iter_file(path, fmt=fmt, n_features=n_features, zero_based=zero_based, task_column=task_column,
                             label_column=label_column, feature_columns=feature_columns,
-                            require_labels=require_labels, task_namespace=task_namespace, chunk_rows=1 << 16))
+                            require_labels=require_labels, task_namespace=task_namespace, chunk_rows=1 << 16,
+                            skip_bad_lines=skip_bad_lines))
     if not chunks or sum(c.X.shape[0] for c in chunks) == 0:
         raise DataFileError(f"{path}: no examples")
     X = sp.vstack([c.X for c in chunks], format="csr")
@@ -336,8 +343,10 @@ def read_data(path, *, fmt=None, task_column="task", label_column="label", n_fea
     columns = chunks[-1].feature_columns
     if fmt == CSV:
         X = X.toarray()
+    skipped = [c for c in chunks if c.n_skipped]
     return DataFile(X=X, y=y, task_labels=tasks, fmt=fmt, feature_columns=columns,
-                    zero_based=chunks[0].zero_based)
+                    zero_based=chunks[0].zero_based, n_skipped=sum(c.n_skipped for c in chunks),
+                    first_skipped=skipped[0].first_skipped if skipped else None)
 
 
 def _label_array(path: Path, labels, linenos) -> np.ndarray:
@@ -351,8 +360,20 @@ def _label_array(path: Path, labels, linenos) -> np.ndarray:
     return y
 
 
-def _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt) -> DataFile:
-    """A DataFile from named columns (CSV, or Parquet converted to rows of strings and numbers)."""
+def _missing(value) -> bool:
+    """Whether a table cell holds no value (None, NaN, pandas' NA/NaT)."""
+    if value is None:
+        return True
+    try:
+        return bool(value != value)  # NaN and its kin are the values not equal to themselves
+    except (TypeError, ValueError):
+        return False
+
+
+def _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt,
+                  skip_bad_lines=False) -> DataFile:
+    """A DataFile from named columns (CSV, or Parquet converted to rows of strings and numbers); a
+    bad row is an error, or with ``skip_bad_lines`` skipped and counted."""
     if len(set(header)) != len(header):
         dup = next(h for h in header if header.count(h) > 1)
         raise DataFileError(f"{path}: column {dup!r} appears twice in the header")
@@ -375,37 +396,59 @@ def _from_columns(path, header, rows, task_column, label_column, feature_columns
     f_at = [where[c] for c in feature_columns]
     X = np.empty((len(rows), len(f_at)), dtype=np.float64)
     tasks, labels, linenos = [], [], []
-    for r, (lineno, row) in enumerate(rows):
-        if len(row) != len(header):
-            raise DataFileError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)}")
-        for c, at in enumerate(f_at):
-            value = row[at]
-            try:
-                v = float(value)
-            except (TypeError, ValueError):
-                v = math.nan
-            if not math.isfinite(v):
-                raise DataFileError(f"{path}, line {lineno}: column {header[at]!r} holds {str(value)[:30]!r}; "
-                                    "expected a finite number")
-            X[r, c] = v
-        task = str(row[t_at]).strip()
-        if not task:
-            raise DataFileError(f"{path}, line {lineno}: empty task in column {task_column!r}")
+    skipped, first_skipped = 0, None
+    for lineno, row in rows:
+        try:
+            x, task, label = _row_of(path, header, lineno, row, f_at, t_at, l_at, task_column, label_column)
+        except DataFileError as exc:
+            if not skip_bad_lines:
+                raise
+            skipped += 1
+            first_skipped = first_skipped or str(exc)
+            continue
+        X[len(tasks)] = x
         tasks.append(task)
-        if l_at is not None:
-            label = _LABELS.get(str(row[l_at]).strip())
-            if label is None:
-                raise DataFileError(f"{path}, line {lineno}: label {str(row[l_at])[:30]!r} in column "
-                                    f"{label_column!r}; expected -1/+1 or 0/1")
+        if label is not None:
             labels.append(label)
         linenos.append(lineno)
     if not rows:
         raise DataFileError(f"{path}: no examples after the header")
     y = _label_array(path, labels, linenos) if l_at is not None else None
-    return DataFile(X=X, y=y, task_labels=tasks, fmt=fmt, feature_columns=list(feature_columns))
+    return DataFile(X=X[: len(tasks)], y=y, task_labels=tasks, fmt=fmt, feature_columns=list(feature_columns),
+                    rows=linenos, n_skipped=skipped, first_skipped=first_skipped)
 
 
-def _read_parquet(path, task_column, label_column, feature_columns, require_labels) -> DataFile:
+def _row_of(path, header, lineno, row, f_at, t_at, l_at, task_column, label_column):
+    """One row's features, task and label (None without a label column); a DataFileError naming the
+    line for a bad one."""
+    if len(row) != len(header):
+        raise DataFileError(f"{path}, line {lineno}: {len(row)} fields, the header has {len(header)}")
+    x = np.empty(len(f_at), dtype=np.float64)
+    for c, at in enumerate(f_at):
+        value = row[at]
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            v = math.nan
+        if not math.isfinite(v):
+            raise DataFileError(f"{path}, line {lineno}: column {header[at]!r} holds {str(value)[:30]!r}; "
+                                "expected a finite number")
+        x[c] = v
+    if _missing(row[t_at]):
+        raise DataFileError(f"{path}, line {lineno}: no task id in column {task_column!r}")
+    task = str(row[t_at]).strip()
+    if not task:
+        raise DataFileError(f"{path}, line {lineno}: empty task in column {task_column!r}")
+    label = None
+    if l_at is not None:
+        label = _LABELS.get(str(row[l_at]).strip())
+        if label is None:
+            raise DataFileError(f"{path}, line {lineno}: label {str(row[l_at])[:30]!r} in column "
+                                f"{label_column!r}; expected -1/+1 or 0/1")
+    return x, task, label
+
+
+def _read_parquet(path, task_column, label_column, feature_columns, require_labels, skip_bad_lines=False) -> DataFile:
     try:
         import pandas as pd
     except ImportError:
@@ -419,8 +462,12 @@ def _read_parquet(path, task_column, label_column, feature_columns, require_labe
     header = [str(c) for c in frame.columns]
     # Row r of the frame is reported as "line r + 2" would be in a CSV; Parquet has no lines, so
     # the rows are numbered from 1 instead.
-    rows = [(r + 1, ["" if v is None else v for v in values]) for r, values in enumerate(frame.itertuples(index=False))]
+    rows = [(r + 1, list(values)) for r, values in enumerate(frame.itertuples(index=False))]
     try:
-        return _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, PARQUET)
+        data = _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, PARQUET,
+                             skip_bad_lines)
     except DataFileError as exc:
         raise DataFileError(str(exc).replace(", line ", ", row ")) from None
+    if data.first_skipped:
+        data.first_skipped = data.first_skipped.replace(", line ", ", row ")
+    return data

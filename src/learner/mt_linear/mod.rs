@@ -36,6 +36,7 @@ mod lanes;
 mod loss;
 mod store;
 mod update;
+mod width;
 
 use lanes::*;
 #[cfg(test)]

@@ -229,13 +229,39 @@ impl SparseCells {
     /// Removes the last record (the undo of its [`Self::insert`]): backward-shift deletion from
     /// the index, so no tombstone is left and the other records keep their numbers.
     pub fn pop(&mut self) {
-        let Some(&(block, key)) = self.keys.last() else {
+        if self.keys.is_empty() {
             return;
-        };
-        let last = self.keys.len();
+        }
+        self.unindex(self.keys.len() - 1);
+        self.keys.pop();
+        self.cells.truncate(self.cells.len() - self.stride);
+    }
+
+    /// Gives every record of key `from` the key `to` (which no record has), its cells kept: the
+    /// intercept of a block whose feature space grows moves to the new end.
+    pub fn rekey(&mut self, from: u32, to: u32) {
+        for r in 0..self.keys.len() {
+            if self.keys[r].1 == from {
+                self.unindex(r);
+                self.keys[r].1 = to;
+                let mask = self.index.len() - 1;
+                let mut i = home(self.keys[r].0, to, mask);
+                while self.index[i] != 0 {
+                    i = (i + 1) & mask;
+                }
+                self.index[i] = r as u32 + 1;
+            }
+        }
+    }
+
+    /// Removes record `r`'s entry from the index (backward-shift deletion: no tombstone, the
+    /// records keep their numbers); the record itself stays.
+    fn unindex(&mut self, r: usize) {
+        let (block, key) = self.keys[r];
+        let entry = r + 1;
         let mask = self.index.len() - 1;
         let mut hole = home(block, key, mask);
-        while self.index[hole] as usize != last {
+        while self.index[hole] as usize != entry {
             hole = (hole + 1) & mask;
         }
         let mut j = hole;
@@ -259,8 +285,6 @@ impl SparseCells {
             }
         }
         self.index[hole] = 0;
-        self.keys.pop();
-        self.cells.truncate(self.cells.len() - self.stride);
     }
 }
 
