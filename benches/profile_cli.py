@@ -20,10 +20,11 @@ from pathlib import Path
 
 # Symbol (or shared object) fragments -> the part of the run; the first match wins.
 GROUPS = {
-    "width pass (before reading)": ["width::", "resolve_layout"],
+    "width pass (before reading)": ["io::width::", "resolve_layout"],
     "parser (reader thread; memchr of both passes)": ["svmlight::Parser", "vw::Parser", "csv::Parser", "parse_number", "next_chunk",
                                "source::Lines", "memchr"],
-    "learner (MTLinear, learning thread)": ["mt_linear", "learner::", "data::Rows", "simd::"],
+    "learner (the Model: MTLinear and its book of tasks; learning thread)": ["mt_linear", "learner::", "model::",
+                                                                              "data::Rows", "simd::", "hashbrown"],
     "kernel: reading the file": ["_copy_to_iter", "filemap", "ksys_read", "copy_page_to_iter"],
     "kernel: memory (page faults, zeroing)": ["clear_page", "page_fault", "folio", "handle_mm"],
     "Python (start-up, argument parsing, report)": ["libpython", "python3", "ld-linux", "_dl_"],

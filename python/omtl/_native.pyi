@@ -34,7 +34,6 @@ __all__ = [
     "learn_command",
     "predict_command",
     "data_format",
-    "FILE_EXTENSIONS",
     "simd_level",
     "detected_simd_level",
     "STATE_VERSION",
@@ -256,9 +255,6 @@ def predict_command(
 
 def data_format(path: str) -> str | None:
     """The format a file's extension names (``.gz`` looked through), or None."""
-
-FILE_EXTENSIONS: Final[list[tuple[str, str]]]
-"""Each file extension (without its dot) with the format it names."""
 
 def read_model_file(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple[str, NativeLearner | None]:
     """``(header JSON text, learner or None)`` of a model file's bytes, everything checked by the

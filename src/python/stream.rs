@@ -294,6 +294,5 @@ pub fn data_format(path: &str) -> Option<&'static str> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(learn_command, m)?)?;
     m.add_function(wrap_pyfunction!(predict_command, m)?)?;
-    m.add_function(wrap_pyfunction!(data_format, m)?)?;
-    m.add("FILE_EXTENSIONS", crate::io::EXTENSIONS.to_vec())
+    m.add_function(wrap_pyfunction!(data_format, m)?)
 }
