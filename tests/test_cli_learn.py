@@ -500,3 +500,14 @@ def test_parquet_rows_without_a_task_are_refused_or_skipped(tmp_path, capsys):
     code, _, err = run(capsys, "learn", path, "--task-column", "who", "--skip-bad-lines")
     assert code == 0 and "number of examples = 39" in err and "tasks = 2" in err, err
     assert "skipped bad lines = 1" in err and "row 6: no task id" in err
+
+
+def test_an_unwritable_output_stops_the_run_before_it_learns(tmp_path, capsys):
+    tasks, y, X = stream_rows(50, seed=13)
+    (tmp_path / "d.svm").write_text(svm_text(tasks, y, X))
+    for option in ("-p", "-r"):
+        code, out, err = run(capsys, "learn", tmp_path / "d.svm", option, tmp_path / "no" / "p.txt")
+        assert code == 2 and "p.txt: cannot be written" in err and "average" not in err, err
+        assert len(err.strip().splitlines()) == 1
+    code, out, err = run(capsys, "learn", tmp_path / "d.svm", "-p", "-", "-r", "-")
+    assert code == 2 and "standard output takes one output" in err

@@ -62,7 +62,7 @@ impl<'a> Output<'a> {
                 shown: "standard output".into(),
             });
         }
-        let fail = |e: std::io::Error| StreamError::Write(std::io::Error::new(e.kind(), format!("{path}: {e}")));
+        let fail = |e: std::io::Error| StreamError::Refused(format!("{path}: cannot be written ({e})"));
         let target = link_target(Path::new(path));
         if let Ok(m) = std::fs::metadata(&target) {
             if m.is_dir() {
@@ -86,7 +86,13 @@ impl<'a> Output<'a> {
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| fail(std::io::Error::other("not a file name")))?;
         let (tmp, file) = crate::model_file::create_temporary(&dir, &name)
-            .map_err(|e| StreamError::Write(std::io::Error::other(format!("{path}: cannot be written ({e})"))))?;
+            .map_err(|e| {
+                let reason = match e {
+                    crate::Error::File { reason, .. } => reason,
+                    e => e.to_string(),
+                };
+                StreamError::Refused(format!("{path}: cannot be written ({reason})"))
+            })?;
         Ok(Output {
             out: Box::new(BufWriter::with_capacity(1 << 20, file)),
             rename: Some((tmp, target)),
