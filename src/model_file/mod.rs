@@ -11,7 +11,7 @@
 //! | state length     | 8     | little-endian, then the native state ([`AnyLearner::to_bytes`]; empty for an unfitted model) |
 //! | checksum         | 32    | SHA-256 of everything before it                          |
 //!
-//! The header names the estimator class (one of [`CLASSES`]), holds its hyper-parameters as
+//! The header names the estimator class (one of [`crate::model::estimator::classes`]), holds its hyper-parameters as
 //! JSON (a task graph as its kind and arrays) and the bookkeeping of a fitted model ([`Fitted`]:
 //! task labels, classes, counts, `n_features_in`). Reading trusts none of it: the checksum and
 //! every length are checked before anything is allocated, the header is checked field by field,
