@@ -125,7 +125,7 @@ pub fn read_header(data: &[u8], limits: &Limits) -> Result<Header> {
 }
 
 /// A file's bytes from its header's JSON text and its native state (`None` for an unfitted
-/// model), checked as a reader checks them: a file this writes is one [`ModelFile::decode`]
+/// model), checked as a reader checks them: a file this writes is one [`Model::decode`]
 /// accepts.
 pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) -> Result<Vec<u8>> {
     let cannot = |e: Error| match e {
