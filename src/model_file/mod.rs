@@ -23,11 +23,11 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::{BaseKernel, TaskKernel};
-//! use omtl::learner::{Build, MTRBPParams, Setting, MTRBP};
+//! use omtl::learner::{Build, KernelSetting, MTRBPParams, MTRBP};
 //! use omtl::model::{Labels, Model, Tasks};
 //!
 //! let task_kernel = TaskKernel::complete(2)?;
-//! let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), 2, false);
+//! let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5)?, 2);
 //! let mut model = Model::from_learner(MTRBP::build(&MTRBPParams::default(), &setting)?.into(), false)?;
 //! let x = [1.0, 0.0, 0.0, 1.0, 1.0, 0.2];
 //! let rows = Rows::Dense { data: &x, n_rows: 3, n_cols: 2 };
