@@ -14,7 +14,7 @@ macro_rules! learner_params {
     (
         $(#[$attr:meta])*
         pub struct $name:ident { $($(#[$fattr:meta])* pub $field:ident: $ty:ty,)* }
-        $check:item
+        fn check(&$self:ident) -> Result<()> $check:block
     ) => {
         $(#[$attr])*
         #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -24,7 +24,7 @@ macro_rules! learner_params {
         }
 
         impl $crate::learner::ParamGuard for $name {
-            $check
+            fn check_ref(&$self) -> Result<()> $check
         }
     };
 }
@@ -228,7 +228,7 @@ pub use perceptron::MTPerceptron;
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
 pub(crate) use spec::{check_c, check_nonnegative};
-pub use spec::{Build, NoParams, ParamGuard, Setting};
+pub use spec::{Build, Checked, Dims, GraphSetting, KernelSetting, LinearSetting, NoParams, ParamGuard};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};

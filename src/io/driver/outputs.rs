@@ -85,14 +85,13 @@ impl<'a> Output<'a> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| fail(std::io::Error::other("not a file name")))?;
-        let (tmp, file) = crate::model_file::create_temporary(&dir, &name)
-            .map_err(|e| {
-                let reason = match e {
-                    crate::Error::File { reason, .. } => reason,
-                    e => e.to_string(),
-                };
-                StreamError::Refused(format!("{path}: cannot be written ({reason})"))
-            })?;
+        let (tmp, file) = crate::model_file::create_temporary(&dir, &name).map_err(|e| {
+            let reason = match e {
+                crate::Error::File { reason, .. } => reason,
+                e => e.to_string(),
+            };
+            StreamError::Refused(format!("{path}: cannot be written ({reason})"))
+        })?;
         Ok(Output {
             out: Box::new(BufWriter::with_capacity(1 << 20, file)),
             rename: Some((tmp, target)),

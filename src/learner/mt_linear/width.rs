@@ -84,7 +84,7 @@ mod tests {
     use crate::data::Rows;
     use crate::kernel::TaskKernel;
     use crate::learner::mt_linear::{Loss, MTLinear, MTLinearParams, UpdateRule};
-    use crate::learner::{decision, learn, OnlineLearner};
+    use crate::learner::{decision, learn, Build, GraphSetting, OnlineLearner};
     use crate::rng::SplitMix64;
     use crate::state::CheckState;
 
@@ -114,8 +114,8 @@ mod tests {
     /// scores, the same state, a valid state.
     fn grown_equals_built_wide(params: MTLinearParams, graph: &TaskKernel, narrow: usize, wide: usize) {
         let k = graph.n_tasks() as i64;
-        let mut grown = MTLinear::new(graph, narrow, params).unwrap();
-        let mut built = MTLinear::new(graph, wide, params).unwrap();
+        let mut grown = MTLinear::build(&params, &GraphSetting::new(graph, narrow)).unwrap();
+        let mut built = MTLinear::build(&params, &GraphSetting::new(graph, wide)).unwrap();
         let mut scores = (Vec::new(), Vec::new());
         for (part, width) in [(0u64, narrow), (1, wide)] {
             let (indptr, indices, data, tasks, y) = rows(300, width as u64, k, 7 + part);
@@ -160,9 +160,14 @@ mod tests {
         for graph in &graphs {
             for intercept in [true, false] {
                 for (rule, bits) in [("normalized", None), ("adagrad", None), ("sgd", Some(12))] {
-                    let params =
-                        MTLinearParams::new(Loss::Logistic, UpdateRule::parse(rule).unwrap(), 0.5, intercept, bits)
-                            .unwrap();
+                    let params = MTLinearParams {
+                        loss: Loss::Logistic,
+                        rule: UpdateRule::parse(rule).unwrap(),
+                        learning_rate: 0.5,
+                        fit_intercept: intercept,
+                        hash_bits: bits,
+                        shared_rate: 1.0,
+                    };
                     grown_equals_built_wide(params, graph, 5, 40); // dense to dense
                     grown_equals_built_wide(params, graph, 5, 90_000); // dense to wider dense
                     grown_equals_built_wide(params, graph, 6_000_000, 9_000_000); // sparse to sparse
@@ -174,7 +179,11 @@ mod tests {
 
     #[test]
     fn the_width_never_shrinks() {
-        let mut m = MTLinear::new(&TaskKernel::complete_open(2).unwrap(), 10, MTLinearParams::default()).unwrap();
+        let mut m = MTLinear::build(
+            &MTLinearParams::default(),
+            &GraphSetting::new(&TaskKernel::complete_open(2).unwrap(), 10),
+        )
+        .unwrap();
         assert!(m.grow_features(9).is_err());
         assert!(m.grow_features(u32::MAX as usize).is_err());
         m.grow_features(10).unwrap();

@@ -18,13 +18,14 @@ pub struct MTBPRJ {
 
 impl Build for MTBPRJ {
     type Params = ProjectronParams;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<ProjectronParams>, setting: &KernelSetting) -> Result<Self> {
         Ok(Self {
-            kernel: setting.kernel()?,
-            tasks: setting.task_kernel()?.clone(),
+            kernel: setting.kernel,
+            tasks: setting.task_kernel.clone(),
             n_features: setting.n_features,
-            params: *params,
+            params: **params,
             set: ActiveSet::new(setting.n_features, setting.sparse),
             gram: InverseGram::new(params.budget.saturating_add(1)),
             counters: Counters::default(),

@@ -38,10 +38,11 @@ pub struct MTBPRJ2 {
 
 impl Build for MTBPRJ2 {
     type Params = MTBPRJ2Params;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
+    fn from_checked(all: &Checked<MTBPRJ2Params>, setting: &KernelSetting) -> Result<Self> {
         let (params, literal_line14) = (all.shared(), all.alg2_literal_line14);
-        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let (tasks, kernel) = (setting.task_kernel.clone(), setting.kernel);
         let (n_features, sparse) = (setting.n_features, setting.sparse);
         // Per task: its member entry (usize), its local index (u32) and its share of the block
         // slots; checked before the tables are built.
