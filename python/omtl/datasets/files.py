@@ -8,8 +8,9 @@ input (``"-"``).
   (every line has one, or none does: then the whole file is one task, ``"0"``). Indices are 1-based
   (index i is column i - 1) unless an index 0 appears, then 0-based (as scikit-learn's
   ``load_svmlight_file(zero_based="auto")``); the width is the largest index. Both are found by a
-  quick first pass over a file; standard input cannot be read twice, so there ``n_features`` is
-  needed and indices are 1-based unless ``zero_based=True``.
+  quick first pass over a file; standard input or a pipe cannot be read twice, so there
+  ``n_features`` is needed and indices are 1-based unless ``zero_based=True`` (``omtl learn``
+  needs no width there: MTLinear widens as it reads).
 - Vowpal Wabbit (``.vw``): ``<label> [1] ['tag]|<namespace>[:scale] <name>[:<value>] ...``; the task is
   the one name in the namespace ``t`` (``task_namespace``), or the tag (``task_namespace=None``). A
   name is hashed into ``n_features`` columns (default ``2**18``) exactly as

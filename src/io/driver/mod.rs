@@ -317,7 +317,11 @@ impl StreamLearner {
                 continue;
             }
             let n_cols = self.widen(&chunk, opts, width, &path)?;
-            let (scores, interrupted) = self.learn_chunk(&mut chunk, &tasks, n_cols, &path, opts.skip_bad_lines)?;
+            let (scores, interrupted, warning) =
+                self.learn_chunk(&mut chunk, &tasks, n_cols, &path, opts.skip_bad_lines)?;
+            if let Some(w) = warning {
+                report(&format!("warning: {w}"))?;
+            }
             let form = self.model.label_form().clone();
             text.clear();
             self.progress.add(&chunk, &scores, &form, quiet, &mut text);
@@ -383,9 +387,10 @@ impl StreamLearner {
         }
     }
 
-    /// Learns a chunk: its pre-update scores, and whether an interrupt stopped it (the scores
-    /// then cover the rows learned). A row the learner refuses is named by its line, or, with
-    /// `skip`, taken out of the chunk.
+    /// Learns a chunk: its pre-update scores, whether an interrupt stopped it (the scores then
+    /// cover the rows learned), and the model's warning about its rows (MTFORG's radius, given
+    /// once). A row the learner refuses is named by its line, or, with `skip`, taken out of the
+    /// chunk.
     fn learn_chunk(
         &mut self,
         chunk: &mut Chunk,
@@ -393,13 +398,14 @@ impl StreamLearner {
         n_cols: usize,
         path: &str,
         skip: bool,
-    ) -> Result<(Vec<f64>, bool), StreamError> {
+    ) -> Result<(Vec<f64>, bool, Option<String>), StreamError> {
         let batch = Batch::of(chunk);
         let ids: Vec<TaskRef> = chunk.task_ids.iter().map(|&t| tasks[t as usize].as_ref()).collect();
         let rows = rows_of(chunk, &batch.indptr, n_cols);
+        let warning = self.model.warning(&rows)?;
         match self.model.learn(&rows, Tasks::Ids(&ids), Labels::Ints(&batch.labels)) {
-            Ok(scores) => return Ok((scores, false)),
-            Err(Error::Interrupted { scores }) => return Ok((scores, true)),
+            Ok(scores) => return Ok((scores, false, warning)),
+            Err(Error::Interrupted { scores }) => return Ok((scores, true, warning)),
             Err(e) if is_row_error(&e) => {} // the model is unchanged: learn row by row to find the row
             Err(e) => return Err(e.into()),
         }
@@ -439,7 +445,7 @@ impl StreamLearner {
             }
         }
         keep_rows(chunk, &keep);
-        Ok((scores, interrupted))
+        Ok((scores, interrupted, warning))
     }
 }
 
