@@ -126,7 +126,7 @@ fn recompute(c: &mut Criterion) {
             bench.iter_batched(
                 || model.clone(),
                 |mut m| {
-                    m.force_rebuild();
+                    m.rebuild_caches();
                     m
                 },
                 BatchSize::LargeInput,

@@ -121,10 +121,10 @@ fn damaged_framing_is_refused() {
     flipped[data.len() / 2] ^= 4;
     refused(&flipped, "checksum");
     let mut version = data[..data.len() - CHECKSUM_LEN].to_vec();
-    version[MAGIC.len()] = 2;
+    version[MAGIC.len()] = 3;
     let checksum = Sha256::digest(&version);
     version.extend_from_slice(&checksum);
-    refused(&version, "format version 2");
+    refused(&version, "format version 3");
     let mut long = data[..data.len() - CHECKSUM_LEN].to_vec();
     long[MAGIC.len() + 4..MAGIC.len() + 12].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let checksum = Sha256::digest(&long);

@@ -370,10 +370,16 @@ pub trait OnlineLearner {
         })
     }
 
-    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`.
+    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`:
+    /// the one route to what only some learners hold (ROMCO's `U` and `V`, MTLinear's blocks).
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         Vec::new()
     }
+
+    /// Re-derives every cache from the stored state now (a Projectron's inverse Gram matrix,
+    /// INV-Q2), as a restore or a long run would; a no-op for a learner without caches. The
+    /// scores do not change beyond rounding.
+    fn rebuild_caches(&mut self) {}
 
     /// Starts an undo journal: until [`OnlineLearner::journal_commit`] or
     /// [`OnlineLearner::journal_rollback`], the learner records what its updates and

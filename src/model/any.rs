@@ -135,6 +135,7 @@ macro_rules! any_learner {
                 fn diagnostics(&self) -> Vec<(&'static str, f64)>;
                 fn add_tasks(&mut self, n: usize) -> Result<()>;
                 fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)>;
+                fn rebuild_caches(&mut self);
                 fn journal_begin(&mut self) -> bool;
                 fn journal_commit(&mut self);
                 fn journal_rollback(&mut self);

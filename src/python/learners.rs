@@ -233,11 +233,7 @@ impl NativeLearner {
     /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
     /// learners without one.
     fn force_rebuild(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_model(py, |model| match model {
-            AnyLearner::Mtbprj(m) => m.force_rebuild(),
-            AnyLearner::Mtbprj2(m) => m.force_rebuild(),
-            _ => {}
-        })
+        self.with_model(py, |model| model.rebuild_caches())
     }
 
     /// Whether some row of `x` has `K'(x, x) > R²` (MTFORG only): the front end warns before

@@ -39,11 +39,6 @@ impl MTBPRJ {
         &self.set
     }
 
-    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
-    pub fn force_rebuild(&mut self) {
-        self.gram.force_rebuild();
-    }
-
     /// Number of mistakes absorbed by projection (the example was not stored).
     pub fn n_projections(&self) -> u64 {
         self.counters.n_projections
@@ -95,6 +90,10 @@ impl OnlineLearner for MTBPRJ {
     // Adding tasks grows only the task kernel: the dictionary's Gram entries
     // `T[i_a, i_b] K'(x_a, x_b)` keep their values under `TaskKernel::grow`.
     kernel_shape!(grows_task_kernel);
+
+    fn rebuild_caches(&mut self) {
+        self.gram.force_rebuild();
+    }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and

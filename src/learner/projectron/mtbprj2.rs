@@ -85,11 +85,6 @@ impl MTBPRJ2 {
         &self.dict
     }
 
-    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
-    pub fn force_rebuild(&mut self) {
-        self.gram.force_rebuild();
-    }
-
     /// Number of weights held in allocated blocks (`Σ_c |c| ×` dictionary size).
     pub fn n_weights(&self) -> usize {
         self.allocated
@@ -318,6 +313,10 @@ impl CheckState for MTBPRJ2 {
 
 impl OnlineLearner for MTBPRJ2 {
     kernel_shape!(grows);
+
+    fn rebuild_caches(&mut self) {
+        self.gram.force_rebuild();
+    }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         let Some(block) = &self.blocks[self.tasks.component(task)] else {

@@ -368,8 +368,8 @@ fn rebuild_and_serde_round_trip_mid_stream() {
     run(&mut a, &x[..half], &tasks[..250], &y[..250], d);
     run(&mut b, &x[..half], &tasks[..250], &y[..250], d);
     let (mut a_reb, mut b_reb) = (a.clone(), b.clone());
-    a_reb.force_rebuild();
-    b_reb.force_rebuild();
+    a_reb.rebuild_caches();
+    b_reb.rebuild_caches();
     let mut a_ser: MTBPRJ = bincode::deserialize(&bincode::serialize(&a).unwrap()).unwrap();
     let mut b_ser: MTBPRJ2 = bincode::deserialize(&bincode::serialize(&b).unwrap()).unwrap();
     assert_eq!(a_ser, a);

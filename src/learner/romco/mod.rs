@@ -455,6 +455,11 @@ impl OnlineLearner for Romco {
         Ok(score)
     }
 
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        let shape = vec![self.n_features, self.n_tasks];
+        vec![("U", shape.clone(), self.u_matrix()), ("V", shape, self.v_matrix())]
+    }
+
     fn joint_rounds(&self) -> bool {
         true
     }
