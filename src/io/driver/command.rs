@@ -312,9 +312,10 @@ impl Plan {
         })
     }
 
-    /// The metadata a model learned on this file keeps.
+    /// The metadata a model learned on this file keeps: what it held, with [`METADATA_KEY`] set to
+    /// how this file was read.
     fn metadata(&self, model: &Model, zero_based: Option<bool>, columns: &[String]) -> Map<String, Value> {
-        let mut m = Map::new();
+        let mut m = model.metadata().cloned().unwrap_or_default();
         let cli = json!({
             "format": self.format,
             "n_features": model.book().map_or(0, |b| b.n_features_in()),
@@ -505,7 +506,7 @@ pub fn learn_command(
     Ok(Summary {
         n,
         mistakes: stream.progress.mistakes,
-        labelled: n,
+        labelled: 0,
         skipped: stream.skipped,
         first_skipped: stream.first_skipped,
         text: finished(&f, r.quiet),
