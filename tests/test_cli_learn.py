@@ -511,3 +511,35 @@ def test_an_unwritable_output_stops_the_run_before_it_learns(tmp_path, capsys):
         assert len(err.strip().splitlines()) == 1
     code, out, err = run(capsys, "learn", tmp_path / "d.svm", "-p", "-", "-r", "-")
     assert code == 2 and "standard output takes one output" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="/dev/fd")
+def test_iter_file_reads_a_pipe_once_given_its_width(tmp_path):
+    import os
+    import threading
+
+    tasks, y, X = stream_rows(500, seed=14)
+    text = svm_text(tasks, y, X).encode()
+    (tmp_path / "d.svm").write_bytes(text)
+    read_end, write_end = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write_end, text), os.close(write_end)), daemon=True)
+    writer.start()
+    try:
+        piped = list(iter_file(f"/dev/fd/{read_end}", fmt="svmlight", n_features=2, chunk_rows=64))
+    finally:
+        os.close(read_end)
+        writer.join(timeout=10)
+    whole = read_data(tmp_path / "d.svm")
+    assert (sp_vstack([c.X for c in piped]) != whole.X).nnz == 0
+    null = os.open(os.devnull, os.O_RDONLY)  # a device: read once, as a pipe
+    try:
+        with pytest.raises(DataFileError, match="needs the width"):
+            list(iter_file(f"/dev/fd/{null}", fmt="svmlight"))
+    finally:
+        os.close(null)
+
+
+def sp_vstack(blocks):
+    import scipy.sparse as sp
+
+    return sp.vstack(blocks, format="csr")

@@ -146,10 +146,11 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
     """
     if n_features is not None and zero_based is not None:
         return int(n_features), bool(zero_based)
-    if str(path) == "-":
+    if _is_stream(path):
         if n_features is None:
-            raise DataFileError("<stdin>: reading svmlight from standard input needs the width (--n-features N): "
-                                "a stream cannot be read ahead to find its largest index")
+            name = "<stdin>" if str(path) == "-" else str(path)
+            raise DataFileError(f"{name}: reading svmlight from standard input or a pipe needs the width "
+                                "(n_features): a stream cannot be read ahead to find its largest index")
         return int(n_features), bool(zero_based)
     largest, has_zero, _ = scan if scan is not None else scan_svmlight(path, max_line_bytes=max_line_bytes)
     if zero_based is None:
@@ -157,6 +158,19 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
     if n_features is None:
         n_features = 1 if largest is None else max(1, largest + (1 if zero_based else 0))
     return int(n_features), bool(zero_based)
+
+
+def _is_stream(path) -> bool:
+    """Whether ``path`` can be read once only: standard input, a pipe, a named pipe, a device."""
+    import os
+    import stat
+
+    if str(path) == "-":
+        return True
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 class _Labels:
