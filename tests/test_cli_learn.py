@@ -341,8 +341,17 @@ def test_parquet_with_string_tasks(tmp_path, capsys):
     tasks, y, X = stream_rows(80)
     path = tmp_path / "d.parquet"
     pd.DataFrame({"who": tasks, "x1": X[:, 0], "x2": X[:, 1], "label": np.where(y > 0, 1, -1)}).to_parquet(path)
-    code, out, err = run(capsys, "learn", path, "--task-column", "who")
+    saved, preds = tmp_path / "m.omtl", tmp_path / "p.txt"
+    code, out, err = run(capsys, "learn", path, "--task-column", "who", "--save", saved, "-p", preds)
     assert code == 0 and "number of examples = 80" in err and "tasks = 2" in err, err
+    expected = omtl.MTLinear().learn(X, np.where(y > 0, 1, -1), tasks=tasks)
+    assert preds.read_text().split() == [str(p) for p in expected]
+    # Predicting reads the table with the columns the model was trained on (its task column too),
+    # whatever their order; no label column is needed.
+    pd.DataFrame({"x2": X[:, 1], "who": tasks, "x1": X[:, 0]}).to_parquet(tmp_path / "t.parquet")
+    code, out, err = run(capsys, "predict", tmp_path / "t.parquet", "--model", saved)
+    model = omtl.load(saved)
+    assert code == 0 and out.split() == [str(p) for p in model.predict(X, tasks=tasks)], err
 
 
 def test_parquet_without_pandas_says_what_to_install(tmp_path, capsys, monkeypatch):
