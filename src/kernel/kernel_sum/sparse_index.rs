@@ -5,7 +5,7 @@
 //! A feature held by few stored rows keeps a list of `(slot, value)` postings (one scattered add
 //! per match). A feature held by at least an eighth of them keeps a dense column over the slots
 //! instead, zero where a row lacks it, which a score adds with vector loads (on text the
-//! frequent terms carry most of the matches: ~95% of them on the text-like stream of
+//! frequent terms carry most of the matches: ~92% of them on the text-like stream of
 //! `benches/compare_budget.py`). Each posting knows its place in its row and each row the
 //! places of its postings, so an eviction costs O(1) per stored non-zero of the two rows it
 //! touches (the victim and the row moved into its slot).
