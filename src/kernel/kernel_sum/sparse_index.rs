@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::Row;
 use crate::kernel::{ActiveSet, BaseKernel, KernelKind, Query, TaskKernel};
-use crate::simd::fma_builds;
+use crate::simd::{fma_builds, prefetch};
 
 /// A multiplicative hash for feature ids (SipHash would cost more than the postings it finds).
 #[derive(Default, Clone, Copy)]
@@ -465,18 +465,6 @@ impl SparseIndex {
         }
         Some(weighted_kernel_sum(set, kernel, tasks, &mut dots, q, task))
     }
-}
-
-/// Asks for the cache line at `p` (a hint: no fault, no effect on results).
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address; SSE is part of x86-64.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 fma_builds! {
