@@ -33,6 +33,7 @@ import warnings
 import numpy as np
 
 import omtl
+import omtl._simd
 import omtl.reference as ref
 from omtl.reference.rounds import round_spans
 
@@ -207,6 +208,10 @@ def main(argv=None) -> int:
     rstream = stream.as_rounds(args.seed)
     Xr, yr, tr, rr = rstream.X, rstream.y.astype(np.float64), rstream.tasks, rstream.rounds
     print(f"stream: dense {n} x {args.n_features}, {k} tasks; P2: {rr[-1] + 1} rounds")
+    print(
+        f"native SIMD level {omtl._simd.simd_level()}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'by CPU')}; "
+        f"BLAS threads {args.blas_threads}; wall time of one pass each"
+    )
 
     results = []
 
