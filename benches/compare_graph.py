@@ -39,6 +39,7 @@ import scipy.linalg as sl  # noqa: E402
 
 import omtl  # noqa: E402
 from omtl import _simd  # noqa: E402
+from omtl.reference.graph import laplacian  # noqa: E402
 
 clock = time.process_time
 
@@ -56,16 +57,6 @@ def random_graph(k, seed=0):
                 edges.add((min(i, j), max(i, j)))
     edges = sorted(edges)
     return edges, rng.uniform(0.5, 1.5, size=len(edges))
-
-
-def laplacian(k, edges, weights):
-    lap = np.zeros((k, k))
-    for (i, j), w in zip(edges, weights):
-        lap[i, j] -= w
-        lap[j, i] -= w
-        lap[i, i] += w
-        lap[j, j] += w
-    return lap
 
 
 def best(repeat, fn):
