@@ -82,7 +82,7 @@ impl TaskKernel {
     ///
     /// I + L is block diagonal by connected component, so T is factored component by component
     /// (the time is Σ c³/2 multiply-adds over the component sizes c: a graph of isolated pairs is
-    /// linear in k), each by the blocked Cholesky inverse of [`crate::linalg`] (the speed of a
+    /// linear in k), each by a blocked Cholesky inverse (`src/linalg/spd_inverse.rs`: the speed of a
     /// BLAS at the same SIMD level). The memory (the k x k result and two c x c buffers for the
     /// largest component) is checked against what is available before anything is allocated,
     /// and the interrupt hook is polled between block steps ([`crate::interrupt`]).

@@ -406,7 +406,9 @@ mod tests {
     /// [-1/2, 1/2) on a grid of n steps.
     fn random_spd(n: usize, seed: u64) -> Vec<f64> {
         let mut rng = SplitMix64::new(seed);
-        let b: Vec<f64> = (0..n * n).map(|_| rng.below(n as u64 + 1) as f64 / n as f64 - 0.5).collect();
+        let b: Vec<f64> = (0..n * n)
+            .map(|_| rng.below(n as u64 + 1) as f64 / n as f64 - 0.5)
+            .collect();
         let mut a = vec![0.0; n * n];
         for i in 0..n {
             for j in 0..n {
