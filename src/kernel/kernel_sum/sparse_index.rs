@@ -109,7 +109,8 @@ const DENSE_SHARE: usize = 8;
 
 /// A column whose feature is held by fewer than `1 / LIST_SHARE` of the stored rows goes back to
 /// a list (hysteresis: a feature near the threshold does not move at every change, and the
-/// columns hold at most `LIST_SHARE` values per stored non-zero).
+/// columns hold at most `2 LIST_SHARE` values per stored non-zero: `LIST_SHARE` at a review, and
+/// the set at most doubles until the next).
 const LIST_SHARE: usize = 16;
 
 /// Active-set size from which a sparse store keeps an inverted index. Below it, keeping the
