@@ -18,6 +18,7 @@ tf-idf-like positive values, unit rows, 4 tasks, poly degree 2).
 
     python benches/compare_budget.py            # the issue's targets
     python benches/compare_budget.py --quick    # a short run
+    OMTL_SIMD=avx2 OPENBLAS_CORETYPE=Haswell python benches/compare_budget.py   # AVX2 on an AVX-512 CPU
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
 
 import omtl  # noqa: E402
+import omtl._simd  # noqa: E402
 
 # CPU time of this (single-threaded) process: on a shared machine, wall time mostly measures
 # the neighbours.
@@ -259,7 +261,11 @@ def main(argv=None):
         rows.append((name, "SciPy-sparse loop (vstack, S @ x.T)", n / t_sp, m_sp, t_best / t_sp, float("nan")))
         rows.append((name, "SciPy-sparse loop (concatenate, S @ scattered x)", n / t_sc, m_sc, t_best / t_sc, float("nan")))
 
-    print(f"(CPU time, best of {repeat}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')})")
+    print(
+        f"(CPU time, best of {repeat}; native SIMD level {omtl._simd.simd_level()}; "
+        f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}, "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'by CPU')})"
+    )
     print("speed-up: against the faster hand-written loop of the stream; bound: time of the arithmetic bound / time")
     print("| stream | contender | examples/s | mistakes | speed-up vs hand-written loop | vs arithmetic bound |")
     print("|---|---|---|---|---|---|")

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::alloc::Need;
 use crate::error::{Error, Result};
 use crate::interrupt;
-use crate::linalg::{cholesky_inverse, sym_eigen, SymMatrix};
+use crate::linalg::{cholesky_inverse, spd_inverse_in_place, sym_eigen, SymMatrix};
 
 /// The task kernel T (k x k, symmetric positive definite): how much an example of task j counts
 /// for task i. Build it from a graph ([`TaskKernel::complete`], [`TaskKernel::disconnected`],
@@ -80,71 +80,102 @@ impl TaskKernel {
 
     /// T = (I + L_G)^{-1} for an undirected graph given by weighted edges `(i, j, w)`, w >= 0.
     ///
-    /// I + L is block diagonal by connected component, so T is factored component by component:
-    /// the time is Σ c³ over the component sizes c (a graph of isolated pairs is linear in k), the
-    /// k x k result is checked against the memory available before anything is allocated, and
-    /// the interrupt hook is polled between columns ([`crate::interrupt`]).
+    /// I + L is block diagonal by connected component, so T is factored component by component
+    /// (the time is Σ c³/2 multiply-adds over the component sizes c: a graph of isolated pairs is
+    /// linear in k), each by a blocked Cholesky inverse (`src/linalg/spd_inverse.rs`: the speed of a
+    /// BLAS at the same SIMD level). The memory (the k x k result and two c x c buffers for the
+    /// largest component) is checked against what is available before anything is allocated,
+    /// and the interrupt hook is polled between block steps ([`crate::interrupt`]).
     pub fn from_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
-        Self::by_component(k, edges, 1.0, |lap| {
-            let mut a = lap;
+        Self::by_component(k, edges, 1.0, |a, _| {
             let n = a.n;
             (0..n).for_each(|i| a.data[i * n + i] += 1.0);
-            spd_inverse(&a)?.ok_or_else(|| Error::Numerical("I + L is not positive definite".into()))
+            spd_inverse(a)?
+                .then_some(())
+                .ok_or_else(|| Error::Numerical("I + L is not positive definite".into()))
         })
     }
 
     /// T = L_G^+, the Moore-Penrose pseudo-inverse of the Laplacian (not recommended, §2.3:
     /// it forces the scores of each component to sum to zero, and isolated tasks score 0).
-    /// Computed per connected component as [`TaskKernel::from_edges`].
+    /// Computed per connected component as [`TaskKernel::from_edges`]: on a connected component
+    /// of c tasks, L's null space is the constant vector, so `L^+ = (L + s J/c)^{-1} - J/(c s)`
+    /// (J = 11ᵀ, any s > 0; s = the mean non-zero eigenvalue, trace(L)/(c - 1), keeps the two
+    /// terms on one scale), one blocked Cholesky inverse. The eigendecomposition the contract
+    /// names (eigenvalues below 1e-12 λmax count as zero) gives the same matrix unless
+    /// λ2 < 1e-12 λmax; that is ruled out by `trace(L^+) 2 max_degree < 1e12` (as
+    /// 1/λ2 <= trace(L^+) and λmax <= 2 max_degree), and only a component failing that test (or
+    /// the factorisation) is eigendecomposed.
     pub fn laplacian_pinv(k: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
-        Self::by_component(k, edges, 0.0, |lap| {
-            interrupt::check_now()?;
+        Self::by_component(k, edges, 0.0, |lap, edges| {
             let c = lap.n;
-            let (values, vectors) = sym_eigen(&lap);
-            let lmax = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-            let mut t = vec![0.0; c * c];
-            for (r, &lambda) in values.iter().enumerate() {
-                interrupt::check_now()?;
-                // Eigenvalues below 1e-12 λmax count as zero (§2.3).
-                if lambda > 1e-12 * lmax && lambda > 0.0 {
-                    for i in 0..c {
-                        let vi = vectors.get(i, r) / lambda;
-                        for j in 0..c {
-                            t[i * c + j] += vi * vectors.get(j, r);
-                        }
-                    }
+            let trace: f64 = (0..c).map(|i| lap.data[i * c + i]).sum();
+            let max_degree = (0..c).map(|i| lap.data[i * c + i]).fold(0.0f64, f64::max);
+            let s = trace / (c - 1) as f64;
+            let shift = s / c as f64;
+            lap.data.iter_mut().for_each(|v| *v += shift);
+            if spd_inverse(lap)? {
+                let back = 1.0 / (c as f64 * s);
+                lap.data.iter_mut().for_each(|v| *v -= back);
+                let trace_pinv: f64 = (0..c).map(|i| lap.data[i * c + i]).sum();
+                if trace_pinv.is_finite() && trace_pinv * 2.0 * max_degree < 1e12 {
+                    return Ok(());
                 }
             }
-            let mut t = SymMatrix { n: c, data: t };
-            crate::linalg::dense_symmetrize(&mut t);
-            Ok(t)
+            *lap = laplacian(
+                c,
+                edges,
+                &Need::new("n_tasks", c, "the Laplacian of a connected component"),
+            )?;
+            pinv_by_eigen(lap)
         })
     }
 
-    /// A dense kernel from a graph: `block` maps each connected component's Laplacian (of two
-    /// or more tasks, in ascending task order) to its block of T; an isolated task gets
-    /// `isolated` on the diagonal. Zero entries elsewhere.
+    /// A dense kernel from a graph: `block` turns each connected component's Laplacian (of two
+    /// or more tasks, in ascending task order; its edges in local numbers beside it) into its
+    /// block of T in place; an isolated task
+    /// gets `isolated` on the diagonal. Zero entries elsewhere.
     fn by_component(
         k: usize,
         edges: &[(usize, usize, f64)],
         isolated: f64,
-        mut block: impl FnMut(SymMatrix) -> Result<SymMatrix>,
+        mut block: impl FnMut(&mut SymMatrix, &[(usize, usize, f64)]) -> Result<()>,
     ) -> Result<Self> {
         check_edges(k, edges)?;
-        let mut t = Need::new("n_tasks", k, "the task kernel (n_tasks x n_tasks)").filled(&[k, k], 0.0f64)?;
+        let need = Need::new(
+            "n_tasks",
+            k,
+            "the task kernel (n_tasks x n_tasks) and the factorisation of its largest connected component",
+        );
+        // The result alone, then with the largest component's Laplacian and its scratch, before
+        // anything of size k (let alone k x k) is allocated.
+        let square = |n: usize| (n as u128).saturating_mul(n as u128).saturating_mul(8);
+        need.check_bytes(square(k))?;
         let components = components_from_edges(k, edges);
         let n_components = components.iter().map(|&c| c as usize + 1).max().unwrap_or(0);
-        // Each task's position inside its component, and the tasks and edges of each component.
         let mut members: Vec<Vec<usize>> = vec![Vec::new(); n_components];
         let mut local = vec![0usize; k];
         for (i, &c) in components.iter().enumerate() {
             local[i] = members[c as usize].len();
             members[c as usize].push(i);
         }
+        let largest = members.iter().map(Vec::len).max().unwrap_or(0);
+        need.check_bytes(square(k).saturating_add(square(largest).saturating_mul(2)))?;
         let mut component_edges: Vec<Vec<(usize, usize, f64)>> = vec![Vec::new(); n_components];
         for &(i, j, w) in edges.iter().filter(|e| e.2 > 0.0) {
             component_edges[components[i] as usize].push((local[i], local[j], w));
         }
+        if n_components == 1 && k > 1 {
+            // One component of every task: its block is T itself.
+            let mut a = laplacian(k, &component_edges[0], &need)?;
+            block(&mut a, &component_edges[0])?;
+            return Ok(Self::Dense {
+                k,
+                t: a.data,
+                components,
+            });
+        }
+        let mut t = need.filled(&[k, k], 0.0f64)?;
         for (tasks, edges) in members.iter().zip(&component_edges) {
             interrupt::check()?;
             if tasks.len() == 1 {
@@ -152,7 +183,8 @@ impl TaskKernel {
                 continue;
             }
             let c = tasks.len();
-            let b = block(laplacian(c, edges))?;
+            let mut b = laplacian(c, edges, &need)?;
+            block(&mut b, edges)?;
             for (bi, &i) in tasks.iter().enumerate() {
                 for (bj, &j) in tasks.iter().enumerate() {
                     t[i * k + j] = b.data[bi * c + bj];
@@ -451,49 +483,40 @@ fn check_edges(k: usize, edges: &[(usize, usize, f64)]) -> Result<()> {
     Ok(())
 }
 
-/// `A^{-1}` of a symmetric positive definite `A` (`None` if it is not): Cholesky `A = L Lᵀ`,
-/// `W = L^{-1}`, `A^{-1} = Wᵀ W`, each an O(n³/6) pass of contiguous dot products whose outer
-/// loop polls the interrupt hook (every column's O(n²) work is interruptible).
-fn spd_inverse(a: &SymMatrix) -> Result<Option<SymMatrix>> {
-    use crate::simd::dense_dot;
+/// `A^{-1}` of a symmetric positive definite `A`, in place (`false`, with `a` overwritten, if it
+/// is not): the blocked Cholesky inverse ([`spd_inverse_in_place`]), polling the interrupt hook
+/// between block steps.
+fn spd_inverse(a: &mut SymMatrix) -> Result<bool> {
     let n = a.n;
-    // Lower Cholesky factor, row-major: L[i, j] = (A[i, j] - <L[i, ..j], L[j, ..j]>) / L[j, j].
-    let mut l = vec![0.0; n * n];
-    for j in 0..n {
+    // Fresh zero pages (huge pages for a large one: fewer TLB misses in the strided passes).
+    let mut work = Need::new("n_tasks", n, "the factorisation's scratch (c x c)").zeroed::<f64>(&[n, n])?;
+    spd_inverse_in_place(&mut a.data, &mut work, n)
+}
+
+/// `L^+` of a connected component's Laplacian in place by its eigendecomposition, eigenvalues
+/// below 1e-12 λmax counted as zero (§2.3). O(c³) with a larger constant than a Cholesky, and
+/// the hook is polled only between its stages: [`TaskKernel::laplacian_pinv`] comes here only
+/// when λ2 may fall under that threshold.
+fn pinv_by_eigen(lap: &mut SymMatrix) -> Result<()> {
+    interrupt::check_now()?;
+    let c = lap.n;
+    let (values, vectors) = sym_eigen(lap);
+    let lmax = values.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let mut t = Need::new("n_tasks", c, "the pseudo-inverse of a component's Laplacian").filled(&[c, c], 0.0f64)?;
+    for (r, &lambda) in values.iter().enumerate() {
         interrupt::check_now()?;
-        let d = a.data[j * n + j] - dense_dot(&l[j * n..j * n + j], &l[j * n..j * n + j]);
-        if !(d > 0.0 && d.is_finite()) {
-            return Ok(None);
-        }
-        let djj = d.sqrt();
-        l[j * n + j] = djj;
-        for i in j + 1..n {
-            let s = a.data[i * n + j] - dense_dot(&l[i * n..i * n + j], &l[j * n..j * n + j]);
-            l[i * n + j] = s / djj;
+        if lambda > 1e-12 * lmax && lambda > 0.0 {
+            for i in 0..c {
+                let vi = vectors.get(i, r) / lambda;
+                for j in 0..c {
+                    t[i * c + j] += vi * vectors.get(j, r);
+                }
+            }
         }
     }
-    // V = Wᵀ (upper triangular, row-major), column j of W from L W[:, j] = e_j: row j of V.
-    let mut v = vec![0.0; n * n];
-    let mut col = vec![0.0; n];
-    for j in 0..n {
-        interrupt::check_now()?;
-        for i in j..n {
-            let s = if i == j { 1.0 } else { 0.0 };
-            col[i] = (s - dense_dot(&l[i * n + j..i * n + i], &col[j..i])) / l[i * n + i];
-        }
-        v[j * n + j..j * n + n].copy_from_slice(&col[j..n]);
-    }
-    // (Wᵀ W)[i, j] = Σ_{p >= max(i, j)} W[p, i] W[p, j] = <V[i, m..], V[j, m..]>, m = max(i, j).
-    let mut inv = vec![0.0; n * n];
-    for i in 0..n {
-        interrupt::check_now()?;
-        for j in i..n {
-            let value = dense_dot(&v[i * n + j..i * n + n], &v[j * n + j..j * n + n]);
-            inv[i * n + j] = value;
-            inv[j * n + i] = value;
-        }
-    }
-    Ok(Some(SymMatrix { n, data: inv }))
+    lap.data = t;
+    crate::linalg::dense_symmetrize(lap);
+    Ok(())
 }
 
 fn union_find_components(k: usize, mut linked: impl FnMut(&mut dyn FnMut(usize, usize))) -> Vec<u32> {
@@ -570,21 +593,26 @@ fn check_psd(m: &SymMatrix, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// The dense Laplacian `L = D - W` of `n` tasks joined by weighted `edges` (row-major `n x n`).
-fn laplacian(n: usize, edges: &[(usize, usize, f64)]) -> SymMatrix {
-    let mut lap = vec![0.0; n * n];
+/// The dense Laplacian `L = D - W` of `n` tasks joined by weighted `edges` (row-major `n x n`),
+/// allocated fallibly.
+fn laplacian(n: usize, edges: &[(usize, usize, f64)], need: &Need) -> Result<SymMatrix> {
+    let mut lap = need.filled(&[n, n], 0.0f64)?;
     for &(i, j, w) in edges {
         lap[i * n + j] -= w;
         lap[j * n + i] -= w;
         lap[i * n + i] += w;
         lap[j * n + j] += w;
     }
-    SymMatrix { n, data: lap }
+    Ok(SymMatrix { n, data: lap })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn lap(k: usize, edges: &[(usize, usize, f64)]) -> SymMatrix {
+        laplacian(k, edges, &Need::new("n_tasks", k, "a test Laplacian")).unwrap()
+    }
 
     #[test]
     fn closed_forms_match_the_general_construction() {
@@ -652,11 +680,11 @@ mod tests {
             (3, 8, 1.0),
         ];
         let t = TaskKernel::from_edges(k, &edges).unwrap();
-        let mut a = laplacian(k, &edges);
+        let mut a = lap(k, &edges);
         (0..k).for_each(|i| a.data[i * k + i] += 1.0);
         let whole = cholesky_inverse(&a).unwrap();
         let pinv = TaskKernel::laplacian_pinv(k, &edges).unwrap();
-        let (values, vectors) = sym_eigen(&laplacian(k, &edges));
+        let (values, vectors) = sym_eigen(&lap(k, &edges));
         for i in 0..k {
             for j in 0..k {
                 assert!((t.get(i, j) - whole.get(i, j)).abs() < 1e-13, "T[{i},{j}]");
@@ -678,6 +706,44 @@ mod tests {
             let err = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap_err();
             assert!(matches!(err, Error::Memory { .. }), "{k}: {err}");
             assert!(TaskKernel::laplacian_pinv(k, &[(0, 1, 1.0)]).is_err());
+        }
+    }
+
+    #[test]
+    fn a_stop_is_honoured_within_a_second_while_a_component_is_factored() {
+        use std::cell::Cell;
+        use std::rc::Rc;
+        use std::time::{Duration, Instant};
+        // 4e9 multiply-adds (seconds in this test build); the hook says stop after 100 ms.
+        let k = 2000;
+        let path: Vec<_> = (1..k).map(|i| (i - 1, i, 1.0)).collect();
+        for pinv in [false, true] {
+            let start = Instant::now();
+            let fired = Rc::new(Cell::new(None));
+            let seen = fired.clone();
+            let hook = move || {
+                let stop = start.elapsed() > Duration::from_millis(100);
+                if stop && seen.get().is_none() {
+                    seen.set(Some(Instant::now()));
+                }
+                stop
+            };
+            let result = interrupt::with_hook(Box::new(hook), || {
+                if pinv {
+                    TaskKernel::laplacian_pinv(k, &path)
+                } else {
+                    TaskKernel::from_edges(k, &path)
+                }
+            });
+            assert!(
+                matches!(result, Err(Error::Interrupted { .. })),
+                "finished before the stop: make it longer"
+            );
+            let latency = fired.get().expect("the hook said stop").elapsed();
+            assert!(
+                latency < Duration::from_secs(1),
+                "pinv {pinv}: stopped {latency:?} after the hook said so"
+            );
         }
     }
 

@@ -29,6 +29,18 @@ pub use fused::{columns_dot, lower_rank2_update, sym_lower_matvec};
 pub(crate) use fused::{dot4_lanes, matmul};
 pub(crate) use lanes::{LaneMath, Lanes};
 
+/// Asks for the cache line at `p` to be loaded (a hint: it never faults and changes no result).
+#[inline(always)]
+pub(crate) fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults, whatever the address; SSE is part of x86-64.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
 /// A SIMD build, ordered from narrowest to widest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SimdLevel {

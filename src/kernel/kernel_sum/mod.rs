@@ -11,9 +11,11 @@
 //!   relative error < 5e-16, tested), so a prediction is one matrix-vector product plus |S| vector
 //!   exponentials. Elsewhere the same loops run with the baseline instruction set and `f64::exp`.
 //! - sparse rows, sparse query, from `INDEX_FROM` stored rows on: an inverted index from feature
-//!   to (slot, value) postings, so the cost is the number of (stored row, query) feature
-//!   matches rather than |S| merge-joins or |S| gathers of every stored non-zero. Each dot product still adds its terms in ascending
-//!   feature order, so the result is bit-identical to a gather.
+//!   to the stored rows holding it (a list of (slot, value) postings, or a dense column over the
+//!   slots for a feature in at least an eighth of them), so the cost is the number of (stored
+//!   row, query) feature matches rather than |S| merge-joins or |S| gathers of every stored
+//!   non-zero. Each dot product still adds its terms in ascending feature order, so the result
+//!   is bit-identical to a gather.
 //! - otherwise: [`crate::kernel::RowStore::for_each_kernel`].
 
 use crate::data::Row;
@@ -103,9 +105,9 @@ pub(crate) fn weighted_score(
             }
             dense_score(set, kernel, tasks, x, q, task)
         }
-        (Row::Sparse { indices, values }, Row::Sparse { .. }) if index.is_built() => {
-            index.score(set, kernel, tasks, indices, values, q, task)
-        }
+        (Row::Sparse { indices, values }, Row::Sparse { .. }) if index.is_built() => index
+            .score(set, kernel, tasks, indices, values, q, task)
+            .unwrap_or_else(|| generic_score(set, kernel, tasks, q, task, scratch)),
         _ => generic_score(set, kernel, tasks, q, task, scratch),
     }
 }

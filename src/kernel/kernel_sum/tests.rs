@@ -208,3 +208,87 @@ fn polynomial_exp_is_accurate() {
     assert_eq!(exp_poly::<false>(0.0), 1.0);
     assert_eq!(exp_poly::<false>(-800.0), 0.0);
 }
+
+#[test]
+fn columns_and_lists_add_the_gathers_terms_through_promotions_and_demotions() {
+    // Feature shares from every row down to rare ones, shifting over time, in a set that grows
+    // and is churned: features move from lists to columns and back, and every score keeps the
+    // gather's bits.
+    let kernel = BaseKernel::poly(3, 0.5, 1.0).unwrap();
+    let tasks = TaskKernel::complete(3).unwrap();
+    let mut rng = SplitMix64::new(7);
+    let d = 120usize;
+    let mut set = ActiveSet::new(d, true);
+    let mut index = SparseIndex::with_threshold(true, 16);
+    let mut scratch = Scratch::default();
+    let (mut most, mut fewer_later, mut scored) = (0, false, 0);
+    let random_row = |rng: &mut SplitMix64, shift: usize| -> (Vec<u32>, Vec<f64>) {
+        (0..d as u32)
+            .filter_map(|j| {
+                let rank = (j as usize + shift) % d;
+                let share = 1.0 / (1.0 + rank as f64).powf(0.8);
+                ((unif(rng) + 1.0) / 2.0 < share).then(|| (j, unif(rng)))
+            })
+            .unzip()
+    };
+    for t in 0..2400u64 {
+        let shift = (t as usize / 400) * 37;
+        let (idx, val) = random_row(&mut rng, shift);
+        let row = Row::Sparse {
+            indices: &idx,
+            values: &val,
+        };
+        index.ensure(&set);
+        if set.len() >= 150 {
+            let position = rng.below(set.len() as u64) as usize;
+            index.remove(&set, set.slot_at(position));
+            set.remove_at(position);
+        }
+        let slot = set.push(row, rng.below(3) as usize, 1.0, t, unif(&mut rng), &kernel);
+        index.add(&set, slot);
+        fewer_later |= index.n_columns() < most;
+        most = most.max(index.n_columns());
+        if t % 7 == 0 && index.is_built() {
+            let (qi, qv) = random_row(&mut rng, shift);
+            let q = Query::new(
+                Row::Sparse {
+                    indices: &qi,
+                    values: &qv,
+                },
+                &kernel,
+            );
+            let task = rng.below(3) as usize;
+            let expect = generic_score(&set, &kernel, &tasks, &q, task, &mut scratch);
+            let got = weighted_score(&set, &index, &kernel, &tasks, &q, task, &mut scratch);
+            assert_eq!(got.to_bits(), expect.to_bits(), "t = {t}");
+            scored += 1;
+        }
+    }
+    assert!(
+        most > 0 && fewer_later && scored > 300,
+        "{most} columns at most; fewer later: {fewer_later}"
+    );
+    // A query with a non-finite value is left to the gather.
+    let (qi, qv) = (vec![0u32, 1], vec![1.0, f64::INFINITY]);
+    let row = Row::Sparse {
+        indices: &qi,
+        values: &qv,
+    };
+    assert!(index
+        .score(&set, &kernel, &tasks, &qi, &qv, &Query::new(row, &kernel), 0)
+        .is_none());
+    // The same index rebuilt from the set gives the same numbers.
+    let mut rebuilt = SparseIndex::with_threshold(true, 0);
+    rebuilt.ensure(&set);
+    let (qi, qv) = random_row(&mut rng, 0);
+    let q = Query::new(
+        Row::Sparse {
+            indices: &qi,
+            values: &qv,
+        },
+        &kernel,
+    );
+    let a = weighted_score(&set, &index, &kernel, &tasks, &q, 1, &mut scratch);
+    let b = weighted_score(&set, &rebuilt, &kernel, &tasks, &q, 1, &mut scratch);
+    assert_eq!(a.to_bits(), b.to_bits());
+}
