@@ -32,6 +32,7 @@
 use serde::{Deserialize, Serialize};
 
 mod check;
+mod forget;
 mod lanes;
 mod loss;
 mod store;
@@ -596,6 +597,10 @@ impl OnlineLearner for MTLinear {
         self.n_updates = j.n_updates;
         j.clear();
         self.journal = j;
+    }
+
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        self.forget(tasks)
     }
 
     fn scores_new_tasks(&self) -> bool {

@@ -66,6 +66,18 @@ fn home(block: u32, key: u32, mask: usize) -> usize {
     mix64((u64::from(block) << 32) | u64::from(key)) as usize & mask
 }
 
+/// Enters the records `keys` in an empty index (a power of two long, at least twice as long).
+fn index_records(index: &mut [u32], keys: &[(u32, u32)]) {
+    let mask = index.len().wrapping_sub(1);
+    for (r, &(block, key)) in keys.iter().enumerate() {
+        let mut i = home(block, key, mask);
+        while index[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        index[i] = r as u32 + 1;
+    }
+}
+
 /// The exact sparse layout: records `(block, key)` with their cells in insertion order (the
 /// serialised state), and an open-addressing index (linear probing, load at most 1/2) rebuilt on
 /// restore.
@@ -190,14 +202,7 @@ impl SparseCells {
     fn rebuild_index(&mut self, n: usize) -> Result<()> {
         let size = (2 * n.max(8)).next_power_of_two();
         let mut index = Need::new("n_features", size, "MTLinear's sparse weight index").filled(&[size], 0u32)?;
-        let mask = size - 1;
-        for (r, &(block, key)) in self.keys.iter().enumerate() {
-            let mut i = home(block, key, mask);
-            while index[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            index[i] = r as u32 + 1;
-        }
+        index_records(&mut index, &self.keys);
         self.index = index;
         Ok(())
     }
@@ -224,6 +229,34 @@ impl SparseCells {
         self.keys.push((block, key));
         self.cells.resize(self.cells.len() + self.stride, 0.0);
         Ok(n * self.stride)
+    }
+
+    /// Removes the records of the blocks `blocks`, the others keeping their order, zeroes the
+    /// freed room and rebuilds the index in place (no allocation: it cannot fail). Returns the
+    /// number removed. O(records).
+    pub fn remove_blocks(&mut self, blocks: &std::collections::HashSet<u32>) -> usize {
+        let stride = self.stride;
+        let mut next = 0;
+        for r in 0..self.keys.len() {
+            if blocks.contains(&self.keys[r].0) {
+                continue;
+            }
+            if r != next {
+                self.keys[next] = self.keys[r];
+                self.cells.copy_within(r * stride..(r + 1) * stride, next * stride);
+            }
+            next += 1;
+        }
+        let removed = self.keys.len() - next;
+        if removed > 0 {
+            self.cells[next * stride..].fill(0.0);
+            self.cells.truncate(next * stride);
+            self.keys[next..].fill((0, 0));
+            self.keys.truncate(next);
+            self.index.fill(0);
+            index_records(&mut self.index, &self.keys);
+        }
+        removed
     }
 
     /// Removes the last record (the undo of its [`Self::insert`]): backward-shift deletion from
