@@ -27,6 +27,11 @@ impl MTLinear {
             ));
         }
         self.journal.clear();
+        if let Store::Sparse(cells) = &mut self.store {
+            if self.budget.is_some() {
+                cells.enable_chains(self.n_tasks)?;
+            }
+        }
         for &t in tasks {
             if matches!(self.tasks, TaskKernel::Disconnected { .. }) {
                 self.stats[t] = ComponentStats::default();
@@ -40,6 +45,7 @@ impl MTLinear {
                     }
                 }
             }
+            Store::Sparse(_) if self.budget.is_some() => self.forget_users(tasks)?,
             Store::Sparse(cells) => {
                 let blocks: HashSet<u32> = tasks.iter().map(|&t| t as u32).collect();
                 cells.remove_blocks(&blocks);

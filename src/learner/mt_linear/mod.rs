@@ -31,6 +31,7 @@
 
 use serde::{Deserialize, Serialize};
 
+mod budget;
 mod check;
 mod forget;
 mod lanes;
@@ -92,6 +93,15 @@ learner_params! {
         /// M.8); graphs without a shared block ignore it. Default 2 ([`MTLinearParams::new`]
         /// takes 1).
         pub shared_rate: f64,
+        /// A byte budget over users (docs/lifecycle.md): exact own cells for the most recently
+        /// active users, the least recently active evicted when a new cell would not fit, so
+        /// that `memory_bytes` never exceeds it. Without hashing, on the disconnected or
+        /// complete graph. Default `None` (no budget).
+        pub max_bytes: Option<u64>,
+        /// With `max_bytes`: a table of `2^tail_bits` weights into which evicted users' weights
+        /// are folded (hashed by user and feature) and which they read from then on. Default
+        /// `None` (evicted users fall back to the shared block).
+        pub tail_bits: Option<u32>,
     }
 
     fn check(&self) -> Result<()> {
@@ -105,7 +115,24 @@ learner_params! {
                 ));
             }
         }
-        Ok(())
+        if self.max_bytes.is_some() && self.hash_bits.is_some() {
+            return Err(invalid(
+                "max_bytes",
+                "bounds exact per-user cells; with hash_bits the memory is the table's already (a hashed tail for \
+                 evicted users is tail_bits)",
+            ));
+        }
+        match self.tail_bits {
+            Some(_) if self.max_bytes.is_none() => Err(invalid(
+                "tail_bits",
+                "is the hashed tail of a user budget: set max_bytes too",
+            )),
+            Some(b) if !(1..=MAX_HASH_BITS).contains(&b) => Err(invalid(
+                "tail_bits",
+                format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -126,6 +153,8 @@ impl MTLinearParams {
             fit_intercept,
             hash_bits,
             shared_rate: 1.0,
+            max_bytes: None,
+            tail_bits: None,
         };
         params.check()?;
         Ok(params)
@@ -158,6 +187,8 @@ pub struct MTLinear {
     stats: Vec<ComponentStats>,
     store: Store,
     n_updates: u64,
+    /// The user budget's state (under `max_bytes`).
+    budget: Option<budget::UserBudget>,
     /// Undo log of the batch in progress ([`OnlineLearner::journal_begin`]).
     #[serde(skip)]
     journal: Journal,
@@ -266,8 +297,27 @@ impl Build for MTLinear {
             TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
             _ => n_tasks,
         };
-        let store = Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?;
-        Ok(Self {
+        let (store, budget) = match params.max_bytes {
+            None => (
+                Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?,
+                None,
+            ),
+            Some(_) => {
+                if dense_t {
+                    return Err(invalid(
+                        "max_bytes",
+                        "a user budget needs the disconnected or complete graph (a general graph's blocks are not one user's)",
+                    ));
+                }
+                let mut cells = SparseCells::new(params.rule.stride());
+                cells.enable_chains(n_tasks)?;
+                (
+                    Store::Sparse(cells),
+                    Some(budget::UserBudget::new(n_tasks, params.tail_bits)?),
+                )
+            }
+        };
+        let model = Self {
             n_tasks,
             n_features,
             params,
@@ -277,12 +327,15 @@ impl Build for MTLinear {
             stats: vec![ComponentStats::default(); tasks.n_components()],
             store,
             n_updates: 0,
+            budget,
             journal: Journal::default(),
             rates: Vec::new(),
             entries: Vec::new(),
             pad: Scratchpad::default(),
             term_buf: Vec::new(),
-        })
+        };
+        model.check_budget_fits()?;
+        Ok(model)
     }
 }
 
@@ -356,6 +409,7 @@ impl MTLinear {
             + self.stats.capacity() * std::mem::size_of::<ComponentStats>()
             + self.component.capacity() * 4
             + terms
+            + self.budget.as_ref().map_or(0, budget::UserBudget::memory_bytes)
     }
 
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete
@@ -416,12 +470,16 @@ impl OnlineLearner for MTLinear {
     shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        self.terms(task).iter().map(|&(r, b)| b * self.block_score(&x, r)).sum()
+        let s: f64 = self.terms(task).iter().map(|&(r, b)| b * self.block_score(&x, r)).sum();
+        if self.budget.is_some() {
+            return s + self.tail_score(&x, task);
+        }
+        s
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.gather(&x, task);
-        self.apply_update(task, y, score)
+        self.learn_gathered(task, y, score)
     }
 
     /// Starts loading the cells of the next example's coordinates (each a cache miss on a large
@@ -469,7 +527,7 @@ impl OnlineLearner for MTLinear {
     /// Score and update share one gathering pass over the example's slots.
     fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let score = self.gather(&x, task);
-        self.apply_update(task, y, score)?;
+        self.learn_gathered(task, y, score)?;
         Ok(score)
     }
 
@@ -490,6 +548,8 @@ impl OnlineLearner for MTLinear {
             ("n_cells", n_cells as f64),
             ("block_width", self.width() as f64),
             ("storage", layout),
+            ("n_evicted_users", self.n_evicted_users() as f64),
+            ("n_resident_users", self.n_resident_users() as f64),
         ]
     }
 
@@ -506,6 +566,7 @@ impl OnlineLearner for MTLinear {
     }
 
     fn journal_begin(&mut self) -> bool {
+        let n_evicted = self.n_evicted_users();
         let j = &mut self.journal;
         j.clear();
         j.active = true;
@@ -520,6 +581,7 @@ impl OnlineLearner for MTLinear {
             Store::Dense { own, .. } => own.len(),
             _ => 0,
         };
+        j.n_evicted = n_evicted;
         true
     }
 
@@ -550,7 +612,21 @@ impl OnlineLearner for MTLinear {
             self.store = old;
             cells = &j.cells[..j.cells_at_convert];
         }
+        if let Store::Sparse(sparse) = &mut self.store {
+            sparse.reserve_for_undo(cells);
+        }
         for &(at, cell) in cells.iter().rev() {
+            match (&mut self.store, at) {
+                (Store::Sparse(cells), CellAt::Inserted) => {
+                    cells.pop();
+                    continue;
+                }
+                (Store::Sparse(cells), CellAt::Removed { r, block, key }) => {
+                    cells.unremove(r, block, key, &cell);
+                    continue;
+                }
+                _ => {}
+            }
             let data: &mut [f32] = match (&mut self.store, at) {
                 (Store::Hashed { table: Some(t), .. }, CellAt::Flat(_)) => t,
                 (Store::Sparse(cells), CellAt::Flat(_)) => cells.cells_mut(),
@@ -560,8 +636,9 @@ impl OnlineLearner for MTLinear {
                 },
                 _ => continue,
             };
-            let (CellAt::Flat(offset) | CellAt::Block(_, offset)) = at;
-            data[offset..offset + stride].copy_from_slice(&cell[..stride]);
+            if let CellAt::Flat(offset) | CellAt::Block(_, offset) = at {
+                data[offset..offset + stride].copy_from_slice(&cell[..stride]);
+            }
         }
         match &mut self.store {
             Store::Hashed { table, .. } if j.new_table => *table = None,
@@ -590,6 +667,10 @@ impl OnlineLearner for MTLinear {
             }
         }
         self.stats.truncate(j.n_stats);
+        for &op in j.budget.iter().rev() {
+            self.undo_budget(op);
+        }
+        self.truncate_budget(j.n_tasks, j.n_evicted);
         if let Some(tasks) = j.tasks.take() {
             self.tasks = tasks;
         }
@@ -650,6 +731,7 @@ impl MTLinear {
         if let (None, Store::Dense { own, .. }) = (&sparse, &mut self.store) {
             need.reserve(own, n)?;
         }
+        self.grow_budget(new_k)?;
         // Nothing below fails.
         if self.journal.logging() && self.journal.tasks.is_none() {
             self.journal.tasks = Some(self.tasks.clone());
