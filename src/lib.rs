@@ -135,18 +135,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Saving a model
+//! ## A whole model
+//!
+//! [`model::Model`] is what the Python estimators, the command line and the server drive: an
+//! [`model::Estimator`] (a class and its checked hyper-parameters, from the one class table the
+//! Python constructors share) and, once fitted, the learner and its book: task labels (integers
+//! and strings, interned), per-task counts, the label form, the counters. It learns and scores
+//! batches and single events ([`model::Model::learn_one`], named features hashed by
+//! [`hashing::RowBuilder`]), grows its tasks, and is what a `.omtl` file stores
+//! ([`model_file`]: the format Python's `omtl.save` and the command line write, so a model trained
+//! in Python loads in Rust and the reverse, with the same scores; every part checked before use;
+//! `examples/model_file.rs`).
+//!
+//! ## Saving a learner
 //!
 //! [`state::encode`] writes one learner's state as bytes and [`state::decode`] reads it back
 //! as the learner type, as untrusted input: its size bounded by the payload and every
 //! invariant checked ([`state::CheckState`]), so a corrupt or forged state is an
 //! [`Error::State`], never a model that misbehaves (`examples/budget_save_restore.rs`).
-//!
-//! Whole models travel as `.omtl` files ([`model_file`]): the format Python's `omtl.save` and
-//! the command line write, so a model trained in Python loads in Rust and the reverse, with the
-//! same scores. [`model_file::load`] returns a [`model_file::ModelFile`]: the learner as one
-//! [`model::AnyLearner`], the task ids and the class labels, every part checked before use
-//! (`examples/model_file.rs`).
 //!
 //! ## The modules
 //!
@@ -156,8 +162,9 @@
 //! - [`data`]: the row views; [`error`]: the one error type;
 //! - [`io`]: the file readers; [`hashing`]: named features hashed into columns (scikit-learn's
 //!   `FeatureHasher` mapping);
-//! - [`model`]: any learner as one value ([`model::AnyLearner`]) and its versioned state bytes;
-//!   [`model_file`]: the `.omtl` model file;
+//! - [`model`]: a whole model ([`model::Model`]: estimator, learner, book), any learner as one
+//!   value ([`model::AnyLearner`]) and its versioned state bytes; [`model_file`]: the `.omtl`
+//!   model file, a [`model::Model`]'s serialisation;
 //! - [`state`]: checked saving and restoring; [`rng`]: the pinned SplitMix64 generator;
 //! - [`interrupt`]: stopping a long call from a hook (a deadline, a signal).
 //!

@@ -11,7 +11,7 @@
 //! | state length     | 8     | little-endian, then the native state ([`AnyLearner::to_bytes`]; empty for an unfitted model) |
 //! | checksum         | 32    | SHA-256 of everything before it                          |
 //!
-//! The header names the estimator class (one of [`CLASSES`]), holds its hyper-parameters as
+//! The header names the estimator class (one of [`crate::model::estimator::classes`]), holds its hyper-parameters as
 //! JSON (a task graph as its kind and arrays) and the bookkeeping of a fitted model ([`Fitted`]:
 //! task labels, classes, counts, `n_features_in`). Reading trusts none of it: the checksum and
 //! every length are checked before anything is allocated, the header is checked field by field,
@@ -125,7 +125,7 @@ pub fn read_header(data: &[u8], limits: &Limits) -> Result<Header> {
 }
 
 /// A file's bytes from its header's JSON text and its native state (`None` for an unfitted
-/// model), checked as a reader checks them: a file this writes is one [`ModelFile::decode`]
+/// model), checked as a reader checks them: a file this writes is one [`Model::decode`]
 /// accepts.
 pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) -> Result<Vec<u8>> {
     let cannot = |e: Error| match e {
