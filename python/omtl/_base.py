@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from ._constraints import validate
 from ._docs import fill_doc
+from ._lifecycle import ForgetMixin
 
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
 from ._native import (
@@ -128,6 +129,9 @@ class NativeCore:
     def add_tasks(self, n):
         self._learner.add_tasks(n)
 
+    def forget(self, tasks) -> int:
+        return self._learner.forget(tasks)
+
     def radius_exceeded(self, X):
         return self._learner.radius_exceeded(_as_native_rows(X))
 
@@ -206,7 +210,7 @@ def _same_n_tasks(a, b) -> bool:
     return (a is None) == (b is None) and (a is None or a == b)
 
 
-class OnlineClassifier(SklearnClassifierMixin):
+class OnlineClassifier(ForgetMixin, SklearnClassifierMixin):
     """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
 
     # Whether a fitted native model learns events on the binding's fast path (omtl._native's
@@ -375,7 +379,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         capacity = None if self.n_tasks is None else self._check_n_tasks()
         if self.n_tasks is None:
             self._check_n_tasks()  # refuses n_tasks=None where the learner cannot grow
-        return map_labels(labels, known, capacity, GROW_HINT)
+        fitted = self._is_fitted()
+        base, free = (len(self._tasks.labels), self._tasks.free) if fitted else (0, [])
+        return map_labels(labels, known, capacity, GROW_HINT, base, free)
 
     def _n_new_engine_tasks(self, new_labels: list) -> int:
         """Engine tasks to add so that the new labels have indices (0 for a fixed n_tasks)."""
@@ -383,7 +389,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             return 0
         if not self._is_fitted():
             return self._engine_n_tasks(len(new_labels))
-        return max(0, self._engine_n_tasks(len(self._tasks.labels) + len(new_labels)) - self._tasks.n_engine_tasks)
+        return max(0, self._engine_n_tasks(self._tasks.tasks_needed(len(new_labels))) - self._tasks.n_engine_tasks)
 
     def _check_n_tasks(self) -> int:
         k = self.n_tasks
@@ -855,7 +861,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         if tasks.label_mode:
             if len(set(new)) != len(new) or any(v in tasks.index for v in new):
                 raise ValueError("add_tasks: the labels must be new and distinct")
-            m = len(tasks.labels) + len(new)
+            m = tasks.tasks_needed(len(new))
             n_new = max(0, self._engine_n_tasks(m) - k) if self.n_tasks is None else max(0, m - k)
         else:
             if new != list(range(k, k + len(new))):

@@ -175,6 +175,10 @@ class NativeLearner:
     def add_tasks(self, n: int) -> None:
         """Adds ``n`` tasks with no examples (open-ended task sets); atomic. ValueError for a
         learner or task graph that cannot grow."""
+    def forget(self, tasks: list[int]) -> int:
+        """Forgets the engine tasks ``tasks`` (distinct, below n_tasks): their stored examples
+        and own state leave the model; returns the stored examples removed. Atomic. ValueError
+        for a learner or task graph that cannot forget."""
     @property
     def n_updates(self) -> int: ...
     @property

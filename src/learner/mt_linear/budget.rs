@@ -21,6 +21,40 @@ mod tests;
 /// No record, no task.
 pub(super) const NONE: u32 = u32::MAX;
 
+/// Bytes per user the budget sets aside: its place in the list (8), its tail flag (1), its
+/// chain's head and length (8), and on the disconnected graph its counters (24).
+const USER_BYTES: usize = 17;
+const USER_COUNTER_BYTES: usize = 24;
+
+/// Bytes the budget sets aside for everything but the records, for `n_tasks` users: their
+/// state at nine eighths of their number (it grows an eighth at a time), the tail, the complete
+/// graph's counters and the smallest index (64).
+pub fn reserved_bytes(params: &MTLinearParams, n_tasks: usize, disconnected: bool) -> usize {
+    let users = n_tasks + n_tasks / 8;
+    let per_user = USER_BYTES + if disconnected { USER_COUNTER_BYTES } else { 0 };
+    let counters = if disconnected { 0 } else { USER_COUNTER_BYTES };
+    let tail = params.tail_bits.map_or(0, |b| 4usize << b);
+    users.saturating_mul(per_user).saturating_add(tail + counters + 64)
+}
+
+/// Bytes per record: key (8), cell (4 per statistic), chain links (8), index (16: the index
+/// is a power of two at least twice as long as the records).
+pub fn record_bytes(params: &MTLinearParams) -> usize {
+    32 + 4 * params.rule.stride()
+}
+
+/// The most own and shared cells a budget `max_bytes` holds for `n_tasks` users: what is left
+/// after [`reserved_bytes`], in [`record_bytes`] each. The rule of the budget: before an
+/// update creates `c` cells, the least recently active users (the updated one excepted) are
+/// evicted while the cells would pass this limit; after users are added, while the cells pass
+/// it. `memory_bytes` then never exceeds `max_bytes`.
+pub fn record_limit(params: &MTLinearParams, n_tasks: usize, disconnected: bool) -> usize {
+    let max = params
+        .max_bytes
+        .map_or(usize::MAX, |m| m.min(usize::MAX as u64) as usize);
+    max.saturating_sub(reserved_bytes(params, n_tasks, disconnected)) / record_bytes(params)
+}
+
 /// Each own block's records, chained: per record its neighbours `[prev, next]` in its block's
 /// chain (none for the shared block), per own block its first record and its number of records.
 #[derive(Debug, Clone, Default)]
@@ -469,45 +503,19 @@ impl MTLinear {
         Ok(())
     }
 
-    /// Bytes of everything but the sparse records: counters, factor, per-user state, tail,
-    /// chain heads.
-    fn fixed_bytes(&self) -> usize {
-        let heads = match &self.store {
-            Store::Sparse(cells) => cells
-                .chains
-                .as_ref()
-                .map_or(0, |c| c.heads.capacity() * 4 + c.counts.capacity() * 4),
-            _ => 0,
-        };
-        self.memory_bytes() - self.store.memory_bytes(self.params.rule.stride()) + heads
+    /// The record limit of `n_tasks` users ([`record_limit`]) for this model's parameters.
+    pub(super) fn limit_for(&self, n_tasks: usize) -> usize {
+        let disconnected = matches!(self.tasks, TaskKernel::Disconnected { .. });
+        record_limit(&self.params, n_tasks, disconnected)
     }
 
-    /// Bytes per sparse record under the budget: key, cell, chain links.
-    fn record_bytes(&self) -> usize {
-        8 + 4 * self.params.rule.stride() + 8
-    }
-
-    /// The most records (with an index of at least twice as many entries) that fit the budget
-    /// next to `fixed` bytes.
-    fn max_records(&self, fixed: usize) -> usize {
-        let max = self.params.max_bytes.unwrap_or(u64::MAX).min(usize::MAX as u64) as usize;
-        let room = max.saturating_sub(fixed);
-        let per = self.record_bytes();
-        let mut best = 0;
-        let mut index = 16usize;
-        while index * 4 <= room {
-            let n = ((room - index * 4) / per).min(index / 2);
-            best = best.max(n);
-            index *= 2;
-        }
-        best
-    }
-
-    /// Makes the records' storage hold `n` records within the budget if it can (growing the
-    /// buffers to at most what fits); false if `n` records cannot fit.
+    /// Makes the records' storage hold `n` records (at most the limit), growing its buffers by
+    /// half at a time but never beyond the limit; false if `n` exceeds the limit.
     fn room_for(&mut self, n: usize) -> Result<bool> {
-        let fixed = self.fixed_bytes();
-        let limit = self.max_records(fixed);
+        let limit = self.limit_for(self.n_tasks);
+        if n > limit {
+            return Ok(false);
+        }
         let Store::Sparse(cells) = &mut self.store else {
             return Ok(false);
         };
@@ -516,10 +524,6 @@ impl MTLinear {
         if n <= cap.min(chains_cap) && 2 * n <= cells.index.len() {
             return Ok(true);
         }
-        if n > limit {
-            return Ok(false);
-        }
-        // Grow by half (at least to n), never beyond what fits.
         let target = n.max(cap + cap / 2).max(64).min(limit);
         let need = Need::new("max_bytes", target, "MTLinear's sparse weights");
         let stride = cells.stride;
@@ -547,15 +551,16 @@ impl MTLinear {
         let Store::Sparse(cells) = &self.store else {
             unreachable!("chained above")
         };
-        let (len, shared) = (cells.len(), cells.keys.iter().filter(|k| k.0 == SHARED).count());
-        let fixed = self.fixed_bytes();
-        if shared + own + needed > self.max_records(fixed) {
+        let shared = cells.keys.iter().filter(|k| k.0 == SHARED).count();
+        let limit = self.limit_for(self.n_tasks);
+        if shared + own + needed > limit {
             return Err(invalid(
                 "max_bytes",
                 format!(
-                    "{} bytes cannot hold this example's {needed} new cells next to the shared block's and \
-                     the user's own ({} cells) and the per-user state ({fixed} bytes): raise max_bytes",
+                    "{} bytes hold {limit} cells for {} users: not this example's {needed} new cells next to the \
+                     shared block's and the user's own ({} cells); raise max_bytes",
                     self.params.max_bytes.unwrap_or(0),
+                    self.n_tasks,
                     shared + own
                 ),
             ));
@@ -573,7 +578,6 @@ impl MTLinear {
             self.evict(victim as usize)?;
             moved = true;
         }
-        let _ = len;
         Ok(moved)
     }
 
@@ -751,15 +755,16 @@ impl MTLinear {
         Ok(())
     }
 
-    /// Refuses a budget that the per-user state alone would fill.
+    /// Refuses a budget that the per-user state alone would fill ([`reserved_bytes`]).
     pub(super) fn check_budget_fits(&self) -> Result<()> {
+        let disconnected = matches!(self.tasks, TaskKernel::Disconnected { .. });
+        let reserved = reserved_bytes(&self.params, self.n_tasks, disconnected);
         match self.params.max_bytes {
-            Some(max) if self.memory_bytes() as u64 > max => Err(invalid(
+            Some(max) if reserved as u64 >= max => Err(invalid(
                 "max_bytes",
                 format!(
-                    "{max} bytes cannot hold the state of {} users ({} bytes) and any weight: raise max_bytes",
-                    self.n_tasks,
-                    self.memory_bytes()
+                    "{max} bytes cannot hold the state of {} users ({reserved} bytes) and any weight: raise max_bytes",
+                    self.n_tasks
                 ),
             )),
             _ => Ok(()),
@@ -779,24 +784,25 @@ impl MTLinear {
             self.truncate_budget(old, self.n_evicted_users());
             return Err(e);
         }
-        let max = self.params.max_bytes.unwrap_or(u64::MAX) as usize;
-        if self.memory_bytes() <= max {
-            return Ok(());
-        }
-        let limit = self.max_records(self.fixed_bytes());
+        let limit = self.limit_for(n_tasks);
         let Store::Sparse(cells) = &self.store else {
             unreachable!("chained above")
         };
         let shared = cells.keys.iter().filter(|k| k.0 == SHARED).count();
-        if shared > limit {
+        let disconnected = matches!(self.tasks, TaskKernel::Disconnected { .. });
+        let reserved = reserved_bytes(&self.params, n_tasks, disconnected) as u64;
+        if shared > limit || self.params.max_bytes.is_some_and(|m| reserved >= m) {
             self.truncate_budget(old, self.n_evicted_users());
             return Err(invalid(
                 "max_bytes",
                 format!(
-                    "{max} bytes cannot hold the state of {n_tasks} users next to the shared block: raise max_bytes"
+                    "{} bytes cannot hold the state of {n_tasks} users next to the shared block: raise max_bytes",
+                    self.params.max_bytes.unwrap_or(0)
                 ),
             ));
         }
+        // Users past the limit leave, least recently active first; the storage shrinks (by a
+        // sixteenth more than needed, so that it does not shrink again at every new user).
         while self.store_len() > limit {
             let oldest = self.budget.as_ref().map_or(NONE, |b| b.oldest);
             if oldest == NONE {
@@ -807,14 +813,19 @@ impl MTLinear {
         let Store::Sparse(cells) = &mut self.store else {
             unreachable!("chained above")
         };
-        let stride = cells.stride;
-        cells.keys.shrink_to(limit);
-        cells.cells.shrink_to(limit * stride);
-        if let Some(chains) = &mut cells.chains {
-            chains.links.shrink_to(limit);
+        if cells.keys.capacity() > limit {
+            let len = cells.len();
+            let to = len.max(limit - limit / 16);
+            let stride = cells.stride;
+            cells.keys.shrink_to(to);
+            cells.cells.shrink_to(to * stride);
+            if let Some(chains) = &mut cells.chains {
+                chains.links.shrink_to(to);
+            }
         }
-        let len = cells.len();
-        if cells.index.len() > (2 * len.max(8)).next_power_of_two() {
+        // The index of a larger limit's records, beyond what this limit sets aside for it.
+        if cells.index.len() > (2 * limit.max(8)).next_power_of_two() {
+            let len = cells.len();
             cells.rebuild_index(len)?;
         }
         Ok(())
@@ -829,6 +840,21 @@ impl MTLinear {
         }
         if let Store::Sparse(cells) = &mut self.store {
             cells.truncate_chains(n_tasks);
+        }
+        if self.budget.is_some() {
+            // The eighth of slack the per-user state grows by is the formula's for n_tasks.
+            let keep = n_tasks + n_tasks / 8;
+            if let Some(b) = self.budget.as_mut() {
+                b.order.shrink_to(keep);
+                b.folded.shrink_to(keep);
+            }
+            self.stats.shrink_to(keep.max(1));
+            if let Store::Sparse(cells) = &mut self.store {
+                if let Some(c) = &mut cells.chains {
+                    c.heads.shrink_to(keep);
+                    c.counts.shrink_to(keep);
+                }
+            }
         }
     }
 

@@ -97,10 +97,12 @@ learner_params! {
         /// active users, the least recently active evicted when a new cell would not fit, so
         /// that `memory_bytes` never exceeds it. Without hashing, on the disconnected or
         /// complete graph. Default `None` (no budget).
+        #[cfg_attr(feature = "python", pyo3(default))]
         pub max_bytes: Option<u64>,
         /// With `max_bytes`: a table of `2^tail_bits` weights into which evicted users' weights
         /// are folded (hashed by user and feature) and which they read from then on. Default
         /// `None` (evicted users fall back to the shared block).
+        #[cfg_attr(feature = "python", pyo3(default))]
         pub tail_bits: Option<u32>,
     }
 
@@ -717,7 +719,15 @@ impl MTLinear {
         }
         let need = Need::new("n_tasks", new_k, "MTLinear's per-task state");
         if !complete {
-            need.reserve(&mut self.stats, n)?;
+            if self.budget.is_some() {
+                // The budget counts these at nine eighths of the users: grown an eighth at a time.
+                let (len, cap) = (self.stats.len(), self.stats.capacity());
+                if cap < len + n {
+                    need.reserve_exact(&mut self.stats, n.max(len / 8))?;
+                }
+            } else {
+                need.reserve(&mut self.stats, n)?;
+            }
         }
         let stride = self.params.rule.stride();
         let width = self.n_features + usize::from(self.params.fit_intercept);

@@ -265,6 +265,8 @@ const MTLINEAR: &[(&str, D)] = &[
     ("fit_intercept", D::Bool(true)),
     ("hash_bits", D::Null),
     ("shared_rate", D::Float(2.0)),
+    ("max_bytes", D::Null),
+    ("tail_bits", D::Null),
     N_FEATURES,
 ];
 const MTPERCEPTRON: &[(&str, D)] = &[N_TASKS, GRAPH, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES];
