@@ -78,6 +78,9 @@ pub struct BatchMtl {
     n_retrains: u64,
     last: SolveReport,
     total_iter: u64,
+    /// Stored examples removed by [`OnlineLearner::forget_tasks`] (the retrain schedule then
+    /// counts the examples kept).
+    n_forgotten: u64,
 }
 
 learner_params! {
@@ -142,6 +145,7 @@ impl Build for BatchMtl {
             n_retrains: 0,
             last: SolveReport::default(),
             total_iter: 0,
+            n_forgotten: 0,
         })
     }
 }
@@ -394,6 +398,12 @@ impl CheckState for BatchMtl {
         // A retrain runs whenever the number of stored examples reaches a multiple of the period.
         let retrains = n as u64 / self.retrain_every;
         let max_iter = self.opts.max_iter as u64;
+        // Forgotten examples shift the schedule: then only the counters' own bounds hold.
+        let retrains = if self.n_forgotten == 0 {
+            retrains
+        } else {
+            self.n_retrains
+        };
         let counters_ok = self.n_retrains == retrains
             && self.last.n_iter <= self.opts.max_iter
             && self.total_iter <= retrains.saturating_mul(max_iter)
@@ -474,6 +484,8 @@ impl OnlineLearner for BatchMtl {
         }
         let forget: std::collections::HashSet<u32> = tasks.iter().map(|&t| t as u32).collect();
         let keep: Vec<bool> = self.tasks.iter().map(|t| !forget.contains(t)).collect();
-        Ok(self.retain_examples(&keep))
+        let removed = self.retain_examples(&keep);
+        self.n_forgotten += removed as u64;
+        Ok(removed)
     }
 }
