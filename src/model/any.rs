@@ -9,10 +9,10 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::TaskKernel;
-//! use omtl::learner::{decision, learn, MTLinear, MTLinearParams};
+//! use omtl::learner::{decision, learn, Build, GraphSetting, MTLinear, MTLinearParams};
 //! use omtl::model::AnyLearner;
 //!
-//! let mut model = AnyLearner::from(MTLinear::new(&TaskKernel::complete(2)?, 2, MTLinearParams::default())?);
+//! let mut model = AnyLearner::from(MTLinear::build(&MTLinearParams::default(), &GraphSetting::new(&TaskKernel::complete(2)?, 2))?);
 //! let x = [1.0, 0.0, 0.0, 1.0];
 //! let rows = Rows::Dense { data: &x, n_rows: 2, n_cols: 2 };
 //! learn(&mut model, &rows, &[0, 1], &[1.0, -1.0])?;
@@ -136,6 +136,7 @@ macro_rules! any_learner {
                 fn diagnostics(&self) -> Vec<(&'static str, f64)>;
                 fn add_tasks(&mut self, n: usize) -> Result<()>;
                 fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)>;
+                fn rebuild_caches(&mut self);
                 fn journal_begin(&mut self) -> bool;
                 fn journal_commit(&mut self);
                 fn journal_rollback(&mut self);

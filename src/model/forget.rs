@@ -23,8 +23,9 @@ pub struct ForgetReport {
 impl Model {
     /// Forgets the tasks `ids` (known labels, or integer ids in index mode; distinct): the
     /// learner removes their stored examples and resets their own state
-    /// ([`OnlineLearner::forget_tasks`]), and the book drops their counts and, in label mode,
-    /// their labels, whose engine tasks become free for the next new labels. A forgotten label
+    /// ([`OnlineLearner::forget_tasks`]), the book drops their counts and, in label mode, their
+    /// labels, whose engine tasks become free for the next new labels, and their pending events
+    /// (delayed labels) are dropped. A forgotten label
     /// that comes back is a new task with no examples. Atomic: on `Err` (an unknown id, a
     /// learner that cannot forget) nothing changed. Costs what it removes, plus the learner's
     /// re-derivation of its caches (docs/lifecycle.md).
@@ -57,6 +58,10 @@ impl Model {
         }
         let n_stored = fitted.learner.forget_tasks(&tasks)?;
         // Nothing below fails.
+        let n_pending = self.pending.remove_tasks(ids);
+        let Some(fitted) = &mut self.fitted else {
+            unreachable!("fitted above")
+        };
         let book = &mut fitted.book;
         let mut n_examples = 0;
         for &t in &tasks {
@@ -70,7 +75,7 @@ impl Model {
             tasks,
             n_examples,
             n_stored,
-            n_pending: 0,
+            n_pending,
         })
     }
 }

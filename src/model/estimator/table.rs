@@ -5,13 +5,14 @@
 //! all read it (`omtl._native.ESTIMATORS`; `tests/test_registry.py` holds the Python classes'
 //! signatures to it).
 
+use super::family::Family;
 use super::values::{Default as D, Params};
 use crate::error::Result;
 use crate::learner::{
     BatchMtl, BatchMtlParams, Build, CwCol, CwColParams, GlobalNorm, Loss, MTBPRJ2Params, MTFORGParams, MTLinear,
     MTLinearParams, MTPerceptron, MTRBPParams, NoParams, Omtl, OmtlParams, Omtrl, OmtrlParams, PaVariant, ParamGuard,
     PassiveAggressive, PassiveAggressiveParams, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoParams,
-    RomcoTrigger, Setting, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::model::AnyLearner;
 
@@ -44,7 +45,7 @@ pub struct Class {
     /// Reads and checks the learner's parameters from the class's.
     pub(super) check: fn(Params) -> Result<()>,
     /// Builds the learner for a setting.
-    pub(super) build: fn(Params, &Setting) -> Result<AnyLearner>,
+    pub(super) build: fn(Params, &Family) -> Result<AnyLearner>,
 }
 
 impl std::fmt::Debug for Class {
@@ -82,9 +83,10 @@ const NORMALIZE: (&str, D) = ("normalize", D::Bool(false));
 macro_rules! class_fns {
     ($learner:ty, $read:expr) => {
         (
-            |p: Params| -> Result<()> { ParamGuard::check(&$read(p)?) },
-            |p: Params, setting: &Setting| -> Result<AnyLearner> {
-                Ok(AnyLearner::from(<$learner as Build>::build(&$read(p)?, setting)?))
+            |p: Params| -> Result<()> { ParamGuard::check_ref(&$read(p)?) },
+            |p: Params, family: &Family| -> Result<AnyLearner> {
+                let setting = family.setting::<<$learner as Build>::Setting<'_>>()?;
+                Ok(AnyLearner::from(<$learner as Build>::build(&$read(p)?, &setting)?))
             },
         )
     };

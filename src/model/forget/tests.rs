@@ -4,7 +4,7 @@
 use super::*;
 use crate::data::Rows;
 use crate::model::estimator::classes;
-use crate::model::{Estimator, Labels, TaskId, Tasks};
+use crate::model::{Estimator, EventRow, Labels, TaskId, Tasks};
 
 const K: usize = 12;
 const D: usize = 5;
@@ -184,8 +184,19 @@ fn a_forgotten_label_frees_its_task_for_the_next_new_label() {
         assert!(model.forget(bad).is_err());
         assert_eq!(model.to_bytes().unwrap(), before.to_bytes().unwrap());
     }
+    // A pending event of "bo" (a delayed label) and one of "ann".
+    let secret = [0.123456789, -0.987654321, 0.5, 0.25, 0.125];
+    model
+        .remember("e1", EventRow::Dense(&secret), Some(TaskRef::Str("bo")), 1.0)
+        .unwrap();
+    model
+        .remember("e2", EventRow::Dense(&x[..D]), Some(TaskRef::Str("ann")), 2.0)
+        .unwrap();
     let report = model.forget(&[TaskRef::Str("bo")]).unwrap();
     assert_eq!((report.tasks.as_slice(), report.n_examples), (&[1usize][..], 2));
+    assert_eq!((report.n_pending, model.pending().count), (1, 1));
+    let saved = model.to_bytes().unwrap();
+    assert!(!contains(&saved, &secret[0].to_le_bytes()) && !contains(&saved, b"\"bo\""));
     let book = model.book().unwrap();
     assert_eq!(book.task_ids(), [TaskId::from("ann"), TaskId::from("cy")]);
     assert_eq!(book.seen_per_id(), [2, 2]);

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::data::Rows;
-use crate::learner::{decision, learn, learn_grown, OnlineLearner};
+use crate::learner::{decision, learn, learn_grown, Build, OnlineLearner};
 use crate::state::CheckState;
 
 const WIDTH: usize = 1 << 12;
@@ -41,7 +41,7 @@ fn budgeted(n_tasks: usize, max_bytes: Option<u64>, tail_bits: Option<u32>, comp
     } else {
         TaskKernel::disconnected(n_tasks).unwrap()
     };
-    MTLinear::new(&tasks, WIDTH, params).unwrap()
+    MTLinear::build(&params, &crate::learner::GraphSetting::new(&tasks, WIDTH)).unwrap()
 }
 
 #[test]
