@@ -182,3 +182,68 @@ def test_the_user_budget_refuses_what_it_cannot_hold():
     exact, roomy = omtl.MTLinear(), omtl.MTLinear(max_bytes=1 << 30, tail_bits=8)
     assert exact.learn(X, y, tasks=users).tolist() == roomy.learn(X, y, tasks=users).tolist()
     assert roomy.n_evicted_users_ == 0
+
+
+# ---- delayed labels ------------------------------------------------------------------------------
+DELAYED = [(name, kwargs) for name, kwargs in CLASSES if "n_tasks" not in kwargs]
+
+
+@pytest.mark.parametrize("module", [omtl, ref], ids=["native", "twin"])
+@pytest.mark.parametrize(("name", "kwargs"), DELAYED, ids=[f"{n}-{i}" for i, (n, _) in enumerate(DELAYED)])
+def test_labels_learned_late_in_any_order_equal_learn_one_in_that_order(module, name, kwargs):
+    X, y, users = stream(60, seed=4, k=5)
+    late, direct = getattr(module, name)(**kwargs), getattr(module, name)(**kwargs)
+    late.partial_fit(X[:10], y[:10], tasks=users[:10])
+    direct.partial_fit(X[:10], y[:10], tasks=users[:10])
+    first = late.n_mistakes_
+    served = [late.predict_one(X[i], task=users[i], remember=f"e{i}", now=0.0) for i in range(10, 35)]
+    served += list(late.predict(X[35:], tasks=users[35:], remember=[f"e{i}" for i in range(35, 60)], now=1.0))
+    order = np.random.default_rng(5).permutation(np.arange(10, 60))
+    for i in order:
+        late.learn_label(f"e{i}", y[i], now=2.0)
+        direct.learn_one(X[i], y[i], task=users[i])
+    assert late.decision_function(X, tasks=users).tobytes() == direct.decision_function(X, tasks=users).tobytes()
+    assert late.n_seen_ == direct.n_seen_ and late.pending_["count"] == 0
+    # The counters count the predictions served.
+    assert late.n_mistakes_ == first + sum(int(s != y[i]) for s, i in zip(served, range(10, 60)))
+
+
+def test_pending_events_are_bounded_saved_and_refused_clearly(tmp_path):
+    X, y, users = stream(40, seed=6, k=4)
+    model = omtl.MTLinear()
+    model.partial_fit(X[:10], y[:10], tasks=users[:10])
+    model.predict(X[10:30], tasks=users[10:30], remember=[f"e{i}" for i in range(10, 30)], now=0.0)
+    with pytest.raises(KeyError):
+        model.learn_label("never", 1, now=1.0)
+    model.set_pending_limits(max_events=15, max_age=100.0)
+    model.predict_one(X[30], task=users[30], remember="e30", now=1.0)
+    assert model.pending_["count"] == 15 and model.pending_["evicted"] == 6
+    with pytest.raises(KeyError):
+        model.learn_label("e10", y[10], now=2.0)  # evicted: the oldest first
+    with pytest.raises(ValueError, match="expired"):
+        model.learn_label("e20", y[20], now=500.0)
+    assert model.pending_["count"] == 15  # an expired event stays until the next remember
+    # Saved with the model: pickles and model files.
+    omtl.save(model, tmp_path / "m.omtl")
+    for copy in (pickle.loads(pickle.dumps(model)), omtl.load(tmp_path / "m.omtl")):
+        assert copy.pending_ == model.pending_
+        copy.learn_label("e25", y[25], now=3.0)
+    model.learn_label("e25", y[25], now=3.0)
+    assert copy.decision_function(X, tasks=users).tobytes() == model.decision_function(X, tasks=users).tobytes()
+    # Forgetting a user drops its pending events.
+    user = users[29]
+    before = model.pending_["count"]
+    model.forget(user)
+    assert model.pending_["count"] == before - sum(users[i] == user for i in range(16, 31) if i != 25)
+
+
+def test_evaluate_delayed_replays_a_stream_with_late_labels():
+    X, y, users = stream(300, seed=7, k=5)
+    now = omtl.evaluate(omtl.MTLinear(), X, y, tasks=users)
+    same = omtl.evaluate_delayed(omtl.MTLinear(), X, y, tasks=users, delay=0)
+    assert same.mistakes == now.mistakes
+    late = omtl.evaluate_delayed(omtl.MTLinear(), X, y, tasks=users, delay=50)
+    twin = omtl.evaluate_delayed(ref.MTLinear(), X, y, tasks=users, delay=50)
+    assert late.mistakes == twin.mistakes and late.n == 300
+    with pytest.raises(ValueError, match="delay"):
+        omtl.evaluate_delayed(omtl.MTLinear(), X, y, tasks=users, delay=-1)

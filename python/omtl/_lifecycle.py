@@ -23,7 +23,7 @@ class ForgetMixin:
         learner, the stored rows of MTFL/TRML) with the caches derived from them, their own
         state (their weights, blocks, per-task counters) and their counts; in label mode their
         labels are gone from ``tasks_`` and a label that comes back later is a new task with no
-        examples. State shared with other tasks (a shared block, a task relation, other tasks'
+        examples; their pending events (delayed labels) are dropped. State shared with other tasks (a shared block, a task relation, other tasks'
         coefficients) keeps their past influence; on the disconnected graph, for the learners
         whose tasks share nothing, the model then equals the one that never saw their examples.
         ``n_seen_`` and ``n_mistakes_`` keep counting every example learned; ``n_forgotten_``
@@ -61,6 +61,7 @@ class ForgetMixin:
                 engine.append(index)
             self._core.forget(engine)
             task_set.forget(engine)
+            self._forget_pending(ids)
             return self
 
     @property

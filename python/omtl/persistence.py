@@ -304,7 +304,7 @@ def dumps(model, *, metadata=None) -> bytes:
         head = json.dumps(header, allow_nan=False, sort_keys=True)
         # Framing, checksum and the reader's checks of the header and state: the crate's.
         try:
-            return bytes(_native.write_model_file(head, learner, **_limits()))
+            return bytes(_native.write_model_file(head, learner, **_limits(), pending=model._pending_tuple()))
         except ValueError as exc:
             raise ValueError(str(exc).replace("cannot save this model:", f"cannot save this {cls.__name__}:", 1)) from None
 
@@ -450,6 +450,9 @@ def loads(data: bytes):
     header = json.loads(head)
     model = _build(header)
     fitted = header["fitted"]
+    pending = _native.read_model_pending(bytes(data), **_limits())
+    if pending is not None:
+        model._restore_pending(pending, fitted["n_features_in"] if fitted is not None else model._dict_width())
     if fitted is None:
         return model
     if model.n_tasks is not None and len(fitted["seen_per_task"]) != model._check_n_tasks():
