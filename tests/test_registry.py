@@ -126,6 +126,6 @@ def test_a_built_learner_learns_and_reports_its_kind():
 def test_a_state_that_cannot_be_restored_is_a_state_error_and_still_a_value_error():
     assert issubclass(omtl.StateError, ValueError)
     with pytest.raises(omtl.StateError, match="layout version"):
-        NativeLearner.from_bytes(b"\x07\x00\x00\x00" + bytes(8))
+        NativeLearner.from_bytes(b"\x63\x00\x00\x00" + bytes(8))
     with pytest.raises(omtl.StateError):
         NativeLearner.from_bytes(b"\x01")

@@ -34,6 +34,7 @@ _PUBLIC = {
     "detected_simd_level": "._simd",
     "dumps": ".persistence",
     "evaluate": ".evaluate",
+    "evaluate_delayed": "._delayed",
     "hash_features": "._hashing",
     "kernels": None,
     "learners": None,
@@ -52,6 +53,7 @@ __all__ = [
     "detected_simd_level",
     "dumps",
     "evaluate",
+    "evaluate_delayed",
     "hash_features",
     "kernels",
     "load",
@@ -66,6 +68,7 @@ __all__ = [
 if TYPE_CHECKING:
     from . import datasets, kernels
     from . import learners as learners  # public, not in __all__
+    from ._delayed import evaluate_delayed
     from ._hashing import hash_features
     from ._native import StateError
     from ._simd import detected_simd_level, simd_level

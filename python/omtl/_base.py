@@ -19,7 +19,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._constraints import validate
+from ._delayed import DelayedLabelsMixin, _Pending
 from ._docs import fill_doc
+from ._lifecycle import ForgetMixin
 
 # STATE_VERSION: the layout version of a saved model, the native module's (defined in Rust).
 from ._native import (
@@ -128,6 +130,9 @@ class NativeCore:
     def add_tasks(self, n):
         self._learner.add_tasks(n)
 
+    def forget(self, tasks) -> int:
+        return self._learner.forget(tasks)
+
     def radius_exceeded(self, X):
         return self._learner.radius_exceeded(_as_native_rows(X))
 
@@ -206,7 +211,7 @@ def _same_n_tasks(a, b) -> bool:
     return (a is None) == (b is None) and (a is None or a == b)
 
 
-class OnlineClassifier(SklearnClassifierMixin):
+class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
     """Base class of all learners. Subclasses define ``__init__`` and ``_make_core``."""
 
     # Whether a fitted native model learns events on the binding's fast path (omtl._native's
@@ -375,7 +380,9 @@ class OnlineClassifier(SklearnClassifierMixin):
         capacity = None if self.n_tasks is None else self._check_n_tasks()
         if self.n_tasks is None:
             self._check_n_tasks()  # refuses n_tasks=None where the learner cannot grow
-        return map_labels(labels, known, capacity, GROW_HINT)
+        fitted = self._is_fitted()
+        base, free = (len(self._tasks.labels), self._tasks.free) if fitted else (0, [])
+        return map_labels(labels, known, capacity, GROW_HINT, base, free)
 
     def _n_new_engine_tasks(self, new_labels: list) -> int:
         """Engine tasks to add so that the new labels have indices (0 for a fixed n_tasks)."""
@@ -383,7 +390,7 @@ class OnlineClassifier(SklearnClassifierMixin):
             return 0
         if not self._is_fitted():
             return self._engine_n_tasks(len(new_labels))
-        return max(0, self._engine_n_tasks(len(self._tasks.labels) + len(new_labels)) - self._tasks.n_engine_tasks)
+        return max(0, self._engine_n_tasks(self._tasks.tasks_needed(len(new_labels))) - self._tasks.n_engine_tasks)
 
     def _check_n_tasks(self) -> int:
         k = self.n_tasks
@@ -654,19 +661,28 @@ class OnlineClassifier(SklearnClassifierMixin):
 
     @_locked
     @fill_doc
-    def predict(self, X, *, tasks=None) -> np.ndarray:
+    def predict(self, X, *, tasks=None, remember=None, now=None) -> np.ndarray:
         """Labels by the sign of the score (0 counts as positive), in the last label form seen.
 
         Parameters
         ----------
         {X}
         {tasks}
+        remember : sequence of str, optional
+            One id per row: the rows are kept in the pending store until ``learn_label(id, y)``
+            learns them (delayed labels, docs/lifecycle.md).
+        now : float, optional
+            With ``remember``: the time in seconds (default ``time.time()``).
 
         Returns
         -------
         ndarray of shape (n_samples,)
             The predicted labels (no update).
         """
+        if remember is not None:
+            X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
+            scores = self._remember_rows(X, tasks, list(remember), now)
+            return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
         scores = self.decision_function(X, tasks=tasks)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
 
@@ -702,7 +718,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         return learn_event(self, x, y, task)
 
     @fill_doc
-    def predict_one(self, x, *, task=None):
+    def predict_one(self, x, *, task=None, remember=None, now=None):
         """The predicted label of one event (no update), in the last label form learned.
 
         Parameters
@@ -710,12 +726,19 @@ class OnlineClassifier(SklearnClassifierMixin):
         {x_event}
         task : hashable, default=None
             As for ``learn_one``; a label never seen scores as a new task with no examples.
+        remember : str, optional
+            An id under which the event is kept in the pending store until ``learn_label(id, y)``
+            learns it (delayed labels, docs/lifecycle.md); an id pending already is replaced.
+        now : float, optional
+            With ``remember``: the time in seconds (default ``time.time()``).
 
         Returns
         -------
         label
             The sign of ``decision_one`` (0 counts as positive).
         """
+        if remember is not None:
+            return self._remember_one(x, task, remember, now)
         return predict_event(self, x, task)
 
     @fill_doc
@@ -855,7 +878,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         if tasks.label_mode:
             if len(set(new)) != len(new) or any(v in tasks.index for v in new):
                 raise ValueError("add_tasks: the labels must be new and distinct")
-            m = len(tasks.labels) + len(new)
+            m = tasks.tasks_needed(len(new))
             n_new = max(0, self._engine_n_tasks(m) - k) if self.n_tasks is None else max(0, m - k)
         else:
             if new != list(range(k, k + len(new))):
@@ -910,7 +933,7 @@ class OnlineClassifier(SklearnClassifierMixin):
         # A consistent, independent state: the core as a snapshot, arrays and the task set
         # copied, no lock (another thread may add labels while the state is pickled, outside the
         # lock).
-        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet)) else v) for k, v in self.__dict__.items() if k != "_lock"}
+        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet, _Pending)) else v) for k, v in self.__dict__.items() if k != "_lock"}
         if self._is_fitted():
             state["_core"] = self._core.snapshot()
         state["__omtl_state_version__"] = STATE_VERSION

@@ -176,6 +176,10 @@ class NativeLearner:
     def add_tasks(self, n: int) -> None:
         """Adds ``n`` tasks with no examples (open-ended task sets); atomic. ValueError for a
         learner or task graph that cannot grow."""
+    def forget(self, tasks: list[int]) -> int:
+        """Forgets the engine tasks ``tasks`` (distinct, below n_tasks): their stored examples
+        and own state leave the model; returns the stored examples removed. Atomic. ValueError
+        for a learner or task graph that cannot forget."""
     @property
     def n_updates(self) -> int: ...
     @property
@@ -263,9 +267,15 @@ def read_model_file(data: bytes, *, max_header: int, max_dense_graph: int) -> tu
 def read_model_header(data: bytes, *, max_header: int, max_dense_graph: int) -> str:
     """The header JSON text of a model file's bytes (framing, checksum and header checked)."""
 
-def write_model_file(header: str, learner: NativeLearner | None, *, max_header: int, max_dense_graph: int) -> bytes:
-    """A model file's bytes from its header JSON text and native learner, checked as a reader
-    checks them; ValueError for a file the reader would refuse."""
+def write_model_file(
+    header: str, learner: NativeLearner | None, *, max_header: int, max_dense_graph: int, pending: tuple | None = None
+) -> bytes:
+    """A model file's bytes from its header JSON text, native learner and pending events
+    (``(events, (max_events, max_bytes, max_age), evicted, expired)``), checked as a reader checks
+    them; ValueError for a file the reader would refuse."""
+
+def read_model_pending(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple | None:
+    """The pending events of a model file (as ``write_model_file`` takes them), None without."""
 
 def check_bookkeeping(learner: NativeLearner, fitted: str, open_ended: bool) -> None:
     """Checks a fitted model's bookkeeping (JSON text) against its learner; ValueError otherwise."""

@@ -94,11 +94,16 @@ def label_list(tasks, n_rows: int) -> list:
     return values
 
 
-def map_labels(labels: list, index: dict, capacity: int | None, hint: str) -> tuple[np.ndarray, list]:
+def map_labels(labels: list, index: dict, capacity: int | None, hint: str, base: int | None = None,
+               free: list = ()) -> tuple[np.ndarray, list]:
     """Task indices of ``labels`` under the mapping ``index`` (label -> index), and the labels it
-    lacks (as plain values), in order of first appearance, with the indices ``len(index),
-    len(index) + 1, ...``. ``capacity`` (a fixed n_tasks) bounds the number of labels; ``hint``
-    ends that error. Lookups run in C (``map``); only new labels are handled one by one."""
+    lacks (as plain values), in order of first appearance, with the indices of the ``free`` tasks
+    (forgotten labels', ascending) first, then ``base, base + 1, ...`` (``base``: the tasks named
+    so far, free ones included; default ``len(index)``). ``capacity`` (a fixed n_tasks) bounds
+    the number of tasks; ``hint`` ends that error. Lookups run in C (``map``); only new labels
+    are handled one by one."""
+    if base is None:
+        base = len(index)
     try:
         codes = list(map(index.get, labels))
     except TypeError:
@@ -108,14 +113,15 @@ def map_labels(labels: list, index: dict, capacity: int | None, hint: str) -> tu
         return np.array(codes, dtype=np.int64), []
     missing = map(operator.is_, codes, itertools.repeat(None))  # (C loops throughout)
     new = [_plain(v) for v in dict.fromkeys(itertools.compress(labels, missing))]
-    if capacity is not None and len(index) + len(new) > capacity:
-        label = new[capacity - len(index)]
+    if capacity is not None and base + max(0, len(new) - len(free)) > capacity:
+        label = new[capacity - base + len(free)]
         raise ValueError(
             f"unknown task {label!r} at row {labels.index(label)}: this model has a fixed set of n_tasks={capacity} "
             f"tasks, all taken by other labels; {hint}"
         )
     # The new labels' indices in a map of their own: the model's map is not copied (its size).
-    fresh = {v: len(index) + i for i, v in enumerate(new)}
+    places = list(free[: len(new)]) + list(range(base, base + max(0, len(new) - len(free))))
+    fresh = dict(zip(new, places))
     codes = [fresh[v] if c is None else c for v, c in zip(labels, codes)]
     return np.array(codes, dtype=np.int64), new
 
@@ -144,6 +150,20 @@ GROW_HINT = (
 )
 
 
+class _Forgotten:
+    """The place of a forgotten task label in ``TaskSet.labels`` (one object, equal to no label)."""
+
+    def __repr__(self) -> str:
+        return "FORGOTTEN"
+
+    def __reduce__(self):
+        return "FORGOTTEN"
+
+
+#: Marks a forgotten label's task in ``TaskSet.labels`` (DECISIONS.md, "Forgetting tasks").
+FORGOTTEN = _Forgotten()
+
+
 class TaskSet:
     """The task set of a fitted model, in one place: the labels and their indices (label mode),
     the ``n_tasks`` it was fitted (or grown) with, and the examples seen per engine task.
@@ -155,14 +175,21 @@ class TaskSet:
     with spare room, so that tasks added one at a time cost amortised O(1).
     """
 
-    __slots__ = ("labels", "index", "n_tasks_at_fit", "counts", "_buf")
+    __slots__ = ("labels", "index", "n_tasks_at_fit", "counts", "_buf", "n_forgotten", "free")
 
     def __init__(self, counts: np.ndarray, n_tasks_at_fit, labels: list | None = None):
         self.counts = counts
         self.n_tasks_at_fit = n_tasks_at_fit
         self.labels = labels
-        self.index = None if labels is None else {v: i for i, v in enumerate(labels)}
+        self.index = None if labels is None else {v: i for i, v in enumerate(labels) if v is not FORGOTTEN}
         self._buf = None
+        self.n_forgotten = 0
+        self.free = self.free_tasks()
+
+    @property
+    def n_new_places(self) -> int:
+        """Tasks named so far, free ones included (where new labels start, past the free ones)."""
+        return len(self.labels)
 
     @property
     def label_mode(self) -> bool:
@@ -174,18 +201,55 @@ class TaskSet:
         return int(self.counts.shape[0])
 
     def ids(self) -> np.ndarray:
-        """``tasks_``: the labels in index order, or ``arange(n_engine_tasks)``."""
-        return labels_array(self.labels) if self.label_mode else np.arange(self.n_engine_tasks)
+        """``tasks_``: the labels in index order (forgotten ones skipped), or
+        ``arange(n_engine_tasks)``."""
+        if not self.label_mode:
+            return np.arange(self.n_engine_tasks)
+        return labels_array([v for v in self.labels if v is not FORGOTTEN])
 
     def seen(self) -> np.ndarray:
         """Examples seen per task, in the order of ``ids()`` (a copy)."""
-        return self.counts[: len(self.labels)].copy() if self.label_mode else self.counts.copy()
+        if not self.label_mode:
+            return self.counts.copy()
+        live = [i for i, v in enumerate(self.labels) if v is not FORGOTTEN]
+        return self.counts[live].copy() if len(live) < len(self.labels) else self.counts[: len(self.labels)].copy()
+
+    def free_tasks(self) -> list:
+        """The tasks whose labels were forgotten (label mode), ascending: new labels take them
+        first, lowest first (DECISIONS.md, "Forgetting tasks")."""
+        return [] if not self.label_mode else [i for i, v in enumerate(self.labels) if v is FORGOTTEN]
+
+    def tasks_needed(self, n_new_labels: int) -> int:
+        """Tasks named once ``n_new_labels`` more labels have their places."""
+        return len(self.labels) + max(0, n_new_labels - len(self.free))
+
+    def forget(self, tasks) -> int:
+        """Forgets the engine tasks ``tasks`` (known, distinct: checked by the caller): their
+        counts go to ``n_forgotten``, their labels leave the index, their places stay (a label
+        that comes back is a new task). Returns the examples they had learned."""
+        n = 0
+        for t in tasks:
+            n += int(self.counts[t])
+            self.counts[t] = 0
+            if self.label_mode:
+                del self.index[self.labels[t]]
+                self.labels[t] = FORGOTTEN
+        self.n_forgotten += n
+        if self.label_mode:
+            self.free = sorted(set(self.free).union(tasks))
+        return n
 
     def add_labels(self, labels) -> None:
-        """Appends new labels (checked new and distinct by the caller), in order."""
+        """Adds new labels (checked new and distinct by the caller), in order: each takes the
+        lowest free task, or else the next one."""
         for label in labels:
-            self.index[label] = len(self.labels)
-            self.labels.append(label)
+            if self.free:
+                i = self.free.pop(0)
+                self.labels[i] = label
+            else:
+                i = len(self.labels)
+                self.labels.append(label)
+            self.index[label] = i
 
     def reserve(self, n_new: int) -> None:
         """Makes room for ``n_new`` more counts without changing them (doubling). Called before
@@ -211,14 +275,19 @@ class TaskSet:
         out = TaskSet(self.counts.copy(), self.n_tasks_at_fit)
         out.labels = None if self.labels is None else list(self.labels)
         out.index = None if self.index is None else dict(self.index)
+        out.n_forgotten = self.n_forgotten
+        out.free = list(self.free)
         return out
 
     def __getstate__(self):
-        return {"labels": self.labels, "index": self.index, "n_tasks_at_fit": self.n_tasks_at_fit, "counts": self.counts.copy()}
+        return {"labels": self.labels, "index": self.index, "n_tasks_at_fit": self.n_tasks_at_fit, "counts": self.counts.copy(),
+                "n_forgotten": self.n_forgotten}
 
     def __setstate__(self, state):
         self.labels, self.index = state["labels"], state["index"]
         self.n_tasks_at_fit, self.counts, self._buf = state["n_tasks_at_fit"], state["counts"], None
+        self.n_forgotten = state.get("n_forgotten", 0)
+        self.free = self.free_tasks()
 
     @classmethod
     def from_legacy(cls, state: dict) -> TaskSet | None:
@@ -231,4 +300,5 @@ class TaskSet:
             return None
         out = cls(counts, at_fit)
         out.labels, out.index = labels, index
+        out.free = out.free_tasks()
         return out

@@ -38,7 +38,7 @@ import numpy as np
 from . import _native
 from . import learners as _learners
 from ._base import STATE_VERSION, NativeCore
-from ._tasks import TaskSet
+from ._tasks import FORGOTTEN, TaskSet
 from .graph import TaskGraph
 
 __all__ = ["dumps", "load", "load_metadata", "loads", "save"]
@@ -101,13 +101,19 @@ def _fitted_header(model) -> dict | None:
         header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
     labels = model._tasks.labels
     if labels is not None:
+        labels = [v for v in labels if v is not FORGOTTEN]
         for label in labels:
             if isinstance(label, bool) or not isinstance(label, (str, int)):
                 raise TypeError(
                     f"cannot save task label {label!r} ({type(label).__name__}): a model file stores str and int "
                     "task labels only (pickle the model instead)"
                 )
-        header["task_labels"] = list(labels)
+        header["task_labels"] = labels
+        free = model._tasks.free_tasks()
+        if free:
+            header["free_tasks"] = free
+    if model._tasks.n_forgotten:
+        header["n_forgotten"] = int(model._tasks.n_forgotten)
     return header
 
 
@@ -298,7 +304,7 @@ def dumps(model, *, metadata=None) -> bytes:
         head = json.dumps(header, allow_nan=False, sort_keys=True)
         # Framing, checksum and the reader's checks of the header and state: the crate's.
         try:
-            return bytes(_native.write_model_file(head, learner, **_limits()))
+            return bytes(_native.write_model_file(head, learner, **_limits(), pending=model._pending_tuple()))
         except ValueError as exc:
             raise ValueError(str(exc).replace("cannot save this model:", f"cannot save this {cls.__name__}:", 1)) from None
 
@@ -380,8 +386,9 @@ def check_restored(model, *, settings: bool = True) -> None:
     labels = task_set.labels
     if labels is not None:
         index = task_set.index
-        if not isinstance(labels, list) or not isinstance(index, dict) or len(index) != len(labels) \
-                or any(index.get(v) != i for i, v in enumerate(labels)):
+        live = [(i, v) for i, v in enumerate(labels) if v is not FORGOTTEN] if isinstance(labels, list) else []
+        if not isinstance(labels, list) or not isinstance(index, dict) or len(index) != len(live) \
+                or any(index.get(v) != i for i, v in live):
             _fail("the task labels are not distinct labels of at most n_tasks tasks")
     try:
         fitted = json.dumps(_fitted_header(model), allow_nan=False)
@@ -443,6 +450,9 @@ def loads(data: bytes):
     header = json.loads(head)
     model = _build(header)
     fitted = header["fitted"]
+    pending = _native.read_model_pending(bytes(data), **_limits())
+    if pending is not None:
+        model._restore_pending(pending, fitted["n_features_in"] if fitted is not None else model._dict_width())
     if fitted is None:
         return model
     if model.n_tasks is not None and len(fitted["seen_per_task"]) != model._check_n_tasks():
@@ -451,7 +461,13 @@ def loads(data: bytes):
     model.n_features_in_ = fitted["n_features_in"]
     model.n_seen_ = fitted["n_seen"]
     model.n_mistakes_ = fitted["n_mistakes"]
-    model._tasks = TaskSet(np.array(fitted["seen_per_task"], dtype=np.int64), model.n_tasks, fitted.get("task_labels"))
+    labels = fitted.get("task_labels")
+    if labels is not None and fitted.get("free_tasks"):
+        # The forgotten labels' tasks (checked by the crate: distinct, among the tasks).
+        live, free = iter(labels), set(fitted["free_tasks"])
+        labels = [FORGOTTEN if i in free else next(live) for i in range(len(labels) + len(free))]
+    model._tasks = TaskSet(np.array(fitted["seen_per_task"], dtype=np.int64), model.n_tasks, labels)
+    model._tasks.n_forgotten = int(fitted.get("n_forgotten", 0))
     form = fitted["label_form"]
     model._label_form = tuple(form) if isinstance(form, list) else form
     if fitted.get("radius_warned", False):

@@ -135,6 +135,44 @@ impl ActiveSet {
         self.beta.swap_remove(slot);
     }
 
+    /// Per slot, whether its element stays when the tasks `forget` are forgotten (`None`: no
+    /// element of theirs is stored).
+    pub(crate) fn keep_mask(&self, forget: &[usize]) -> Option<Vec<bool>> {
+        let forget: std::collections::HashSet<u32> = forget.iter().map(|&t| t as u32).collect();
+        let keep: Vec<bool> = self.tasks.iter().map(|t| !forget.contains(t)).collect();
+        keep.contains(&false).then_some(keep)
+    }
+
+    /// Keeps the slots with `keep[slot]` ([`Self::keep_mask`]), their insertion order and the
+    /// slots' relative order (so sums over slots run in the order they would have had without
+    /// the removed elements); the freed room is zeroed. Returns the number removed.
+    /// O(stored values).
+    pub(crate) fn retain_slots(&mut self, keep: &[bool]) -> usize {
+        // New slot numbers of the kept slots.
+        let mut renamed = vec![u32::MAX; keep.len()];
+        let mut next = 0u32;
+        for (slot, &k) in keep.iter().enumerate() {
+            if k {
+                renamed[slot] = next;
+                next += 1;
+            }
+        }
+        self.rows.retain(keep);
+        retain_flagged(&mut self.labels, keep);
+        retain_flagged(&mut self.beta, keep);
+        retain_flagged(&mut self.tasks, keep);
+        retain_flagged(&mut self.times, keep);
+        self.order.retain(|&s| keep[s as usize]);
+        self.order.iter_mut().for_each(|s| *s = renamed[*s as usize]);
+        keep.len() - next as usize
+    }
+
+    /// Removes every element of the tasks `forget` ([`Self::retain_slots`]); returns the number
+    /// removed.
+    pub(crate) fn remove_tasks(&mut self, forget: &[usize]) -> usize {
+        self.keep_mask(forget).map_or(0, |keep| self.retain_slots(&keep))
+    }
+
     /// The task of the example in `slot`.
     pub fn task(&self, slot: usize) -> usize {
         self.tasks[slot] as usize
@@ -213,4 +251,13 @@ impl ActiveSet {
     pub(crate) fn scale_betas(&mut self, factor: f64) {
         self.beta.iter_mut().for_each(|b| *b *= factor);
     }
+}
+
+/// Keeps the entries `i` of `v` with `keep[i]`, in order.
+pub(crate) fn retain_flagged<T>(v: &mut Vec<T>, keep: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        keep[i - 1]
+    });
 }

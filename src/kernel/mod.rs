@@ -8,6 +8,7 @@ pub(crate) mod kernel_sum;
 mod store;
 mod task;
 
+pub(crate) use active_set::retain_flagged;
 pub use active_set::ActiveSet;
 pub use base::{scale_gamma, BaseKernel, KernelKind};
 pub(crate) use kernel_sum::SparseIndex;

@@ -205,6 +205,39 @@ impl RowStore {
         (slot != last).then_some(last)
     }
 
+    /// Keeps the slots with `keep[slot]`, in their order (slot `s` moves to the number of kept
+    /// slots before it), and overwrites the freed room with zeros, so that no removed value stays
+    /// in the store's memory. O(stored values).
+    pub fn retain(&mut self, keep: &[bool]) {
+        let d = self.n_features;
+        let mut next = 0;
+        match &mut self.storage {
+            Storage::Dense(data) => {
+                for (slot, &kept) in keep.iter().enumerate() {
+                    if kept {
+                        if slot != next {
+                            data.copy_within(slot * d..(slot + 1) * d, next * d);
+                        }
+                        next += 1;
+                    }
+                }
+                data[next * d..].fill(0.0);
+                data.truncate(next * d);
+            }
+            Storage::Sparse(rows) => {
+                for (slot, row) in rows.iter_mut().enumerate() {
+                    if !keep[slot] {
+                        row.1.fill(0.0);
+                        row.0.fill(0);
+                    }
+                }
+                super::active_set::retain_flagged(rows, keep);
+            }
+        }
+        super::active_set::retain_flagged(&mut self.sq_norms, keep);
+        super::active_set::retain_flagged(&mut self.self_raw, keep);
+    }
+
     /// The stored row at `slot`.
     pub fn row(&self, slot: usize) -> Row<'_> {
         let d = self.n_features;

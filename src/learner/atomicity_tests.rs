@@ -144,6 +144,7 @@ fn a_failing_call_leaves_every_growing_learner_as_before() {
             fit_intercept: true,
             hash_bits: h,
             shared_rate: 1.0,
+            ..MTLinearParams::default()
         }
         .check()
         .map(Checked::into_inner)

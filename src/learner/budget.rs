@@ -223,6 +223,20 @@ impl OnlineLearner for MTRBP {
             ("budget", self.budget as f64),
         ]
     }
+
+    /// Removes the tasks' stored examples (their updates no longer count in `n_updates`). Before
+    /// the budget first fills, on the disconnected graph, the other tasks' scores are those of
+    /// the model learned without them, bit for bit; after it, the evictions their updates
+    /// caused (random draws) are kept.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
+        let removed = self.set.remove_tasks(tasks);
+        if removed > 0 {
+            self.index.reset();
+            self.n_updates -= removed as u64;
+        }
+        Ok(removed)
+    }
 }
 
 /// The quantities of one MTFORG shrink step (§4.2 step 3), kept for diagnostics and tests.
@@ -300,6 +314,8 @@ pub struct MTFORG {
     /// Examples with `K'(x, x) > R^2` (the bound behind c_G does not hold for them).
     n_radius_exceeded: u64,
     last: Option<ShrinkStep>,
+    /// Stored examples removed by [`OnlineLearner::forget_tasks`].
+    n_forgotten: u64,
 }
 
 /// The largest c_G accepted: 15/32 c_G² M then stays far below `f64::MAX` for every M < 2⁶⁴.
@@ -362,6 +378,7 @@ impl Build for MTFORG {
             n_folds: 0,
             n_radius_exceeded: 0,
             last: None,
+            n_forgotten: 0,
         })
     }
 }
@@ -554,10 +571,17 @@ impl CheckState for MTFORG {
         )?;
         let n = self.set.len() as u64;
         // Every update-mistake appends; beyond the budget each also removes the oldest.
+        // Forgotten examples leave room that later updates fill before evictions resume.
+        let filled = if self.n_forgotten == 0 {
+            n == self.n_updates.min(self.budget as u64)
+        } else {
+            n <= self.budget as u64
+        };
         let consistent = self.m == self.n_updates
             && self.n_updates <= self.n_seen
-            && n == self.n_updates.min(self.budget as u64)
-            && self.n_evictions == self.n_updates - n
+            && filled
+            && self.n_forgotten <= self.n_updates - n
+            && self.n_evictions == self.n_updates - n - self.n_forgotten
             && self.n_folds <= self.n_evictions
             && self.n_radius_exceeded <= self.n_seen
             && last <= self.n_seen
@@ -624,11 +648,30 @@ impl OnlineLearner for MTFORG {
             ("last_c", get(|s| s.c, 0.0)),
             ("last_phi", get(|s| s.phi, 0.0)),
             ("last_sigma", get(|s| s.sigma, 0.0)),
+            ("n_forgotten", self.n_forgotten as f64),
         ]
+    }
+
+    /// Removes the tasks' stored examples. The shrinks of the coefficients that their updates
+    /// caused stay (every stored coefficient was scaled).
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        self.forget_stored(tasks)
     }
 }
 
 impl MTFORG {
+    /// Removes the tasks' stored examples ([`OnlineLearner::forget_tasks`]); the common scale,
+    /// the damage Q and M keep counting every update.
+    fn forget_stored(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
+        let removed = self.set.remove_tasks(tasks);
+        if removed > 0 {
+            self.index.reset();
+            self.n_forgotten += removed as u64;
+        }
+        Ok(removed)
+    }
+
     /// Adds `n` tasks: only the task kernel grows. `max_i T_ii`, hence c_G and the damage
     /// bound, are unchanged by [`TaskKernel::grow`], so the shrink steps continue as before.
     /// Atomic.

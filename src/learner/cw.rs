@@ -523,6 +523,14 @@ impl OnlineLearner for CwCol {
         self.rollback_journal();
     }
 
+    /// Drops the tasks' individual models (back to the prior); the global model, learned from
+    /// every task's examples, keeps their influence. No example is stored.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        super::check_forget(tasks, self.n_tasks)?;
+        tasks.iter().for_each(|&t| self.individual[t] = None);
+        Ok(0)
+    }
+
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         let (k, d) = (self.n_tasks, self.n_features);
         let global = vec![

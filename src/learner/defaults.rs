@@ -24,6 +24,8 @@ impl Default for MTLinearParams {
             fit_intercept: true,
             hash_bits: None,
             shared_rate: 2.0,
+            max_bytes: None,
+            tail_bits: None,
         }
     }
 }

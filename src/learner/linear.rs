@@ -183,6 +183,27 @@ impl LinearWeights {
         Ok(())
     }
 
+    /// Takes the tasks' sums `u_t` out of the model: their blocks go, and the complete graph's
+    /// shared sum loses them (up to rounding). A general T's blocks mix every task's sums
+    /// (`w_s = Σ_i T[s,i] u_i`, the `u_i` not kept): refused there. On `Err` nothing changed.
+    pub fn forget(&mut self, tasks: &TaskKernel, forget: &[usize]) -> Result<()> {
+        if matches!(tasks, TaskKernel::Dense { .. }) {
+            return Err(crate::error::invalid(
+                "tasks",
+                "the linear-kernel Perceptron on a general task graph keeps only the mixed blocks                  sum_i T[s,i] u_i, from which one task's examples cannot be taken out; a non-linear kernel                  keeps its examples and can forget them",
+            ));
+        }
+        for &t in forget {
+            if let (Some(u), Some(shared)) = (self.blocks[t].as_ref(), self.shared.as_mut()) {
+                shared.iter_mut().zip(u).for_each(|(s, v)| *s -= v);
+            }
+            if let Some(mut u) = self.blocks[t].take() {
+                u.fill(0.0);
+            }
+        }
+        Ok(())
+    }
+
     /// Starts the journal of the blocks ([`SlotJournal`]).
     pub(crate) fn journal_begin(&mut self) {
         self.journal.begin(self.blocks.len());

@@ -401,6 +401,37 @@ pub trait OnlineLearner {
     fn scores_new_tasks(&self) -> bool {
         false
     }
+
+    /// Forgets the tasks `tasks` (distinct ids below `n_tasks()`, [`check_forget`]): every
+    /// stored example of theirs leaves the model, with the caches derived from it, and the state
+    /// that is theirs alone returns to that of a task with no examples; their ids stay valid and
+    /// learn afresh. State shared with other tasks keeps their past influence (docs/lifecycle.md
+    /// states, per learner, what is removed and where the result equals the model learned without
+    /// their examples). Returns the number of stored examples removed. Atomic: on `Err` the model
+    /// is unchanged. The default refuses.
+    fn forget_tasks(&mut self, _tasks: &[usize]) -> Result<usize> {
+        Err(Error::InvalidParameter {
+            name: "tasks",
+            reason: "this learner cannot forget tasks".into(),
+        })
+    }
+}
+
+/// Checks the tasks of [`OnlineLearner::forget_tasks`]: distinct ids below `n_tasks`.
+pub fn check_forget(tasks: &[usize], n_tasks: usize) -> Result<()> {
+    let mut seen = std::collections::HashSet::with_capacity(tasks.len());
+    for &task in tasks {
+        if task >= n_tasks {
+            return Err(crate::error::invalid(
+                "tasks",
+                format!("cannot forget task {task}: task ids lie in [0, {n_tasks})"),
+            ));
+        }
+        if !seen.insert(task) {
+            return Err(crate::error::invalid("tasks", format!("task {task} is named twice")));
+        }
+    }
+    Ok(())
 }
 
 /// Runs `body` on the model so that the call is atomic. `body` pushes the pre-update score of

@@ -353,6 +353,16 @@ impl OnlineLearner for Omtl {
             .journal
             .rollback_with(|t, old| weights[t * d..(t + 1) * d].copy_from_slice(&old));
     }
+
+    /// Sets the tasks' `w_i` to 0, a task that has not appeared yet. A task's `w_i` moves with
+    /// its own examples only, so the others keep exactly what they learned; only the step sizes
+    /// of rounds shared with a forgotten task depended on its losses. No example is stored.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        super::check_forget(tasks, self.n_tasks)?;
+        let d = self.n_features;
+        tasks.iter().for_each(|&t| self.weights[t * d..(t + 1) * d].fill(0.0));
+        Ok(0)
+    }
 }
 
 impl Omtl {

@@ -428,6 +428,20 @@ impl OnlineLearner for Omtrl {
             ("coef", vec![k, d], self.weights.clone()),
         ]
     }
+
+    /// Sets the tasks' `w_i` to 0. Their mistakes also moved the other tasks' weights (through
+    /// the coupling) and the coupling itself, learned from `W'W`: both keep that influence. The
+    /// next refresh of the coupling sees the zero rows. No example is stored.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        super::check_forget(tasks, self.n_tasks)?;
+        let d = self.n_features;
+        tasks.iter().for_each(|&t| self.weights[t * d..(t + 1) * d].fill(0.0));
+        if !tasks.is_empty() {
+            self.gram_dirty = true;
+            self.batch_fresh = false;
+        }
+        Ok(0)
+    }
 }
 
 #[cfg(test)]

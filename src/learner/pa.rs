@@ -240,6 +240,17 @@ impl OnlineLearner for PassiveAggressive {
     fn scores_new_tasks(&self) -> bool {
         true // a new task has no weights (PA-Unique) or shares the one w (PA-Global)
     }
+
+    /// PA-Unique drops the tasks' weight vectors (a forgotten task is a task never updated, and
+    /// the others are untouched: exact). PA-Global's one vector is shared by every task and
+    /// keeps their influence. No example is stored.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        super::check_forget(tasks, self.n_tasks)?;
+        if !self.global {
+            tasks.iter().for_each(|&t| self.weights[t] = None);
+        }
+        Ok(0)
+    }
 }
 
 impl PassiveAggressive {

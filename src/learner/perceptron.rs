@@ -206,6 +206,27 @@ impl OnlineLearner for MTPerceptron {
             w.journal_rollback();
         }
     }
+
+    /// The dual form removes the tasks' stored examples (and rebuilds its index); on the
+    /// disconnected graph the other tasks' scores are then those of the model learned without
+    /// them, bit for bit. The primal form takes the tasks' sums out (see [`LinearWeights::forget`]).
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
+        match &mut self.model {
+            Model::Primal(w) => {
+                w.forget(&self.tasks, tasks)?;
+                Ok(0)
+            }
+            Model::Dual(set, index) => {
+                let removed = set.remove_tasks(tasks);
+                if removed > 0 {
+                    index.reset();
+                    self.n_updates -= removed as u64;
+                }
+                Ok(removed)
+            }
+        }
+    }
 }
 
 impl MTPerceptron {

@@ -471,6 +471,76 @@ impl InverseGram {
         (0..self.n).map(|j| self.column_residual(j)).fold(0.0, f64::max)
     }
 
+    /// Removes the positions `p` with `!keep[p]`, the others keeping their order (position `p`
+    /// moves to the number of kept positions before it). `H` loses their rows and columns and
+    /// `Q` becomes the inverse of what remains, the Schur complement
+    /// `Q_AA - Q_AR Q_RR⁻¹ Q_RA`: O(n² k + k³) for k removed, and exactly `Q_AA` when
+    /// `Q_AR = 0` (positions in other components of the task graph). A `Q_RR` that is not
+    /// numerically positive definite (drift) has `Q` recomputed from `H` instead. The freed
+    /// room is zeroed.
+    pub fn remove_positions(&mut self, keep: &[bool]) {
+        let (n, cap) = (self.n, self.cap);
+        let kept: Vec<usize> = (0..n).filter(|&p| keep[p]).collect();
+        let removed: Vec<usize> = (0..n).filter(|&p| !keep[p]).collect();
+        let (na, k) = (kept.len(), removed.len());
+        if k == 0 {
+            return;
+        }
+        // M = Q_AR (na x k) and G = M Q_RR⁻¹, read before anything is overwritten.
+        let m: Vec<f64> = kept
+            .iter()
+            .flat_map(|&p| removed.iter().map(move |&r| (p, r)))
+            .map(|(p, r)| self.q(p, r))
+            .collect();
+        let coupled = m.iter().any(|&v| v != 0.0);
+        let mut g = Vec::new();
+        let mut inverted = true;
+        if coupled {
+            let q_rr: Vec<f64> = removed
+                .iter()
+                .flat_map(|&a| removed.iter().map(move |&b| (a, b)))
+                .map(|(a, b)| self.q(a, b))
+                .collect();
+            match spd_inverse(&q_rr, k, k, 0.0) {
+                Some(inv) => {
+                    g = vec![0.0; na * k];
+                    for i in 0..na {
+                        for b in 0..k {
+                            g[i * k + b] = (0..k).map(|a| m[i * k + a] * inv[a * k + b]).sum();
+                        }
+                    }
+                }
+                None => inverted = false,
+            }
+        }
+        // In place: the source (kept[i], kept[j]) never precedes the destination (i, j), and
+        // every earlier destination precedes it.
+        for i in 0..na {
+            for j in 0..na {
+                self.h[i * cap + j] = self.h[kept[i] * cap + kept[j]];
+            }
+            for j in 0..=i {
+                let mut v = self.q[kept[i] * cap + kept[j]];
+                if coupled && inverted {
+                    v -= (0..k).map(|a| g[i * k + a] * m[j * k + a]).sum::<f64>();
+                }
+                self.q[i * cap + j] = v;
+            }
+        }
+        for i in 0..n {
+            let from = if i < na { na } else { 0 };
+            self.h[i * cap + from..i * cap + n].fill(0.0);
+            self.q[i * cap + from..i * cap + n].fill(0.0);
+        }
+        self.n = na;
+        self.check_col = 0;
+        if !inverted {
+            self.rebuild();
+        }
+        let diag_sum = (0..na).map(|j| self.q(j, j)).sum();
+        self.after_structural_ops(k as u64, diag_sum);
+    }
+
     /// Recomputes `Q` from `H` now (INV-Q2: this must not change later predictions).
     pub fn force_rebuild(&mut self) {
         self.rebuild();

@@ -36,8 +36,9 @@ use crate::state::{self, CheckState};
 /// single precision; 4: ROMCO's row-side Gram route for wide U holds the eigendecomposition of
 /// `D = UUᵀ`, its factored tall U holds `Π` and `Π⁻¹` of `U = W Π`; 5: MTLinear's parameters
 /// hold `shared_rate`; 6: MTLinear's cells in one of three layouts, a hashed table, dense blocks
-/// or a sparse map, and no stored factor entries for the closed-form task graphs).
-pub const STATE_VERSION: u32 = 6;
+/// or a sparse map, and no stored factor entries for the closed-form task graphs; 7: the
+/// Projectrons' and MTFORG's count of forgotten examples, MTLinear's user budget).
+pub const STATE_VERSION: u32 = 7;
 
 /// Implements, for every `OnlineLearner` method listed, a forwarding method that matches on the
 /// variant and calls the learner's own (static dispatch, no defaults of the trait).
@@ -69,6 +70,9 @@ macro_rules! any_learner {
         /// loading because variants are only ever appended).
         #[derive(Debug, Clone, Serialize, Deserialize)]
         #[allow(clippy::upper_case_acronyms)] // the papers' algorithm names
+        // A model holds one learner: boxing would add an indirection to every call to save
+        // a few hundred bytes once.
+        #[allow(clippy::large_enum_variant)]
         pub enum AnyLearner {
             $(
                 #[doc = concat!("The `", $kind, "` learner, [`crate::learner::", stringify!($ty), "`].")]
@@ -140,6 +144,7 @@ macro_rules! any_learner {
                 fn journal_commit(&mut self);
                 fn journal_rollback(&mut self);
                 fn scores_new_tasks(&self) -> bool;
+                fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize>;
             }
         }
     };

@@ -19,6 +19,8 @@ pub struct Book {
     pub(super) radius_warned: bool,
     pub(super) gamma_scale: Option<f64>,
     pub(super) feature_names_in: Option<Vec<String>>,
+    /// Examples of forgotten tasks: counted in `n_seen`, no longer in any task's count.
+    pub(super) n_forgotten: u64,
 }
 
 impl Book {
@@ -35,6 +37,7 @@ impl Book {
             radius_warned: false,
             gamma_scale: None,
             feature_names_in: None,
+            n_forgotten: 0,
         })
     }
 
@@ -64,7 +67,25 @@ impl Book {
             radius_warned,
             gamma_scale,
             feature_names_in,
+            n_forgotten: 0,
         })
+    }
+
+    /// The book with forgotten tasks: `free` (in label mode, the tasks whose labels were
+    /// forgotten, free for new labels) and the `n_forgotten` examples they had learned (still
+    /// counted in `n_seen`).
+    pub fn with_forgotten(mut self, free: &[u64], n_forgotten: u64) -> Result<Self> {
+        if !free.is_empty() {
+            let Some(labels) = &self.labels else {
+                return Err(crate::error::invalid(
+                    "tasks",
+                    "free tasks in a model whose tasks are numbered",
+                ));
+            };
+            self.labels = Some(Labels::from_slots(labels.iter(), free)?);
+        }
+        self.n_forgotten = n_forgotten;
+        Ok(self)
     }
 
     /// The number of features every row has.
@@ -87,6 +108,30 @@ impl Book {
         &self.counts
     }
 
+    /// Examples learned per task of [`Book::task_ids`] (free tasks skipped).
+    pub fn seen_per_id(&self) -> Vec<u64> {
+        match &self.labels {
+            Some(labels) => labels
+                .slots()
+                .filter(|(_, id)| id.is_some())
+                .map(|(t, _)| self.counts[t as usize])
+                .collect(),
+            None => self.counts.clone(),
+        }
+    }
+
+    /// Examples of forgotten tasks (counted in [`Book::n_seen`], in no task's count).
+    pub fn n_forgotten(&self) -> u64 {
+        self.n_forgotten
+    }
+
+    /// The free tasks (label mode: their labels forgotten), lowest first.
+    pub fn free_tasks(&self) -> Vec<u64> {
+        self.labels
+            .as_ref()
+            .map_or_else(Vec::new, |l| l.free().map(u64::from).collect())
+    }
+
     /// The label form of the last labels learned (what predictions are written in).
     pub fn label_form(&self) -> &LabelForm {
         &self.label_form
@@ -97,7 +142,8 @@ impl Book {
         self.labels.as_ref()
     }
 
-    /// The task ids in task order: the labels (label mode), else `0..n_tasks`.
+    /// The task ids in task order: the labels (label mode; free tasks skipped), else
+    /// `0..n_tasks`.
     pub fn task_ids(&self) -> Vec<TaskId> {
         match &self.labels {
             Some(labels) => labels.iter().map(TaskRef::to_owned).collect(),

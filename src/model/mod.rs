@@ -24,6 +24,7 @@
 mod any;
 mod book;
 pub mod estimator;
+mod forget;
 mod labels;
 mod pending;
 mod tasks;
@@ -36,6 +37,7 @@ use serde_json::{Map, Value};
 pub use any::{AnyLearner, KINDS, STATE_VERSION};
 pub use book::Book;
 pub use estimator::Estimator;
+pub use forget::ForgetReport;
 pub use labels::{read_label, read_labels, ClassLabel, Label, LabelForm, Labels, Predicted};
 pub use pending::{PendingEvent, PendingInfo, PendingLimits, PendingRow, PendingStore, EVENT_OVERHEAD};
 pub use tasks::{Labels as TaskLabels, TaskId, TaskRef, Tasks, GROW_HINT, MAX_LABEL_BYTES};
@@ -274,6 +276,9 @@ impl Model {
         let known = self.book().and_then(|b| b.labels.as_ref()).unwrap_or(&empty);
         let capacity = self.estimator.n_tasks().map(|k| k as usize);
         let base = known.len();
+        // New labels take the free tasks first, lowest first, as `TaskLabels::push` does.
+        let mut free = known.free();
+        let mut appended = 0;
         let mut new: Vec<(TaskRef<'a>, usize)> = Vec::new();
         let mut fresh: HashMap<TaskRef<'a>, i64> = HashMap::new();
         let mut ids = Vec::new();
@@ -293,7 +298,13 @@ impl Model {
                     ));
                 }
             }
-            let i = (base + new.len()) as i64;
+            let i = match free.next() {
+                Some(t) => i64::from(t),
+                None => {
+                    appended += 1;
+                    (base + appended - 1) as i64
+                }
+            };
             if let Some(cap) = capacity {
                 if i as usize >= cap {
                     return Err(Self::unknown_capacity(id, row, cap));
@@ -325,7 +336,7 @@ impl Model {
             (None, None) => self.estimator.engine_n_tasks(new.len()),
             (Some(_), Some(_)) => 0,
             (Some(book), None) => {
-                let needed = self.estimator.engine_n_tasks(base + new.len());
+                let needed = self.estimator.engine_n_tasks(base + appended);
                 needed.saturating_sub(book.counts.len())
             }
         };
@@ -611,7 +622,7 @@ impl Model {
                 if distinct.len() != ids.len() || ids.iter().any(|&id| labels.get(id).is_some()) {
                     return Err(invalid("tasks", "add_tasks: the labels must be new and distinct"));
                 }
-                let m = labels.len() + ids.len();
+                let m = labels.len() + ids.len().saturating_sub(labels.free().count());
                 match est.n_tasks() {
                     None => est.engine_n_tasks(m).saturating_sub(k),
                     Some(_) => m.saturating_sub(k),
@@ -764,11 +775,19 @@ pub fn check_book(book: &Book, learner: &AnyLearner, open_ended: bool) -> Result
         )));
     }
     let total: u128 = book.counts.iter().map(|&c| u128::from(c)).sum();
-    if total != u128::from(book.n_seen) || book.n_mistakes > book.n_seen {
+    if total + u128::from(book.n_forgotten) != u128::from(book.n_seen) || book.n_mistakes > book.n_seen {
         return Err(fail(format!(
-            "the counts disagree: {} seen, {} mistakes, per task {total}",
-            book.n_seen, book.n_mistakes
+            "the counts disagree: {} seen, {} mistakes, per task {total}, {} forgotten",
+            book.n_seen, book.n_mistakes, book.n_forgotten
         )));
+    }
+    if let Some(labels) = &book.labels {
+        if labels
+            .free()
+            .any(|t| book.counts.get(t as usize).is_some_and(|&c| c > 0))
+        {
+            return Err(fail("a free task has examples".into()));
+        }
     }
     if learner.n_updates() > book.n_seen || learner.n_active() as u64 > book.n_seen {
         return Err(fail(format!(

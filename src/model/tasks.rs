@@ -148,31 +148,36 @@ impl<'a> Tasks<'a> {
     }
 }
 
-/// One interned label: an integer, or a span of the text buffer.
+/// One interned label: an integer, or a span of the text buffer; or a task whose label was
+/// forgotten, free for the next new label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
     Int(i64),
     Str { start: usize, len: u32 },
+    Free,
 }
 
-/// Task labels interned in order of first appearance: label `i` names engine task `i`.
+/// Task labels interned in order of first appearance: label `i` names engine task `i`. A
+/// forgotten label leaves its task free ([`Labels::forget`]); new labels take the free tasks
+/// first, lowest first, then the next tasks (DECISIONS.md, "Forgetting tasks").
 #[derive(Clone, Default)]
 pub struct Labels {
     slots: Vec<Slot>,
     text: String,
     table: HashTable<u32>,
     hasher: RandomState,
+    free: std::collections::BTreeSet<u32>,
 }
 
 impl std::fmt::Debug for Labels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
+        f.debug_list().entries(self.slots().map(|(_, id)| id)).finish()
     }
 }
 
 impl PartialEq for Labels {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
+        self.len() == other.len() && self.slots().eq(other.slots())
     }
 }
 
@@ -192,31 +197,80 @@ impl Labels {
         Ok(labels)
     }
 
-    /// The number of labels.
+    /// The labels `live` in the tasks that are not `free`, in order (a model file's labels and
+    /// free tasks; checked: distinct labels, distinct free tasks below the number of tasks).
+    pub fn from_slots<'a>(live: impl IntoIterator<Item = TaskRef<'a>>, free: &[u64]) -> Result<Self> {
+        let live: Vec<TaskRef> = live.into_iter().collect();
+        let n = live.len() + free.len();
+        let free: std::collections::BTreeSet<u32> = free
+            .iter()
+            .map(|&t| u32::try_from(t).ok().filter(|&t| (t as usize) < n))
+            .collect::<Option<_>>()
+            .ok_or_else(|| invalid("tasks", format!("the free tasks must lie in [0, {n})")))?;
+        if free.len() + live.len() != n {
+            return Err(invalid("tasks", "a free task is named twice"));
+        }
+        let mut labels = Labels::default();
+        let mut ids = live.into_iter();
+        for t in 0..n as u32 {
+            if free.contains(&t) {
+                labels.slots.push(Slot::Free);
+                continue;
+            }
+            let id = ids.next().expect("n counts them");
+            if labels.get(id).is_some() {
+                return Err(invalid("tasks", format!("task label {id} appears twice")));
+            }
+            labels.push(id)?;
+        }
+        labels.free = free;
+        Ok(labels)
+    }
+
+    /// The number of tasks named: the labels and the free tasks.
     pub fn len(&self) -> usize {
         self.slots.len()
     }
 
-    /// Whether there is no label.
+    /// Whether there is no label and no free task.
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
     }
 
-    fn slot_ref(&self, slot: Slot) -> TaskRef<'_> {
+    /// The number of labels (free tasks excluded).
+    pub fn n_labels(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// The free tasks (their labels forgotten), lowest first: the tasks the next new labels take.
+    pub fn free(&self) -> impl Iterator<Item = u32> + '_ {
+        self.free.iter().copied()
+    }
+
+    fn slot_ref(&self, slot: Slot) -> Option<TaskRef<'_>> {
         match slot {
-            Slot::Int(i) => TaskRef::Int(i),
-            Slot::Str { start, len } => TaskRef::Str(&self.text[start..start + len as usize]),
+            Slot::Int(i) => Some(TaskRef::Int(i)),
+            Slot::Str { start, len } => Some(TaskRef::Str(&self.text[start..start + len as usize])),
+            Slot::Free => None,
         }
     }
 
-    /// Label `i` (`i < len()`).
-    pub fn label(&self, i: usize) -> TaskRef<'_> {
+    /// The label of task `i` (`i < len()`); `None` for a free task.
+    pub fn label(&self, i: usize) -> Option<TaskRef<'_>> {
         self.slot_ref(self.slots[i])
     }
 
-    /// The labels in task order.
+    /// The labels in task order (free tasks skipped).
     pub fn iter(&self) -> impl Iterator<Item = TaskRef<'_>> + '_ {
-        self.slots.iter().map(|&s| self.slot_ref(s))
+        self.slots.iter().filter_map(|&s| self.slot_ref(s))
+    }
+
+    /// Every task in order with its label, `None` for a free one.
+    pub fn slots(&self) -> impl Iterator<Item = (u32, Option<TaskRef<'_>>)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| (i as u32, self.slot_ref(s)))
     }
 
     /// The task of `id`, if the label is known.
@@ -224,8 +278,26 @@ impl Labels {
     pub fn get(&self, id: TaskRef) -> Option<u32> {
         let hash = self.hasher.hash_one(id);
         self.table
-            .find(hash, |&i| self.slot_ref(self.slots[i as usize]) == id)
+            .find(hash, |&i| self.slot_ref(self.slots[i as usize]) == Some(id))
             .copied()
+    }
+
+    /// Forgets the label of task `i` (a label, not a free task): the task becomes free, its
+    /// text is overwritten with zeros, and the label is unknown from now on.
+    pub fn forget(&mut self, i: u32) {
+        let Some(id) = self.label(i as usize) else {
+            return;
+        };
+        let hash = self.hasher.hash_one(id);
+        if let Ok(entry) = self.table.find_entry(hash, |&j| j == i) {
+            entry.remove();
+        }
+        if let Slot::Str { start, len } = self.slots[i as usize] {
+            self.text
+                .replace_range(start..start + len as usize, &"\0".repeat(len as usize));
+        }
+        self.slots[i as usize] = Slot::Free;
+        self.free.insert(i);
     }
 
     /// Room for `n` more labels holding `text` more bytes, reserved so that [`Labels::push`]
@@ -240,9 +312,14 @@ impl Labels {
             .map_err(|_| too_many(self.slots.len() + n))
     }
 
-    /// Appends a new label (not known: the caller checked), as the next task. Returns its task.
+    /// Adds a new label (not known: the caller checked) as the lowest free task, or else the
+    /// next task. Returns its task.
     pub fn push(&mut self, id: TaskRef) -> Result<u32> {
-        let i = u32::try_from(self.slots.len()).map_err(|_| too_many(self.slots.len() + 1))?;
+        let reused = self.free.first().copied();
+        let i = match reused {
+            Some(i) => i,
+            None => u32::try_from(self.slots.len()).map_err(|_| too_many(self.slots.len() + 1))?,
+        };
         let slot = match id {
             TaskRef::Int(v) => Slot::Int(v),
             TaskRef::Str(s) => {
@@ -260,7 +337,13 @@ impl Labels {
                 }
             }
         };
-        self.slots.push(slot);
+        match reused {
+            Some(i) => {
+                self.free.remove(&i);
+                self.slots[i as usize] = slot;
+            }
+            None => self.slots.push(slot),
+        }
         let hash = self.hasher.hash_one(id);
         let (hasher, slots, text) = (&self.hasher, &self.slots, &self.text);
         self.table
@@ -272,21 +355,26 @@ impl Labels {
     pub fn truncate(&mut self, len: usize) {
         while self.slots.len() > len {
             let i = self.slots.len() - 1;
-            let id = self.slot_ref(self.slots[i]);
-            let hash = self.hasher.hash_one(id);
-            if let Ok(entry) = self.table.find_entry(hash, |&j| j as usize == i) {
-                entry.remove();
+            if let Some(id) = self.slot_ref(self.slots[i]) {
+                let hash = self.hasher.hash_one(id);
+                if let Ok(entry) = self.table.find_entry(hash, |&j| j as usize == i) {
+                    entry.remove();
+                }
             }
             if let Slot::Str { start, .. } = self.slots[i] {
                 self.text.truncate(start);
             }
+            self.free.remove(&(i as u32));
             self.slots.pop();
         }
     }
 
-    /// Bytes held (labels, text, table).
+    /// Bytes held (labels, text, table, free tasks).
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot>() + self.text.capacity() + self.table.capacity() * 5
+        self.slots.capacity() * std::mem::size_of::<Slot>()
+            + self.text.capacity()
+            + self.table.capacity() * 5
+            + self.free.len() * 8
     }
 }
 
@@ -294,6 +382,7 @@ fn slot_of<'a>(slots: &[Slot], text: &'a str, i: &u32) -> TaskRef<'a> {
     match slots[*i as usize] {
         Slot::Int(v) => TaskRef::Int(v),
         Slot::Str { start, len } => TaskRef::Str(&text[start..start + len as usize]),
+        Slot::Free => unreachable!("a free task is not in the label table"),
     }
 }
 

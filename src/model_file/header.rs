@@ -37,9 +37,13 @@ pub struct Fitted {
     pub gamma_scale: Option<f64>,
     /// Column names of a data frame the model was fitted on (one per feature).
     pub feature_names_in: Option<Vec<String>>,
-    /// Task labels in task order (task `i` is `task_labels[i]`); `None`: tasks are numbered
-    /// `0..n_tasks` and named by their number.
+    /// Task labels in task order (task `i` is `task_labels[i]`, the free tasks skipped);
+    /// `None`: tasks are numbered `0..n_tasks` and named by their number.
     pub task_labels: Option<Vec<TaskId>>,
+    /// The tasks whose labels were forgotten, free for new labels (label mode), ascending.
+    pub free_tasks: Vec<u64>,
+    /// Examples of forgotten tasks, counted in `n_seen` and in no task's count.
+    pub n_forgotten: u64,
 }
 
 /// A model file's header.
@@ -129,7 +133,14 @@ fn label_form_json(form: &LabelForm) -> Value {
 }
 
 const FITTED_KEYS: &[&str] = &["n_features_in", "n_seen", "n_mistakes", "seen_per_task", "label_form"];
-const FITTED_OPTIONAL: &[&str] = &["radius_warned", "gamma_scale", "feature_names_in", "task_labels"];
+const FITTED_OPTIONAL: &[&str] = &[
+    "radius_warned",
+    "gamma_scale",
+    "feature_names_in",
+    "task_labels",
+    "free_tasks",
+    "n_forgotten",
+];
 
 impl Fitted {
     /// A model's book as a header stores it.
@@ -144,6 +155,8 @@ impl Fitted {
             gamma_scale: book.gamma_scale(),
             feature_names_in: book.feature_names_in().map(<[String]>::to_vec),
             task_labels: book.labels().map(|l| l.iter().map(|id| id.to_owned()).collect()),
+            free_tasks: book.free_tasks(),
+            n_forgotten: book.n_forgotten(),
         }
     }
 
@@ -161,6 +174,7 @@ impl Fitted {
             self.gamma_scale,
             self.feature_names_in,
         )
+        .and_then(|book| book.with_forgotten(&self.free_tasks, self.n_forgotten))
         .map_err(|_| fail("the task labels are not distinct labels of at most n_tasks tasks"))
     }
 
@@ -203,6 +217,28 @@ impl Fitted {
             ),
             Some(_) => return Err(fail("task_labels must be a list of strings and 64-bit integers")),
         };
+        let free_tasks = match obj.get("free_tasks") {
+            None => Vec::new(),
+            Some(Value::Array(free)) if task_labels.is_some() => {
+                let free = free
+                    .iter()
+                    .map(|t| count(t, "a free task", 0))
+                    .collect::<Result<Vec<_>>>()?;
+                if !free.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(fail("free_tasks must be ascending"));
+                }
+                free
+            }
+            Some(_) => {
+                return Err(fail(
+                    "free_tasks must be a list of task numbers of a model with task labels",
+                ))
+            }
+        };
+        let n_forgotten = match obj.get("n_forgotten") {
+            None => 0,
+            Some(v) => count(v, "n_forgotten", 0)?,
+        };
         let label_form = label_form(&obj["label_form"])?;
         let radius_warned = match obj.get("radius_warned") {
             None | Some(Value::Bool(false)) => false,
@@ -231,6 +267,8 @@ impl Fitted {
             gamma_scale,
             feature_names_in,
             task_labels,
+            free_tasks,
+            n_forgotten,
         })
     }
 
@@ -252,6 +290,12 @@ impl Fitted {
         }
         if let Some(labels) = &self.task_labels {
             obj.insert("task_labels".into(), labels.iter().map(task_id_json).collect());
+        }
+        if !self.free_tasks.is_empty() {
+            obj.insert("free_tasks".into(), self.free_tasks.clone().into());
+        }
+        if self.n_forgotten > 0 {
+            obj.insert("n_forgotten".into(), self.n_forgotten.into());
         }
         Value::Object(obj)
     }

@@ -449,7 +449,13 @@ fn task_of<'py>(
         let plain = py
             .import(intern!(py, "omtl._tasks"))?
             .call_method1(intern!(py, "check_label"), (task,))?;
-        let m = labels.len() + 1;
+        // A forgotten label's task, if any is free, else the next one (omtl._tasks.TaskSet).
+        let free = state.tasks.getattr(intern!(py, "free"))?.cast_into::<PyList>()?;
+        let place = match free.len() {
+            0 => labels.len(),
+            _ => free.get_item(0)?.extract()?,
+        };
+        let m = labels.len() + usize::from(free.is_empty());
         let capacity = dict.get_item(intern!(py, "n_tasks"))?.filter(|n| !n.is_none());
         if let Some(capacity) = capacity {
             let capacity: usize = capacity.extract()?;
@@ -462,7 +468,7 @@ fn task_of<'py>(
             }
         }
         return Ok(TaskOf {
-            index: labels.len() as i64,
+            index: place as i64,
             new_label: Some(plain),
             n_new: m.saturating_sub(k),
         });
@@ -608,10 +614,9 @@ pub fn learn_event<'py>(
         .event_learn(py, &rows, task.index, y_pm1, task.n_new)?;
     // The bookkeeping of the learned event.
     if let Some(label) = task.new_label {
-        let labels = state.tasks.getattr(intern!(py, "labels"))?.cast_into::<PyList>()?;
-        let index = state.tasks.getattr(intern!(py, "index"))?.cast_into::<PyDict>()?;
-        index.set_item(&label, labels.len())?;
-        labels.append(label)?;
+        state
+            .tasks
+            .call_method1(intern!(py, "add_labels"), (PyList::new(py, [label])?,))?;
     }
     if task.n_new > 0 {
         state.tasks.call_method1(intern!(py, "grow"), (task.n_new,))?;

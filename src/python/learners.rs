@@ -285,6 +285,12 @@ impl NativeLearner {
         self.run(py, |m| m.add_tasks(n))
     }
 
+    /// Forgets the engine tasks `tasks` (distinct, known); returns the stored examples removed.
+    /// Atomic.
+    fn forget(&self, py: Python<'_>, tasks: Vec<usize>) -> PyResult<usize> {
+        self.run(py, |m| m.forget_tasks(&tasks))
+    }
+
     /// ROMCO's `(U, V)`, each `n_features x n_tasks`.
     #[allow(clippy::type_complexity)]
     fn factors<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyArray2<f64>>, Bound<'py, PyArray2<f64>>)> {

@@ -9,6 +9,7 @@ mod kernels;
 mod learners;
 mod model_file;
 mod params;
+mod pending;
 mod registry;
 mod small;
 mod stream;

@@ -4,6 +4,8 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
+use super::pending::{pending_store, pending_tuple, PendingTuple};
+
 use super::convert::guarded;
 use super::learners::{wrap, NativeLearner};
 use crate::model::Model;
@@ -50,23 +52,46 @@ fn read_model_header(data: &[u8], max_header: u64, max_dense_graph: u64) -> PyRe
     })
 }
 
-/// A model file's bytes from its header JSON text and native learner (None: unfitted), checked
-/// as a reader checks them; ValueError for a file the reader would refuse.
+/// A model file's bytes from its header JSON text, native learner (None: unfitted) and pending
+/// events (`omtl._delayed`'s store as `(events, (max_events, max_bytes, max_age), evicted,
+/// expired)`), checked as a reader checks them; ValueError for a file the reader would refuse.
 #[pyfunction]
-#[pyo3(signature = (header, learner, *, max_header, max_dense_graph))]
+#[pyo3(signature = (header, learner, *, max_header, max_dense_graph, pending=None))]
 fn write_model_file<'py>(
     py: Python<'py>,
     header: &str,
     learner: Option<&NativeLearner>,
     max_header: u64,
     max_dense_graph: u64,
+    pending: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let limits = limits(max_header, max_dense_graph);
+    let store = match pending {
+        Some(p) => pending_store(p)?,
+        None => Default::default(),
+    };
     let data = match learner {
-        Some(l) => l.with_model(py, |m| guarded(|| model_file::encode(header, Some(m), &limits)))??,
-        None => guarded(|| model_file::encode(header, None, &limits))?,
+        Some(l) => l.with_model(py, |m| {
+            guarded(|| model_file::encode_with_pending(header, Some(m), &store, &limits))
+        })??,
+        None => guarded(|| model_file::encode_with_pending(header, None, &store, &limits))?,
     };
     Ok(PyBytes::new(py, &data))
+}
+
+/// The pending events of a model file's bytes (checked as [`read_model_file`] checks the
+/// file), in the form `write_model_file` takes; None for a file without them.
+#[pyfunction]
+#[pyo3(signature = (data, *, max_header, max_dense_graph))]
+fn read_model_pending(
+    py: Python<'_>,
+    data: &[u8],
+    max_header: u64,
+    max_dense_graph: u64,
+) -> PyResult<Option<PendingTuple>> {
+    let limits = limits(max_header, max_dense_graph);
+    let store = py.detach(|| guarded(|| Ok(Model::decode(data, &limits)?.pending_store().clone())))?;
+    Ok((!store.is_empty() || store.info().evicted + store.info().expired > 0).then(|| pending_tuple(&store)))
 }
 
 /// Checks a fitted model's bookkeeping (the `fitted` JSON object of a header) against its native
@@ -83,6 +108,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_model_header, m)?)?;
     m.add_function(wrap_pyfunction!(write_model_file, m)?)?;
+    m.add_function(wrap_pyfunction!(read_model_pending, m)?)?;
     m.add_function(wrap_pyfunction!(check_bookkeeping, m)?)?;
     let classes = PyDict::new(m.py());
     for class in crate::model::estimator::classes() {

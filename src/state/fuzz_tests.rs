@@ -286,6 +286,7 @@ fn mt_linear() {
                     fit_intercept: true,
                     hash_bits,
                     shared_rate: 1.0,
+                    ..MTLinearParams::default()
                 }
                 .check()
                 .map(Checked::into_inner)

@@ -22,6 +22,14 @@ MT_LINEAR_CONSTRAINTS = {
         message="{name} must be None or a non-negative integer, got {value!r}",
     ),
     "shared_rate": Number(),
+    "max_bytes": Optional(
+        Integer(1, 2**64 - 1),
+        message="{name} must be None or a positive integer (bytes), got {value!r}",
+    ),
+    "tail_bits": Optional(
+        Integer(0, 2**32 - 1),
+        message="{name} must be None or a non-negative integer, got {value!r}",
+    ),
 }
 
 
@@ -77,6 +85,16 @@ class MTLinear(OnlineClassifier):
         ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
         (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
         graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
+    max_bytes : int or None, default=None
+        A byte budget over users (docs/lifecycle.md): exact own cells for the most recently
+        active users; when a new cell would not fit, the least recently active users are evicted
+        (counted in ``n_evicted_users_``) and fall back to the shared block (and to the tail, with
+        ``tail_bits``). ``memory_bytes_`` never exceeds it. Without ``hash_bits``, on the
+        ``"complete"`` or ``"disconnected"`` graph; the cells are then stored sparsely.
+    tail_bits : int or None, default=None
+        With ``max_bytes``: evicted users' weights are added into a table of ``2**tail_bits``
+        weights (hashed by user and feature), which those users read from then on: the hybrid of
+        an exact head and a hashed tail.
     {n_features}
 
     Attributes
@@ -84,7 +102,12 @@ class MTLinear(OnlineClassifier):
     memory_bytes_ : int
         Bytes allocated for the model's state: the weights with their per-coordinate statistics
         (single precision: 4 bytes a value) in the table, dense blocks or sparse cells, the
-        sparse index, and the per-component counters.
+        sparse index, and the per-component counters (under ``max_bytes``: the per-user state and
+        the tail too).
+    n_evicted_users_ : int
+        Under ``max_bytes``: users evicted so far.
+    n_resident_users_ : int
+        Under ``max_bytes``: users holding exact own cells now.
     block_weights_ : ndarray of shape (n_blocks, n_features + fit_intercept)
         Without hashing: the weight blocks (own blocks by task, then the complete graph's shared
         block; the last column is the intercept when ``fit_intercept``), stored in single
@@ -106,7 +129,7 @@ class MTLinear(OnlineClassifier):
     """
 
     def __init__(self, *, n_tasks=None, graph="complete", loss="logistic", update="normalized", learning_rate=0.5,
-        fit_intercept=True, hash_bits=None, shared_rate=2.0, n_features=2**18):
+        fit_intercept=True, hash_bits=None, shared_rate=2.0, max_bytes=None, tail_bits=None, n_features=2**18):
         self._store_params(locals())
 
     _grows = True  # DECISIONS.md, open-ended task sets
@@ -170,6 +193,8 @@ class MTLinear(OnlineClassifier):
         return np.column_stack([1.0 - p, p])
 
     memory_bytes_ = diagnostic("memory_bytes", "Bytes allocated for the model's state (weights, per-component counters, a general kernel's factor).")
+    n_evicted_users_ = diagnostic("n_evicted_users", "Under max_bytes: users evicted so far.")
+    n_resident_users_ = diagnostic("n_resident_users", "Under max_bytes: users holding exact own cells now.")
 
     @property
     def block_weights_(self) -> np.ndarray:

@@ -41,6 +41,12 @@ class ReferenceCore:
         ``add_tasks`` undoes it)."""
         raise ValueError(f"{type(self).__name__} cannot add tasks to a fitted model")
 
+    def forget(self, tasks) -> int:
+        """Forgets the engine tasks ``tasks`` (distinct, known): their stored examples and own
+        state go (docs/lifecycle.md); returns the stored examples removed. A core that can
+        forget defines it."""
+        raise ValueError(f"{type(self).__name__} cannot forget tasks")
+
     def learn_rows(self, X, tasks, y) -> np.ndarray:
         scores = np.zeros(len(tasks))
         for t in range(len(tasks)):

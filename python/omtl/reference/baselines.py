@@ -59,6 +59,12 @@ class CWColCore(ReferenceCore):
     def n_active(self):
         return self.n_updates
 
+    def forget(self, tasks):
+        """The tasks' individual models go back to the prior; the global model keeps them."""
+        tasks = list(tasks)
+        self.mu[tasks], self.sigma[tasks] = 0.0, self.a
+        return 0
+
     def grow_tasks(self, n):
         """New tasks start from the untouched prior (mu = 0, sigma = a), as the engine's."""
         self.mu = np.vstack([self.mu, np.zeros((n, self.mu.shape[1]))])
@@ -184,6 +190,11 @@ class OMTRLCore(ReferenceCore):
     def arrays(self):
         return {"task_kernel": self.Ainv.copy(), "coef": self.W.copy()}
 
+    def forget(self, tasks):
+        """The tasks' w_i go to 0; the other tasks' weights and the coupling keep them."""
+        self.W[list(tasks)] = 0.0
+        return 0
+
 
 # ---------------------------------------------------------------------------------------------
 # OMTL (§6.2)
@@ -284,6 +295,11 @@ class OMTLCore(RoundCore):
     def grow_tasks(self, n):
         """New tasks start with w = 0, as the engine's (a round involves only its tasks)."""
         self.W = np.vstack([self.W, np.zeros((n, self.W.shape[1]))])
+
+    def forget(self, tasks):
+        """The tasks' w_i go to 0 (each w_i learns from its own examples only)."""
+        self.W[list(tasks)] = 0.0
+        return 0
 
     @property
     def n_active(self):
@@ -438,6 +454,17 @@ class BatchMTLCore(ReferenceCore):
 
     def arrays(self):
         return {"coef": self.W.copy(), "intercept": self.c.copy()}
+
+    def forget(self, tasks):
+        """The tasks' stored examples go, their weights and biases to 0 (the others keep the
+        joint fit until the next retrain)."""
+        gone = set(tasks)
+        keep = [t not in gone for t in self.tasks]
+        self.X = [x for x, k in zip(self.X, keep) if k]
+        self.y = [y for y, k in zip(self.y, keep) if k]
+        self.tasks = [t for t, k in zip(self.tasks, keep) if k]
+        self.W[list(tasks)], self.c[list(tasks)] = 0.0, 0.0
+        return keep.count(False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ class _BudgetCore(GrowsTasks):
     def observe(self, x) -> None:
         pass
 
+    def forget(self, tasks) -> int:
+        keep = self.support.remove_tasks(tasks)
+        removed = int((~keep).sum())
+        self.forgotten(keep, removed)
+        return removed
+
 
 class RBPCore(_BudgetCore):
     """MTRBP: if |S| = B, remove a uniformly random stored element; then append (x, i, y)."""
@@ -58,6 +64,10 @@ class RBPCore(_BudgetCore):
 
     def diagnostics(self) -> dict:
         return {"n_evictions": self.n_evictions, "last_evicted_time": self.last_evicted_time, "budget": self.budget}
+
+    def forgotten(self, keep, removed) -> None:
+        self.times = [t for t, k in zip(self.times, keep) if k]
+        self.n_updates -= removed
 
     def on_mistake(self, x, i, y):
         if len(self.support) == self.budget:
@@ -81,6 +91,7 @@ class ForgetronCore(_BudgetCore):
         self.Q = 0.0
         self.M = 0
         self.n_radius_exceeded = 0
+        self.n_forgotten = 0
         self.last = {"last_shrink": 1.0, "last_a": 0.0, "last_b": 0.0, "last_c": 0.0, "last_phi": 0.0, "last_sigma": 0.0}
 
     def diagnostics(self) -> dict:
@@ -93,7 +104,11 @@ class ForgetronCore(_BudgetCore):
             "radius": self.radius,
             "n_radius_exceeded": self.n_radius_exceeded,
             **self.last,
+            "n_forgotten": self.n_forgotten,
         }
+
+    def forgotten(self, keep, removed) -> None:
+        self.n_forgotten += removed
 
     def _exceeds_radius(self, x) -> bool:
         kxx = kernel_matrix(self.kernel, x[None, :], x[None, :])[0, 0]

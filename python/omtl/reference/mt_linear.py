@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import OrderedDict
 
 import numpy as np
 from scipy.sparse.csgraph import connected_components
@@ -135,7 +136,8 @@ class MTLinearCore(ReferenceCore):
     cell), and by table slot under hashing (one table of 2**hash_bits cells shared by every block,
     the block's id as the hash seed)."""
 
-    def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits, shared_rate):
+    def __init__(self, graph, n_features, *, loss, update, learning_rate, fit_intercept, hash_bits, shared_rate,
+                 max_bytes=None, tail_bits=None):
         self.graph = graph
         self.loss, self.rule, self.eta, self.rho = loss, update, learning_rate, shared_rate
         self.d, self.intercept = n_features, fit_intercept
@@ -150,6 +152,77 @@ class MTLinearCore(ReferenceCore):
         # there, rounded to f32 once per value written.
         self.W, self.G, self.N = {}, {}, {}
         self.n_updates = 0
+        # The user budget (docs/lifecycle.md): resident users oldest first, the users that read
+        # the tail, the tail's weights (single precision, as the engine's).
+        self.max_bytes, self.tail_bits = max_bytes, tail_bits
+        self.residents = OrderedDict()
+        self.folded = set()
+        self.tail = np.zeros(2**tail_bits, dtype=np.float32) if tail_bits is not None else None
+        self.n_evicted = 0
+        if max_bytes is not None and self.reserved_bytes(graph.n_tasks) >= max_bytes:
+            raise ValueError(f"max_bytes: {max_bytes} bytes cannot hold the state of {graph.n_tasks} users and any weight")
+
+    # ---- the user budget (docs/lifecycle.md, the rule the engine follows) ------------------------
+    def reserved_bytes(self, n_tasks):
+        """Bytes set aside for all but the cells: per user 17 (and 24 of counters on the disconnected
+        graph) at nine eighths of the users, the tail, the complete graph's counters, 64."""
+        disconnected = self.graph.kind == "disconnected"
+        per_user = 17 + (24 if disconnected else 0)
+        tail = 4 << self.tail_bits if self.tail_bits is not None else 0
+        return (n_tasks + n_tasks // 8) * per_user + tail + (0 if disconnected else 24) + 64
+
+    def record_limit(self, n_tasks):
+        """The most cells the budget holds: what is left after the reserve, 32 + 4 x stride bytes each."""
+        stride = {"normalized": 3, "adagrad": 2, "arow": 2, "sgd": 1}[self.rule]
+        return max(0, self.max_bytes - self.reserved_bytes(n_tasks)) // (32 + 4 * stride)
+
+    def evict(self, task, fold):
+        """Removes the user's own cells, adding their weights into the tail (``fold``, with a tail)."""
+        cells = [c for c in self.W if c[0] == task]
+        if fold and self.tail is not None and cells:
+            n = len(self.tail)
+            for cell in cells:
+                slot = slot_of(cell[1], task, n)
+                self.tail[slot] = np.float32(self.tail[slot] + np.float32(self.W[cell]))
+            self.folded.add(task)
+        for cell in cells:
+            for stat in (self.W, self.G, self.N):
+                stat.pop(cell, None)
+        self.residents.pop(task, None)
+
+    def make_room(self, task, needed):
+        """Evicts the least recently active users (not ``task``) while ``needed`` more cells would
+        pass the limit."""
+        limit = self.record_limit(self.graph.n_tasks)
+        kept = sum(1 for r, _ in self.W if r in (task, SHARED))
+        if kept + needed > limit:
+            raise ValueError(f"max_bytes: {self.max_bytes} bytes hold {limit} cells, not this example's {needed} new cells")
+        while len(self.W) + needed > limit:
+            victim = next(t for t in self.residents if t != task)
+            self.evict(victim, fold=True)
+            self.n_evicted += 1
+
+    def tail_score(self, x, task):
+        if self.tail is None or task not in self.folded:
+            return 0.0
+        n, own = len(self.tail), next(b for r, b in self.terms[task] if r != SHARED)
+        keys = [(j, v) for j, v in enumerate(x) if v != 0.0] + ([(self.d, 1.0)] if self.intercept else [])
+        return own * sum(v * float(self.tail[slot_of(j, task, n)]) for j, v in keys)
+
+    def forget(self, tasks):
+        """The tasks' own cells and, on the disconnected graph, their counters go (the shared
+        block, and under hashing the table, keep them)."""
+        if self.graph.kind not in ("disconnected", "complete_open", "complete"):
+            raise ValueError("MTLinear on a general task graph cannot forget a task")
+        if self.graph.kind != "disconnected" and self.graph.n_tasks == 1:
+            raise ValueError("a one-task complete graph keeps one block, its shared block")
+        for t in tasks:
+            if self.graph.kind == "disconnected":
+                self.t[t] = self.n_norm[t] = self.sum_norm_x[t] = 0.0
+            if self.bits is None:
+                self.evict(t, fold=False)
+                self.folded.discard(t)
+        return 0
 
     @property
     def n_active(self) -> int:
@@ -165,6 +238,13 @@ class MTLinearCore(ReferenceCore):
         if complete and k == 1 and self.W:
             raise ValueError("MTLinear cannot add tasks to this fitted model: a one-task complete graph keeps one block")
         graph = self.graph.add_tasks(n)
+        if self.max_bytes is not None:
+            limit = self.record_limit(graph.n_tasks)
+            if sum(1 for r, _ in self.W if r == SHARED) > limit or self.reserved_bytes(graph.n_tasks) >= self.max_bytes:
+                raise ValueError(f"max_bytes: {self.max_bytes} bytes cannot hold the state of {graph.n_tasks} users")
+            while len(self.W) > limit and self.residents:
+                self.evict(next(iter(self.residents)), fold=True)
+                self.n_evicted += 1
         if not complete:
             self.t, self.n_norm, self.sum_norm_x = (np.concatenate([a, np.zeros(n)]) for a in (self.t, self.n_norm, self.sum_norm_x))
         self.terms, _ = factor_terms(graph)
@@ -178,7 +258,8 @@ class MTLinearCore(ReferenceCore):
         return 2**self.bits if self.bits is not None else self.d + int(self.intercept)
 
     def diagnostics(self) -> dict:
-        return {"n_blocks": float(self.n_blocks()), "block_width": float(self.width())}
+        return {"n_blocks": float(self.n_blocks()), "block_width": float(self.width()),
+                "n_evicted_users": float(self.n_evicted), "n_resident_users": float(len(self.residents))}
 
     def arrays(self) -> dict:
         if self.bits is not None:
@@ -212,9 +293,15 @@ class MTLinearCore(ReferenceCore):
         return SHARED if self.graph.kind in ("complete", "complete_open") and k >= 2 else None
 
     def score_one(self, x, task):
-        return sum(b * sum(v * float(self.W.get(cell, 0.0)) for cell, v in self.entries(x, r)) for r, b in self.terms[task])
+        s = sum(b * sum(v * float(self.W.get(cell, 0.0)) for cell, v in self.entries(x, r)) for r, b in self.terms[task])
+        return s + self.tail_score(x, task) if self.max_bytes is not None else s
 
     def update_one(self, x, task, y, p):
+        self.learn_coords(x, task, y, p)
+        if task in self.residents:
+            self.residents.move_to_end(task)  # the most recently active user
+
+    def learn_coords(self, x, task, y, p):
         c = self.comp[task]
         self.t[c] += 1
         g = loss_derivative(self.loss, y, p)
@@ -262,6 +349,12 @@ class MTLinearCore(ReferenceCore):
                   old_g + g2 * sum(u * u for _, _, u in coords), max(abs(u) for _, _, u in coords))
         if not all(b < f32_max for b in bounds):
             raise ValueError("MTLinear: a weight or statistic would exceed single precision; update refused")
+        if self.max_bytes is not None:
+            new = {j for _, j, _ in coords if j not in W}
+            if new:
+                self.make_room(task, len(new))
+                if any(j[0] == task for j in new):
+                    self.residents[task] = None
         f32 = np.float32
         for (_, j, u), rate in zip(coords, rates):
             w = float(W.get(j, 0.0))

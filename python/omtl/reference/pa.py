@@ -28,6 +28,12 @@ class PACore(ReferenceCore):
     def diagnostics(self) -> dict:
         return {}
 
+    def forget(self, tasks) -> int:
+        """PA-Unique: the tasks' weights go; PA-Global's one w keeps every task's influence."""
+        if not self.shared:
+            self.W[list(tasks)] = 0.0
+        return 0
+
     def tau(self, loss, sq_norm) -> float:
         if sq_norm <= 0:
             return 0.0

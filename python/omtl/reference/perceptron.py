@@ -27,6 +27,13 @@ class SupportSet:
         self.labels = np.append(self.labels, y)
         self.beta = np.append(self.beta, beta)
 
+    def remove_tasks(self, tasks) -> np.ndarray:
+        """Removes the elements of ``tasks``, the others keeping their order; returns the mask
+        of the elements kept."""
+        keep = ~np.isin(self.tasks, list(tasks))
+        self.X, self.tasks, self.labels, self.beta = self.X[keep], self.tasks[keep], self.labels[keep], self.beta[keep]
+        return keep
+
     def remove(self, position: int) -> None:
         keep = np.arange(len(self)) != position
         self.X, self.tasks, self.labels, self.beta = self.X[keep], self.tasks[keep], self.labels[keep], self.beta[keep]
@@ -64,6 +71,16 @@ class PerceptronCore(GrowsTasks):
         if y * score <= 0:
             self.support.append(x, i, y, y)
             self.n_updates += 1
+
+    def forget(self, tasks) -> int:
+        # The engine keeps the linear kernel's model as weight blocks, which a general graph mixes.
+        if self.kernel.name == "linear" and self.graph.kind not in ("disconnected", "complete", "complete_open"):
+            raise ValueError("the linear-kernel Perceptron on a general task graph cannot forget a task")
+        keep = self.support.remove_tasks(tasks)
+        removed = int((~keep).sum())
+        self.n_updates -= removed
+        # The engine's primal form (linear kernel) stores no example.
+        return 0 if self.kernel.name == "linear" else removed
 
 
 class MTPerceptron(learners.MTPerceptron):

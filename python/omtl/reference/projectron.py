@@ -52,11 +52,17 @@ class MTBPRJCore(GrowsTasks):
         self.budget, self.eta, self.threshold_on = budget, eta, threshold_on
         self.support = SupportSet(n_features)
         self.n_updates = 0
-        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0}
+        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0, "n_forgotten": 0}
 
     @property
     def n_active(self) -> int:
         return len(self.support)
+
+    def forget(self, tasks) -> int:
+        """The tasks' stored examples go (the inverse Gram is recomputed at each step here)."""
+        removed = int((~self.support.remove_tasks(tasks)).sum())
+        self.counts["n_forgotten"] += removed
+        return removed
 
     def diagnostics(self) -> dict:
         return {**self.counts, "n_rebuilds": 0, "jitter": 0.0}
@@ -113,7 +119,18 @@ class MTBPRJ2Core(GrowsTasks):
         self.dict_tasks = np.zeros(0, dtype=np.int64)
         self.W = np.zeros((T.shape[0], 0))
         self.n_updates = 0
-        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0}
+        self.counts = {"n_projections": 0, "n_insertions": 0, "n_evictions": 0, "n_forgotten": 0}
+
+    def forget(self, tasks) -> int:
+        """The dictionary elements the tasks inserted go with their weight columns; the tasks'
+        own weight rows are zeroed."""
+        tasks = list(tasks)
+        keep = ~np.isin(self.dict_tasks, tasks)
+        removed = int((~keep).sum())
+        self.W[tasks] = 0.0
+        self.D, self.dict_tasks, self.W = self.D[keep], self.dict_tasks[keep], self.W[:, keep]
+        self.counts["n_forgotten"] += removed
+        return removed
 
     @property
     def n_active(self) -> int:

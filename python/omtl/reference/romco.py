@@ -30,6 +30,16 @@ class RomcoCore(RoundCore):
     def factors(self):
         return self.U.copy(), self.V.copy()
 
+    def forget(self, tasks):
+        """The tasks' columns of U and V go to 0; the rank is that of what remains."""
+        tasks = list(tasks)
+        self.U[:, tasks], self.V[:, tasks] = 0.0, 0.0
+        if self.lambda1 > 0:
+            sigma = np.linalg.svd(self.U, compute_uv=False) if self.U.size else np.zeros(0)
+            smax = sigma.max() if sigma.size else 0.0
+            self.rank = int(np.count_nonzero(sigma > 1e-12 * smax)) if smax > 0 else 0
+        return 0
+
     def score_one(self, x, i) -> float:
         return float((self.U[:, i] + self.V[:, i]) @ x)
 

@@ -210,6 +210,13 @@ impl SparseIndex {
         self.columns.features.len()
     }
 
+    /// Drops the postings (after the set changed other than by [`Self::add`] and
+    /// [`Self::remove`], e.g. a stable removal of many slots); [`Self::ensure`] builds them
+    /// again, and until then scores take the gather path, which gives the same numbers.
+    pub fn reset(&mut self) {
+        *self = Self::with_threshold(self.enabled, self.from);
+    }
+
     /// Builds the index if it is due and missing (call before changing the set).
     pub fn ensure(&mut self, set: &ActiveSet) {
         if self.built || !self.enabled || set.len() < self.from {

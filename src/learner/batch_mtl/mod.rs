@@ -78,6 +78,9 @@ pub struct BatchMtl {
     n_retrains: u64,
     last: SolveReport,
     total_iter: u64,
+    /// Stored examples removed by [`OnlineLearner::forget_tasks`] (the retrain schedule then
+    /// counts the examples kept).
+    n_forgotten: u64,
 }
 
 learner_params! {
@@ -143,6 +146,7 @@ impl Build for BatchMtl {
             n_retrains: 0,
             last: SolveReport::default(),
             total_iter: 0,
+            n_forgotten: 0,
         })
     }
 }
@@ -210,6 +214,50 @@ impl BatchMtl {
                 values.truncate(nnz);
             }
         }
+    }
+
+    /// Removes the stored examples with `!keep[i]`, the others keeping their order; the freed
+    /// room is zeroed. Returns the number removed.
+    fn retain_examples(&mut self, keep: &[bool]) -> usize {
+        let d = self.n_features;
+        let mut next = 0;
+        match &mut self.store {
+            Store::Dense(data) => {
+                for (i, &k) in keep.iter().enumerate() {
+                    if k {
+                        data.copy_within(i * d..(i + 1) * d, next * d);
+                        next += 1;
+                    }
+                }
+                data[next * d..].fill(0.0);
+                data.truncate(next * d);
+            }
+            Store::Sparse {
+                indptr,
+                indices,
+                values,
+            } => {
+                let mut nnz = 0;
+                for (i, &k) in keep.iter().enumerate() {
+                    let (a, b) = (indptr[i] as usize, indptr[i + 1] as usize);
+                    if k {
+                        indices.copy_within(a..b, nnz);
+                        values.copy_within(a..b, nnz);
+                        nnz += b - a;
+                        next += 1;
+                        indptr[next] = nnz as i64;
+                    }
+                }
+                indices[nnz..].fill(0);
+                values[nnz..].fill(0.0);
+                indices.truncate(nnz);
+                values.truncate(nnz);
+                indptr.truncate(next + 1);
+            }
+        }
+        crate::kernel::retain_flagged(&mut self.tasks, keep);
+        crate::kernel::retain_flagged(&mut self.labels, keep);
+        keep.len() - next
     }
 
     /// Retrains on every stored example, warm-started from the current model. On `Err` (a
@@ -338,6 +386,12 @@ impl CheckState for BatchMtl {
         // A retrain runs whenever the number of stored examples reaches a multiple of the period.
         let retrains = n as u64 / self.retrain_every;
         let max_iter = self.opts.max_iter as u64;
+        // Forgotten examples shift the schedule: then only the counters' own bounds hold.
+        let retrains = if self.n_forgotten == 0 {
+            retrains
+        } else {
+            self.n_retrains
+        };
         let counters_ok = self.n_retrains == retrains
             && self.last.n_iter <= self.opts.max_iter
             && self.total_iter <= retrains.saturating_mul(max_iter)
@@ -404,5 +458,22 @@ impl OnlineLearner for BatchMtl {
             ("coef", vec![self.n_tasks, self.n_features], self.weights.clone()),
             ("intercept", vec![self.n_tasks], self.bias.clone()),
         ]
+    }
+
+    /// Removes the tasks' stored examples and sets their weights and biases to 0. The other
+    /// tasks' weights, fitted jointly with them, keep that influence until the next retrain,
+    /// which fits the remaining examples only.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        super::check_forget(tasks, self.n_tasks)?;
+        let d = self.n_features;
+        for &t in tasks {
+            self.weights[t * d..(t + 1) * d].fill(0.0);
+            self.bias[t] = 0.0;
+        }
+        let forget: std::collections::HashSet<u32> = tasks.iter().map(|&t| t as u32).collect();
+        let keep: Vec<bool> = self.tasks.iter().map(|t| !forget.contains(t)).collect();
+        let removed = self.retain_examples(&keep);
+        self.n_forgotten += removed as u64;
+        Ok(removed)
     }
 }

@@ -79,7 +79,7 @@ impl CheckState for MTLinear {
                     values.push(block);
                 }
             }
-            (Store::Sparse(cells), None) if width > DENSE_MAX_WIDTH => {
+            (Store::Sparse(cells), None) if width > DENSE_MAX_WIDTH || self.params.max_bytes.is_some() => {
                 let n_blocks = self.n_blocks();
                 ensure(
                     cells.keys().iter().all(|&(r, key)| {
@@ -103,6 +103,7 @@ impl CheckState for MTLinear {
                 ))
             }
         }
+        self.check_budget_state()?;
         for data in values {
             ensure(data.iter().all(|v| v.is_finite()), || {
                 "an MTLinear cell holds a value that is not finite".into()
@@ -130,5 +131,6 @@ impl PartialEq for MTLinear {
             && self.stats == other.stats
             && self.store == other.store
             && self.n_updates == other.n_updates
+            && self.budget == other.budget
     }
 }

@@ -31,7 +31,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod budget;
 mod check;
+mod forget;
 mod lanes;
 mod loss;
 mod store;
@@ -91,6 +93,17 @@ learner_params! {
         /// `ρ`: the factor on the rates of the complete graph's shared block (docs/mt_linear.md,
         /// M.8); graphs without a shared block ignore it. Default 2 (1 is Vowpal Wabbit's `-q st`).
         pub shared_rate: f64,
+        /// A byte budget over users (docs/lifecycle.md): exact own cells for the most recently
+        /// active users, the least recently active evicted when a new cell would not fit, so
+        /// that `memory_bytes` never exceeds it. Without hashing, on the disconnected or
+        /// complete graph. Default `None` (no budget).
+        #[cfg_attr(feature = "python", pyo3(default))]
+        pub max_bytes: Option<u64>,
+        /// With `max_bytes`: a table of `2^tail_bits` weights into which evicted users' weights
+        /// are folded (hashed by user and feature) and which they read from then on. Default
+        /// `None` (evicted users fall back to the shared block).
+        #[cfg_attr(feature = "python", pyo3(default))]
+        pub tail_bits: Option<u32>,
     }
 
     fn check(&self) -> Result<()> {
@@ -104,7 +117,24 @@ learner_params! {
                 ));
             }
         }
-        Ok(())
+        if self.max_bytes.is_some() && self.hash_bits.is_some() {
+            return Err(invalid(
+                "max_bytes",
+                "bounds exact per-user cells; with hash_bits the memory is the table's already (a hashed tail for \
+                 evicted users is tail_bits)",
+            ));
+        }
+        match self.tail_bits {
+            Some(_) if self.max_bytes.is_none() => Err(invalid(
+                "tail_bits",
+                "is the hashed tail of a user budget: set max_bytes too",
+            )),
+            Some(b) if !(1..=MAX_HASH_BITS).contains(&b) => Err(invalid(
+                "tail_bits",
+                format!("must be in [1, {MAX_HASH_BITS}], got {b}"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -134,6 +164,8 @@ pub struct MTLinear {
     stats: Vec<ComponentStats>,
     store: Store,
     n_updates: u64,
+    /// The user budget's state (under `max_bytes`).
+    budget: Option<budget::UserBudget>,
     /// Undo log of the batch in progress ([`OnlineLearner::journal_begin`]).
     #[serde(skip)]
     journal: Journal,
@@ -237,8 +269,27 @@ impl Build for MTLinear {
             TaskKernel::Complete { k, .. } if k >= 2 => k + 1,
             _ => n_tasks,
         };
-        let store = Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?;
-        Ok(Self {
+        let (store, budget) = match params.max_bytes {
+            None => (
+                Store::new(params.hash_bits, width, params.rule.stride(), n_tasks, n_blocks)?,
+                None,
+            ),
+            Some(_) => {
+                if dense_t {
+                    return Err(invalid(
+                        "max_bytes",
+                        "a user budget needs the disconnected or complete graph (a general graph's blocks are not one user's)",
+                    ));
+                }
+                let mut cells = SparseCells::new(params.rule.stride());
+                cells.enable_chains(n_tasks)?;
+                (
+                    Store::Sparse(cells),
+                    Some(budget::UserBudget::new(n_tasks, params.tail_bits)?),
+                )
+            }
+        };
+        let model = Self {
             n_tasks,
             n_features,
             params,
@@ -248,12 +299,15 @@ impl Build for MTLinear {
             stats: vec![ComponentStats::default(); tasks.n_components()],
             store,
             n_updates: 0,
+            budget,
             journal: Journal::default(),
             rates: Vec::new(),
             entries: Vec::new(),
             pad: Scratchpad::default(),
             term_buf: Vec::new(),
-        })
+        };
+        model.check_budget_fits()?;
+        Ok(model)
     }
 }
 
@@ -327,6 +381,7 @@ impl MTLinear {
             + self.stats.capacity() * std::mem::size_of::<ComponentStats>()
             + self.component.capacity() * 4
             + terms
+            + self.budget.as_ref().map_or(0, budget::UserBudget::memory_bytes)
     }
 
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete
@@ -387,12 +442,16 @@ impl OnlineLearner for MTLinear {
     shape_fields!(grows);
 
     fn score(&self, x: Row, task: usize, _scratch: &mut Scratch) -> f64 {
-        self.terms(task).iter().map(|&(r, b)| b * self.block_score(&x, r)).sum()
+        let s: f64 = self.terms(task).iter().map(|&(r, b)| b * self.block_score(&x, r)).sum();
+        if self.budget.is_some() {
+            return s + self.tail_score(&x, task);
+        }
+        s
     }
 
     fn update(&mut self, x: Row, task: usize, y: f64, score: f64, _scratch: &mut Scratch) -> Result<()> {
         self.gather(&x, task);
-        self.apply_update(task, y, score)
+        self.learn_gathered(task, y, score)
     }
 
     /// Starts loading the cells of the next example's coordinates (each a cache miss on a large
@@ -440,7 +499,7 @@ impl OnlineLearner for MTLinear {
     /// Score and update share one gathering pass over the example's slots.
     fn learn_one(&mut self, x: Row, task: usize, y: f64, _scratch: &mut Scratch) -> Result<f64> {
         let score = self.gather(&x, task);
-        self.apply_update(task, y, score)?;
+        self.learn_gathered(task, y, score)?;
         Ok(score)
     }
 
@@ -461,6 +520,8 @@ impl OnlineLearner for MTLinear {
             ("n_cells", n_cells as f64),
             ("block_width", self.width() as f64),
             ("storage", layout),
+            ("n_evicted_users", self.n_evicted_users() as f64),
+            ("n_resident_users", self.n_resident_users() as f64),
         ]
     }
 
@@ -477,6 +538,7 @@ impl OnlineLearner for MTLinear {
     }
 
     fn journal_begin(&mut self) -> bool {
+        let n_evicted = self.n_evicted_users();
         let j = &mut self.journal;
         j.clear();
         j.active = true;
@@ -491,6 +553,7 @@ impl OnlineLearner for MTLinear {
             Store::Dense { own, .. } => own.len(),
             _ => 0,
         };
+        j.n_evicted = n_evicted;
         true
     }
 
@@ -521,7 +584,21 @@ impl OnlineLearner for MTLinear {
             self.store = old;
             cells = &j.cells[..j.cells_at_convert];
         }
+        if let Store::Sparse(sparse) = &mut self.store {
+            sparse.reserve_for_undo(cells);
+        }
         for &(at, cell) in cells.iter().rev() {
+            match (&mut self.store, at) {
+                (Store::Sparse(cells), CellAt::Inserted) => {
+                    cells.pop();
+                    continue;
+                }
+                (Store::Sparse(cells), CellAt::Removed { r, block, key }) => {
+                    cells.unremove(r, block, key, &cell);
+                    continue;
+                }
+                _ => {}
+            }
             let data: &mut [f32] = match (&mut self.store, at) {
                 (Store::Hashed { table: Some(t), .. }, CellAt::Flat(_)) => t,
                 (Store::Sparse(cells), CellAt::Flat(_)) => cells.cells_mut(),
@@ -531,8 +608,9 @@ impl OnlineLearner for MTLinear {
                 },
                 _ => continue,
             };
-            let (CellAt::Flat(offset) | CellAt::Block(_, offset)) = at;
-            data[offset..offset + stride].copy_from_slice(&cell[..stride]);
+            if let CellAt::Flat(offset) | CellAt::Block(_, offset) = at {
+                data[offset..offset + stride].copy_from_slice(&cell[..stride]);
+            }
         }
         match &mut self.store {
             Store::Hashed { table, .. } if j.new_table => *table = None,
@@ -561,6 +639,10 @@ impl OnlineLearner for MTLinear {
             }
         }
         self.stats.truncate(j.n_stats);
+        for &op in j.budget.iter().rev() {
+            self.undo_budget(op);
+        }
+        self.truncate_budget(j.n_tasks, j.n_evicted);
         if let Some(tasks) = j.tasks.take() {
             self.tasks = tasks;
         }
@@ -568,6 +650,10 @@ impl OnlineLearner for MTLinear {
         self.n_updates = j.n_updates;
         j.clear();
         self.journal = j;
+    }
+
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        self.forget(tasks)
     }
 
     fn scores_new_tasks(&self) -> bool {
@@ -603,7 +689,15 @@ impl MTLinear {
         }
         let need = Need::new("n_tasks", new_k, "MTLinear's per-task state");
         if !complete {
-            need.reserve(&mut self.stats, n)?;
+            if self.budget.is_some() {
+                // The budget counts these at nine eighths of the users: grown an eighth at a time.
+                let (len, cap) = (self.stats.len(), self.stats.capacity());
+                if cap < len + n {
+                    need.reserve_exact(&mut self.stats, n.max(len / 8))?;
+                }
+            } else {
+                need.reserve(&mut self.stats, n)?;
+            }
         }
         let stride = self.params.rule.stride();
         let width = self.n_features + usize::from(self.params.fit_intercept);
@@ -617,6 +711,7 @@ impl MTLinear {
         if let (None, Store::Dense { own, .. }) = (&sparse, &mut self.store) {
             need.reserve(own, n)?;
         }
+        self.grow_budget(new_k)?;
         // Nothing below fails.
         if self.journal.logging() && self.journal.tasks.is_none() {
             self.journal.tasks = Some(self.tasks.clone());

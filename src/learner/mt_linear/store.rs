@@ -66,17 +66,32 @@ fn home(block: u32, key: u32, mask: usize) -> usize {
     mix64((u64::from(block) << 32) | u64::from(key)) as usize & mask
 }
 
+/// Enters the records `keys` in an empty index (a power of two long, at least twice as long).
+fn index_records(index: &mut [u32], keys: &[(u32, u32)]) {
+    let mask = index.len().wrapping_sub(1);
+    for (r, &(block, key)) in keys.iter().enumerate() {
+        let mut i = home(block, key, mask);
+        while index[i] != 0 {
+            i = (i + 1) & mask;
+        }
+        index[i] = r as u32 + 1;
+    }
+}
+
 /// The exact sparse layout: records `(block, key)` with their cells in insertion order (the
 /// serialised state), and an open-addressing index (linear probing, load at most 1/2) rebuilt on
 /// restore.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(try_from = "SparseRecords", into = "SparseRecords")]
 pub struct SparseCells {
-    stride: usize,
-    keys: Vec<(u32, u32)>,
-    cells: Vec<f32>,
+    pub(super) stride: usize,
+    pub(super) keys: Vec<(u32, u32)>,
+    pub(super) cells: Vec<f32>,
     /// 0 = empty, else record + 1; a power of two long (or empty).
-    index: Vec<u32>,
+    pub(super) index: Vec<u32>,
+    /// Under a user budget, each own block's records chained (derived from the records: not
+    /// serialised), so that a user's cells are found in O(their number).
+    pub(super) chains: Option<super::budget::Chains>,
 }
 
 /// What [`SparseCells`] serialises: the records, not the index.
@@ -112,6 +127,7 @@ impl TryFrom<SparseRecords> for SparseCells {
             keys: r.keys,
             cells: r.cells,
             index: Vec::new(),
+            chains: None,
         };
         cells.rebuild_index(cells.keys.len()).map_err(|e| e.to_string())?;
         for (i, &(block, key)) in cells.keys.iter().enumerate() {
@@ -137,6 +153,7 @@ impl SparseCells {
             keys: Vec::new(),
             cells: Vec::new(),
             index: Vec::new(),
+            chains: None,
         }
     }
 
@@ -157,7 +174,10 @@ impl SparseCells {
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.keys.capacity() * 8 + self.cells.capacity() * 4 + self.index.capacity() * 4
+        self.keys.capacity() * 8
+            + self.cells.capacity() * 4
+            + self.index.capacity() * 4
+            + self.chains.as_ref().map_or(0, super::budget::Chains::memory_bytes)
     }
 
     /// The record of `(block, key)`, if it has one.
@@ -187,17 +207,10 @@ impl SparseCells {
     }
 
     /// An index of at least twice `n` entries over the records.
-    fn rebuild_index(&mut self, n: usize) -> Result<()> {
+    pub(super) fn rebuild_index(&mut self, n: usize) -> Result<()> {
         let size = (2 * n.max(8)).next_power_of_two();
         let mut index = Need::new("n_features", size, "MTLinear's sparse weight index").filled(&[size], 0u32)?;
-        let mask = size - 1;
-        for (r, &(block, key)) in self.keys.iter().enumerate() {
-            let mut i = home(block, key, mask);
-            while index[i] != 0 {
-                i = (i + 1) & mask;
-            }
-            index[i] = r as u32 + 1;
-        }
+        index_records(&mut index, &self.keys);
         self.index = index;
         Ok(())
     }
@@ -212,58 +225,45 @@ impl SparseCells {
         let need = Need::new("n_features", n + 1, "MTLinear's sparse weights");
         need.reserve(&mut self.keys, 1)?;
         need.reserve(&mut self.cells, self.stride)?;
+        if let Some(chains) = &mut self.chains {
+            chains.reserve(n + 1)?;
+        }
         if 2 * (n + 1) > self.index.len() {
             self.rebuild_index(n + 1)?;
         }
+        self.enter_index(n, block, key);
+        self.keys.push((block, key));
+        self.cells.resize(self.cells.len() + self.stride, 0.0);
+        if self.chains.is_some() {
+            self.link(n);
+        }
+        Ok(n * self.stride)
+    }
+
+    /// Enters record `r`, `(block, key)`, in the index (which has room).
+    pub(super) fn enter_index(&mut self, r: usize, block: u32, key: u32) {
         let mask = self.index.len() - 1;
         let mut i = home(block, key, mask);
         while self.index[i] != 0 {
             i = (i + 1) & mask;
         }
-        self.index[i] = n as u32 + 1;
-        self.keys.push((block, key));
-        self.cells.resize(self.cells.len() + self.stride, 0.0);
-        Ok(n * self.stride)
+        self.index[i] = r as u32 + 1;
     }
 
-    /// Removes the last record (the undo of its [`Self::insert`]): backward-shift deletion from
-    /// the index, so no tombstone is left and the other records keep their numbers.
-    pub fn pop(&mut self) {
-        if self.keys.is_empty() {
-            return;
-        }
-        self.unindex(self.keys.len() - 1);
-        self.keys.pop();
-        self.cells.truncate(self.cells.len() - self.stride);
-    }
-
-    /// Gives every record of key `from` the key `to` (which no record has), its cells kept: the
-    /// intercept of a block whose feature space grows moves to the new end.
-    pub fn rekey(&mut self, from: u32, to: u32) {
-        for r in 0..self.keys.len() {
-            if self.keys[r].1 == from {
-                self.unindex(r);
-                self.keys[r].1 = to;
-                let mask = self.index.len() - 1;
-                let mut i = home(self.keys[r].0, to, mask);
-                while self.index[i] != 0 {
-                    i = (i + 1) & mask;
-                }
-                self.index[i] = r as u32 + 1;
-            }
-        }
-    }
-
-    /// Removes record `r`'s entry from the index (backward-shift deletion: no tombstone, the
-    /// records keep their numbers); the record itself stays.
-    fn unindex(&mut self, r: usize) {
+    /// The index position that holds record `r`.
+    pub(super) fn index_position(&self, r: usize) -> usize {
         let (block, key) = self.keys[r];
-        let entry = r + 1;
         let mask = self.index.len() - 1;
-        let mut hole = home(block, key, mask);
-        while self.index[hole] as usize != entry {
-            hole = (hole + 1) & mask;
+        let mut i = home(block, key, mask);
+        while self.index[i] as usize != r + 1 {
+            i = (i + 1) & mask;
         }
+        i
+    }
+
+    /// Empties index position `hole` by backward-shift deletion (no tombstone is left).
+    pub(super) fn delete_index_entry(&mut self, mut hole: usize) {
+        let mask = self.index.len() - 1;
         let mut j = hole;
         loop {
             j = (j + 1) & mask;
@@ -285,6 +285,64 @@ impl SparseCells {
             }
         }
         self.index[hole] = 0;
+    }
+
+    /// Removes the records of the blocks `blocks`, the others keeping their order, zeroes the
+    /// freed room and rebuilds the index in place (no allocation: it cannot fail). Returns the
+    /// number removed. O(records).
+    pub fn remove_blocks(&mut self, blocks: &std::collections::HashSet<u32>) -> usize {
+        let stride = self.stride;
+        let mut next = 0;
+        for r in 0..self.keys.len() {
+            if blocks.contains(&self.keys[r].0) {
+                continue;
+            }
+            if r != next {
+                self.keys[next] = self.keys[r];
+                self.cells.copy_within(r * stride..(r + 1) * stride, next * stride);
+            }
+            next += 1;
+        }
+        let removed = self.keys.len() - next;
+        if removed > 0 {
+            self.cells[next * stride..].fill(0.0);
+            self.cells.truncate(next * stride);
+            self.keys[next..].fill((0, 0));
+            self.keys.truncate(next);
+            self.index.fill(0);
+            index_records(&mut self.index, &self.keys);
+        }
+        removed
+    }
+
+    /// Removes the last record (the undo of its [`Self::insert`]): backward-shift deletion from
+    /// the index, so no tombstone is left and the other records keep their numbers.
+    pub fn pop(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let last = self.keys.len() - 1;
+        if self.chains.is_some() {
+            self.unlink(last);
+        }
+        self.delete_index_entry(self.index_position(last));
+        self.keys.pop();
+        self.cells.truncate(self.cells.len() - self.stride);
+        if let Some(chains) = &mut self.chains {
+            chains.links.pop();
+        }
+    }
+
+    /// Gives every record of key `from` the key `to` (which no record has), its cells kept: the
+    /// intercept of a block whose feature space grows moves to the new end.
+    pub fn rekey(&mut self, from: u32, to: u32) {
+        for r in 0..self.keys.len() {
+            if self.keys[r].1 == from {
+                self.delete_index_entry(self.index_position(r));
+                self.keys[r].1 = to;
+                self.enter_index(r, self.keys[r].0, to);
+            }
+        }
     }
 }
 
@@ -402,13 +460,18 @@ impl Store {
 /// A cell's values before a write, padded to three floats.
 pub type Cell = [f32; 3];
 
-/// Where a logged cell lives.
+/// Where a logged cell lives, or (under a user budget) a record added or removed.
 #[derive(Debug, Clone, Copy)]
 pub enum CellAt {
     /// In the hashed table or the sparse slab, at this offset.
     Flat(usize),
     /// In dense block `r` at this offset.
     Block(u32, usize),
+    /// A sparse record appended (undone by removing the last record).
+    Inserted,
+    /// Sparse record `r`, `(block, key)`, removed with the cell logged next to it (undone by
+    /// [`SparseCells::unremove`]).
+    Removed { r: usize, block: u32, key: u32 },
 }
 
 /// What undoes the calls' changes since [`Journal::begin`]: the cells' values before their
@@ -441,6 +504,10 @@ pub struct Journal {
     pub snapshot: Option<Box<super::MTLinear>>,
     /// The log size past which the snapshot is taken (the model's bytes; 0 until counted).
     pub limit: usize,
+    /// The user budget's changes, in order (undone in reverse), and its eviction count at the
+    /// start.
+    pub budget: Vec<super::budget::BudgetOp>,
+    pub n_evicted: u64,
 }
 
 impl Journal {
@@ -464,6 +531,7 @@ impl Journal {
         self.cells_at_convert = 0;
         self.snapshot = None;
         self.limit = 0;
+        self.budget.clear();
     }
 
     /// Whether writes are still logged (journaled and no snapshot taken).

@@ -19,6 +19,7 @@ fn params(loss: &str, rule: &str, hash_bits: Option<u32>) -> MTLinearParams {
         fit_intercept: true,
         hash_bits,
         shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)
@@ -408,7 +409,8 @@ fn rejects_bad_parameters() {
         learning_rate: 0.0,
         fit_intercept: true,
         hash_bits: None,
-        shared_rate: 1.0
+        shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)
@@ -419,7 +421,8 @@ fn rejects_bad_parameters() {
         learning_rate: f64::NAN,
         fit_intercept: true,
         hash_bits: None,
-        shared_rate: 1.0
+        shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)
@@ -430,7 +433,8 @@ fn rejects_bad_parameters() {
         learning_rate: 1.0,
         fit_intercept: true,
         hash_bits: Some(0),
-        shared_rate: 1.0
+        shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)
@@ -441,7 +445,8 @@ fn rejects_bad_parameters() {
         learning_rate: 1.0,
         fit_intercept: true,
         hash_bits: Some(32),
-        shared_rate: 1.0
+        shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)
@@ -453,6 +458,7 @@ fn rejects_bad_parameters() {
         fit_intercept: true,
         hash_bits: None,
         shared_rate: 1.0,
+        ..MTLinearParams::default()
     }
     .check()
     .map(Checked::into_inner)

@@ -115,7 +115,12 @@ impl MTLinear {
                 _ => gather_pair::<1>(entries, ids, bs, loc, blocks, coords0, coords1),
             };
             self.pad = pad;
-            return 0.0 + b0 * s0 + b1 * s1;
+            let score = 0.0 + b0 * s0 + b1 * s1;
+            return if self.budget.is_some() {
+                score + self.tail_offset(task)
+            } else {
+                score
+            };
         }
         let mut score = 0.0;
         for (term, &(r, b)) in terms.iter().enumerate() {
@@ -136,6 +141,9 @@ impl MTLinear {
             score += b * s;
         }
         self.pad = pad;
+        if self.budget.is_some() {
+            return score + self.tail_offset(task);
+        }
         score
     }
 
@@ -294,7 +302,9 @@ impl MTLinear {
         let mut term_buf = std::mem::take(&mut self.term_buf);
         term_buf.clear();
         term_buf.extend_from_slice(&self.terms(task));
-        let outcome = self.write_terms(&term_buf, g2, scale);
+        let outcome = self
+            .prepare_writes(task, &term_buf)
+            .and_then(|()| self.write_terms(&term_buf, g2, scale));
         self.term_buf = term_buf;
         outcome
     }
@@ -304,7 +314,9 @@ impl MTLinear {
         let n_entries = self.entries.len();
         let n_coords = n_entries * terms.len();
         self.bound_journal()?;
-        self.journal.reserve_cells(n_coords)?;
+        // Under a budget a created record is logged too.
+        let logged = if self.budget.is_some() { 2 * n_coords } else { n_coords };
+        self.journal.reserve_cells(logged)?;
         let journal = &mut self.journal;
         let pad = &mut self.pad;
         match &mut self.store {
@@ -375,16 +387,24 @@ impl MTLinear {
                 // Cells for the pairs that have none, created before anything is written (an
                 // allocation failure removes those created so far).
                 let before = cells.len();
+                // Under a budget records also move (evictions): their creation is logged.
+                let (log_inserts, log_len) = (journal.logging() && cells.chains.is_some(), journal.cells.len());
                 for (term, &(r, _)) in terms.iter().enumerate() {
                     for i in 0..n_entries {
                         let at = &mut pad.slot[term * n_entries + i];
                         if *at == ABSENT {
                             match cells.insert(r, self.entries[i].0 as u32) {
-                                Ok(new) => *at = new,
+                                Ok(new) => {
+                                    *at = new;
+                                    if log_inserts {
+                                        journal.cells.push((CellAt::Inserted, [0.0; 3]));
+                                    }
+                                }
                                 Err(e) => {
                                     while cells.len() > before {
                                         cells.pop();
                                     }
+                                    journal.cells.truncate(log_len);
                                     return Err(e);
                                 }
                             }

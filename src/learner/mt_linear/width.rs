@@ -34,6 +34,14 @@ impl MTLinear {
         if n_features == self.n_features {
             return Ok(());
         }
+        if self.params.tail_bits.is_some() && self.params.fit_intercept {
+            // The tail hashes the intercept by its column, which widening moves.
+            return Err(invalid(
+                "n_features",
+                "MTLinear with tail_bits and an intercept cannot widen its feature space; give \
+                 the width when the model is made",
+            ));
+        }
         let stride = self.params.rule.stride();
         let intercept = usize::from(self.params.fit_intercept);
         let (old_n, new_width) = (self.n_features, n_features + intercept);
@@ -167,6 +175,8 @@ mod tests {
                         fit_intercept: intercept,
                         hash_bits: bits,
                         shared_rate: 1.0,
+                        max_bytes: None,
+                        tail_bits: None,
                     };
                     grown_equals_built_wide(params, graph, 5, 40); // dense to dense
                     grown_equals_built_wide(params, graph, 5, 90_000); // dense to wider dense

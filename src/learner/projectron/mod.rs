@@ -155,6 +155,8 @@ struct Counters {
     n_projections: u64,
     n_insertions: u64,
     n_evictions: u64,
+    /// Stored examples removed by [`OnlineLearner::forget_tasks`].
+    n_forgotten: u64,
 }
 
 /// What an update-mistake does, decided from `δ²`.
@@ -206,19 +208,27 @@ fn removal_score(magnitude: f64, qjj: f64) -> f64 {
 }
 
 impl Counters {
-    /// Every insertion adds one element and every eviction removes one, so `n` elements remain.
+    /// Every insertion adds one element and every eviction or forgotten element removes one, so
+    /// `n` elements remain.
     fn check_state(&self, n: usize, last_time: u64) -> Result<()> {
         let c = self;
         check_counts(
             "Projectron",
-            &[c.n_updates, c.n_seen, c.n_projections, c.n_insertions, c.n_evictions],
+            &[
+                c.n_updates,
+                c.n_seen,
+                c.n_projections,
+                c.n_insertions,
+                c.n_evictions,
+                c.n_forgotten,
+            ],
         )?;
+        let removed = c.n_evictions.checked_add(c.n_forgotten);
         let ok = c.n_updates <= c.n_seen
             && c.n_projections
                 .checked_add(c.n_insertions)
                 .is_some_and(|s| s <= c.n_updates)
-            && c.n_evictions <= c.n_insertions
-            && n as u64 == c.n_insertions - c.n_evictions
+            && removed.is_some_and(|r| r <= c.n_insertions && n as u64 == c.n_insertions - r)
             && last_time <= c.n_seen;
         ensure(ok, || {
             format!(
@@ -280,6 +290,7 @@ fn diagnostics(c: &Counters, gram: &InverseGram) -> Vec<(&'static str, f64)> {
         ("n_projections", c.n_projections as f64),
         ("n_insertions", c.n_insertions as f64),
         ("n_evictions", c.n_evictions as f64),
+        ("n_forgotten", c.n_forgotten as f64),
         ("n_rebuilds", gram.n_rebuilds() as f64),
         ("n_drift_probes", gram.n_probes() as f64),
         ("n_failed_rebuilds", gram.n_failed_rebuilds() as f64),

@@ -176,4 +176,18 @@ impl OnlineLearner for MTBPRJ {
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         diagnostics(&self.counters, &self.gram)
     }
+
+    /// Removes the tasks' stored examples with their rows and columns of the inverse Gram
+    /// matrix ([`InverseGram::remove_positions`]: exact across components, a Schur complement
+    /// within one). The projections their mistakes added to other stored coefficients stay.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
+        let Some(keep) = self.set.keep_mask(tasks) else {
+            return Ok(0);
+        };
+        self.gram.remove_positions(&keep);
+        let removed = self.set.retain_slots(&keep);
+        self.counters.n_forgotten += removed as u64;
+        Ok(removed)
+    }
 }

@@ -441,6 +441,46 @@ impl OnlineLearner for MTBPRJ2 {
         d.push(("n_allocated_blocks", self.allocated.len() as f64));
         d
     }
+
+    /// Removes the dictionary elements the tasks inserted (their rows), with their rows and
+    /// columns of the inverse Gram matrix and their weight columns in every task's row, and
+    /// zeroes the tasks' own weight rows. The dictionary is shared in the base-kernel space, so
+    /// the other tasks' weights keep what the projections onto the tasks' elements gave them,
+    /// less those columns.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
+        let n = self.dict.len();
+        let keep = self.dict.keep_mask(tasks);
+        let forget: std::collections::HashSet<usize> = tasks.iter().copied().collect();
+        let cap = self.cap;
+        for &c in &self.allocated {
+            let Some(b) = self.blocks[c as usize].as_mut() else {
+                continue;
+            };
+            for (l, &m) in b.members.iter().enumerate() {
+                let row = &mut b.w[l * cap..l * cap + n];
+                if forget.contains(&(m as usize)) {
+                    row.fill(0.0);
+                } else if let Some(keep) = &keep {
+                    let mut next = 0;
+                    for j in 0..n {
+                        if keep[j] {
+                            row[next] = row[j];
+                            next += 1;
+                        }
+                    }
+                    row[next..].fill(0.0);
+                }
+            }
+        }
+        let Some(keep) = keep else {
+            return Ok(0);
+        };
+        self.gram.remove_positions(&keep);
+        let removed = self.dict.retain_slots(&keep);
+        self.counters.n_forgotten += removed as u64;
+        Ok(removed)
+    }
 }
 
 impl MTBPRJ2 {

@@ -500,6 +500,13 @@ impl OnlineLearner for Romco {
             ("n_folds", self.n_folds as f64),
         ]
     }
+
+    /// Zeroes the tasks' columns of U and V ([`Romco::forget_columns`]). No example is stored.
+    fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
+        crate::learner::check_forget(tasks, self.n_tasks)?;
+        self.forget_columns(tasks);
+        Ok(0)
+    }
 }
 
 /// `(‖exact − kept‖_F, ‖exact‖_F)`: how far a maintained matrix drifted from its exact value, and
@@ -527,6 +534,7 @@ fn gram_route_taking(eig: &mut eigen_update::Eigen, theta: f64) -> Option<Shrink
 }
 
 mod check;
+mod forget;
 mod form;
 mod layout;
 mod sides;

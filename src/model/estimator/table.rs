@@ -120,6 +120,8 @@ fn mt_linear(p: Params) -> Result<MTLinearParams> {
         fit_intercept: p.boolean("fit_intercept")?,
         hash_bits: p.optional_integer("hash_bits", 0, u32::MAX.into())?.map(|b| b as u32),
         shared_rate: p.number("shared_rate")?,
+        max_bytes: p.optional_integer("max_bytes", 1, u64::MAX.into())?.map(|b| b as u64),
+        tail_bits: p.optional_integer("tail_bits", 0, u32::MAX.into())?.map(|b| b as u32),
     })
 }
 
@@ -265,6 +267,8 @@ const MTLINEAR: &[(&str, D)] = &[
     ("fit_intercept", D::Bool(true)),
     ("hash_bits", D::Null),
     ("shared_rate", D::Float(2.0)),
+    ("max_bytes", D::Null),
+    ("tail_bits", D::Null),
     N_FEATURES,
 ];
 const MTPERCEPTRON: &[(&str, D)] = &[N_TASKS, GRAPH, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES];
