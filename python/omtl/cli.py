@@ -276,6 +276,9 @@ def main(argv=None) -> int:
     from .cli_learn import add_commands  # omtl learn / omtl predict
 
     add_commands(sub)
+    from .cli_serve import add_command as add_serve  # omtl serve
+
+    add_serve(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -132,7 +132,19 @@ impl Server {
     }
 
     fn start_with(options: Options, signals: bool) -> Result<Server> {
+        #[cfg(target_os = "linux")]
+        // SAFETY: setting a signal's disposition to "ignore" installs no handler. A file that
+        // reaches the process's size limit is then a write error (a 503), not the server's death.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        }
         let lock = state::lock(&options.state_dir)?;
+        if options.initial.is_some() && options.state_dir.join(state::SNAPSHOT).exists() {
+            eprintln!(
+                "omtl serve: {} holds a model: serving it (the model given to start from is for a new directory)",
+                options.state_dir.display()
+            );
+        }
         let recovered = state::recover(&options.state_dir, options.initial.clone())?;
         if recovered.torn {
             eprintln!(

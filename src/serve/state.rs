@@ -85,12 +85,18 @@ pub fn recover(dir: &Path, initial: Option<Model>) -> Result<Recovered> {
         }
         (model, lsn)
     } else {
-        let model = initial.ok_or_else(|| {
+        let mut model = initial.ok_or_else(|| {
             file_error(
                 dir,
                 "holds no model yet: give the model to start from (--model FILE or --learner NAME)",
             )
         })?;
+        // The directory holds its model from the start: a restart needs no command-line model.
+        let mut first = model.clone();
+        save_snapshot(dir, &mut first, 0)?;
+        if let Some(m) = model.metadata_mut().as_mut() {
+            m.remove(LSN_KEY);
+        }
         (model, 0)
     };
     let segments = wal::segments(dir).map_err(|e| file_error(dir, e))?;

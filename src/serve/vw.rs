@@ -1,27 +1,26 @@
 //! Vowpal Wabbit's daemon protocol (`vw --daemon`): VW text examples in, one line per example
 //! out, over plain TCP, so that VW clients switch without code changes.
 //!
-//! A line is `[label [importance]] ['tag]|namespace feature[:value] ... |namespace ...`. A line
-//! with a label is learned (logged first, as `/v1/learn`) and answered with the score before the
-//! update; a line without one is scored. The answer is the score with six decimals, then the
-//! tag if the line had one (`0.123456 msg-17`), as `vw --daemon` writes it. Features are named
-//! `namespace^feature` (a feature in the default namespace by its name) and hashed as
-//! `learn_one` hashes str keys; the namespace `task` names the event's task (`|task alice`).
-//! A line that cannot be read is answered `error: <why>`, and the connection goes on.
-//! Lines that arrive together are learned as one batch (one log record, one flush).
+//! A line is read as `omtl learn` reads a `.vw` file (`label [importance] ['tag]|namespace
+//! feature[:value] ...`, the task the one name in namespace `t`, names hashed into the model's
+//! `n_features` columns). A line with a label is learned (logged first, as `/v1/learn`) and
+//! answered with the score before the update; a line without one is scored. The answer is the
+//! score with six decimals, then the tag if the line had one (`0.123456 msg-17`), as
+//! `vw --daemon` writes it. A line that cannot be read or learned is answered
+//! `error: <why>`, and the connection goes on. Lines that arrive together are learned as one
+//! batch (one log record, one flush).
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, watch};
 
-use super::api::{EventsBuilder, LabelsBuilder};
 use super::metrics::Route;
-use super::ops::Op;
+use super::ops::{Events, Features, Op, OwnedLabels};
 use super::writer::{Command, Outcome};
 use super::Shared;
+use crate::model::{TaskId, TaskRef, Tasks};
 
 /// The longest line read (a longer one ends the connection).
 const MAX_LINE: usize = 1 << 20;
@@ -33,73 +32,43 @@ pub struct Example {
     pub label: Option<f64>,
     /// Its tag, if any.
     pub tag: Option<String>,
-    /// Its task (the `task` namespace's first feature), if any.
+    /// Its task (the one name in namespace `t`), if any.
     pub task: Option<String>,
-    /// Its features: name and value.
-    pub features: Map<String, Value>,
+    /// Its hashed columns (sorted, distinct).
+    pub indices: Vec<u32>,
+    /// Their values.
+    pub values: Vec<f64>,
 }
 
-/// Reads one VW text example.
-pub fn parse(line: &str) -> Result<Example, String> {
-    let (head, body) = line
-        .split_once('|')
-        .ok_or("no '|': a VW example has at least one namespace")?;
-    let mut example = Example {
-        label: None,
-        tag: None,
-        task: None,
-        features: Map::new(),
+/// The tag of a line: a word after the label section's `'`, or its last word that is not a
+/// number (VW's rule).
+fn tag(head: &str) -> Option<String> {
+    let mut tag = None;
+    for (k, word) in head.split_whitespace().enumerate() {
+        if let Some(t) = word.strip_prefix('\'') {
+            tag = Some(t.to_owned());
+        } else if k > 0 && word.parse::<f64>().is_err() {
+            tag = Some(word.to_owned());
+        }
+    }
+    tag
+}
+
+/// Reads one VW text example (`None`: a blank line).
+pub fn parse(line: &str, n_features: usize) -> Result<Option<Example>, String> {
+    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    let Some((label, task)) = crate::io::read_vw_line(line.as_bytes(), n_features as u64, &mut indices, &mut values)?
+    else {
+        return Ok(None);
     };
-    let tokens: Vec<&str> = head.split_whitespace().collect();
-    let adjacent_tag = !head.is_empty() && !head.ends_with(char::is_whitespace);
-    for (i, token) in tokens.iter().enumerate() {
-        if let Some(tag) = token.strip_prefix('\'') {
-            example.tag = Some(tag.to_owned());
-        } else if adjacent_tag && i + 1 == tokens.len() && i > 0 {
-            example.tag = Some((*token).to_owned());
-        } else if i == 0 {
-            let y: f64 = token.parse().map_err(|_| format!("label {token:?} is not a number"))?;
-            example.label = Some(y);
-        } else if i > 2 || token.parse::<f64>().is_err() {
-            return Err(format!("unexpected {token:?} before the first '|'"));
-        }
-    }
-    for section in body.split('|') {
-        let mut tokens = section.split_whitespace();
-        let namespace = if section.starts_with(char::is_whitespace) {
-            ""
-        } else {
-            match tokens.next() {
-                Some(ns) => ns.split(':').next().unwrap_or(""),
-                None => "",
-            }
-        };
-        for token in tokens {
-            let (name, value) = match token.rsplit_once(':') {
-                Some((n, v)) => (
-                    n,
-                    v.parse::<f64>()
-                        .map_err(|_| format!("feature {token:?}: value is not a number"))?,
-                ),
-                None => (token, 1.0),
-            };
-            if namespace == "task" {
-                example.task.get_or_insert_with(|| name.to_owned());
-                continue;
-            }
-            if !value.is_finite() {
-                return Err(format!("feature {token:?}: value is not finite"));
-            }
-            let key = if namespace.is_empty() {
-                name.to_owned()
-            } else {
-                format!("{namespace}^{name}")
-            };
-            let sum = example.features.get(&key).and_then(Value::as_f64).unwrap_or(0.0) + value;
-            example.features.insert(key, Value::from(sum));
-        }
-    }
-    Ok(example)
+    let head = line.split_once('|').map_or("", |(h, _)| h);
+    Ok(Some(Example {
+        label,
+        tag: tag(head),
+        task,
+        indices,
+        values,
+    }))
 }
 
 /// Accepts VW connections until told to stop.
@@ -158,7 +127,16 @@ async fn connection(shared: Arc<Shared>, stream: TcpStream, mut stopped: watch::
 
 /// The answers to lines that arrived together, one line each, in order.
 async fn answer(shared: &Shared, lines: &[String]) -> String {
-    let parsed: Vec<Result<Example, String>> = lines.iter().map(|l| parse(l)).collect();
+    let width = shared
+        .model
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .estimator()
+        .dict_width();
+    let parsed: Vec<Result<Example, String>> = lines
+        .iter()
+        .map(|l| parse(l, width).and_then(|e| e.ok_or_else(|| "no example".to_owned())))
+        .collect();
     let mut answers: Vec<String> = vec![String::new(); lines.len()];
     // Runs of consecutive readable lines, learned (labelled) or scored together.
     let mut start = 0;
@@ -206,42 +184,32 @@ async fn answer(shared: &Shared, lines: &[String]) -> String {
 
 /// Scores (or learns, `learn`) a run of examples as one batch.
 async fn score_run(shared: &Shared, run: &[&Example], learn: bool) -> Result<Vec<f64>, String> {
-    let width = shared
-        .model
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .estimator()
-        .dict_width();
-    let mut events = EventsBuilder::new(width, &shared.limits);
-    let mut labels = LabelsBuilder::default();
-    for (i, e) in run.iter().enumerate() {
-        let task = e.task.as_ref().map(|t| Value::from(t.as_str()));
-        let features = Value::Object(e.features.clone());
-        events
-            .push(&format!("line {i}"), Some(&features), task.as_ref())
-            .map_err(|b| b.message)?;
-        if let Some(y) = e.label {
-            labels.push("label", Some(&Value::from(y))).map_err(|b| b.message)?;
-        }
+    let mut indptr = vec![0i64];
+    let (mut indices, mut values) = (Vec::new(), Vec::new());
+    for e in run {
+        indices.extend_from_slice(&e.indices);
+        values.extend_from_slice(&e.values);
+        indptr.push(indices.len() as i64);
     }
-    let events = events.finish();
+    let tasks: Option<Vec<TaskId>> = run.iter().map(|e| e.task.as_deref().map(TaskId::from)).collect();
+    let events = Events {
+        features: Features::Named {
+            indptr,
+            indices,
+            values,
+        },
+        tasks,
+    };
     if !learn {
         let model = shared.model.read().unwrap_or_else(|e| e.into_inner());
-        let rows = events.features.rows(width);
-        let result = match &events.tasks {
-            None => model.decision(&rows, crate::model::Tasks::Omitted),
-            Some(ids) => {
-                let refs: Vec<_> = ids.iter().map(crate::model::TaskId::as_ref).collect();
-                model.decision(&rows, crate::model::Tasks::Ids(&refs))
-            }
-        };
-        return result.map_err(|e| e.to_string());
+        let rows = events.features.rows(model.estimator().dict_width());
+        let refs: Option<Vec<TaskRef>> = events.tasks.as_ref().map(|t| t.iter().map(TaskId::as_ref).collect());
+        let tasks = refs.as_deref().map_or(Tasks::Omitted, Tasks::Ids);
+        return model.decision(&rows, tasks).map_err(|e| e.to_string());
     }
+    let labels = OwnedLabels::Floats(run.iter().map(|e| e.label.unwrap_or(f64::NAN)).collect());
     let (tx, rx) = oneshot::channel();
-    let op = Op::Learn {
-        events,
-        labels: labels.finish(),
-    };
+    let op = Op::Learn { events, labels };
     shared
         .writer
         .send(Command::Apply(op, tx))
@@ -259,20 +227,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn examples_read_as_vw_reads_them() {
-        let e = parse("1 2.0 'msg-17 |words cheap pills:2 |task alice| free").unwrap();
+    fn examples_read_as_omtl_learn_reads_them() {
+        let e = parse("1 'msg-17 |words cheap pills:2 |t alice| free", 1 << 18)
+            .unwrap()
+            .unwrap();
         assert_eq!(e.label, Some(1.0));
         assert_eq!(e.tag.as_deref(), Some("msg-17"));
         assert_eq!(e.task.as_deref(), Some("alice"));
-        assert_eq!(e.features["words^cheap"], 1.0);
-        assert_eq!(e.features["words^pills"], 2.0);
-        assert_eq!(e.features["free"], 1.0);
-        let e = parse("-1 tag7| a b:0.5").unwrap();
+        assert_eq!(e.indices.len(), 3);
+        assert!(e.values.contains(&2.0));
+        let e = parse("-1 tag7| a b:0.5", 1 << 18).unwrap().unwrap();
         assert_eq!((e.label, e.tag.as_deref()), (Some(-1.0), Some("tag7")));
-        let e = parse("|f x").unwrap();
+        let e = parse("|f x", 1 << 18).unwrap().unwrap();
         assert_eq!((e.label, e.tag), (None, None));
-        assert!(parse("1 a b c").is_err());
-        assert!(parse("x |f a").is_err());
-        assert!(parse("1 |f a:nan").is_err());
+        assert_eq!(parse("   ", 1 << 18), Ok(None));
+        assert!(parse("1 a b c", 1 << 18).is_err());
+        assert!(parse("x |f a", 1 << 18).is_err());
     }
 }
