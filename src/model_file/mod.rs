@@ -15,6 +15,7 @@
 //! A model with no pending events ([`crate::model::Model::remember`]) is written as version 1,
 //! which has no pending section (and which readers of version 1 read); one with pending events
 //! as version 2. This crate reads both.
+//!
 //! The header names the estimator class (one of [`crate::model::estimator::classes`]), holds its hyper-parameters as
 //! JSON (a task graph as its kind and arrays) and the bookkeeping of a fitted model ([`Fitted`]:
 //! task labels, classes, counts, `n_features_in`). Reading trusts none of it: the checksum and
@@ -27,11 +28,11 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::{BaseKernel, TaskKernel};
-//! use omtl::learner::{Build, MTRBPParams, Setting, MTRBP};
+//! use omtl::learner::{Build, KernelSetting, MTRBPParams, MTRBP};
 //! use omtl::model::{Labels, Model, Tasks};
 //!
 //! let task_kernel = TaskKernel::complete(2)?;
-//! let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), 2, false);
+//! let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5)?, 2);
 //! let mut model = Model::from_learner(MTRBP::build(&MTRBPParams::default(), &setting)?.into(), false)?;
 //! let x = [1.0, 0.0, 0.0, 1.0, 1.0, 0.2];
 //! let rows = Rows::Dense { data: &x, n_rows: 3, n_cols: 2 };
