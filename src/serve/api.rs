@@ -52,7 +52,7 @@ pub fn bad(field: impl std::fmt::Display, what: impl std::fmt::Display) -> BadRe
 }
 
 /// The nesting depth of a JSON text (strings skipped), stopping past `max`.
-fn depth(body: &[u8], max: usize) -> usize {
+pub fn depth(body: &[u8], max: usize) -> usize {
     let (mut level, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
     for &b in body {
         if in_string {

@@ -16,8 +16,9 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
 use super::api::{self, bad, BadRequest, EventsBuilder, LabelsBuilder};
+use super::fast;
 use super::metrics::Route;
-use super::ops::Op;
+use super::ops::{Events, Op};
 use super::writer::{Command, Outcome};
 use super::Shared;
 use crate::error::Error;
@@ -190,8 +191,14 @@ fn width(shared: &Shared) -> usize {
         .dict_width()
 }
 
-async fn predict(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
+/// A predict body's events and ids to remember: the fast path, else field by field.
+fn predict_request(shared: &Shared, body: &[u8]) -> Result<(Events, Vec<Option<String>>), BadRequest> {
     let limits = &shared.limits;
+    if api::depth(body, limits.max_depth) <= limits.max_depth {
+        if let Some(parsed) = fast::parse(body, limits, width(shared), false) {
+            return Ok((parsed.events, parsed.ids));
+        }
+    }
     let map = api::object(body, limits, &["events"])?;
     let items = api::items(&map, "events", limits)?;
     let mut events = EventsBuilder::new(width(shared), limits);
@@ -223,9 +230,13 @@ async fn predict(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
         }
         ids.push(id);
     }
-    let events = events.finish();
+    Ok((events.finish(), ids))
+}
+
+async fn predict(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
+    let (events, ids) = predict_request(shared, body)?;
     let n = events.features.len() as u64;
-    let mut out = String::with_capacity(64 * items.len());
+    let mut out = String::with_capacity(64 * events.features.len());
     if ids.iter().any(Option::is_some) {
         let op = Op::Remember { events, ids, now: 0.0 };
         let (scores, lsn, _) = match submit(shared, op).await {
@@ -254,8 +265,18 @@ async fn predict(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
     Ok(Answer::json(200, out))
 }
 
-async fn learn(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
+/// A learn body's operation: the fast path, else field by field.
+fn learn_request(shared: &Shared, body: &[u8]) -> Result<Op, BadRequest> {
     let limits = &shared.limits;
+    if api::depth(body, limits.max_depth) <= limits.max_depth {
+        if let Some(parsed) = fast::parse(body, limits, width(shared), true) {
+            let labels = parsed.labels.expect("a learn's labels");
+            return Ok(Op::Learn {
+                events: parsed.events,
+                labels,
+            });
+        }
+    }
     let map = api::object(body, limits, &["events"])?;
     let items = api::items(&map, "events", limits)?;
     let mut events = EventsBuilder::new(width(shared), limits);
@@ -277,10 +298,14 @@ async fn learn(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
         events.push(&at, event.get("features"), event.get("task"))?;
         labels.push(&format!("{at}.label"), event.get("label"))?;
     }
-    let op = Op::Learn {
+    Ok(Op::Learn {
         events: events.finish(),
         labels: labels.finish(),
-    };
+    })
+}
+
+async fn learn(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
+    let op = learn_request(shared, body)?;
     Ok(applied(shared, op).await)
 }
 

@@ -22,6 +22,7 @@
 //! ```
 
 mod api;
+mod fast;
 mod http;
 mod metrics;
 mod ops;

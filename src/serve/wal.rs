@@ -226,6 +226,11 @@ impl Writer {
         }
     }
 
+    /// Another handle of the segment's file (to flush it from another thread).
+    pub fn try_clone(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
     /// Flushes the segment's data to disk.
     pub fn sync(&mut self) -> io::Result<()> {
         self.file.sync_data()

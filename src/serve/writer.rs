@@ -1,7 +1,8 @@
 //! The writer: the one thread that changes the model. It takes the operations queued by
 //! requests in groups (group commit): numbers them, writes their records to the log with one
-//! write, flushes the log once (unless an fsync interval is set), applies them to the model in
-//! that order under the model's write lock, and answers each. It also starts snapshots
+//! write, has the log flushed once (unless an fsync interval is set), applies them to the model
+//! in that order under the model's write lock, and answers each. The flush of a group (on the
+//! flusher thread) overlaps the applying of the group before it. It also starts snapshots
 //! (every N events, every T seconds, on request, on shutdown) and removes the log segments a
 //! snapshot covers.
 //!
@@ -9,9 +10,10 @@
 //! a write, a flush or a snapshot (a snapshot copies the model under a read lock, which this
 //! thread, the only one that takes the write lock, takes itself).
 
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, TryRecvError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -77,6 +79,43 @@ struct Job {
     covers: Vec<PathBuf>,
     thread: JoinHandle<Result<(), String>>,
     waiters: Vec<oneshot::Sender<Result<u64, String>>>,
+}
+
+/// A group written to the log, its flush under way (`None`: an fsync interval is set).
+struct Written {
+    group: Vec<(Op, oneshot::Sender<Outcome>)>,
+    /// The first operation's log sequence number.
+    first: u64,
+    /// The segment's length before the group.
+    before: u64,
+    bytes: u64,
+    flush: Option<mpsc::Receiver<std::io::Result<()>>>,
+}
+
+/// The thread that flushes the log (`fsync`) while the writer applies the group before.
+struct Flusher {
+    requests: mpsc::Sender<(File, mpsc::Sender<std::io::Result<()>>)>,
+}
+
+impl Flusher {
+    /// Flushes `file` (a handle of the segment); the result arrives on the receiver.
+    fn flush(&self, file: File) -> mpsc::Receiver<std::io::Result<()>> {
+        let (tx, rx) = mpsc::channel();
+        if let Err(mpsc::SendError((file, tx))) = self.requests.send((file, tx)) {
+            let _ = tx.send(file.sync_data());
+        }
+        rx
+    }
+}
+
+fn flusher() -> Flusher {
+    let (requests, inbox) = mpsc::channel::<(File, mpsc::Sender<std::io::Result<()>>)>();
+    let _ = std::thread::Builder::new().name("omtl-flush".into()).spawn(move || {
+        for (file, reply) in inbox {
+            let _ = reply.send(file.sync_data());
+        }
+    });
+    Flusher { requests }
 }
 
 /// The writer's state.
@@ -148,19 +187,30 @@ impl Writer {
     }
 
     /// Runs until a [`Command::Stop`] (or every sender is gone).
+    ///
+    /// The flush of one group overlaps the applying of the group before it: a group is written,
+    /// its flush handed to the flusher thread, the previous (flushed) group applied and
+    /// answered, and then the flush awaited. At most one group is written and not flushed.
     pub fn run(mut self, commands: Receiver<Command>) {
         if self.lsn > self.lsn_at_snapshot {
             self.start_snapshot();
         }
+        let flusher = flusher();
+        let mut flushed: Option<Written> = None;
         loop {
             let mut group = Vec::new();
             let mut stop = None;
-            let first = match commands.recv_timeout(TICK) {
-                Ok(c) => Some(c),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
+            let first = match flushed {
+                Some(_) => commands.try_recv().map_err(|e| e == TryRecvError::Disconnected),
+                None => commands
+                    .recv_timeout(TICK)
+                    .map_err(|e| e == RecvTimeoutError::Disconnected),
             };
-            let mut next = first;
+            let mut next = match first {
+                Ok(c) => Some(c),
+                Err(false) => None,
+                Err(true) => break,
+            };
             while let Some(command) = next.take() {
                 match command {
                     Command::Apply(op, reply) => group.push((op, reply)),
@@ -171,38 +221,58 @@ impl Writer {
                     next = commands.try_recv().ok();
                 }
             }
-            if !group.is_empty() {
-                self.commit(group);
+            let in_flight = if group.is_empty() {
+                None
+            } else {
+                self.write(group, &flusher)
+            };
+            if let Some(done) = flushed.take() {
+                self.apply(done);
             }
-            self.tick();
+            flushed = in_flight.and_then(|w| self.flushed(w));
+            // A snapshot is of the model with every written group applied.
+            let snapshot = self.job.is_none() && (self.snapshot_due() || !self.waiters.is_empty());
+            if stop.is_some() || snapshot {
+                if let Some(done) = flushed.take() {
+                    self.apply(done);
+                }
+            }
+            self.tick(flushed.is_none());
             if let Some(reply) = stop {
                 let _ = reply.send(self.finish());
                 return;
             }
         }
+        if let Some(done) = flushed.take() {
+            self.apply(done);
+        }
         let _ = self.finish();
     }
 
-    /// Logs, flushes, applies and answers a group.
-    fn commit(&mut self, mut group: Vec<(Op, oneshot::Sender<Outcome>)>) {
-        let metrics = &self.shared.metrics;
-        let refuse = |group: Vec<(Op, oneshot::Sender<Outcome>)>, why: String| {
-            metrics.unavailable.fetch_add(group.len() as u64, Relaxed);
-            for (_, reply) in group {
-                let _ = reply.send(Outcome::Unavailable(why.clone()));
-            }
-        };
+    /// Refuses a group with a 503.
+    fn refuse(&self, group: Vec<(Op, oneshot::Sender<Outcome>)>, why: &str) {
+        self.shared.metrics.unavailable.fetch_add(group.len() as u64, Relaxed);
+        for (_, reply) in group {
+            let _ = reply.send(Outcome::Unavailable(why.to_owned()));
+        }
+    }
+
+    /// Numbers a group, writes its records and (unless an fsync interval is set) hands their
+    /// flush to the flusher. A group that cannot be written is answered 503.
+    fn write(&mut self, mut group: Vec<(Op, oneshot::Sender<Outcome>)>, flusher: &Flusher) -> Option<Written> {
         if self.damaged {
-            return refuse(
+            self.refuse(
                 group,
-                "the write-ahead log could not be written; learns resume once a snapshot succeeds".into(),
+                "the write-ahead log could not be written; learns resume once a snapshot succeeds",
             );
+            return None;
         }
         let Some(segment) = self.segment.as_mut() else {
-            return refuse(
+            self.refuse(
                 group,
-                "no write-ahead log segment can be created in the state directory".into(),
+                "no write-ahead log segment can be created in the state directory",
             );
+            return None;
         };
         let now = unix_now();
         self.buffer.clear();
@@ -214,34 +284,82 @@ impl Writer {
             wal::encode(&mut self.buffer, first + i as u64, op.kind(), &self.payload);
         }
         let before = segment.len();
-        let written = segment
+        let flush = segment
             .append(&self.buffer)
             .and_then(|()| match self.policy.fsync_interval {
-                Some(_) => Ok(()),
-                None => segment.sync().map_err(|e| (e, segment.undo_to(before))),
+                Some(_) => Ok(None),
+                None => segment
+                    .try_clone()
+                    .map(|file| Some(flusher.flush(file)))
+                    .map_err(|e| (e, segment.undo_to(before))),
             });
-        if let Err((e, undone)) = written {
-            metrics.learn_unavailable.store(true, Relaxed);
-            if !undone {
-                // Records that were not applied may stay in the log: give their numbers out,
-                // and refuse learns until a snapshot (which covers them) starts a new segment.
+        match flush {
+            Ok(flush) => {
                 self.lsn += group.len() as u64;
-                self.damaged = true;
+                Some(Written {
+                    group,
+                    first,
+                    before,
+                    bytes: self.buffer.len() as u64,
+                    flush,
+                })
             }
-            eprintln!("omtl serve: cannot write the log ({e}): learns are refused (503), predictions go on");
-            return refuse(group, format!("the write-ahead log cannot be written: {e}"));
+            Err((e, undone)) => {
+                self.failed(e, undone, group.len());
+                self.refuse(group, "the write-ahead log cannot be written");
+                None
+            }
         }
+    }
+
+    /// Records a failed write or flush: learns unavailable; if the segment could not be cut
+    /// back, the records' numbers are given out and the log is damaged until a snapshot.
+    fn failed(&mut self, e: std::io::Error, undone: bool, n: usize) {
+        self.shared.metrics.learn_unavailable.store(true, Relaxed);
+        if !undone {
+            // Records that were not applied may stay in the log: give their numbers out, and
+            // refuse learns until a snapshot (which covers them) starts a new segment.
+            self.lsn += n as u64;
+            self.damaged = true;
+        }
+        eprintln!("omtl serve: cannot write the log ({e}): learns are refused (503), predictions go on");
+    }
+
+    /// Waits for a written group's flush: the group, flushed; `None` if the flush failed (the
+    /// group answered 503, the segment cut back).
+    fn flushed(&mut self, written: Written) -> Option<Written> {
+        let Some(flush) = &written.flush else {
+            self.unsynced = true;
+            return Some(written);
+        };
+        let result = flush
+            .recv()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the flusher stopped")));
+        match result {
+            Ok(()) => {
+                self.shared.metrics.fsyncs.fetch_add(1, Relaxed);
+                Some(written)
+            }
+            Err(e) => {
+                let n = written.group.len();
+                self.lsn -= n as u64;
+                let undone = self.segment.as_mut().is_some_and(|s| s.undo_to(written.before));
+                self.failed(e, undone, n);
+                self.refuse(written.group, "the write-ahead log cannot be flushed to disk");
+                None
+            }
+        }
+    }
+
+    /// Applies a flushed group to the model, in order, and answers each operation.
+    fn apply(&mut self, written: Written) {
+        let metrics = &self.shared.metrics;
         metrics.learn_unavailable.store(false, Relaxed);
-        metrics.wal_bytes.fetch_add(self.buffer.len() as u64, Relaxed);
-        metrics.records.fetch_add(group.len() as u64, Relaxed);
+        metrics.wal_bytes.fetch_add(written.bytes, Relaxed);
+        metrics.records.fetch_add(written.group.len() as u64, Relaxed);
         metrics.groups.fetch_add(1, Relaxed);
-        match self.policy.fsync_interval {
-            Some(_) => self.unsynced = true,
-            None => {
-                metrics.fsyncs.fetch_add(1, Relaxed);
-            }
-        }
-        self.lsn += group.len() as u64;
+        let group = written.group;
+        let first = written.first;
         let mut outcomes = Vec::with_capacity(group.len());
         {
             let mut model = self.shared.model.write().unwrap_or_else(|e| e.into_inner());
@@ -257,7 +375,7 @@ impl Writer {
                 outcomes.push(outcome);
             }
         }
-        metrics.lsn.store(self.lsn, Relaxed);
+        metrics.lsn.store(first + group.len() as u64 - 1, Relaxed);
         for ((op, reply), outcome) in group.into_iter().zip(outcomes) {
             if let Outcome::Applied { .. } = outcome {
                 let n = op.n_events() as u64;
@@ -276,8 +394,17 @@ impl Writer {
         }
     }
 
-    /// Timers: the fsync interval, a finished snapshot, a snapshot due.
-    fn tick(&mut self) {
+    /// Whether a snapshot is due: events, time, or a damaged log to leave behind.
+    fn snapshot_due(&self) -> bool {
+        let changed = self.lsn > self.lsn_at_snapshot;
+        self.events_since_snapshot >= self.policy.snapshot_events
+            || (changed && self.last_snapshot.elapsed() >= self.policy.snapshot_interval)
+            || (self.damaged && self.last_snapshot.elapsed() >= Duration::from_secs(1))
+    }
+
+    /// Timers: the fsync interval, a finished snapshot, a snapshot due (started only when every
+    /// written group is applied: `applied`).
+    fn tick(&mut self, applied: bool) {
         if let (Some(interval), true) = (self.policy.fsync_interval, self.unsynced) {
             if self.last_sync.elapsed() >= interval {
                 self.sync();
@@ -286,11 +413,7 @@ impl Writer {
         if self.job.as_ref().is_some_and(|j| j.thread.is_finished()) {
             let _ = self.finish_job();
         }
-        let changed = self.lsn > self.lsn_at_snapshot;
-        let due = self.events_since_snapshot >= self.policy.snapshot_events
-            || (changed && self.last_snapshot.elapsed() >= self.policy.snapshot_interval)
-            || (self.damaged && self.last_snapshot.elapsed() >= Duration::from_secs(1));
-        if self.job.is_none() && (due || !self.waiters.is_empty()) {
+        if applied && self.job.is_none() && (self.snapshot_due() || !self.waiters.is_empty()) {
             self.start_snapshot();
         }
     }
