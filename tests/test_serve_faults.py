@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import resource
+import shutil
 import signal
+import subprocess
 
 import numpy as np
 import pytest
@@ -103,24 +105,37 @@ def test_a_full_disk_turns_learns_into_503_while_predictions_go_on(tmp_path):
         assert server.stop() == 0
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only directories")
-def test_a_read_only_state_directory_refuses_learns(tmp_path):
+def read_only(state):
+    """Makes the state directory and its files read-only (``chattr +i`` for root, whom modes do
+    not stop); returns the undoing."""
+    paths = [state, *state.iterdir()]
+    if os.geteuid() != 0:
+        for p in paths:
+            p.chmod(0o555 if p.is_dir() else 0o444)
+        return lambda: [p.chmod(0o755 if p.is_dir() else 0o644) for p in paths]
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", *map(str, paths)],
+                                                        capture_output=True).returncode != 0:
+        pytest.skip("running as root on a file system without chattr +i: no way to make a directory read-only")
+    return lambda: subprocess.run(["chattr", "-i", *map(str, paths)], check=True)
+
+
+def test_a_read_only_state_directory_refuses_learns_while_predictions_go_on(tmp_path):
     state = tmp_path / "state"
     with ServerProcess(state, "--learner", "MTLinear", "--snapshot-interval", "3600") as server:
         learn_some(server, 3, seed=4)
-        server.stop()
-    for p in state.iterdir():
-        p.chmod(0o444)
-    state.chmod(0o555)
+        assert server.stop() == 0
+    undo = read_only(state)
     try:
         with ServerProcess(state) as server:
             client = omtl.Client(server.url)
             with pytest.raises(RuntimeError, match="503"):
                 client.learn_one([1.0, 0.0, 0.0, 0.0], 1, task="u1")
             assert isinstance(client.decision_one([1.0, 0.0, 0.0, 0.0], task="u1"), float)
+            assert client.health()["learn_available"] is False
             assert client.model_info()["n_seen"] == 3
             server.kill()
     finally:
-        state.chmod(0o755)
-        for p in state.iterdir():
-            p.chmod(0o644)
+        undo()
+    with ServerProcess(state) as server:
+        assert learn_some(server, 2, seed=5) == 5, "learns resume once the directory is writable"
+        assert server.stop() == 0

@@ -29,11 +29,10 @@ fn file_error(path: &Path, reason: impl std::fmt::Display) -> Error {
 pub fn lock(dir: &Path) -> Result<File> {
     fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
     let path = dir.join("lock");
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
+    // Read-only once it exists: a lock needs no write access (a read-only directory still
+    // serves predictions).
+    let file = File::open(&path)
+        .or_else(|_| File::options().create(true).truncate(false).write(true).open(&path))
         .map_err(|e| file_error(&path, e))?;
     file.try_lock()
         .map_err(|_| file_error(dir, "another omtl server holds this state directory"))?;

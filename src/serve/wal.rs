@@ -181,6 +181,16 @@ impl Writer {
         Ok(Writer { path, file, len: 0 })
     }
 
+    /// The segment for records from `lsn` on: created, or, if a segment of that name exists
+    /// (it then holds no valid record: every record up to `lsn - 1` was replayed), emptied.
+    pub fn start(dir: &Path, lsn: u64) -> io::Result<Self> {
+        let path = dir.join(segment_name(lsn));
+        if path.exists() {
+            return Self::reopen(&path, 0);
+        }
+        Self::create(dir, lsn)
+    }
+
     /// The segment at `path`, to append to after its first `len` bytes (a torn tail beyond
     /// them cut off and flushed).
     pub fn reopen(path: &Path, len: u64) -> io::Result<Self> {

@@ -159,7 +159,7 @@ impl Writer {
             Some(last) => wal::Writer::reopen(&last, recovered.last_len)
                 .map_err(|e| eprintln!("omtl serve: cannot append to {}: {e}", last.display()))
                 .ok(),
-            None => wal::Writer::create(&dir, recovered.lsn + 1)
+            None => wal::Writer::start(&dir, recovered.lsn + 1)
                 .map_err(|e| eprintln!("omtl serve: cannot start a log segment in {}: {e}", dir.display()))
                 .ok(),
         };
@@ -266,6 +266,10 @@ impl Writer {
                 "the write-ahead log could not be written; learns resume once a snapshot succeeds",
             );
             return None;
+        }
+        if self.segment.is_none() {
+            // The directory may have become writable again.
+            self.segment = wal::Writer::start(&self.dir, self.lsn + 1).ok();
         }
         let Some(segment) = self.segment.as_mut() else {
             self.refuse(
@@ -438,7 +442,7 @@ impl Writer {
             self.sync();
         }
         if self.segment.as_ref().is_none_or(|s| !s.is_empty()) {
-            match wal::Writer::create(&self.dir, self.lsn + 1) {
+            match wal::Writer::start(&self.dir, self.lsn + 1) {
                 Ok(fresh) => {
                     if let Some(old) = self.segment.replace(fresh) {
                         self.closed.push(old.path().to_path_buf());
