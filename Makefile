@@ -45,5 +45,5 @@ fmt:
 # Needs the docs extra: pip install -e ".[docs]".
 docs:
 	NO_MKDOCS_2_WARNING=1 mkdocs build --strict
-	cargo doc --no-deps --quiet
+	cargo doc --no-deps --quiet --features serve
 	rm -rf site/rust && cp -r target/doc site/rust

@@ -186,6 +186,8 @@ pub(crate) mod linalg;
 pub mod model;
 pub mod model_file;
 pub mod rng;
+#[cfg(feature = "serve")]
+pub mod serve;
 pub(crate) mod simd;
 pub mod state;
 

@@ -27,6 +27,7 @@ _LEARNERS = (
 
 #: Public name -> the submodule defining it (``None``: the name is the submodule itself).
 _PUBLIC = {
+    "Client": ".client",
     "EvaluationReport": ".evaluate",
     "StateError": "._native",
     "TaskGraph": ".graph",
@@ -41,11 +42,13 @@ _PUBLIC = {
     "load": ".persistence",
     "loads": ".persistence",
     "save": ".persistence",
+    "serve": ".serve",
     "simd_level": "._simd",
     **dict.fromkeys(_LEARNERS, ".learners"),
 }
 
 __all__ = [
+    "Client",
     "EvaluationReport",
     "StateError",
     "TaskGraph",
@@ -59,6 +62,7 @@ __all__ = [
     "load",
     "loads",
     "save",
+    "serve",
     "simd_level",
     # the learner classes (_LEARNERS)
     "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
     from ._hashing import hash_features
     from ._native import StateError
     from ._simd import detected_simd_level, simd_level
+    from .client import Client
     from .evaluate import EvaluationReport, evaluate
     from .graph import TaskGraph
     from .learners import (
@@ -94,6 +99,7 @@ if TYPE_CHECKING:
         PAUnique,
     )
     from .persistence import dumps, load, loads, save
+    from .serve import serve
 
 del TYPE_CHECKING
 

@@ -43,6 +43,7 @@ __all__ = [
     "read_model_header",
     "write_model_file",
     "check_bookkeeping",
+    "serve",
     "MODEL_FILE_CLASSES",
     "MODEL_FILE_MAGIC",
     "MODEL_FILE_VERSION",
@@ -263,6 +264,27 @@ def data_format(path: str) -> str | None:
 def read_model_file(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple[str, NativeLearner | None]:
     """``(header JSON text, learner or None)`` of a model file's bytes, everything checked by the
     crate's ``omtl::model_file``; ValueError otherwise."""
+
+def serve(
+    state_dir: str,
+    *,
+    model: bytes | None,
+    learner: str | None,
+    params: list[tuple[str, str]],
+    host: str,
+    port: int,
+    vw_port: int | None,
+    token: str | None,
+    fsync_interval: float | None,
+    snapshot_events: int,
+    snapshot_interval: float,
+    max_body_bytes: int,
+    max_events: int,
+    max_features: int,
+    threads: int,
+) -> None:
+    """Serves one model until SIGTERM or Ctrl-C, the GIL released (``omtl.serve``; the crate's
+    ``omtl::serve``)."""
 
 def read_model_header(data: bytes, *, max_header: int, max_dense_graph: int) -> str:
     """The header JSON text of a model file's bytes (framing, checksum and header checked)."""

@@ -1,6 +1,7 @@
 """The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream; ``omtl reproduce
 table1|table2|all`` runs the papers' experiments (:mod:`omtl.experiments`); the modules of
-``SUBCOMMAND_MODULES`` add the others (``omtl learn``/``omtl predict``: :mod:`omtl.cli_learn`)."""
+``SUBCOMMAND_MODULES`` add the others (``omtl learn``/``omtl predict``: :mod:`omtl.cli_learn`;
+``omtl serve``: :mod:`omtl.cli_serve`)."""
 
 from __future__ import annotations
 
@@ -242,7 +243,7 @@ def grid_executor(args):
 
 
 #: The modules that add commands of their own to ``omtl`` (each has ``add_commands(subparsers)``).
-SUBCOMMAND_MODULES = ("omtl.cli_learn",)  # omtl learn, omtl predict
+SUBCOMMAND_MODULES = ("omtl.cli_learn", "omtl.cli_serve")  # omtl learn, omtl predict; omtl serve
 
 
 def main(argv=None) -> int:

@@ -795,6 +795,33 @@ fn eight_digits(v: u64) -> Option<u64> {
     Some(quads >> 32)
 }
 
+/// A VW line's label and task ([`read_vw_line`]).
+#[cfg(feature = "serve")]
+pub(crate) type VwLabelTask = (Option<f64>, Option<String>);
+
+/// One Vowpal Wabbit text line read as `omtl learn` reads it (the task in namespace `t`, names
+/// hashed into `n_features` columns), for the server's VW protocol: the row's columns (sorted,
+/// distinct) and values into `indices` and `values`, and its label and task; `None` for a line
+/// that holds no example.
+#[cfg(feature = "serve")]
+pub(crate) fn read_vw_line(
+    line: &[u8],
+    n_features: u64,
+    indices: &mut Vec<u32>,
+    values: &mut Vec<f64>,
+) -> Result<Option<VwLabelTask>, String> {
+    let mut parser = vw::Parser::new(&Options::new(Format::Vw, n_features));
+    let mut builder = Builder::reusing(Chunk::default());
+    let Some(row) = parser.parse(line, &mut builder)? else {
+        return Ok(None);
+    };
+    let task = row.task.map(|t| String::from_utf8_lossy(&t).into_owned());
+    builder.finish_row(row.label.unwrap_or(f64::NAN), 0, 0);
+    *indices = std::mem::take(&mut builder.chunk.indices);
+    *values = std::mem::take(&mut builder.chunk.data);
+    Ok(Some((row.label, task)))
+}
+
 /// A label -1/+1 or 0/1 (also written `1.0`, `+1`, `-1.0`, `0.0`).
 #[inline]
 pub(crate) fn parse_label(s: &[u8]) -> Option<f64> {

@@ -11,6 +11,8 @@ mod model_file;
 mod params;
 mod pending;
 mod registry;
+#[cfg(feature = "serve")]
+mod serve;
 mod small;
 mod stream;
 mod testing;
@@ -34,6 +36,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     stream::register(m)?;
     model_file::register(m)?;
+    #[cfg(feature = "serve")]
+    serve::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", crate::model::STATE_VERSION)?;
