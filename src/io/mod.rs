@@ -816,6 +816,7 @@ pub(crate) fn read_vw_line(
         return Ok(None);
     };
     let task = row.task.map(|t| String::from_utf8_lossy(&t).into_owned());
+    builder.push_features()?;
     builder.finish_row(row.label.unwrap_or(f64::NAN), 0, 0);
     *indices = std::mem::take(&mut builder.chunk.indices);
     *values = std::mem::take(&mut builder.chunk.data);
