@@ -438,13 +438,18 @@ def loads(data: bytes):
     omtl learner
         The model; ``ValueError`` as :func:`load` for invalid data.
     """
+    return _loads_with_header(data)[0]
+
+
+def _loads_with_header(data: bytes):
+    """``(model, header)`` from a model file's bytes (the header as a dict: its metadata)."""
     # Framing, checksum, the header's fields and the native state, checked by the crate.
     head, learner = _native.read_model_file(bytes(data), **_limits())
     header = json.loads(head)
     model = _build(header)
     fitted = header["fitted"]
     if fitted is None:
-        return model
+        return model, header
     if model.n_tasks is not None and len(fitted["seen_per_task"]) != model._check_n_tasks():
         _fail("seen_per_task must hold one count per task")
     model._core = NativeCore(learner)
@@ -461,7 +466,7 @@ def loads(data: bytes):
     if "feature_names_in" in fitted:
         model.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
     check_restored(model)
-    return model
+    return model, header
 
 
 def load_metadata(path) -> dict:
