@@ -114,7 +114,7 @@ def test_framing_is_checked(saved):
     path, data = saved
     expect_invalid(path, b"", "magic")
     expect_invalid(path, b"PK\x03\x04" + data[4:], "magic")
-    expect_invalid(path, data[:-1], "checksum")
+    expect_invalid(path, data[:-1], "truncated")
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 4
     expect_invalid(path, bytes(flipped), "checksum")
@@ -226,3 +226,68 @@ def test_models_past_their_sparse_index_threshold_save_and_load(tmp_path):
         loaded = omtl.load(tmp_path / "s.omtl")
         assert np.array_equal(loaded.learn(X[1500:], y[1500:], tasks=tasks[1500:]),
                               model.learn(X[1500:], y[1500:], tasks=tasks[1500:]))
+
+
+_BOUNDED_READS = r"""
+import os, resource, struct, sys, threading
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/zero whole would fail here
+import omtl
+from omtl.persistence import MAGIC, load_metadata
+
+saved, folder = sys.argv[1], sys.argv[2]
+data = open(saved, "rb").read()
+fixed = len(MAGIC) + 4 + 8
+(head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+at = fixed + head_len  # where the state length is
+
+
+def write(name, content):
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(content)
+    return path
+
+
+def refused(path, match):
+    for read in (omtl.load, load_metadata):
+        try:
+            read(path)
+        except ValueError as exc:
+            assert match in str(exc), (path, match, str(exc))
+        else:
+            raise AssertionError(f"{path} was read")
+
+
+refused("/dev/zero", "magic")
+refused(write("long-header", data[:len(MAGIC) + 4] + struct.pack("<Q", 1 << 40) + data[fixed:]), "header length")
+for claimed in (1 << 33, 1 << 62, (1 << 64) - 1):
+    refused(write("long-state", data[:at] + struct.pack("<Q", claimed) + data[at + 8:]), "bytes")
+refused(write("trailing", data + b"\0"), "bytes")
+fifo = os.path.join(folder, "fifo")
+os.mkfifo(fifo)
+for read in (omtl.load, load_metadata):
+    def feed():  # a stream whose lengths claim 8 GiB, then ends
+        with open(fifo, "wb") as f:
+            f.write(data[:at] + struct.pack("<Q", 1 << 33) + b"\0" * 4096)
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        read(fifo)
+    except ValueError as exc:
+        assert "truncated" in str(exc), str(exc)
+    else:
+        raise AssertionError("the fifo was read")
+    writer.join()
+assert omtl.load(saved).n_seen_ == 100 and load_metadata(saved) == {}
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/dev/zero, mkfifo and RLIMIT_AS: Linux")
+def test_files_are_read_no_further_than_their_lengths_say(saved, tmp_path):
+    """/dev/zero, lengths claiming terabytes, a stream that claims more than it holds, trailing
+    bytes: refused from the first bytes, never read whole (a process limited to 1 GiB)."""
+    path, _ = saved
+    out = subprocess.run([sys.executable, "-c", _BOUNDED_READS, str(path), str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -421,8 +421,42 @@ def load(path):
         state that is malformed, breaks an invariant of its learner or disagrees with the
         parameters or counts).
     """
+    return loads(_read_model_file(path))
+
+
+# A stream (a pipe) of unknown length is read in chunks of this size, never more than its lengths say.
+_CHUNK = 1 << 24
+
+
+def _read_model_file(path) -> bytes:
+    """A model file's bytes, read no further than its first bytes say: the magic number, version
+    and lengths are checked (by the crate) as soon as they are read and against a regular file's
+    size, so ``/dev/zero`` or a length of terabytes is refused after a few bytes."""
     with open(os.fspath(path), "rb") as f:
-        return loads(f.read())
+        info = os.fstat(f.fileno())
+        size = info.st_size if stat.S_ISREG(info.st_mode) else None
+        prefix = b""
+        while True:  # the framing and the header: at most the header limit
+            length, exact = _native.model_file_length(prefix, size, **_limits())
+            if exact:
+                break
+            more = f.read(length - len(prefix))
+            prefix += more
+            if len(prefix) < length:
+                _fail(f"the file is truncated: it ends after {len(prefix)} bytes, its lengths say at least {length}")
+        if size is not None:  # all of it at once: `size` is the file's length (checked by the crate)
+            f.seek(0)
+            data = f.read(length)
+        else:
+            buffer = bytearray(prefix)
+            while len(buffer) < length and (chunk := f.read(min(length - len(buffer), _CHUNK))):
+                buffer += chunk
+            data = bytes(buffer)
+        if len(data) < length:
+            _fail(f"the file is truncated: it ends after {len(data)} bytes, its lengths say {length}")
+        if f.read(1):
+            _fail(f"its lengths say {length} bytes, the file goes on: bytes after the checksum")
+    return data
 
 
 def loads(data: bytes):
@@ -483,6 +517,5 @@ def load_metadata(path) -> dict:
         The JSON object given as ``save(..., metadata=...)``. The file's framing, checksum and
         header are checked (``ValueError`` as :func:`load`); the model itself is not decoded.
     """
-    with open(os.fspath(path), "rb") as f:
-        header = json.loads(_native.read_model_header(f.read(), **_limits()))
+    header = json.loads(_native.read_model_header(_read_model_file(path), **_limits()))
     return header.get("metadata", {})
