@@ -12,6 +12,7 @@ and are not run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -107,3 +108,42 @@ def test_code_block_runs(path, line, code, script_runs):
         pytest.skip(skip)
     out = script_runs[(path, line)]
     assert out.returncode == 0, f"{path.name}:{line} failed as a script:\n{out.stderr[-3000:]}"
+
+
+def _fake_wheel(folder: Path, version: str, tag: str) -> Path:
+    """A minimal installable wheel of a project named omtl (metadata only)."""
+    import zipfile
+
+    path = folder / f"omtl-{version}-{tag}.whl"
+    info = f"omtl-{version}.dist-info"
+    files = {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: omtl\nVersion: {version}\n",
+             f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}\n"}
+    with zipfile.ZipFile(path, "w") as z:
+        for name, text in files.items():
+            z.writestr(name, text)
+        z.writestr(f"{info}/RECORD", "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n")
+    return path
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the wheel's platform tag is Linux's here")
+def test_the_readme_wheel_line_installs_from_a_folder_of_two_wheels(tmp_path):
+    """The README's wheel install line picks one wheel when the folder holds several (an older
+    build, or the wheel `pip install .` left): pip refuses two wheels of one project."""
+    import sysconfig
+    import time
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    build = next(line for line in text.splitlines() if "maturin build" in line)
+    install = text.splitlines()[text.splitlines().index(build) + 1]
+    assert install.startswith("pip install ")
+    folder = re.search(r"--out (\S+)", build)
+    folder = tmp_path / (folder.group(1) if folder else "target/wheels")
+    folder.mkdir(parents=True)
+    tag = f"cp39-abi3-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+    old = _fake_wheel(folder, "0.0.9", tag)
+    os.utime(old, (time.time() - 60, time.time() - 60))
+    new = _fake_wheel(folder, "0.1.0", tag)
+    command = install.split("#", 1)[0].replace("pip install ", f"{sys.executable} -m pip install --dry-run --no-index --no-deps --quiet --report - ", 1)
+    out = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [item["metadata"]["version"] for item in json.loads(out.stdout)["install"]] == ["0.1.0"], new
