@@ -291,3 +291,51 @@ def test_files_are_read_no_further_than_their_lengths_say(saved, tmp_path):
     out = subprocess.run([sys.executable, "-c", _BOUNDED_READS, str(path), str(tmp_path)], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+_GRAPH_BOMB = r"""
+import json, resource, struct, sys, warnings
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))  # factoring the graph below takes minutes of CPU
+import numpy as np
+import omtl
+from omtl.persistence import MAGIC, dumps, loads
+
+k = 2896  # a chain: one connected component, a dense 2896 x 2896 factorisation from a few KB
+chain = {"__omtl_task_graph__": {"kind": "laplacian_pinv", "n_tasks": k, "edges": [[i, i + 1] for i in range(k - 1)],
+                                 "weights": None, "matrix": None}}
+fixed = len(MAGIC) + 4 + 8
+
+
+def with_graph(data):
+    (head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+    header, state = json.loads(data[fixed:fixed + head_len]), data[fixed + head_len + 8:-32]
+    header["params"]["graph"] = chain
+    head = json.dumps(header).encode()
+    body = data[:len(MAGIC) + 4] + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(state)) + state
+    import hashlib
+    return body + hashlib.sha256(body).digest()
+
+
+unfitted = with_graph(dumps(omtl.MTPerceptron(n_tasks=k)))
+X = np.random.default_rng(0).standard_normal((8, 3))
+fitted_model = omtl.MTPerceptron(n_tasks=k).partial_fit(X, np.sign(X[:, 0]), tasks=np.arange(8))
+fitted = with_graph(dumps(fitted_model))
+assert len(unfitted) < 40_000 and len(fitted) < 120_000, (len(unfitted), len(fitted))
+model = loads(unfitted)  # no factorisation on load: the graph is checked, built when the model learns
+assert model.graph.n_tasks == k and model.graph.kind == "laplacian_pinv"
+try:
+    loads(fitted)  # its state cannot hold the 2896 x 2896 kernel the graph builds: refused up front
+except ValueError as exc:
+    assert "larger than the file allows" in str(exc), str(exc)
+else:
+    raise AssertionError("a fitted file too small for its graph's kernel was loaded")
+print("ok", len(unfitted), len(fitted))
+"""
+
+
+def test_a_few_kilobytes_of_task_graph_cost_no_factorisation_on_load():
+    """A header naming a connected graph of 2,896 tasks (a 38 KB file) made load factor a dense
+    2896 x 2896 matrix (minutes of CPU). Loading checks the graph and leaves the factorisation
+    to the first learning call; a fitted file must hold the kernel its graph builds."""
+    out = subprocess.run([sys.executable, "-c", _GRAPH_BOMB], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), (out.returncode, out.stderr[-2000:])

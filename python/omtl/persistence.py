@@ -31,7 +31,6 @@ import os
 import socket
 import stat
 import tempfile
-import warnings
 
 import numpy as np
 
@@ -39,7 +38,7 @@ from . import _native
 from . import learners as _learners
 from ._base import STATE_VERSION, NativeCore
 from ._tasks import TaskSet
-from .graph import TaskGraph
+from .graph import TaskGraph, _edge_list
 
 __all__ = ["dumps", "load", "load_metadata", "loads", "save"]
 
@@ -319,12 +318,10 @@ def _graph_from_json(spec) -> TaskGraph:
         if kind == "complete_open":
             return TaskGraph.complete_open(k)
         if kind in ("edges", "laplacian_pinv"):
-            edges = [tuple(e) for e in spec["edges"]]
-            if kind == "edges":
-                return TaskGraph.from_edges(k, edges, spec["weights"])
-            with warnings.catch_warnings():  # the user saw the warning when building it
-                warnings.simplefilter("ignore", UserWarning)
-                return TaskGraph.laplacian_pinv(k, edges, spec["weights"])
+            # Checked, not factored: T is built when the model first needs it (an unfitted
+            # model's first learning call; a fitted model's settings check, whose state holds T).
+            edges, weights = _edge_list(k, [tuple(e) for e in spec["edges"]], spec["weights"])
+            return TaskGraph._checked(k, kind, build=False, edges=edges, weights=weights)
         build = {"interaction": TaskGraph.from_interaction, "psd_plus_identity": TaskGraph.from_psd_plus_identity,
                  "task_kernel": TaskGraph.from_task_kernel}[kind]
         graph = build(spec["matrix"])
