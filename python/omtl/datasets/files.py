@@ -353,13 +353,14 @@ def _label_array(path: Path, labels, linenos) -> np.ndarray:
 
 def _from_columns(path, header, rows, task_column, label_column, feature_columns, require_labels, fmt) -> DataFile:
     """A DataFile from named columns (CSV, or Parquet converted to rows of strings and numbers)."""
-    if len(set(header)) != len(header):
-        dup = next(h for h in header if header.count(h) > 1)
-        raise DataFileError(f"{path}: column {dup!r} appears twice in the header")
-    if task_column not in header:
+    where = {}  # name -> column, one pass (a wide header has 10⁵ columns)
+    for i, name in enumerate(header):
+        if where.setdefault(name, i) != i:
+            raise DataFileError(f"{path}: column {name!r} appears twice in the header")
+    if task_column not in where:
         raise DataFileError(f"{path}: no task column {task_column!r} (columns: {', '.join(header)}); "
                             "name it with --task-column")
-    has_label = label_column in header
+    has_label = label_column in where
     if require_labels and not has_label:
         raise DataFileError(f"{path}: no label column {label_column!r} (columns: {', '.join(header)}); "
                             "name it with --label-column")
@@ -367,10 +368,9 @@ def _from_columns(path, header, rows, task_column, label_column, feature_columns
         feature_columns = [h for h in header if h not in (task_column, label_column)]
         if not feature_columns:
             raise DataFileError(f"{path}: no feature columns besides {task_column!r} and {label_column!r}")
-    missing = [c for c in feature_columns if c not in header]
+    missing = [c for c in feature_columns if c not in where]
     if missing:
         raise DataFileError(f"{path}: feature columns {missing} of the model are missing")
-    where = {name: i for i, name in enumerate(header)}
     t_at, l_at = where[task_column], where.get(label_column) if has_label else None
     f_at = [where[c] for c in feature_columns]
     X = np.empty((len(rows), len(f_at)), dtype=np.float64)
