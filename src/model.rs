@@ -139,6 +139,8 @@ macro_rules! any_learner {
                 fn journal_commit(&mut self);
                 fn journal_rollback(&mut self);
                 fn scores_new_tasks(&self) -> bool;
+                fn undoes_added_tasks(&self) -> bool;
+                fn remove_added_tasks(&mut self, n: usize);
             }
         }
     };
