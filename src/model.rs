@@ -110,6 +110,12 @@ macro_rules! any_learner {
                     $(AnyLearner::$variant(m) => m.check_state(),)*
                 }
             }
+
+            fn rederive(&mut self) {
+                match self {
+                    $(AnyLearner::$variant(m) => m.rederive(),)*
+                }
+            }
         }
 
         // Every method delegates, the provided ones included: a default here would silently
@@ -159,6 +165,10 @@ struct VersionedState<L> {
 impl CheckState for VersionedState<AnyLearner> {
     fn check_state(&self) -> Result<()> {
         self.learner.check_state()
+    }
+
+    fn rederive(&mut self) {
+        self.learner.rederive();
     }
 }
 
