@@ -117,7 +117,7 @@ def save(model, path, *, metadata=None) -> None:
     file holds the state after some whole call, never a mix. The file is written to a fresh
     temporary file in the same directory, flushed to disk and renamed over ``path``, so an
     existing file at ``path`` is replaced whole or not at all, also by concurrent saves and across
-    a crash; it keeps the existing file's permissions. (:func:`dumps` gives the same bytes
+    a crash; it keeps the existing file's permissions. (``dumps`` gives the same bytes
     without a file.) docs/reliability.md has the details.
 
     Parameters
@@ -127,9 +127,9 @@ def save(model, path, *, metadata=None) -> None:
     path : str or path-like
         Where to write the file.
     metadata : dict, optional
-        JSON-serialisable data stored with the model and read back by :func:`load_metadata`
+        JSON-serialisable data stored with the model and read back by ``load_metadata``
         (``omtl learn --save`` keeps its task-label mapping and input format there); never
-        executed, and ignored by :func:`load`.
+        executed, and ignored by ``load``.
 
     Returns
     -------
@@ -141,7 +141,7 @@ def save(model, path, *, metadata=None) -> None:
         For anything but a native omtl learner, or metadata that is not a JSON object.
     ValueError
         If the model cannot be restored (e.g. its numbers overflowed), or the file would be one
-        :func:`load` refuses (a header over 64 MiB: millions of long task labels).
+        ``load`` refuses (a header over 64 MiB: millions of long task labels).
 
     Examples
     --------
@@ -257,19 +257,19 @@ def _process_exists(pid: int) -> bool:
 
 
 def dumps(model, *, metadata=None) -> bytes:
-    """The contents of the model file :func:`save` writes.
+    """The contents of the model file ``save`` writes.
 
     Parameters
     ----------
     model : omtl learner
         A native omtl learner, fitted or not.
     metadata : dict, optional
-        JSON-serialisable data stored with the model (see :func:`save`).
+        JSON-serialisable data stored with the model (see ``save``).
 
     Returns
     -------
     bytes
-        The file's bytes; :func:`loads` reads them back.
+        The file's bytes; ``loads`` reads them back.
     """
     cls = type(model)
     if REGISTRY.get(cls.__name__) is not cls:
@@ -396,14 +396,14 @@ def check_restored(model, *, settings: bool = True) -> None:
 
 
 def load(path):
-    """Reads a model written by :func:`save`. It continues exactly as if never interrupted.
+    """Reads a model written by ``save``. It continues exactly as if never interrupted.
 
     Nothing in the file is executed.
 
     Parameters
     ----------
     path : str or path-like
-        A file written by :func:`save`.
+        A file written by ``save``.
 
     Returns
     -------
@@ -457,17 +457,17 @@ def _read_model_file(path) -> bytes:
 
 
 def loads(data: bytes):
-    """A model from the contents of a model file (see :func:`load`).
+    """A model from the contents of a model file (see ``load``).
 
     Parameters
     ----------
     data : bytes
-        The bytes :func:`dumps` gave (or a model file's contents).
+        The bytes ``dumps`` gave (or a model file's contents).
 
     Returns
     -------
     omtl learner
-        The model; ``ValueError`` as :func:`load` for invalid data.
+        The model; ``ValueError`` as ``load`` for invalid data.
     """
     return _loads_with_header(data)[0]
 
@@ -506,13 +506,13 @@ def load_metadata(path) -> dict:
     Parameters
     ----------
     path : str or path-like
-        A file written by :func:`save`.
+        A file written by ``save``.
 
     Returns
     -------
     dict
         The JSON object given as ``save(..., metadata=...)``. The file's framing, checksum and
-        header are checked (``ValueError`` as :func:`load`); the model itself is not decoded.
+        header are checked (``ValueError`` as ``load``); the model itself is not decoded.
     """
     header = json.loads(_native.read_model_header(_read_model_file(path), **_limits()))
     return header.get("metadata", {})

@@ -368,9 +368,9 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
 
 def _adapter(learner_class, extra=""):
     doc = (
-        f"River adapter of :class:`omtl.{learner_class.__name__}`: ``learn_one``/``predict_one``{extra}.\n\n"
+        f"River adapter of ``omtl.{learner_class.__name__}``: ``learn_one``/``predict_one``{extra}.\n\n"
         "    Takes the learner's keyword hyper-parameters, plus ``task_key``, ``task_fn`` and\n"
-        "    ``features`` (see :mod:`omtl.river`). The learner is ``self.learner``.\n"
+        "    ``features`` (see ``omtl.river``). The learner is ``self.learner``.\n"
     )
     return type(learner_class.__name__, (RiverClassifier,), {"_learner_class": learner_class, "__doc__": doc,
                                                              "__module__": __name__})

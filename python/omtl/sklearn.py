@@ -1,9 +1,9 @@
 """Helpers for using omtl learners with scikit-learn (docs/sklearn.md).
 
-- :func:`make_task_scorer`: a scorer that hands ``tasks`` to the learner's ``predict`` (or
+- ``make_task_scorer``: a scorer that hands ``tasks`` to the learner's ``predict`` (or
   ``decision_function``/``predict_proba``) under metadata routing; scikit-learn's own scorers
   (``scoring="f1"`` ...) call ``predict(X)`` without metadata, which a multitask model refuses.
-- :func:`expected_failed_checks`: the checks of ``check_estimator`` an omtl learner cannot pass,
+- ``expected_failed_checks``: the checks of ``check_estimator`` an omtl learner cannot pass,
   each with its reason.
 
 The learners themselves need nothing from here: ``fit``, ``score``, tags and routing are their

@@ -1,7 +1,7 @@
 """``ShardedLearner``: one online multitask model spread over Dask actors by task-graph component.
 
-The connected components of the task graph are assigned to shards (:mod:`._plan`); each shard is
-a Dask actor (:mod:`._actor`) holding one learner for its components. A batch is validated here,
+The connected components of the task graph are assigned to shards (``._plan``); each shard is
+a Dask actor (``._actor``) holding one learner for its components. A batch is validated here,
 split by shard (each shard's rows keep their input order), sent to every shard at once, and the
 results are put back in input order.
 """

@@ -13,7 +13,7 @@ input (``"-"``).
 - Vowpal Wabbit (``.vw``): ``<label> [1] ['tag]|<namespace>[:scale] <name>[:<value>] ...``; the task is
   the one name in the namespace ``t`` (``task_namespace``), or the tag (``task_namespace=None``). A
   name is hashed into ``n_features`` columns (default ``2**18``) exactly as
-  :func:`omtl.hash_features` hashes the key ``name`` (default namespace) or ``namespace^name``
+  ``omtl.hash_features`` hashes the key ``name`` (default namespace) or ``namespace^name``
   (scikit-learn's ``FeatureHasher``, MurmurHash3 seed 0); a name of digits only is its own column
   index (modulo ``n_features``, as VW masks indices). Importance weights other than 1 are refused.
 - CSV (``.csv``): a header row naming the columns; a task column and a label column, every other
@@ -22,7 +22,7 @@ input (``"-"``).
 
 A ``.gz`` suffix is looked through for the format (``a.svm.gz`` is svmlight); compression itself is
 recognised by its magic bytes. Labels are -1/+1 or 0/1, tasks are the strings the file holds. A
-UTF-8 byte-order mark and CRLF line ends are accepted. A bad file raises :class:`DataFileError`, one
+UTF-8 byte-order mark and CRLF line ends are accepted. A bad file raises ``DataFileError``, one
 line naming the file and, where one is to blame, the line. Rows are neither scaled nor normalised.
 """
 
@@ -67,7 +67,7 @@ class DataFile:
 
 
 class FileChunk(tuple):
-    """One chunk of :func:`iter_file`: unpacks as ``(X, y, tasks)``; also carries ``lines`` (the
+    """One chunk of ``iter_file``: unpacks as ``(X, y, tasks)``; also carries ``lines`` (the
     line number of each row), ``n_skipped`` and ``first_skipped`` (bad lines passed over with
     ``skip_bad_lines``, and the first one's message), ``bytes_read`` (input bytes so far) and
     ``feature_columns`` (CSV)."""
@@ -134,7 +134,7 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
     max_line_bytes : int, optional
         The line cap of the pass.
     scan : tuple, optional
-        A :func:`scan_svmlight` result already at hand.
+        A ``scan_svmlight`` result already at hand.
 
     Returns
     -------
@@ -281,7 +281,7 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
 
 def read_data(path, *, fmt=None, task_column="task", label_column="label", n_features=None,
               feature_columns=None, require_labels=True, zero_based=None, task_namespace="t") -> DataFile:
-    """Reads a whole data file (see the module docstring for the formats), through :func:`iter_file`.
+    """Reads a whole data file (see the module docstring for the formats), through ``iter_file``.
 
     Parameters
     ----------
