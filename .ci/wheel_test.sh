@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The abi3 wheel as a user without Rust gets it: build it (maturin build --release), install it
+# The abi3 wheel as a user without Rust gets it: build it (maturin build --release --out dist), install it
 # into a fresh venv whose PATH has no Rust toolchain, run `omtl demo` and every learner.
 # WHEEL_PYTHONS="python3 /path/to/python3.9 ...": the interpreters to test the one wheel with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rm -rf target/wheels
-maturin build --release --quiet 2>&1 | tail -n 3
-wheel=$(ls target/wheels/omtl-*-abi3-*.whl)
+# the README's build line (into dist/) and its pick of the newest wheel there
+maturin build --release --out dist --quiet 2>&1 | tail -n 3
+wheel=$(ls -t dist/omtl-*-abi3-*.whl | head -n 1)
 echo "wheel: $wheel"
 
 # PATH without any folder holding cargo or rustc

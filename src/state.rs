@@ -18,6 +18,12 @@ use crate::error::{Error, Result};
 pub trait CheckState {
     /// `Ok` iff the state is one the code can run on (sizes, indices, finiteness, counters).
     fn check_state(&self) -> Result<()>;
+
+    /// After [`CheckState::check_state`] accepted a restored state: re-derives a cached quantity
+    /// that the check accepts within a tolerance but that is further from its exact value than
+    /// the learner's own rounding takes it, so that learning from the state keeps it a state the
+    /// check (and so a save) accepts. A state the learner wrote is left as it is.
+    fn rederive(&mut self) {}
 }
 
 fn options(limit: u64) -> impl Options {
@@ -37,7 +43,9 @@ pub fn decode<T: DeserializeOwned + CheckState>(bytes: &[u8]) -> Result<T> {
     let value: T = options(bytes.len() as u64)
         .deserialize(bytes)
         .map_err(|e| Error::State(format!("malformed state ({e})")))?;
+    let mut value = value;
     value.check_state()?;
+    value.rederive();
     Ok(value)
 }
 

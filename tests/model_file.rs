@@ -213,3 +213,81 @@ fn a_writer_refuses_what_a_reader_would() {
     omtl::learner::learn(&mut trained, &Rows::dense(&x, 5, 3), &[0, 1, 2, 0, 1], &y).unwrap();
     assert!(Model::from_learner(trained.into(), false).is_err());
 }
+
+/// Endless zeros, counting the bytes read from them.
+struct Zeros(u64);
+
+impl std::io::Read for Zeros {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        buf.fill(0);
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+}
+
+fn with_state_length(data: &[u8], claimed: u64) -> Vec<u8> {
+    let fixed = MAGIC.len() + 4 + 8;
+    let head_len = u64::from_le_bytes(data[MAGIC.len() + 4..fixed].try_into().unwrap()) as usize;
+    let mut out = data.to_vec();
+    out[fixed + head_len..fixed + head_len + 8].copy_from_slice(&claimed.to_le_bytes());
+    out
+}
+
+fn read_refused(result: omtl::Result<Vec<u8>>, needle: &str) {
+    match result {
+        Err(Error::ModelFile(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
+        other => panic!(
+            "expected a model-file error containing {needle:?}, got {:?}",
+            other.map(|d| d.len())
+        ),
+    }
+}
+
+#[test]
+fn a_reader_reads_no_further_than_the_first_bytes_say() {
+    let limits = Limits::default();
+    let mut zeros = Zeros(0);
+    read_refused(model_file::read_from(&mut zeros, None, &limits), "magic");
+    assert!(zeros.0 <= 64, "read {} bytes of zeros", zeros.0);
+    #[cfg(target_os = "linux")]
+    assert!(matches!(model_file::load("/dev/zero"), Err(Error::ModelFile(m)) if m.contains("magic")));
+
+    let (model, _, _) = fitted();
+    let data = model.to_bytes().unwrap();
+    let huge_header = {
+        let mut d = data.clone();
+        d[MAGIC.len() + 4..MAGIC.len() + 12].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        d
+    };
+    read_refused(model_file::read_from(&huge_header[..], None, &limits), "header length");
+    // A state length past the file's size: refused before the state is read.
+    let size = Some(data.len() as u64);
+    for claimed in [1u64 << 33, 1 << 62, u64::MAX] {
+        let file = with_state_length(&data, claimed);
+        read_refused(model_file::read_from(&file[..], size, &limits), "bytes");
+        // As a stream of unknown size: read as far as it goes, then refused.
+        read_refused(model_file::read_from(&file[..], None, &limits), "bytes");
+    }
+    // A stream that claims a 4 KiB state and then goes on forever: read to the claimed length and
+    // one byte beyond (to see that the file goes on), no further.
+    let head_end = data.len() - CHECKSUM_LEN - 8 - model.learner().unwrap().to_bytes().unwrap().len();
+    let prefix = with_state_length(&data[..head_end + 8], 4096);
+    let mut tail = Zeros(0);
+    read_refused(
+        model_file::read_from(std::io::Read::chain(&prefix[..], &mut tail), None, &limits),
+        "bytes after the checksum",
+    );
+    assert_eq!(tail.0, 4096 + CHECKSUM_LEN as u64 + 1);
+    let mut trailing = data.clone();
+    trailing.push(0);
+    read_refused(
+        model_file::read_from(&trailing[..], Some(trailing.len() as u64), &limits),
+        "after the checksum",
+    );
+    read_refused(
+        model_file::read_from(&trailing[..], None, &limits),
+        "after the checksum",
+    );
+    assert_eq!(model_file::read_from(&data[..], size, &limits).unwrap(), data);
+    assert_eq!(model_file::read_from(&data[..], None, &limits).unwrap(), data);
+}

@@ -225,14 +225,16 @@ def test_hyper_parameters_are_keyword_only_and_cloneable(entry):
 
 
 def _documented_parameters(cls) -> str:
-    """The Parameters section of ``cls``'s docstring and of the classes it refers to ("As :class:`X`")."""
+    """The Parameters section of ``cls``'s docstring and of the classes it refers to ("As ``X``")."""
     import re
 
     import omtl.learners
 
     doc = cls.__doc__ or ""
     section = doc.split("Parameters\n    ----------", 1)[-1].split("Attributes\n", 1)[0]
-    for name in re.findall(r"[Aa]s :class:`(\w+)`", section):
+    for name in re.findall(r"[Aa]s ``(\w+)``", section):
+        if not hasattr(omtl.learners, name):
+            continue  # a parameter named in code ("as ``eta2``"), not a class
         section += _documented_parameters(getattr(omtl.learners, name))
     return section
 

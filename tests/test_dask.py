@@ -32,6 +32,7 @@ from learner_table import LEARNERS  # noqa: E402
 import omtl  # noqa: E402
 import omtl.reference as ref  # noqa: E402
 from omtl.dask import ShardedLearner, ShardError, ShardLostError, plan_shards  # noqa: E402
+from omtl.dask._checkpoint import manifest_digest  # noqa: E402
 from omtl.dask._plan import COMPONENT_LOCAL, ShardPlan, model_factory, subgraph  # noqa: E402
 
 K = 12
@@ -283,6 +284,82 @@ def test_reference_learners_checkpoint_with_pickle(client, tmp_path):
         sharded.restore(tmp_path)
         assert {p.suffix for p in tmp_path.iterdir()} == {".json", ".pkl"}
         assert np.array_equal(sharded.decision_function(X, tasks=tasks), before)
+
+
+@pytest.mark.parametrize("prototype", [omtl.PAUnique(n_tasks=K), ref.PAUnique(n_tasks=K)], ids=["model-file", "pickle"])
+def test_restore_refuses_swapped_duplicated_older_shards_and_an_edited_plan(client, tmp_path, prototype):
+    """A checkpoint verifies itself: every shard file names its shard, the plan and the checkpoint,
+    and the manifest holds each file's checksum. Anything else is refused and the live model kept."""
+    import shutil
+
+    X, y, tasks = grouped_stream(n=160, seed=14)
+    with ShardedLearner(prototype, pair_graph(), n_shards=2, client=client) as sharded:
+        sharded.partial_fit(X[:60], y[:60], tasks=tasks[:60])
+        folder = sharded.checkpoint(tmp_path / "ck")
+        older = tmp_path / "older"
+        shutil.copytree(folder, older)
+        sharded.partial_fit(X[60:120], y[60:120], tasks=tasks[60:120])
+        sharded.checkpoint(folder)  # the same folder, a later checkpoint
+        sharded.partial_fit(X[120:], y[120:], tasks=tasks[120:])
+        live = sharded.decision_function(X, tasks=tasks)
+        manifest = json.loads((folder / "checkpoint.json").read_text())
+        names = [e["file"] for e in manifest["shards"]]
+        old_names = [e["file"] for e in json.loads((older / "checkpoint.json").read_text())["shards"]]
+
+        def tampered(edit, *args):
+            case = tmp_path / f"case-{edit.__name__}-{len(list(tmp_path.iterdir()))}"
+            shutil.copytree(folder, case)
+            edit(case, *args)
+            return case
+
+        def swap(case):
+            a, b = (case / names[0]).read_bytes(), (case / names[1]).read_bytes()
+            (case / names[0]).write_bytes(b)
+            (case / names[1]).write_bytes(a)
+
+        def duplicate(case):
+            (case / names[1]).write_bytes((case / names[0]).read_bytes())
+
+        def from_older(case, s):
+            (case / names[s]).write_bytes((older / old_names[s]).read_bytes())
+
+        def swap_in_manifest(case, fix_digest):
+            m = json.loads((case / "checkpoint.json").read_text())
+            m["shards"] = m["shards"][::-1]  # the files' names and their checksums, swapped together
+            m["plan"]["shard_of"] = [1 - s for s in m["plan"]["shard_of"]]
+            if fix_digest:
+                m["digest"] = manifest_digest(m)
+            (case / "checkpoint.json").write_text(json.dumps(m))
+
+        def edit_plan(case, fix_digest, whole_components):
+            m = json.loads((case / "checkpoint.json").read_text())
+            shard_of = m["plan"]["shard_of"]
+            a = next(t for t in range(0, K, 2) if shard_of[t] == 0)
+            b = next(t for t in range(0, K, 2) if shard_of[t] == 1)
+            moved = [(a, b), (a + 1, b + 1)] if whole_components else [(a, b)]
+            for u, v in moved:  # tasks (or components {u, u+1}) change shards; each shard keeps its size
+                shard_of[u], shard_of[v] = 1, 0
+            if fix_digest:
+                m["digest"] = manifest_digest(m)
+            (case / "checkpoint.json").write_text(json.dumps(m))
+
+        cases = [tampered(swap), tampered(duplicate), tampered(from_older, 0), tampered(from_older, 1),
+                 tampered(swap_in_manifest, False), tampered(swap_in_manifest, True),
+                 tampered(edit_plan, False, True), tampered(edit_plan, True, True), tampered(edit_plan, True, False)]
+        for case in cases:
+            for restorer in (sharded, ShardedLearner(prototype, pair_graph(), n_shards=2, client=client)):
+                with pytest.raises(ValueError, match="checkpoint") as info:
+                    restorer.restore(case)
+                assert case.name in str(info.value) or "shard" in str(info.value), str(info.value)
+            assert sharded.n_seen_ == 160 and np.array_equal(sharded.decision_function(X, tasks=tasks), live)
+        other_graph = omtl.TaskGraph.from_edges(K, [(i, i + 1) for i in range(0, K, 2)])  # other weights
+        with pytest.raises(ValueError, match="another task graph"):
+            ShardedLearner(prototype, other_graph, n_shards=2, client=client).restore(folder)
+        # the untouched checkpoints restore to what they hold
+        sharded.restore(older)
+        assert sharded.n_seen_ == 60
+        sharded.restore(folder)
+        assert sharded.n_seen_ == 120
 
 
 # ---- out-of-core scoring -------------------------------------------------------------------------
@@ -584,9 +661,10 @@ def test_a_checkpoint_manifest_cannot_switch_omtl_learners_to_pickle(client, tmp
         folder = sharded.checkpoint(tmp_path / "ck")
         manifest = json.loads((folder / "checkpoint.json").read_text())
         marker = tmp_path / "code-ran"
-        for name in manifest["files"]:
-            (folder / name).write_bytes(pickle.dumps(_RunsCode(str(marker))))
+        for entry in manifest["shards"]:
+            (folder / entry["file"]).write_bytes(pickle.dumps(_RunsCode(str(marker))))
         manifest["format"] = "pickle"
+        manifest["digest"] = manifest_digest(manifest)  # a planted folder's digest matches its manifest
         (folder / "checkpoint.json").write_text(json.dumps(manifest))
         for restorer in (sharded, ShardedLearner(omtl.PAUnique(n_tasks=K), pair_graph(), n_shards=2, client=client)):
             with pytest.raises(ValueError, match="format"):

@@ -12,6 +12,7 @@ from conftest import random_stream
 from sklearn.metrics import f1_score
 
 import omtl
+import omtl.reference as ref
 from omtl.cli import main
 from omtl.evaluate import online_metrics
 
@@ -49,7 +50,7 @@ def test_evaluate_runs_the_online_protocol():
     again = omtl.KernelPerceptron(n_tasks=5).learn(stream.X, stream.y, tasks=stream.tasks)
     np.testing.assert_array_equal(report.predictions, again)
     assert report.n == 900 and report.mistakes == int((again != stream.y).sum())
-    assert report.n_active == model.n_active_ > 0
+    assert report.n_active is None and model.n_active_ > 0  # the linear kernel runs in primal form: no active set
     assert report.examples_per_second > 0 and report.seconds >= 0
     assert 0 <= report.error_rate < 0.5
 
@@ -150,3 +151,33 @@ def test_task_ids_the_model_refuses_are_refused_before_the_pass_changes_it(n_tas
         omtl.evaluate(model, X, y, tasks=bad, chunk_size=20)
     assert model.n_seen_ == 10
     np.testing.assert_array_equal(model.decision_function(X, tasks=t), before)
+
+
+@pytest.mark.parametrize("module", [omtl, ref], ids=["native", "reference"])
+def test_n_active_is_reported_only_for_learners_that_store_examples(module):
+    """MTLinear stores no example: a report of its 'active set' (its update count) misleads, so
+    evaluate reports None there, the budget size for a budget learner; every learner that stores
+    none has n_active_ == n_updates_ (docs/learners.md)."""
+    from learner_table import LEARNERS
+
+    from omtl.evaluate import stores_examples
+
+    s = omtl.datasets.make_multitask_stream(n_samples=300, n_tasks=4, seed=3)
+    assert omtl.evaluate(module.MTLinear(n_tasks=4), s).n_active is None
+    report = omtl.evaluate(module.MTRBP(n_tasks=4, budget=20), s)
+    assert report.n_active == 20 and report.summary()["n_active"] == 20
+    for name, _, _, kw in LEARNERS:
+        model = getattr(module, name)(n_tasks=4, **kw)
+        n_active = omtl.evaluate(model, s).n_active
+        if stores_examples(model):
+            assert n_active == model.n_active_, name
+        else:
+            assert n_active is None and model.n_active_ == model.n_updates_, name
+
+
+def test_the_demo_says_none_for_an_active_set_it_does_not_have(capsys):
+    assert main(["demo", "--n-samples", "300", "--no-progress"]) == 0
+    rows = {line.split("|")[1].strip(): line.split("|")[5].strip() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "learner" not in line}
+    assert rows["MTLinear (logistic, normalized)"] == "none"
+    assert rows["MTRBP G=C (rbf, B=200)"].isdigit()

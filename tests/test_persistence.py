@@ -114,7 +114,7 @@ def test_framing_is_checked(saved):
     path, data = saved
     expect_invalid(path, b"", "magic")
     expect_invalid(path, b"PK\x03\x04" + data[4:], "magic")
-    expect_invalid(path, data[:-1], "checksum")
+    expect_invalid(path, data[:-1], "truncated")
     flipped = bytearray(data)
     flipped[len(data) // 2] ^= 4
     expect_invalid(path, bytes(flipped), "checksum")
@@ -226,3 +226,116 @@ def test_models_past_their_sparse_index_threshold_save_and_load(tmp_path):
         loaded = omtl.load(tmp_path / "s.omtl")
         assert np.array_equal(loaded.learn(X[1500:], y[1500:], tasks=tasks[1500:]),
                               model.learn(X[1500:], y[1500:], tasks=tasks[1500:]))
+
+
+_BOUNDED_READS = r"""
+import os, resource, struct, sys, threading
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/zero whole would fail here
+import omtl
+from omtl.persistence import MAGIC, load_metadata
+
+saved, folder = sys.argv[1], sys.argv[2]
+data = open(saved, "rb").read()
+fixed = len(MAGIC) + 4 + 8
+(head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+at = fixed + head_len  # where the state length is
+
+
+def write(name, content):
+    path = os.path.join(folder, name)
+    with open(path, "wb") as f:
+        f.write(content)
+    return path
+
+
+def refused(path, match):
+    for read in (omtl.load, load_metadata):
+        try:
+            read(path)
+        except ValueError as exc:
+            assert match in str(exc), (path, match, str(exc))
+        else:
+            raise AssertionError(f"{path} was read")
+
+
+refused("/dev/zero", "magic")
+refused(write("long-header", data[:len(MAGIC) + 4] + struct.pack("<Q", 1 << 40) + data[fixed:]), "header length")
+for claimed in (1 << 33, 1 << 62, (1 << 64) - 1):
+    refused(write("long-state", data[:at] + struct.pack("<Q", claimed) + data[at + 8:]), "bytes")
+refused(write("trailing", data + b"\0"), "bytes")
+fifo = os.path.join(folder, "fifo")
+os.mkfifo(fifo)
+for read in (omtl.load, load_metadata):
+    def feed():  # a stream whose lengths claim 8 GiB, then ends
+        with open(fifo, "wb") as f:
+            f.write(data[:at] + struct.pack("<Q", 1 << 33) + b"\0" * 4096)
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        read(fifo)
+    except ValueError as exc:
+        assert "truncated" in str(exc), str(exc)
+    else:
+        raise AssertionError("the fifo was read")
+    writer.join()
+assert omtl.load(saved).n_seen_ == 100 and load_metadata(saved) == {}
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/dev/zero, mkfifo and RLIMIT_AS: Linux")
+def test_files_are_read_no_further_than_their_lengths_say(saved, tmp_path):
+    """/dev/zero, lengths claiming terabytes, a stream that claims more than it holds, trailing
+    bytes: refused from the first bytes, never read whole (a process limited to 1 GiB)."""
+    path, _ = saved
+    out = subprocess.run([sys.executable, "-c", _BOUNDED_READS, str(path), str(tmp_path)], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+_GRAPH_BOMB = r"""
+import json, resource, struct, sys, warnings
+resource.setrlimit(resource.RLIMIT_CPU, (60, 60))  # factoring the graph below takes minutes of CPU
+import numpy as np
+import omtl
+from omtl.persistence import MAGIC, dumps, loads
+
+k = 2896  # a chain: one connected component, a dense 2896 x 2896 factorisation from a few KB
+chain = {"__omtl_task_graph__": {"kind": "laplacian_pinv", "n_tasks": k, "edges": [[i, i + 1] for i in range(k - 1)],
+                                 "weights": None, "matrix": None}}
+fixed = len(MAGIC) + 4 + 8
+
+
+def with_graph(data):
+    (head_len,) = struct.unpack_from("<Q", data, len(MAGIC) + 4)
+    header, state = json.loads(data[fixed:fixed + head_len]), data[fixed + head_len + 8:-32]
+    header["params"]["graph"] = chain
+    head = json.dumps(header).encode()
+    body = data[:len(MAGIC) + 4] + struct.pack("<Q", len(head)) + head + struct.pack("<Q", len(state)) + state
+    import hashlib
+    return body + hashlib.sha256(body).digest()
+
+
+unfitted = with_graph(dumps(omtl.MTPerceptron(n_tasks=k)))
+X = np.random.default_rng(0).standard_normal((8, 3))
+fitted_model = omtl.MTPerceptron(n_tasks=k).partial_fit(X, np.sign(X[:, 0]), tasks=np.arange(8))
+fitted = with_graph(dumps(fitted_model))
+assert len(unfitted) < 40_000 and len(fitted) < 120_000, (len(unfitted), len(fitted))
+model = loads(unfitted)  # no factorisation on load: the graph is checked, built when the model learns
+assert model.graph.n_tasks == k and model.graph.kind == "laplacian_pinv"
+try:
+    loads(fitted)  # its state cannot hold the 2896 x 2896 kernel the graph builds: refused up front
+except ValueError as exc:
+    assert "larger than the file allows" in str(exc), str(exc)
+else:
+    raise AssertionError("a fitted file too small for its graph's kernel was loaded")
+print("ok", len(unfitted), len(fitted))
+"""
+
+
+def test_a_few_kilobytes_of_task_graph_cost_no_factorisation_on_load():
+    """A header naming a connected graph of 2,896 tasks (a 38 KB file) made load factor a dense
+    2896 x 2896 matrix (minutes of CPU). Loading checks the graph and leaves the factorisation
+    to the first learning call; a fitted file must hold the kernel its graph builds."""
+    out = subprocess.run([sys.executable, "-c", _GRAPH_BOMB], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.startswith("ok"), (out.returncode, out.stderr[-2000:])

@@ -208,3 +208,41 @@ def test_mini_batches_match_one_at_a_time():
         many.learn_many(frame.drop(columns=["task"]), labels)
     with pytest.raises(NotImplementedError):
         omtl.river.ROMCO(n_tasks=4).predict_proba_many(frame)
+
+
+def _text_stream(n=400, seed=0):
+    import random
+
+    rng = random.Random(seed)
+    spam = "cheap pills free win now offer cash prize click deal".split()
+    ham = "lunch report meeting friday notes agenda team review call plan".split()
+    return [({"user": rng.choice(["ann", "bob"]), "text": " ".join(rng.sample(spam if y else ham, 4))}, y)
+            for y in (rng.random() < 0.5 for _ in range(n))]
+
+
+def test_a_text_value_warns_once_and_bag_of_words_learns_it():
+    """A str value is one categorical feature (``text=...``): a whole text teaches nothing, so the
+    adapter warns once, and River's BagOfWords in front learns the words."""
+    import warnings
+
+    import pandas as pd
+    from river import feature_extraction
+
+    stream = _text_stream()
+    raw = omtl.river.MTLinear(task_key="user")
+    with pytest.warns(UserWarning, match="BagOfWords") as record:
+        for x, y in stream:
+            raw.learn_one(x, y)
+    assert len([w for w in record if "holds a text" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # single words and numbers: no warning
+        omtl.river.MTLinear(task_key="user").learn_one({"user": "ann", "colour": "red", "x": 1.0}, True)
+        words = compose.Select("user") + feature_extraction.BagOfWords(on="text")
+        model = words | omtl.river.MTLinear(task_key="user")
+        accuracy = evaluate.progressive_val_score(stream, model, metrics.Accuracy()).get()
+    with pytest.warns(UserWarning, match="holds a text"):
+        raw_accuracy = evaluate.progressive_val_score(stream, omtl.river.MTLinear(task_key="user"), metrics.Accuracy()).get()
+    assert accuracy > 0.95 and raw_accuracy < 0.65, (accuracy, raw_accuracy)
+    frame = pd.DataFrame([dict(x, label=y) for x, y in stream[:50]])
+    with pytest.warns(UserWarning, match="holds a text"):
+        omtl.river.MTLinear(task_key="user").learn_many(frame.drop(columns="label"), frame["label"])

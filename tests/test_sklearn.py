@@ -57,6 +57,21 @@ def test_check_estimator(module, name):
     assert sum(r["status"] == "passed" for r in results) >= 45
 
 
+@pytest.mark.parametrize("module", [omtl, ref], ids=["native", "reference"])
+def test_learners_inherit_base_estimator_where_scikit_learn_is_installed(module):
+    """check_estimator warns about an estimator that does not inherit BaseEstimator: the learners
+    do, once scikit-learn is in use (omtl itself never imports it: test_omtl_works_without_...)."""
+    from sklearn.base import BaseEstimator, clone
+
+    est = module.MTLinear(n_tasks=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_estimator(est, on_fail=None, expected_failed_checks=expected_failed_checks(est))
+    assert not [w for w in caught if "BaseEstimator" in str(w.message)]
+    assert isinstance(est, BaseEstimator) and isinstance(clone(est), module.MTLinear)
+    assert repr(est) == f"MTLinear({', '.join(f'{k}={v!r}' for k, v in est.get_params().items())})"
+
+
 def test_classifier_basics(stream):
     X, y, tasks = stream
     est = omtl.MTLinear(n_tasks=4)
@@ -179,6 +194,10 @@ def test_routing_through_pipeline_cross_val_and_grid_search(routing, stream):
     grid.fit(X, y, tasks=tasks)
     assert set(grid.best_params_) == {"learning_rate", "loss"}
     assert grid.score(X, y, tasks=tasks) == grid.best_estimator_.score(X, y, tasks=tasks)
+    # A search routes no metadata to predict (scikit-learn's): predict with its best estimator.
+    with pytest.raises(TypeError):
+        grid.predict(X, tasks=tasks)
+    assert grid.best_estimator_.predict(X, tasks=tasks).shape == (len(y),)
     with pytest.raises(ValueError, match="tasks is required"):  # the fits fail without tasks
         cross_val_score(pipe, X, y, cv=cv)
 
@@ -281,6 +300,7 @@ import omtl
 m = omtl.MTLinear(n_tasks=2).fit(np.eye(4), [1, -1, 1, -1], tasks=[0, 1, 0, 1])
 assert m.score(np.eye(4), [1, -1, 1, -1], tasks=[0, 1, 0, 1]) >= 0.5
 assert "sklearn" not in sys.modules
+import omtl.sklearn  # its helpers import without scikit-learn too
 try:
     import omtl.river
 except ImportError as exc:

@@ -2,8 +2,8 @@
 
 Learners follow one API (scikit-learn/River style): ``partial_fit(X, y, *, tasks)``,
 ``learn(X, y, *, tasks)`` (the predictions made before each update), ``decision_function``,
-``predict``. Every learner has a NumPy twin in :mod:`omtl.reference`. ``save``/``load`` write and
-read model files (:mod:`omtl.persistence`).
+``predict``. Every learner has a NumPy twin in ``omtl.reference``. ``save``/``load`` write and
+read model files (``omtl.persistence``).
 """
 
 # The public names are imported on first use (PEP 562): ``import omtl`` alone, as the ``omtl``

@@ -272,7 +272,7 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
     model : omtl learner
         Updated in place.
     X : array-like, scipy.sparse matrix or Stream
-        The rows (or a :class:`omtl.datasets.Stream` with rows, labels and tasks).
+        The rows (or a ``omtl.datasets.Stream`` with rows, labels and tasks).
     y : array-like of shape (n,), optional
         Labels; from the Stream when ``X`` is one.
     tasks : array-like or scalar, optional
@@ -285,7 +285,7 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
     Returns
     -------
     EvaluationReport
-        As :func:`omtl.evaluate`, over the served predictions.
+        As ``omtl.evaluate``, over the served predictions.
     """
     from .evaluate import EvaluationReport, _model_n_tasks, _task_array, _task_codes, online_metrics
 

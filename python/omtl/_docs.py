@@ -50,7 +50,7 @@ TaskGraph""",
     learner's task relation is sized for a fixed set of tasks (labels may be strings, at most
     n_tasks of them; DECISIONS.md, "Open-ended task sets").""",
     "graph_kernel": """graph, kernel, gamma, degree, coef0, normalize
-    The task graph and the base kernel, as for :class:`MTPerceptron` (here ``kernel="rbf"``).""",
+    The task graph and the base kernel, as for ``MTPerceptron`` (here ``kernel="rbf"``).""",
 }
 
 _PLACEHOLDER = re.compile(r"^([ \t]*)\{(\w+)\}[ \t]*$", re.M)

@@ -1,6 +1,6 @@
 """The data-file formats ``omtl learn`` reads, told by name or extension (the engine's table of
 extensions, ``io::EXTENSIONS``): a module free of NumPy, so that the command line starts without
-importing it (:mod:`omtl.datasets.files` reads the files; this module only names them)."""
+importing it (``omtl.datasets.files`` reads the files; this module only names them)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def native_reading(fmt, *, max_line_bytes, chunk_rows=DEFAULT_CHUNK_ROWS, chunk_
                    skip_bad_lines=False, task_namespace="t", task_column="task", label_column="label",
                    feature_columns=None, require_labels=True) -> dict:
     """How to read a file, as the engine's readers take it (``ReadOptions`` in src/python/io.rs):
-    the options of :func:`omtl.datasets.iter_file` under the engine's names."""
+    the options of ``omtl.datasets.iter_file`` under the engine's names."""
     return {
         "format": fmt, "chunk_rows": int(chunk_rows), "chunk_bytes": int(chunk_bytes),
         "max_line_bytes": int(max_line_bytes), "skip_bad_lines": bool(skip_bad_lines),

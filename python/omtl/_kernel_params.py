@@ -90,7 +90,7 @@ class KernelSpec:
         n_features : int
             Number of features d.
         scaled : float, optional
-            The value ``gamma="scale"`` stands for (:func:`scale_gamma` of the first batch);
+            The value ``gamma="scale"`` stands for (``scale_gamma`` of the first batch);
             required when ``gamma="scale"``, ignored for a number.
 
         Returns

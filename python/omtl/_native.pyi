@@ -41,6 +41,7 @@ __all__ = [
     "StateError",
     "read_model_file",
     "read_model_header",
+    "model_file_length",
     "write_model_file",
     "check_bookkeeping",
     "serve",
@@ -288,6 +289,11 @@ def serve(
 
 def read_model_header(data: bytes, *, max_header: int, max_dense_graph: int) -> str:
     """The header JSON text of a model file's bytes (framing, checksum and header checked)."""
+
+def model_file_length(prefix: bytes, size: int | None, *, max_header: int, max_dense_graph: int) -> tuple[int, bool]:
+    """``(length, exact)``: how long the model file starting with ``prefix`` is, as far as those bytes
+    tell (not ``exact``: at least ``length``; read up to there to learn more), its magic, version and
+    lengths checked as soon as ``prefix`` holds them, and against ``size`` when known; ValueError otherwise."""
 
 def write_model_file(
     header: str, learner: NativeLearner | None, *, max_header: int, max_dense_graph: int, pending: tuple | None = None

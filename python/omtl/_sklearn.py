@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import sys
 import warnings
 
 import numpy as np
@@ -107,7 +108,24 @@ def _require_routing(method: str) -> None:
         )
 
 
-class SklearnClassifierMixin:
+class EstimatorRoot:
+    """The root of every learner's bases. Once scikit-learn is in use (it asks a learner for its
+    tags or routing, ``omtl.sklearn`` is imported, or it was imported before omtl), the learners
+    inherit ``sklearn.base.BaseEstimator`` through here (``adopt_base_estimator``), as
+    ``check_estimator`` expects, without omtl importing scikit-learn itself. The learners' own
+    methods (parameters, pickling, tags, routing, ``__repr__``) come first in their MRO."""
+
+
+def adopt_base_estimator() -> None:
+    """Makes ``sklearn.base.BaseEstimator`` a base of every learner (once; imports scikit-learn)."""
+    if SklearnClassifierMixin.__bases__ == (EstimatorRoot,):
+        from sklearn.base import BaseEstimator
+
+        # A class whose base is a plain class (not ``object`` itself) may be given new bases.
+        SklearnClassifierMixin.__bases__ = (BaseEstimator,)
+
+
+class SklearnClassifierMixin(EstimatorRoot):
     """``fit``, ``score``, estimator tags, ``feature_names_in_`` and metadata routing, for
     ``OnlineClassifier`` (which provides ``partial_fit``, ``decision_function`` and the state)."""
 
@@ -232,6 +250,8 @@ class SklearnClassifierMixin:
     def __sklearn_tags__(self):
         from sklearn.utils import ClassifierTags, InputTags, Tags, TargetTags
 
+        adopt_base_estimator()
+
         return Tags(
             estimator_type="classifier",
             target_tags=TargetTags(required=True),
@@ -276,6 +296,7 @@ class SklearnClassifierMixin:
         """
         from sklearn.utils.metadata_routing import MetadataRequest
 
+        adopt_base_estimator()
         request = MetadataRequest(owner=self)
         requests = getattr(self, "_metadata_request", _DEFAULT_REQUESTS)
         for method in ROUTED_METHODS:
@@ -346,3 +367,7 @@ def expected_failed_checks(estimator) -> dict:
     learner with ``n_tasks=1``) is expected to fail, each with its reason: pass it as
     ``check_estimator(model, expected_failed_checks=expected_failed_checks(model))``."""
     return {**EXPECTED_FAILED_CHECKS, **_EXPECTED_FAILED_BY_LEARNER.get(type(estimator).__name__, {})}
+
+
+if "sklearn.base" in sys.modules:  # scikit-learn is in use already: no import to save
+    adopt_base_estimator()

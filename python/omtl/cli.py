@@ -1,7 +1,7 @@
 """The ``omtl`` command: ``omtl demo`` runs every learner on the built-in stream; ``omtl reproduce
-table1|table2|all`` runs the papers' experiments (:mod:`omtl.experiments`); the modules of
-``SUBCOMMAND_MODULES`` add the others (``omtl learn``/``omtl predict``: :mod:`omtl.cli_learn`;
-``omtl serve``: :mod:`omtl.cli_serve`)."""
+table1|table2|all`` runs the papers' experiments (``omtl.experiments``); the modules of
+``SUBCOMMAND_MODULES`` add the others (``omtl learn``/``omtl predict``: ``omtl.cli_learn``;
+``omtl serve``: ``omtl.cli_serve``)."""
 
 from __future__ import annotations
 
@@ -41,7 +41,8 @@ def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     """A Markdown table; ``columns`` holds (key, header, format)."""
     head = "| " + " | ".join(h for _, h, _ in columns) + " |"
     rule = "|" + "|".join("---" for _ in columns) + "|"
-    body = ["| " + " | ".join(format(r[k], f) for k, _, f in columns) + " |" for r in rows]
+    body = ["| " + " | ".join("none" if r[k] is None else format(r[k], f) for k, _, f in columns) + " |"
+            for r in rows]
     return "\n".join([head, rule, *body])
 
 
@@ -84,8 +85,8 @@ def run_demo(args) -> int:
     print(
         "\nerror rate: the fraction of examples predicted wrongly before their label was seen (lower is "
         "better); F1 micro/macro: over all examples / averaged over tasks (higher is better); active set: "
-        "the examples a kernel learner or MTFL/TRML stores (its memory; for the other linear learners the number of "
-        "updates); "
+        "the examples a kernel or budget learner or MTFL/TRML stores (its memory; none: the learner keeps fixed-size "
+        "weights and stores no example); "
         f"examples/s: throughput of the pass.\nlowest error: {best['learner']} ({best['error_rate']:.4f})."
     )
     if save_dir is not None:

@@ -1,4 +1,4 @@
-"""``omtl serve``: one model as a durable HTTP/JSON service (:func:`omtl.serve`; docs/serving.md)."""
+"""``omtl serve``: one model as a durable HTTP/JSON service (``omtl.serve``; docs/serving.md)."""
 
 from __future__ import annotations
 

@@ -124,7 +124,7 @@ class Client:
 
     def predict_one(self, x, *, task=None, remember: str | None = None):
         """The predicted label of one event; ``remember``: keep the event under this id until
-        :meth:`learn_label` brings its label."""
+        ``learn_label`` brings its label."""
         return self._predict([x], None if task is None else [task], remember)[0]["label"]
 
     def decision_one(self, x, *, task=None) -> float:

@@ -35,7 +35,9 @@ class EvaluationReport:
     """What one online pass measured.
 
     ``curve[j]`` is the cumulative error rate after ``curve_steps[j]`` predictions, sampled every
-    ``ceil(n/curve_points)`` predictions and at the end.
+    ``ceil(n/curve_points)`` predictions and at the end. ``n_active`` is the size of the active
+    set (the examples the model stores), ``None`` for a learner that stores none
+    (``stores_examples``: MTLinear and the other learners with fixed-size weights).
     """
 
     learner: str
@@ -49,7 +51,7 @@ class EvaluationReport:
     curve_steps: np.ndarray
     seconds: float
     examples_per_second: float
-    n_active: int
+    n_active: int | None
     n_updates: int
     predictions: np.ndarray = field(repr=False)
     protocol: str = "P1"
@@ -84,6 +86,33 @@ class EvaluationReport:
             "examples_per_second": self.examples_per_second,
             "protocol": self.protocol,
         }
+
+
+#: Learners that store examples whatever their kernel: the budget learners (at most ``budget``)
+#: and MTFL/TRML (every example, for the periodic retraining).
+_STORING = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTBPRJ2", "MTFL", "TRML"})
+
+
+def stores_examples(model) -> bool:
+    """Whether ``model.n_active_`` counts examples the model stores (an active set): the budget
+    learners, MTFL/TRML and the kernel Perceptrons with a non-linear kernel. A learner with
+    fixed-size weights (MTLinear, PA, OMTL, OMTRL, ROMCO, CW-COL, the Perceptrons in primal form)
+    stores none, and its ``n_active_`` is its number of updates (docs/learners.md, "What
+    ``n_active_`` counts").
+
+    Parameters
+    ----------
+    model : omtl learner
+        A native learner or its reference twin.
+
+    Returns
+    -------
+    bool
+    """
+    name = type(model).__name__
+    if name in _STORING:
+        return True
+    return name in ("MTPerceptron", "KernelPerceptron") and getattr(model, "kernel", "linear") != "linear"
 
 
 def f1_from_counts(tp, fp, fn) -> float:
@@ -124,7 +153,7 @@ def evaluate(
 ):
     """Runs ``model`` over the stream once (predict, then update, row by row) and reports.
 
-    ``X`` may be a :class:`omtl.datasets.Stream`, in which case ``y``, ``tasks`` and ``rounds`` come
+    ``X`` may be a ``omtl.datasets.Stream``, in which case ``y``, ``tasks`` and ``rounds`` come
     from it. With ``rounds`` (one round id per row, as ``Stream.as_rounds`` gives) the pass runs
     protocol P2 through ``model.learn_rounds``; chunks then never split a round. Error rates count
     instances, not rounds (§7.1). The learner is updated in place. Batches go to the learner in chunks so a progress bar
@@ -136,7 +165,7 @@ def evaluate(
     model : omtl learner
         Any learner with ``learn`` (and ``learn_rounds`` for P2); updated in place.
     X : array-like, scipy.sparse matrix or Stream
-        The rows, or a :class:`omtl.datasets.Stream` holding rows, labels, tasks and rounds.
+        The rows, or a ``omtl.datasets.Stream`` holding rows, labels, tasks and rounds.
     y : array-like of shape (n,), optional
         Labels (-1/+1, 0/1 or bool); taken from the Stream when ``X`` is one.
     tasks : array-like or scalar, optional
@@ -211,7 +240,7 @@ def evaluate(
         curve_steps=steps,
         seconds=seconds,
         examples_per_second=n / seconds if seconds > 0 else float("inf"),
-        n_active=int(model.n_active_),
+        n_active=int(model.n_active_) if stores_examples(model) else None,
         n_updates=int(model.n_updates_),
         predictions=preds,
         protocol=protocol,

@@ -179,11 +179,14 @@ class TaskGraph:
         return cls._checked(matrix.shape[0], kind, matrix=matrix)
 
     @classmethod
-    def _checked(cls, n_tasks, kind, **kw) -> TaskGraph:
+    def _checked(cls, n_tasks, kind, *, build=True, **kw) -> TaskGraph:
+        """A validated graph. ``build=False`` (a graph from edges read from a file) defers the
+        O(k³) factorisation of T to the first use: the edges are already checked."""
         if isinstance(n_tasks, bool) or int(n_tasks) != n_tasks or n_tasks < 1:
             raise ValueError(f"n_tasks must be an integer >= 1, got {n_tasks!r}")
         graph = cls(int(n_tasks), kind, **kw)
-        graph.native()  # validates now, so a bad graph fails where it is built
+        if build or kind not in ("edges", "laplacian_pinv"):
+            graph.native()  # validates now, so a bad graph fails where it is built
         return graph
 
     # -- what learners read -------------------------------------------------------------------
@@ -382,6 +385,11 @@ def _edge_list(n_tasks, edges, weights):
             raise ValueError(f"{pairs.shape[0]} edges but {w.shape[0]} weights")
     if pairs.size and (pairs.min() < 0 or pairs.max() >= n_tasks):
         raise ValueError(f"an edge names a task outside [0, {n_tasks})")
+    loops = np.flatnonzero(pairs[:, 0] == pairs[:, 1])
+    if loops.size:
+        raise ValueError(f"self loop on task {pairs[loops[0], 0]}")
+    if not np.all(np.isfinite(w) & (w >= 0)):
+        raise ValueError(f"edge weights must be finite and >= 0, got {w[~(np.isfinite(w) & (w >= 0))][0]}")
     return pairs, w
 
 

@@ -66,7 +66,7 @@ def multitask_kernel_matrix(A, tasks_a, B=None, tasks_b=None, *, graph, n_tasks,
     n_tasks : int
         Number of tasks.
     **kernel_params
-        ``kernel``, ``gamma``, ``degree``, ``coef0``, ``normalize`` as in :func:`kernel_matrix`.
+        ``kernel``, ``gamma``, ``degree``, ``coef0``, ``normalize`` as in ``kernel_matrix``.
 
     Returns
     -------

@@ -31,7 +31,6 @@ import os
 import socket
 import stat
 import tempfile
-import warnings
 
 import numpy as np
 
@@ -39,7 +38,7 @@ from . import _native
 from . import learners as _learners
 from ._base import STATE_VERSION, NativeCore
 from ._tasks import FORGOTTEN, TaskSet
-from .graph import TaskGraph
+from .graph import TaskGraph, _edge_list
 
 __all__ = ["dumps", "load", "load_metadata", "loads", "save"]
 
@@ -124,7 +123,7 @@ def save(model, path, *, metadata=None) -> None:
     file holds the state after some whole call, never a mix. The file is written to a fresh
     temporary file in the same directory, flushed to disk and renamed over ``path``, so an
     existing file at ``path`` is replaced whole or not at all, also by concurrent saves and across
-    a crash; it keeps the existing file's permissions. (:func:`dumps` gives the same bytes
+    a crash; it keeps the existing file's permissions. (``dumps`` gives the same bytes
     without a file.) docs/reliability.md has the details.
 
     Parameters
@@ -134,9 +133,9 @@ def save(model, path, *, metadata=None) -> None:
     path : str or path-like
         Where to write the file.
     metadata : dict, optional
-        JSON-serialisable data stored with the model and read back by :func:`load_metadata`
+        JSON-serialisable data stored with the model and read back by ``load_metadata``
         (``omtl learn --save`` keeps its task-label mapping and input format there); never
-        executed, and ignored by :func:`load`.
+        executed, and ignored by ``load``.
 
     Returns
     -------
@@ -148,7 +147,7 @@ def save(model, path, *, metadata=None) -> None:
         For anything but a native omtl learner, or metadata that is not a JSON object.
     ValueError
         If the model cannot be restored (e.g. its numbers overflowed), or the file would be one
-        :func:`load` refuses (a header over 64 MiB: millions of long task labels).
+        ``load`` refuses (a header over 64 MiB: millions of long task labels).
 
     Examples
     --------
@@ -264,19 +263,19 @@ def _process_exists(pid: int) -> bool:
 
 
 def dumps(model, *, metadata=None) -> bytes:
-    """The contents of the model file :func:`save` writes.
+    """The contents of the model file ``save`` writes.
 
     Parameters
     ----------
     model : omtl learner
         A native omtl learner, fitted or not.
     metadata : dict, optional
-        JSON-serialisable data stored with the model (see :func:`save`).
+        JSON-serialisable data stored with the model (see ``save``).
 
     Returns
     -------
     bytes
-        The file's bytes; :func:`loads` reads them back.
+        The file's bytes; ``loads`` reads them back.
     """
     cls = type(model)
     if REGISTRY.get(cls.__name__) is not cls:
@@ -325,12 +324,10 @@ def _graph_from_json(spec) -> TaskGraph:
         if kind == "complete_open":
             return TaskGraph.complete_open(k)
         if kind in ("edges", "laplacian_pinv"):
-            edges = [tuple(e) for e in spec["edges"]]
-            if kind == "edges":
-                return TaskGraph.from_edges(k, edges, spec["weights"])
-            with warnings.catch_warnings():  # the user saw the warning when building it
-                warnings.simplefilter("ignore", UserWarning)
-                return TaskGraph.laplacian_pinv(k, edges, spec["weights"])
+            # Checked, not factored: T is built when the model first needs it (an unfitted
+            # model's first learning call; a fitted model's settings check, whose state holds T).
+            edges, weights = _edge_list(k, [tuple(e) for e in spec["edges"]], spec["weights"])
+            return TaskGraph._checked(k, kind, build=False, edges=edges, weights=weights)
         build = {"interaction": TaskGraph.from_interaction, "psd_plus_identity": TaskGraph.from_psd_plus_identity,
                  "task_kernel": TaskGraph.from_task_kernel}[kind]
         graph = build(spec["matrix"])
@@ -406,14 +403,14 @@ def check_restored(model, *, settings: bool = True) -> None:
 
 
 def load(path):
-    """Reads a model written by :func:`save`. It continues exactly as if never interrupted.
+    """Reads a model written by ``save``. It continues exactly as if never interrupted.
 
     Nothing in the file is executed.
 
     Parameters
     ----------
     path : str or path-like
-        A file written by :func:`save`.
+        A file written by ``save``.
 
     Returns
     -------
@@ -428,23 +425,62 @@ def load(path):
         state that is malformed, breaks an invariant of its learner or disagrees with the
         parameters or counts).
     """
+    return loads(_read_model_file(path))
+
+
+# A stream (a pipe) of unknown length is read in chunks of this size, never more than its lengths say.
+_CHUNK = 1 << 24
+
+
+def _read_model_file(path) -> bytes:
+    """A model file's bytes, read no further than its first bytes say: the magic number, version
+    and lengths are checked (by the crate) as soon as they are read and against a regular file's
+    size, so ``/dev/zero`` or a length of terabytes is refused after a few bytes."""
     with open(os.fspath(path), "rb") as f:
-        return loads(f.read())
+        info = os.fstat(f.fileno())
+        size = info.st_size if stat.S_ISREG(info.st_mode) else None
+        prefix = b""
+        while True:  # the framing and the header: at most the header limit
+            length, exact = _native.model_file_length(prefix, size, **_limits())
+            if exact:
+                break
+            more = f.read(length - len(prefix))
+            prefix += more
+            if len(prefix) < length:
+                _fail(f"the file is truncated: it ends after {len(prefix)} bytes, its lengths say at least {length}")
+        if size is not None:  # all of it at once: `size` is the file's length (checked by the crate)
+            f.seek(0)
+            data = f.read(length)
+        else:
+            buffer = bytearray(prefix)
+            while len(buffer) < length and (chunk := f.read(min(length - len(buffer), _CHUNK))):
+                buffer += chunk
+            data = bytes(buffer)
+        if len(data) < length:
+            _fail(f"the file is truncated: it ends after {len(data)} bytes, its lengths say {length}")
+        if f.read(1):
+            _fail(f"its lengths say {length} bytes, the file goes on: bytes after the checksum")
+    return data
 
 
 def loads(data: bytes):
-    """A model from the contents of a model file (see :func:`load`).
+    """A model from the contents of a model file (see ``load``).
 
     Parameters
     ----------
     data : bytes
-        The bytes :func:`dumps` gave (or a model file's contents).
+        The bytes ``dumps`` gave (or a model file's contents).
 
     Returns
     -------
     omtl learner
-        The model; ``ValueError`` as :func:`load` for invalid data.
+        The model; ``ValueError`` as ``load`` for invalid data.
     """
+    return _loads_with_header(data)[0]
+
+
+def _loads_with_header(data: bytes):
+    """``(model, header)`` from a model file's bytes (the header as a dict: its metadata)."""
     # Framing, checksum, the header's fields and the native state, checked by the crate.
     head, learner = _native.read_model_file(bytes(data), **_limits())
     header = json.loads(head)
@@ -454,7 +490,7 @@ def loads(data: bytes):
     if pending is not None:
         model._restore_pending(pending, fitted["n_features_in"] if fitted is not None else model._dict_width())
     if fitted is None:
-        return model
+        return model, header
     if model.n_tasks is not None and len(fitted["seen_per_task"]) != model._check_n_tasks():
         _fail("seen_per_task must hold one count per task")
     model._core = NativeCore(learner)
@@ -477,7 +513,7 @@ def loads(data: bytes):
     if "feature_names_in" in fitted:
         model.feature_names_in_ = np.asarray(fitted["feature_names_in"], dtype=object)
     check_restored(model)
-    return model
+    return model, header
 
 
 def load_metadata(path) -> dict:
@@ -486,14 +522,13 @@ def load_metadata(path) -> dict:
     Parameters
     ----------
     path : str or path-like
-        A file written by :func:`save`.
+        A file written by ``save``.
 
     Returns
     -------
     dict
         The JSON object given as ``save(..., metadata=...)``. The file's framing, checksum and
-        header are checked (``ValueError`` as :func:`load`); the model itself is not decoded.
+        header are checked (``ValueError`` as ``load``); the model itself is not decoded.
     """
-    with open(os.fspath(path), "rb") as f:
-        header = json.loads(_native.read_model_header(f.read(), **_limits()))
+    header = json.loads(_native.read_model_header(_read_model_file(path), **_limits()))
     return header.get("metadata", {})

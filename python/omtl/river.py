@@ -16,9 +16,15 @@ come from (docs/sklearn.md#river):
 - ``features``: ``None`` (default) hashes every feature name into the learner's ``n_features``
   columns (``2**18`` by default) exactly as scikit-learn's ``FeatureHasher(input_type="dict",
   alternate_sign=False)`` does, so a name first seen late in the stream is learned, never
-  dropped (a str value ``v`` of feature ``f`` is the indicator ``"f=v"``); or the feature names,
-  in order, for a fixed row of numbers (a key missing from an example counts as 0, a key not in
-  the list is ignored).
+  dropped (a str value ``v`` of feature ``f`` is the indicator ``"f=v"``, a category, as
+  scikit-learn's hasher reads it); or the feature names, in order, for a fixed row of numbers (a
+  key missing from an example counts as 0, a key not in the list is ignored).
+- **A text is not split into words**: ``{"text": "cheap pills now"}`` is the one feature
+  ``"text=cheap pills now"``, so every new message is a new feature and nothing is learned from
+  its words (about 50 % accuracy on a spam stream). Put River's ``BagOfWords`` in front:
+  ``compose.Select("user") + feature_extraction.BagOfWords(on="text") | omtl.river.MTLinear(task_key="user")``
+  (docs/sklearn.md#river). The adapter warns once (``UserWarning``) when a str value among the
+  first examples it learns holds whitespace.
 
 Labels are -1/+1, 0/1 or bool (River's binary datasets use bool), one form per stream (fixed by
 the first bool, 0 or -1 seen); predictions come back in that form, as ``True`` before the first
@@ -35,6 +41,7 @@ missing column counts as 0, a NaN is an error). Bad input raises ``ValueError`` 
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 
@@ -68,6 +75,20 @@ __all__ = [
 ]
 
 _ZEROS = itertools.repeat(0.0)
+# Examples whose str values are looked at for text (whitespace): a text feature shows from the
+# first examples, and the check stays off the per-event path after them.
+_TEXT_CHECKS = 1000
+
+
+def _text_warning(name, value) -> None:
+    warnings.warn(
+        f"feature {name!r} holds a text ({str(value)[:40]!r}): it is hashed whole as the one categorical feature "
+        f"'{name}=...', not as its words, so each new text is a new feature and its words teach nothing. Split it "
+        f"first, e.g. compose.Select(<task key>) + feature_extraction.BagOfWords(on={name!r}) | <this model> "
+        "(docs/sklearn.md#river)",
+        UserWarning,
+        stacklevel=4,  # the caller of learn_one / learn_many
+    )
 
 
 class RiverClassifier(_river_base.MiniBatchClassifier):
@@ -87,6 +108,16 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         # (negative, positive): given by ``classes`` or fixed by the first label that tells the form
         self._labels = None if classes is None else tuple(np.unique(np.asarray(classes)).tolist())
         self._custom_labels = classes is not None and check_classes_pair(classes) is not None
+        self._text_checks = 0 if features is None else _TEXT_CHECKS  # listed features are numbers
+
+    def _check_text(self, x) -> None:
+        """Warns once if a str value of ``x`` looks like a text (holds whitespace)."""
+        self._text_checks += 1
+        for name, value in x.items():
+            if isinstance(value, str) and name != self.task_key and any(c.isspace() for c in value.strip()):
+                self._text_checks = _TEXT_CHECKS
+                _text_warning(name, value)
+                return
 
     # ---- one example -> the learner's per-event input ------------------------------------------
     def _task(self, x):
@@ -160,6 +191,8 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         labels = self._label_pair(y)
         task = self._task(x)
         features, skip = self._event(x)
+        if self._text_checks < _TEXT_CHECKS and isinstance(x, dict):
+            self._check_text(x)
         if self.learner._is_fitted() or self.classes is None:
             learn_event(self.learner, features, y, task, skip)  # the learner's learn_one
         else:  # the first label of a custom pair needs the pair (classes=) to be read
@@ -248,6 +281,19 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
             raise ValueError(f"labels {np.unique(y).tolist()} mix label forms: this stream's labels are {self._labels}")
         return pair
 
+    def _check_text_many(self, X) -> None:
+        """``_check_text`` on the str columns of a frame's first rows."""
+        head = X.iloc[: _TEXT_CHECKS - self._text_checks]
+        self._text_checks += len(head)
+        for name in head.columns:
+            if name == self.task_key or head[name].dtype.kind not in "OSU":
+                continue
+            for value in head[name]:
+                if isinstance(value, str) and any(c.isspace() for c in value.strip()):
+                    self._text_checks = _TEXT_CHECKS
+                    _text_warning(name, value)
+                    return
+
     @fill_doc
     def learn_many(self, X, y):
         """Learns a mini-batch in row order (River's mini-batch interface; one learner call).
@@ -264,6 +310,8 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         """
         y = np.asarray(y)
         labels = self._label_pair_many(y)
+        if self._text_checks < _TEXT_CHECKS:
+            self._check_text_many(X)
         classes = None if self.learner._is_fitted() else self.classes
         self.learner.partial_fit(self._rows(X), y, tasks=self._tasks_many(X), classes=classes)
         self._labels = labels
@@ -320,9 +368,9 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
 
 def _adapter(learner_class, extra=""):
     doc = (
-        f"River adapter of :class:`omtl.{learner_class.__name__}`: ``learn_one``/``predict_one``{extra}.\n\n"
+        f"River adapter of ``omtl.{learner_class.__name__}``: ``learn_one``/``predict_one``{extra}.\n\n"
         "    Takes the learner's keyword hyper-parameters, plus ``task_key``, ``task_fn`` and\n"
-        "    ``features`` (see :mod:`omtl.river`). The learner is ``self.learner``.\n"
+        "    ``features`` (see ``omtl.river``). The learner is ``self.learner``.\n"
     )
     return type(learner_class.__name__, (RiverClassifier,), {"_learner_class": learner_class, "__doc__": doc,
                                                              "__module__": __name__})

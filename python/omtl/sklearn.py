@@ -1,19 +1,19 @@
 """Helpers for using omtl learners with scikit-learn (docs/sklearn.md).
 
-- :func:`make_task_scorer`: a scorer that hands ``tasks`` to the learner's ``predict`` (or
+- ``make_task_scorer``: a scorer that hands ``tasks`` to the learner's ``predict`` (or
   ``decision_function``/``predict_proba``) under metadata routing; scikit-learn's own scorers
   (``scoring="f1"`` ...) call ``predict(X)`` without metadata, which a multitask model refuses.
-- :func:`expected_failed_checks`: the checks of ``check_estimator`` an omtl learner cannot pass,
+- ``expected_failed_checks``: the checks of ``check_estimator`` an omtl learner cannot pass,
   each with its reason.
 
 The learners themselves need nothing from here: ``fit``, ``score``, tags and routing are their
-own methods. This module does not import scikit-learn either; the scorer does when asked for
-its routing.
+own methods. Importing this module makes ``sklearn.base.BaseEstimator`` a base of the learners
+where scikit-learn is installed (``omtl._sklearn.EstimatorRoot``).
 """
 
 from __future__ import annotations
 
-from ._sklearn import EXPECTED_FAILED_CHECKS, expected_failed_checks
+from ._sklearn import EXPECTED_FAILED_CHECKS, adopt_base_estimator, expected_failed_checks
 
 __all__ = ["EXPECTED_FAILED_CHECKS", "TaskScorer", "expected_failed_checks", "make_task_scorer"]
 
@@ -71,3 +71,9 @@ def make_task_scorer(score_func, *, response_method="predict", greater_is_better
         Use it as ``scoring=`` with ``sklearn.set_config(enable_metadata_routing=True)``.
     """
     return TaskScorer(score_func, response_method=response_method, sign=1 if greater_is_better else -1, kwargs=kwargs)
+
+
+try:  # the learners inherit scikit-learn's BaseEstimator where it is installed
+    adopt_base_estimator()
+except ImportError:  # pragma: no cover - exercised only without scikit-learn
+    pass

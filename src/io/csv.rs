@@ -3,6 +3,7 @@
 //! field does not span lines.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use super::{parse_label, parse_number, shown, Builder, LineParser, Options, Row};
 
@@ -100,12 +101,14 @@ impl Parser {
         let names: Vec<String> = (0..self.fields.len())
             .map(|k| String::from_utf8_lossy(self.field(line, k)).trim().to_string())
             .collect();
+        // One pass over the header: a map from name to column (a wide header has 10⁵ columns).
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(names.len());
         for (k, n) in names.iter().enumerate() {
-            if names[..k].contains(n) {
+            if index.insert(n.as_str(), k).is_some() {
                 return Err(format!("column {n:?} appears twice in the header"));
             }
         }
-        let at = |name: &str| names.iter().position(|n| n == name);
+        let at = |name: &str| index.get(name).copied();
         self.task_at = at(&self.opts_task).ok_or_else(|| {
             format!(
                 "no task column {:?} (columns: {}); name it with --task-column",

@@ -415,6 +415,18 @@ pub trait OnlineLearner {
             reason: "this learner cannot forget tasks".into(),
         })
     }
+
+    /// Whether [`OnlineLearner::remove_added_tasks`] undoes [`OnlineLearner::add_tasks`]: a
+    /// one-row call that adds tasks then runs in place (the update checks before it writes), not
+    /// on a copy of a model whose size grows with its tasks.
+    fn undoes_added_tasks(&self) -> bool {
+        false
+    }
+
+    /// Removes the last `n` tasks, just added by [`OnlineLearner::add_tasks`] for a one-row call
+    /// whose update then failed (and so changed nothing). Only called when
+    /// [`OnlineLearner::undoes_added_tasks`].
+    fn remove_added_tasks(&mut self, _n: usize) {}
 }
 
 /// Checks the tasks of [`OnlineLearner::forget_tasks`]: distinct ids below `n_tasks`.
@@ -670,12 +682,23 @@ fn grown<L: OnlineLearner + Clone>(model: &L, n_new: usize) -> Result<Option<L>>
 }
 
 /// Runs `body` after adding `n_new` tasks, atomically with the growth: in place under the
-/// learner's journal (the growth and the rows undone together on error), else on a copy.
+/// learner's journal (the growth and the rows undone together on error), in place for one row of
+/// a learner that can remove the tasks it added (the update changes nothing on error), else on
+/// a copy.
 fn run_grown<L: OnlineLearner + Clone>(
     model: &mut L,
     n_new: usize,
+    n_rows: usize,
     body: impl FnOnce(&mut L) -> Result<Vec<f64>>,
 ) -> Result<Vec<f64>> {
+    if n_rows <= 1 && model.undoes_added_tasks() {
+        model.add_tasks(n_new)?;
+        let outcome = body(model);
+        if !matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
+            model.remove_added_tasks(n_new);
+        }
+        return outcome;
+    }
     if model.journal_begin() {
         let outcome = model.add_tasks(n_new).and_then(|()| body(model));
         if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
@@ -708,7 +731,7 @@ pub fn learn_grown<L: OnlineLearner + Clone>(
     }
     let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
     validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
-    run_grown(model, n_new, |m| {
+    run_grown(model, n_new, rows.len(), |m| {
         let mut scores = Vec::with_capacity(rows.len());
         match learn_rows(m, rows, tasks, y, &mut scores) {
             Ok(()) => Ok(scores),
@@ -733,7 +756,7 @@ pub fn learn_rounds_grown<L: OnlineLearner + Clone>(
     let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
     validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
     validate_rounds(tasks, rounds, n_tasks)?;
-    run_grown(model, n_new, |m| {
+    run_grown(model, n_new, rows.len(), |m| {
         let mut scores = Vec::with_capacity(rows.len());
         let outcome = if m.joint_rounds() {
             learn_joint_rounds(m, rows, tasks, y, rounds, &mut scores)

@@ -114,6 +114,12 @@ macro_rules! any_learner {
                     $(AnyLearner::$variant(m) => m.check_state(),)*
                 }
             }
+
+            fn rederive(&mut self) {
+                match self {
+                    $(AnyLearner::$variant(m) => m.rederive(),)*
+                }
+            }
         }
 
         // Every method delegates, the provided ones included: a default here would silently
@@ -145,6 +151,8 @@ macro_rules! any_learner {
                 fn journal_rollback(&mut self);
                 fn scores_new_tasks(&self) -> bool;
                 fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize>;
+                fn undoes_added_tasks(&self) -> bool;
+                fn remove_added_tasks(&mut self, n: usize);
             }
         }
     };
@@ -163,6 +171,10 @@ struct VersionedState<L> {
 impl CheckState for VersionedState<AnyLearner> {
     fn check_state(&self) -> Result<()> {
         self.learner.check_state()
+    }
+
+    fn rederive(&mut self) {
+        self.learner.rederive();
     }
 }
 

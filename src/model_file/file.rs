@@ -6,6 +6,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
+use super::{read_from, Limits};
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -77,9 +78,25 @@ pub(crate) fn create_temporary(dir: &Path, name: &str) -> Result<(std::path::Pat
     ))
 }
 
-/// Reads and checks the model file at `path` ([`Model::from_bytes`]).
+/// Reads and checks the model file at `path` ([`Model::from_bytes`]), reading no further
+/// than its first bytes say ([`read_from`]).
 pub fn load(path: impl AsRef<Path>) -> Result<Model> {
     let path = path.as_ref();
-    let data = fs::read(path).map_err(|e| file_error(path, &e))?;
-    Model::from_bytes(&data)
+    Model::from_bytes(&read_file(path, &Limits::default())?)
+}
+
+/// The bytes of the model file at `path`, read as [`read_from`] reads (a regular file's size
+/// is known up front; a stream's is not).
+pub fn read_file(path: impl AsRef<Path>, limits: &Limits) -> Result<Vec<u8>> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|e| file_error(path, &e))?;
+    let meta = file.metadata().map_err(|e| file_error(path, &e))?;
+    let size = meta.is_file().then_some(meta.len());
+    read_from(file, size, limits).map_err(|e| match e {
+        Error::File { reason, .. } => Error::File {
+            path: path.display().to_string(),
+            reason,
+        },
+        e => e,
+    })
 }

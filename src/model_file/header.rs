@@ -333,8 +333,8 @@ fn check_graph(spec: &Value, dense_budget: u64) -> Result<()> {
     }
     let k = count(&obj["n_tasks"], "the task graph's n_tasks", 1)?;
     // A graph from edges builds a dense k x k task kernel: a few bytes of header must not make
-    // a reader allocate and factor gigabytes. A fitted model's state holds that kernel, so the
-    // file is at least as large; an unfitted one may name up to `Limits::max_dense_graph` bytes.
+    // a reader allocate and factor gigabytes. A fitted model's state holds that kernel, so its
+    // state is at least as large; an unfitted one may name up to `Limits::max_dense_graph` bytes.
     if matches!(kind, "edges" | "laplacian_pinv") && 8 * u128::from(k) * u128::from(k) > u128::from(dense_budget) {
         return Err(fail(format!(
             "the task graph's {k} x {k} task kernel is larger than the file allows"
@@ -371,14 +371,21 @@ impl Header {
         let Some(Value::Object(params)) = obj.remove("params") else {
             return Err(fail(format!("the parameters do not match those of {class}")));
         };
-        let dense_budget = (state_len as u64).max(limits.max_dense_graph);
-        for value in params.values() {
-            check_param(value, dense_budget)?;
-        }
         let fitted = match obj.get("fitted") {
             None | Some(Value::Null) => None,
             Some(f) => Some(Fitted::from_json(f)?),
         };
+        // A fitted model's state holds the dense kernel its graph builds (so the graph costs no
+        // more to rebuild than the state's size allows); an unfitted model's graph is bounded by
+        // the limit, and built only when the model first learns.
+        let dense_budget = if fitted.is_some() {
+            state_len as u64
+        } else {
+            limits.max_dense_graph
+        };
+        for value in params.values() {
+            check_param(value, dense_budget)?;
+        }
         let metadata = match obj.remove("metadata") {
             None => None,
             Some(Value::Object(m)) => Some(m),

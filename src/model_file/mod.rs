@@ -46,12 +46,14 @@ mod file;
 mod header;
 pub mod pending;
 
+use std::io::Read;
+
 use sha2::{Digest, Sha256};
 
 pub use crate::model::estimator::{GRAPH_KEY, GRAPH_KINDS};
 pub use crate::model::{ClassLabel, LabelForm, TaskId};
 pub(crate) use file::create_temporary;
-pub use file::{load, save};
+pub use file::{load, read_file, save};
 pub use header::{Fitted, Header};
 
 use crate::error::{Error, Result};
@@ -110,6 +112,132 @@ pub struct Sections<'a> {
     pub state: &'a [u8],
     /// The pending section's bytes (version 2 files).
     pub pending: Option<&'a [u8]>,
+}
+
+/// How long a model file is, as far as its first bytes (`prefix`) tell: what a reader must
+/// read before it knows more, or the whole file's length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameLength {
+    /// The file holds at least this many bytes; read up to here to learn more.
+    AtLeast(u64),
+    /// The file holds exactly this many bytes.
+    Exactly(u64),
+}
+
+impl FrameLength {
+    /// The bytes to read up to.
+    pub fn bytes(self) -> u64 {
+        match self {
+            FrameLength::AtLeast(n) | FrameLength::Exactly(n) => n,
+        }
+    }
+}
+
+/// The length the first bytes of a model file (`prefix`, any length) give it, the magic number,
+/// version and lengths checked as soon as `prefix` holds them, and against the file's `size` when
+/// it is known. A reader calls this as it reads, so it never reads past what the lengths say, nor
+/// anything of a file whose first bytes are not a model file's ([`read_from`]).
+pub fn frame_length(prefix: &[u8], size: Option<u64>, limits: &Limits) -> Result<FrameLength> {
+    let magic = prefix.len().min(MAGIC.len());
+    if prefix[..magic] != MAGIC[..magic] {
+        return Err(fail("wrong magic number"));
+    }
+    let at_most = |needed: u64| match size {
+        Some(size) if needed > size => Err(fail(format!(
+            "the file is truncated or its lengths are wrong: it holds {size} bytes, its lengths say at least {needed}"
+        ))),
+        _ => Ok(()),
+    };
+    if prefix.len() < FIXED {
+        if size.is_some_and(|size| size < (FIXED + 8 + CHECKSUM_LEN) as u64) {
+            return Err(fail("wrong magic number or too short"));
+        }
+        return Ok(FrameLength::AtLeast(FIXED as u64));
+    }
+    let version = u32::from_le_bytes(prefix[MAGIC.len()..MAGIC.len() + 4].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_PENDING {
+        return Err(fail(format!(
+            "format version {version}, this omtl reads versions {FORMAT_VERSION} and {FORMAT_VERSION_PENDING}"
+        )));
+    }
+    let head_len = read_u64(prefix, MAGIC.len() + 4);
+    if head_len > limits.max_header {
+        return Err(fail(format!(
+            "header length {head_len} is over the {} bytes a header may hold",
+            limits.max_header
+        )));
+    }
+    let state_at = FIXED as u64 + head_len;
+    at_most(state_at + 8 + CHECKSUM_LEN as u64)?;
+    if (prefix.len() as u64) < state_at + 8 {
+        return Ok(FrameLength::AtLeast(state_at + 8));
+    }
+    let state_len = read_u64(prefix, state_at as usize);
+    let state_end = (state_at + 8)
+        .checked_add(state_len)
+        .ok_or_else(|| fail(format!("state length {state_len} bytes is more than a file holds")))?;
+    let mut end = state_end;
+    if version == FORMAT_VERSION_PENDING {
+        // the pending section's length follows the state
+        at_most(state_end.saturating_add(8 + CHECKSUM_LEN as u64))?;
+        if (prefix.len() as u64) < state_end + 8 {
+            return Ok(FrameLength::AtLeast(state_end + 8));
+        }
+        let pending_len = read_u64(prefix, state_end as usize);
+        end = (state_end + 8)
+            .checked_add(pending_len)
+            .ok_or_else(|| fail(format!("pending length {pending_len} bytes is more than a file holds")))?;
+    }
+    let total = end
+        .checked_add(CHECKSUM_LEN as u64)
+        .ok_or_else(|| fail("the lengths are more than a file holds"))?;
+    at_most(total)?;
+    if let Some(size) = size.filter(|&size| size > total) {
+        return Err(fail(format!(
+            "the file holds {size} bytes, its lengths say {total}: bytes after the checksum"
+        )));
+    }
+    Ok(FrameLength::Exactly(total))
+}
+
+/// Reads one model file's bytes from `reader` (`size`: the file's length, when known), checking
+/// the magic number and lengths from the first bytes before reading more ([`frame_length`]), and
+/// reading no further than the lengths say: a stream of zeros is refused after its first bytes, a
+/// length beyond `size` before the state is read, and the buffer grows only with bytes read. The
+/// bytes are not otherwise checked: [`Model::decode`] does that.
+pub fn read_from(mut reader: impl Read, size: Option<u64>, limits: &Limits) -> Result<Vec<u8>> {
+    let io = |e: std::io::Error| Error::File {
+        path: "model file".into(),
+        reason: e.to_string(),
+    };
+    let mut data = Vec::new();
+    let total = loop {
+        let length = frame_length(&data, size, limits)?;
+        let wanted = length.bytes() - data.len() as u64;
+        if size.is_some() {
+            // within the file's size: one allocation
+            data.try_reserve_exact(usize::try_from(wanted).unwrap_or(usize::MAX))
+                .map_err(|e| fail(format!("{wanted} bytes: {e}")))?;
+        }
+        let got = (&mut reader).take(wanted).read_to_end(&mut data).map_err(io)?;
+        if (got as u64) < wanted {
+            return Err(fail(format!(
+                "the file is truncated: it ends after {} bytes, its lengths say at least {}",
+                data.len(),
+                length.bytes()
+            )));
+        }
+        if let FrameLength::Exactly(total) = length {
+            break total;
+        }
+    };
+    let mut after = Vec::new();
+    if reader.take(1).read_to_end(&mut after).map_err(io)? > 0 {
+        return Err(fail(format!(
+            "its lengths say {total} bytes, the file goes on: bytes after the checksum"
+        )));
+    }
+    Ok(data)
 }
 
 /// Checks a file's framing and checksum; its header's JSON text and the native state's bytes.

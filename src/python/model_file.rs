@@ -9,7 +9,7 @@ use super::pending::{pending_store, pending_tuple, PendingTuple};
 use super::convert::guarded;
 use super::learners::{wrap, NativeLearner};
 use crate::model::Model;
-use crate::model_file::{self, Fitted, Limits};
+use crate::model_file::{self, Fitted, FrameLength, Limits};
 
 fn limits(max_header: u64, max_dense_graph: u64) -> Limits {
     Limits {
@@ -49,6 +49,22 @@ fn read_model_header(data: &[u8], max_header: u64, max_dense_graph: u64) -> PyRe
         model_file::read_header(data, &limits)?;
         let (head, _) = model_file::split(data, &limits)?;
         Ok(String::from_utf8_lossy(head).into_owned())
+    })
+}
+
+/// `(length, exact)`: how long the model file whose first bytes are `prefix` is, as far as they
+/// tell (`exact` False: at least `length`, read up to there to learn more), its magic number,
+/// version and lengths checked as soon as `prefix` holds them, and against `size` (the file's
+/// length, when known); ValueError otherwise.
+#[pyfunction]
+#[pyo3(signature = (prefix, size, *, max_header, max_dense_graph))]
+fn model_file_length(prefix: &[u8], size: Option<u64>, max_header: u64, max_dense_graph: u64) -> PyResult<(u64, bool)> {
+    let limits = limits(max_header, max_dense_graph);
+    guarded(|| {
+        Ok(match model_file::frame_length(prefix, size, &limits)? {
+            FrameLength::AtLeast(n) => (n, false),
+            FrameLength::Exactly(n) => (n, true),
+        })
     })
 }
 
@@ -107,6 +123,7 @@ fn check_bookkeeping(py: Python<'_>, learner: &NativeLearner, fitted: &str, open
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_model_header, m)?)?;
+    m.add_function(wrap_pyfunction!(model_file_length, m)?)?;
     m.add_function(wrap_pyfunction!(write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_model_pending, m)?)?;
     m.add_function(wrap_pyfunction!(check_bookkeeping, m)?)?;

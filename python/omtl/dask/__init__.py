@@ -1,11 +1,11 @@
 """Scale-out on Dask distributed (``pip install "omtl[dask]"``).
 
-- :class:`ShardedLearner`: one online multitask model spread over Dask actors by connected
+- ``ShardedLearner``: one online multitask model spread over Dask actors by connected
   component of the task graph (``checkpoint()``/``restore()``; a lost shard raises
-  :class:`ShardLostError`).
-- :func:`decision_function` / :func:`predict`: score a ``dask.array`` or ``dask.dataframe`` block
+  ``ShardLostError``).
+- ``decision_function`` / ``predict``: score a ``dask.array`` or ``dask.dataframe`` block
   by block with the model broadcast once, returning the same lazy type.
-- :func:`experiment_client`: the Dask client ``omtl reproduce --scheduler/--jobs`` runs its grid on.
+- ``experiment_client``: the Dask client ``omtl reproduce --scheduler/--jobs`` runs its grid on.
 
 See docs/scale-out.md.
 """

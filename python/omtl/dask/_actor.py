@@ -15,20 +15,42 @@ import numpy as np
 SAFE, PICKLE = "omtl", "pickle"
 
 
-def model_to_bytes(model, fmt: str) -> bytes:
+#: the key of a shard file's identity (in a model file's metadata, or beside the model in a pickle)
+SHARD_KEY = "omtl_shard"
+
+
+def model_to_bytes(model, fmt: str, identity: dict | None = None) -> bytes:
+    """The model's bytes; with ``identity``, a checkpoint's shard file that names its shard."""
     if fmt == SAFE:
         from ..persistence import dumps
 
-        return dumps(model)
-    return pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+        return dumps(model, metadata=None if identity is None else {SHARD_KEY: identity})
+    payload = model if identity is None else {SHARD_KEY: identity, "model": model}
+    return pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def model_from_bytes(data: bytes, fmt: str):
+def model_from_bytes(data: bytes, fmt: str, identity: dict | None = None):
+    """The model in ``data``; with ``identity``, a shard file that must name exactly that shard."""
+    from ._checkpoint import check_identity
+
     if fmt == SAFE:
-        from ..persistence import loads
+        from ..persistence import _loads_with_header
 
-        return loads(data)
-    return pickle.loads(data)
+        model, header = _loads_with_header(data)
+        found = (header.get("metadata") or {}).get(SHARD_KEY)
+    else:
+        model = pickle.loads(data)
+        if identity is None:
+            return model
+        found = model.get(SHARD_KEY) if isinstance(model, dict) else None
+        model = model.get("model") if isinstance(model, dict) else None
+    if identity is not None:
+        check_identity(found, identity)
+        n_tasks = getattr(model, "n_tasks", None)
+        if n_tasks is not None and n_tasks != identity["n_tasks"]:
+            raise ValueError(f"the checkpoint's shard file {identity['shard']} holds a model of {n_tasks} tasks, its "
+                             f"shard has {identity['n_tasks']}")
+    return model
 
 
 def safe_format_supported(model) -> bool:
@@ -40,8 +62,8 @@ def safe_format_supported(model) -> bool:
 class ShardActor:
     """One shard: a learner for the shard's tasks (renumbered 0..k_s-1)."""
 
-    def __init__(self, data: bytes, fmt: str):
-        self.model = model_from_bytes(data, fmt)
+    def __init__(self, data: bytes, fmt: str, identity: dict | None = None):
+        self.model = model_from_bytes(data, fmt, identity)
 
     def learn(self, X, y_pm1, tasks) -> np.ndarray:
         """Pre-update predictions (-1/+1) of the rows, learned in order."""
@@ -54,8 +76,8 @@ class ShardActor:
     def decision_function(self, X, tasks) -> np.ndarray:
         return np.asarray(self.model.decision_function(X, tasks=tasks), dtype=np.float64)
 
-    def state(self, fmt: str) -> bytes:
-        return model_to_bytes(self.model, fmt)
+    def state(self, fmt: str, identity: dict | None = None) -> bytes:
+        return model_to_bytes(self.model, fmt, identity)
 
     def stats(self) -> dict:
         m = self.model

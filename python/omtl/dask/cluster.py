@@ -5,7 +5,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 #: Dask settings of the LocalCluster omtl starts itself (``omtl reproduce --jobs N``, and a
-#: :class:`~omtl.dask.ShardedLearner` without a client); a cluster given by address keeps its own.
+#: ``ShardedLearner`` without a client); a cluster given by address keeps its own.
 #: On a machine with as many cores as workers every CPU second a worker or the driver spends on
 #: Dask's own bookkeeping is taken from another worker's tasks (with one worker it runs on an idle
 #: core). Measured on the 2-core development machine, ``--quick`` grid on one worker: the worker's
@@ -40,7 +40,7 @@ def cluster_config(n_workers: int) -> dict:
 
 def local_cluster(n_workers: int, **kwargs):
     """A ``LocalCluster`` of ``n_workers`` single-threaded worker processes with
-    :func:`cluster_config`'s settings (applied while it starts: the scheduler and each worker
+    ``cluster_config``'s settings (applied while it starts: the scheduler and each worker
     read them then; the global Dask configuration is left as it was). ``kwargs`` go to
     ``LocalCluster``."""
     import dask
@@ -55,7 +55,7 @@ def local_cluster(n_workers: int, **kwargs):
 def experiment_client(scheduler: str | None = None, jobs: int = 1):
     """A ``distributed.Client`` connected to ``scheduler`` (an address such as
     ``tcp://host:8786``; the workers must import omtl and see the data folder) or, without one, to
-    a ``LocalCluster`` of ``jobs`` single-threaded worker processes (:func:`local_cluster`),
+    a ``LocalCluster`` of ``jobs`` single-threaded worker processes (``local_cluster``),
     closed on exit.
 
     Worker processes inherit this process's environment (``PYTHONPATH``, ``OMTL_DATA``)."""

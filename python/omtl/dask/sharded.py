@@ -1,14 +1,13 @@
 """``ShardedLearner``: one online multitask model spread over Dask actors by task-graph component.
 
-The connected components of the task graph are assigned to shards (:mod:`._plan`); each shard is
-a Dask actor (:mod:`._actor`) holding one learner for its components. A batch is validated here,
+The connected components of the task graph are assigned to shards (``._plan``); each shard is
+a Dask actor (``._actor``) holding one learner for its components. A batch is validated here,
 split by shard (each shard's rows keep their input order), sent to every shard at once, and the
 results are put back in input order.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -18,9 +17,18 @@ from .._kernel_params import scale_gamma
 from .._validation import PM1, check_finite_X, check_labels, check_tasks, check_X, classes_of, labels_in_form
 from ..graph import TaskGraph
 from ._actor import PICKLE, SAFE, ShardActor, model_to_bytes, safe_format_supported
+from ._checkpoint import (
+    CHECKPOINT_MANIFEST,
+    checked_plan,
+    file_entry,
+    graph_digest,
+    new_checkpoint_id,
+    new_manifest,
+    read_manifest,
+    read_shard_files,
+    shard_identity,
+)
 from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
-
-CHECKPOINT_MANIFEST = "checkpoint.json"
 
 
 def _summed(key: str, doc: str) -> property:
@@ -150,8 +158,9 @@ class ShardedLearner:
     def _start_actors(self, plan: ShardPlan, blobs: list[bytes], fmt: str, timeout: float | None = None):
         self._plan, self._actors, self._actor_futures, self._fmt = plan, *self._new_actors(blobs, fmt, timeout), fmt
 
-    def _new_actors(self, blobs: list[bytes], fmt: str, timeout: float | None = None):
-        """One actor per blob, spread over the workers; returns (actors, their futures). A
+    def _new_actors(self, blobs: list[bytes], fmt: str, timeout: float | None = None, identities=None):
+        """One actor per blob, spread over the workers; returns (actors, their futures). With
+        ``identities``, each blob is a checkpoint's shard file that must name that shard. A
         worker the scheduler still lists may be dead: the actors may go to another worker, so
         the placement cannot wait on a lost worker, and ``timeout`` (seconds) bounds the wait.
         On failure every actor started here is released and the error raised."""
@@ -165,8 +174,8 @@ class ShardedLearner:
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         futures = [
-            self.client.submit(ShardActor, blob, fmt, actor=True, pure=False, workers=[workers[s % len(workers)]],
-                               allow_other_workers=True)
+            self.client.submit(ShardActor, blob, fmt, None if identities is None else identities[s], actor=True,
+                               pure=False, workers=[workers[s % len(workers)]], allow_other_workers=True)
             for s, blob in enumerate(blobs)
         ]
         try:
@@ -324,27 +333,34 @@ class ShardedLearner:
     def checkpoint(self, path) -> Path:
         """Writes every shard's model (omtl's model file for native learners, pickle otherwise)
         and a manifest into the folder ``path``; the manifest is replaced last and atomically, so
-        the folder always holds one complete checkpoint. Returns the folder."""
+        the folder always holds one complete checkpoint. Each shard file names its shard, the
+        plan and the checkpoint, and the manifest holds every file's checksum, so ``restore``
+        refuses files swapped, duplicated or from another checkpoint, and an edited manifest.
+        Returns the folder."""
         self._ensure_shards()
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         try:
-            previous = _read_manifest(path) if (path / CHECKPOINT_MANIFEST).exists() else None
+            previous = read_manifest(path) if (path / CHECKPOINT_MANIFEST).exists() else None
         except ValueError:
             previous = None  # an unreadable manifest is replaced; its files are left
-        fmt = self._fmt
-        blobs = self._call("state", [(s, (fmt,)) for s in range(len(self._actors))])
+        fmt, plan, checkpoint_id = self._fmt, self._plan, new_checkpoint_id()
+        identities = [shard_identity(checkpoint_id, s, plan) for s in range(len(self._actors))]
+        blobs = self._call("state", [(s, (fmt, identities[s])) for s in range(len(self._actors))])
         seq = max(self._checkpoint_seq, previous["seq"] if previous else 0) + 1
         ext = "omtl" if fmt == SAFE else "pkl"
         files = [f"shard-{s:04d}-{seq}.{ext}" for s in range(len(blobs))]
         for name, blob in zip(files, blobs):
             _write_atomic(path / name, blob)
-        manifest = {"seq": seq, "format": fmt, "files": files, "n_tasks": self.n_tasks, "learner": self.learner_name_,
-                    "plan": self._plan.to_dict(), "n_features_in": self.n_features_in_, "label_form": self._label_form}
-        _write_atomic(path / CHECKPOINT_MANIFEST, json.dumps(manifest).encode())
-        for name in (previous or {}).get("files", []):
-            if name not in files:
-                (path / name).unlink(missing_ok=True)
+        manifest = new_manifest(
+            id=checkpoint_id, seq=seq, format=fmt, n_tasks=self.n_tasks, learner=self.learner_name_,
+            graph=graph_digest(self.graph), plan=plan.to_dict(),
+            shards=[file_entry(name, blob) for name, blob in zip(files, blobs)],
+            n_features_in=self.n_features_in_, label_form=self._label_form)
+        _write_atomic(path / CHECKPOINT_MANIFEST, manifest)
+        for entry in (previous or {}).get("shards", []):
+            if entry["file"] not in files:
+                (path / entry["file"]).unlink(missing_ok=True)
         self._checkpoint_seq = seq
         self._last_checkpoint = path
         return path
@@ -354,29 +370,34 @@ class ShardedLearner:
         this object) on the cluster's current workers; returns ``self``. Rows learned after that
         checkpoint are not in the restored model: replay them.
 
-        The new shards are started and loaded before the current ones are released: a restore
-        that fails (a corrupted or foreign checkpoint, a worker lost meanwhile, more than
-        ``timeout`` seconds to start the shards) raises and leaves this model as it was. The
-        checkpoint's files are read in the format this learner writes (omtl's model file for
-        omtl's learners, whatever the manifest says): only a learner that is not one of omtl's
-        (a reference twin) is read with pickle, which runs code, so such a folder must be trusted
-        (docs/reliability.md, "Dask checkpoints").
+        The checkpoint is verified before it is used: the manifest's digest, this model's task
+        graph, a plan that keeps every connected component on one shard, each shard file's size
+        and checksum, and each file's own record of its shard, plan and checkpoint; anything else
+        raises ``ValueError``. The new shards are started and loaded before the current ones are
+        released: a restore that fails (a corrupted or foreign checkpoint, a worker lost
+        meanwhile, more than ``timeout`` seconds to start the shards) raises and leaves this model
+        as it was. The checkpoint's files are read in the format this learner writes (omtl's
+        model file for omtl's learners, whatever the manifest says): only a learner that is not
+        one of omtl's (a reference twin) is read with pickle, which runs code, so such a folder
+        must be trusted (docs/reliability.md, "Dask checkpoints").
         """
         path = Path(path) if path is not None else self._last_checkpoint
         if path is None:
             raise ValueError("no checkpoint to restore: pass the folder a checkpoint() call wrote")
-        manifest = _read_manifest(path)
-        if manifest["n_tasks"] != self.n_tasks:
-            raise ValueError(f"the checkpoint holds {manifest['n_tasks']} tasks, this model {self.n_tasks}")
+        manifest = read_manifest(path)
         fmt = self._expected_format()
         if manifest["format"] != fmt:
             raise ValueError(
                 f"the checkpoint's manifest says its shards are in the {manifest['format']!r} format; this learner's "
                 f"shards are read only as {fmt!r} files"
             )
-        blobs = [(path / name).read_bytes() for name in manifest["files"]]
-        plan = ShardPlan.from_shard_of(manifest["plan"]["shard_of"], len(blobs))
-        actors, futures = self._new_actors(blobs, fmt, timeout)
+        plan = checked_plan(path, manifest, self.graph)
+        blobs = read_shard_files(path, manifest)
+        identities = [shard_identity(manifest["id"], s, plan) for s in range(plan.n_shards)]
+        try:
+            actors, futures = self._new_actors(blobs, fmt, timeout, identities)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         self._release_actors()
         self._plan, self._actors, self._actor_futures, self._fmt = plan, actors, futures, fmt
         self.n_features_in_ = manifest["n_features_in"]
@@ -446,25 +467,3 @@ def _write_atomic(path: Path, data: bytes):
     from ..persistence import _write_atomically
 
     _write_atomically(os.fspath(path), data)
-
-
-def _read_manifest(path: Path) -> dict:
-    """The checkpoint's manifest, its fields checked (shard files are plain names in the folder)."""
-    try:
-        manifest = json.loads((Path(path) / CHECKPOINT_MANIFEST).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path} holds no checkpoint ({CHECKPOINT_MANIFEST} is missing)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: unreadable {CHECKPOINT_MANIFEST} ({exc})") from None
-    keys = {"seq", "format", "files", "n_tasks", "learner", "plan", "n_features_in", "label_form"}
-    files = manifest.get("files") if isinstance(manifest, dict) else None
-    plan = manifest.get("plan") if isinstance(manifest, dict) else None
-    if not isinstance(manifest, dict) or not keys <= set(manifest) or not isinstance(files, list) or not files \
-            or not all(isinstance(f, str) and f and Path(f).name == f and not f.startswith(".") for f in files) \
-            or not isinstance(plan, dict) or not isinstance(plan.get("shard_of"), list) \
-            or not isinstance(manifest["seq"], int) or manifest["format"] not in (SAFE, PICKLE):
-        raise ValueError(f"{path}: malformed {CHECKPOINT_MANIFEST}")
-    shard_of = plan["shard_of"]
-    if len(shard_of) != manifest["n_tasks"] or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < len(files) for v in shard_of):
-        raise ValueError(f"{path}: malformed {CHECKPOINT_MANIFEST} (shard plan)")
-    return manifest

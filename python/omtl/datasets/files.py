@@ -14,7 +14,7 @@ input (``"-"``).
 - Vowpal Wabbit (``.vw``): ``<label> [1] ['tag]|<namespace>[:scale] <name>[:<value>] ...``; the task is
   the one name in the namespace ``t`` (``task_namespace``), or the tag (``task_namespace=None``). A
   name is hashed into ``n_features`` columns (default ``2**18``) exactly as
-  :func:`omtl.hash_features` hashes the key ``name`` (default namespace) or ``namespace^name``
+  ``omtl.hash_features`` hashes the key ``name`` (default namespace) or ``namespace^name``
   (scikit-learn's ``FeatureHasher``, MurmurHash3 seed 0); a name of digits only is its own column
   index (modulo ``n_features``, as VW masks indices). Importance weights other than 1 are refused.
 - CSV (``.csv``): a header row naming the columns; a task column and a label column, every other
@@ -23,7 +23,7 @@ input (``"-"``).
 
 A ``.gz`` suffix is looked through for the format (``a.svm.gz`` is svmlight); compression itself is
 recognised by its magic bytes. Labels are -1/+1 or 0/1, tasks are the strings the file holds. A
-UTF-8 byte-order mark and CRLF line ends are accepted. A bad file raises :class:`DataFileError`, one
+UTF-8 byte-order mark and CRLF line ends are accepted. A bad file raises ``DataFileError``, one
 line naming the file and, where one is to blame, the line. Rows are neither scaled nor normalised.
 """
 
@@ -70,7 +70,7 @@ class DataFile:
 
 
 class FileChunk(tuple):
-    """One chunk of :func:`iter_file`: unpacks as ``(X, y, tasks)``; also carries ``lines`` (the
+    """One chunk of ``iter_file``: unpacks as ``(X, y, tasks)``; also carries ``lines`` (the
     line number of each row), ``n_skipped`` and ``first_skipped`` (bad lines passed over with
     ``skip_bad_lines``, and the first one's message), ``bytes_read`` (input bytes so far) and
     ``feature_columns`` (CSV)."""
@@ -137,7 +137,7 @@ def svmlight_layout(path, *, n_features=None, zero_based=None, max_line_bytes=No
     max_line_bytes : int, optional
         The line cap of the pass.
     scan : tuple, optional
-        A :func:`scan_svmlight` result already at hand.
+        A ``scan_svmlight`` result already at hand.
 
     Returns
     -------
@@ -299,7 +299,7 @@ def iter_file(path, *, chunk_rows=DEFAULT_CHUNK_ROWS, fmt=None, n_features=None,
 def read_data(path, *, fmt=None, task_column="task", label_column="label", n_features=None,
               feature_columns=None, require_labels=True, zero_based=None, task_namespace="t",
               skip_bad_lines=False) -> DataFile:
-    """Reads a whole data file (see the module docstring for the formats), through :func:`iter_file`.
+    """Reads a whole data file (see the module docstring for the formats), through ``iter_file``.
 
     Parameters
     ----------
@@ -389,13 +389,14 @@ def _from_columns(path, header, rows, task_column, label_column, feature_columns
                   skip_bad_lines=False) -> DataFile:
     """A DataFile from named columns (CSV, or Parquet converted to rows of strings and numbers); a
     bad row is an error, or with ``skip_bad_lines`` skipped and counted."""
-    if len(set(header)) != len(header):
-        dup = next(h for h in header if header.count(h) > 1)
-        raise DataFileError(f"{path}: column {dup!r} appears twice in the header")
-    if task_column not in header:
+    where = {}  # name -> column, one pass (a wide header has 10⁵ columns)
+    for i, name in enumerate(header):
+        if where.setdefault(name, i) != i:
+            raise DataFileError(f"{path}: column {name!r} appears twice in the header")
+    if task_column not in where:
         raise DataFileError(f"{path}: no task column {task_column!r} (columns: {', '.join(header)}); "
                             "name it with --task-column")
-    has_label = label_column in header
+    has_label = label_column in where
     if require_labels and not has_label:
         raise DataFileError(f"{path}: no label column {label_column!r} (columns: {', '.join(header)}); "
                             "name it with --label-column")
@@ -403,10 +404,9 @@ def _from_columns(path, header, rows, task_column, label_column, feature_columns
         feature_columns = [h for h in header if h not in (task_column, label_column)]
         if not feature_columns:
             raise DataFileError(f"{path}: no feature columns besides {task_column!r} and {label_column!r}")
-    missing = [c for c in feature_columns if c not in header]
+    missing = [c for c in feature_columns if c not in where]
     if missing:
         raise DataFileError(f"{path}: feature columns {missing} of the model are missing")
-    where = {name: i for i, name in enumerate(header)}
     t_at, l_at = where[task_column], where.get(label_column) if has_label else None
     f_at = [where[c] for c in feature_columns]
     X = np.empty((len(rows), len(f_at)), dtype=np.float64)

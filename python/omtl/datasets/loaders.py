@@ -2,19 +2,19 @@
 
 Every loader takes ``data_dir``, the folder that holds the data-set folders (``school/``,
 ``sentiment/``, ``ecml2006_spam/``, ``pu_spam/``, ``landmine/``, ``newsgroups_malsar/``), and
-returns a :class:`~omtl.datasets._stream.Stream` in **file order**: the tasks are concatenated in
+returns a ``Stream`` in **file order**: the tasks are concatenated in
 task order and the rows of a task keep the order of the files. Some files are sorted by label
 (Sentiment: all positives of a domain first), so experiments must run on a seeded permutation
 (``Stream.shuffled(seed)`` for protocol P1, ``Stream.as_rounds(seed)`` for protocol P2, §1.3).
 
-When ``data_dir`` is ``None`` the folder comes from :func:`default_data_dir`.
+When ``data_dir`` is ``None`` the folder comes from ``default_data_dir``.
 
 Dense sets (School, Landmine) come as C-contiguous float64 arrays. Text sets (Sentiment, ECML/PKDD
 2006 spam, PU, 20 Newsgroups) come as canonical scipy CSR float64 matrices (sorted indices, no
 duplicates, no explicit zeros) holding raw term counts with every row scaled to unit L2 norm (no
 IDF: it would leak the future into an online run).
 
-A missing file raises :class:`FileNotFoundError`, a malformed one :class:`ValueError`; both messages
+A missing file raises ``FileNotFoundError``, a malformed one ``ValueError``; both messages
 name the file and what was expected.
 """
 
@@ -181,7 +181,7 @@ def load_school(data_dir=None) -> Stream:
     Parameters
     ----------
     data_dir : str or path-like, optional
-        Folder holding ``school/school.mat``; default :func:`default_data_dir`.
+        Folder holding ``school/school.mat``; default ``default_data_dir``.
 
     Returns
     -------
@@ -234,7 +234,7 @@ def load_landmine(data_dir=None) -> Stream:
     Parameters
     ----------
     data_dir : str or path-like, optional
-        Folder holding ``landmine/LandmineData.mat``; default :func:`default_data_dir`.
+        Folder holding ``landmine/LandmineData.mat``; default ``default_data_dir``.
 
     Returns
     -------
@@ -287,7 +287,7 @@ def load_newsgroups(data_dir=None, *, pair: str = "comp.vs.sci") -> Stream:
     Parameters
     ----------
     data_dir : str or path-like, optional
-        Folder holding ``newsgroups_malsar/``; default :func:`default_data_dir`.
+        Folder holding ``newsgroups_malsar/``; default ``default_data_dir``.
     pair : {"comp.vs.sci", "rec.vs.talk"}
         Which MALSAR pair to load. Each pair is its own multitask data set of **two tasks**: the
         pair's two files (``task1.mat``/``task2.mat``, or ``Task1.mat``/``Task2.mat`` for
@@ -393,7 +393,7 @@ def load_ecml2006(data_dir=None, *, task: str = "a") -> Stream:
     Parameters
     ----------
     data_dir : str or path-like, optional
-        Folder holding ``ecml2006_spam/``; default :func:`default_data_dir`.
+        Folder holding ``ecml2006_spam/``; default ``default_data_dir``.
     task : {"a", "b"}
         Challenge task: "a" = 3 users x 2,500 e-mails (Cavallanti & Cesa-Bianchi's "PKDD Spam");
         "b" = 15 users x 400 e-mails. Each user's inbox is one task.
@@ -488,7 +488,7 @@ def load_sentiment(data_dir=None) -> Stream:
     ----------
     data_dir : str or path-like, optional
         Folder holding ``sentiment/<domain>/{positive,negative}.review``; default
-        :func:`default_data_dir`.
+        ``default_data_dir``.
 
     Returns
     -------
@@ -552,7 +552,7 @@ def load_pu_spam(data_dir=None) -> Stream:
     Parameters
     ----------
     data_dir : str or path-like, optional
-        Folder holding ``pu_spam/pu_corpora_public.tar.gz``; default :func:`default_data_dir`.
+        Folder holding ``pu_spam/pu_corpora_public.tar.gz``; default ``default_data_dir``.
 
     Returns
     -------
@@ -564,7 +564,7 @@ def load_pu_spam(data_dir=None) -> Stream:
 
     Notes
     -----
-    Source: ``pu_corpora_public.tar.gz``, read in memory with :mod:`tarfile` (nothing is extracted).
+    Source: ``pu_corpora_public.tar.gz``, read in memory with ``tarfile`` (nothing is extracted).
     One message per file: ``Subject: <ids>``, an empty line, then the body as whitespace-separated
     integer token ids (0-based). ``*spmsg*.txt`` is spam (``+1``), ``*legit*.txt`` legitimate
     (``-1``). The ``unused/`` folders (31 messages the authors discarded) are skipped. The literal

@@ -1,10 +1,10 @@
 """The papers' experiments: ``omtl reproduce table1`` and ``omtl reproduce table2``.
 
-- :mod:`.table1` — Cavallanti & Cesa-Bianchi, Table 1 (budget learners vs the Perceptron battery).
-- :mod:`.table2` — Yang et al. (ROMCO), Tables 2 and 3 and Figs. 1–2 on the substitute data sets.
-- :mod:`.figures` — the PNG figures.
-- :mod:`.paper_numbers` — the published numbers, transcribed with their source table.
-- :mod:`.runner` — data sets, budgets (§7.2), learner lookup, parallel jobs with progress bars.
+- ``.table1`` — Cavallanti & Cesa-Bianchi, Table 1 (budget learners vs the Perceptron battery).
+- ``.table2`` — Yang et al. (ROMCO), Tables 2 and 3 and Figs. 1–2 on the substitute data sets.
+- ``.figures`` — the PNG figures.
+- ``.paper_numbers`` — the published numbers, transcribed with their source table.
+- ``.runner`` — data sets, budgets (§7.2), learner lookup, parallel jobs with progress bars.
 
 See ``docs/experiments.md``.
 """

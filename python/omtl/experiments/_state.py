@@ -1,5 +1,5 @@
-"""What the experiment grid keeps per process, in one object (:data:`STATE`): the streams loaded
-here, and, while :func:`omtl.experiments.scheduler.run_on_dask` is active, the Dask client and the
+"""What the experiment grid keeps per process, in one object (``STATE``): the streams loaded
+here, and, while ``omtl.experiments.scheduler.run_on_dask`` is active, the Dask client and the
 bookkeeping of the streams loaded on its cluster."""
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Figures of the experiments (PNG, matplotlib's Agg renderer, without pyplot).
 
-- :func:`plot_f1_vs_budget`: micro F1 against the budget percentage for the budget learners with
+- ``plot_f1_vs_budget``: micro F1 against the budget percentage for the budget learners with
   G = C (solid) and G = D (dashed), one panel per data set, the battery as a horizontal line.
-- :func:`plot_cumulative_error`: the cumulative error rate along the stream for each learner,
+- ``plot_cumulative_error``: the cumulative error rate along the stream for each learner,
   averaged over the shuffles (the style of ROMCO's Figs. 1 and 2).
 
 Each figure is rendered to PNG bytes (``*_png``) by a function that needs only its data, so an
 experiment grid on a Dask cluster draws it on a worker and this process only writes the file.
-A :class:`matplotlib.figure.Figure` is used directly, not pyplot: no global figure registry, so
+A ``matplotlib.figure.Figure`` is used directly, not pyplot: no global figure registry, so
 figures may be drawn in several threads (a multi-threaded Dask worker) at once.
 """
 
@@ -33,7 +33,7 @@ def _png(fig) -> bytes:
 
 
 def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
-    """Writes :func:`f1_vs_budget_png` to ``path``."""
+    """Writes ``f1_vs_budget_png`` to ``path``."""
     Path(path).write_bytes(f1_vs_budget_png(summary, keys))
     return Path(path)
 
@@ -89,7 +89,7 @@ def f1_vs_budget_png(summary: list[dict], keys: list[str]) -> bytes:
 
 
 def plot_cumulative_error(curves: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], title: str, path: Path) -> Path:
-    """Writes :func:`cumulative_error_png` to ``path``."""
+    """Writes ``cumulative_error_png`` to ``path``."""
     Path(path).write_bytes(cumulative_error_png(curves, title))
     return Path(path)
 

@@ -1,8 +1,8 @@
 """Shared machinery of the experiments: budgets, learners, one online pass, aggregation and
-outputs; and, re-exported here, the data sets (:mod:`.streams`) and the running of jobs
-(:mod:`.scheduler`).
+outputs; and, re-exported here, the data sets (``.streams``) and the running of jobs
+(``.scheduler``).
 
-A *job* is one online pass of one learner over one shuffle of one data set (:mod:`.scheduler`).
+A *job* is one online pass of one learner over one shuffle of one data set (``.scheduler``).
 """
 
 from __future__ import annotations

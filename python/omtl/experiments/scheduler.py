@@ -1,10 +1,10 @@
 """Running the experiments' jobs: in this process, in a process pool, or as tasks on a Dask
-cluster (:func:`run_on_dask`), where each data set's stream is loaded once, by one worker, and
-fetched by the others. The scheduler's state lives in :data:`omtl.experiments._state.STATE`.
+cluster (``run_on_dask``), where each data set's stream is loaded once, by one worker, and
+fetched by the others. The scheduler's state lives in ``omtl.experiments._state.STATE``.
 
 A *job* is one online pass of one learner over one shuffle of one data set. Jobs are plain
 picklable tuples handed to a top-level worker function, so they can run in this process
-(``jobs=1``) or in a :class:`concurrent.futures.ProcessPoolExecutor` (``jobs>1``); every worker
+(``jobs=1``) or in a ``concurrent.futures.ProcessPoolExecutor`` (``jobs>1``); every worker
 loads each data set once and keeps it.
 """
 
@@ -41,8 +41,8 @@ def _call(fn, job):
 
 def _call_many(fn, jobs, streams=()):
     """Several jobs in one Dask task (a task costs milliseconds of scheduling; a --quick pass ~10 ms).
-    ``streams``: the :class:`_StreamRef` of the data sets the jobs read, loaded once by another
-    task of the cluster (:func:`stream_summary`); this worker fetches each one the first time it
+    ``streams``: the ``_StreamRef`` of the data sets the jobs read, loaded once by another
+    task of the cluster (``stream_summary``); this worker fetches each one the first time it
     needs it and keeps it, so it never parses a file another worker has parsed."""
     _have_streams(streams)
     return [_call(fn, job) for job in jobs]
@@ -59,7 +59,7 @@ class _StreamRef:
     """A stream loaded on the cluster, named by a Dask ``Variable`` holding its future rather than
     given as the future: a task given a future is placed on a worker holding it (the one that
     loaded the stream), so every pass over one data set would queue on one worker; given the name,
-    the task goes to whichever worker is free and fetches the stream there once (:func:`_fetch`)."""
+    the task goes to whichever worker is free and fetches the stream there once (``_fetch``)."""
 
     cache_key: tuple
     variable: str
@@ -79,7 +79,7 @@ def _stream_future(cache_key: tuple) -> tuple:
     """The stream as a Dask future, and the name of a Dask ``Variable`` holding it: loaded
     (parsed, subsampled) once, by one worker; the tasks that need it elsewhere get a copy from that
     worker. Data sets load in parallel on several workers, and no worker, nor this process, parses
-    a file twice. A stream :func:`load_streams_ahead` will load is waited for, not loaded again."""
+    a file twice. A stream ``load_streams_ahead`` will load is waited for, not loaded again."""
     ahead = STATE.loads_ahead.get(cache_key)
     if ahead is not None and ahead[0] is STATE.client:
         ahead[1].wait()
@@ -145,7 +145,7 @@ def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = N
 
 
 class _LoadQueue:
-    """The loads :func:`load_streams_ahead` has queued for one client, and the worker slots they
+    """The loads ``load_streams_ahead`` has queued for one client, and the worker slots they
     take (one per worker)."""
 
     def __init__(self, client):
@@ -157,7 +157,7 @@ class _LoadQueue:
 
 def _submit_queued_loads(queue: _LoadQueue) -> None:
     """Submits ``queue``'s loads in order, each when a worker slot is free; returns when the queue
-    is empty (a later :func:`load_streams_ahead` starts another such thread) or the run is over."""
+    is empty (a later ``load_streams_ahead`` starts another such thread) or the run is over."""
     client, emptied = queue.client, False
     try:
         while True:
@@ -221,7 +221,7 @@ def _streams_of(jobs: list) -> list[_StreamRef]:
 
 @contextmanager
 def run_on_dask(client):
-    """Within this block :func:`run_jobs` sends every job to the Dask ``client`` as a task."""
+    """Within this block ``run_jobs`` sends every job to the Dask ``client`` as a task."""
     previous, STATE.client = STATE.client, client
     try:
         yield client
@@ -251,7 +251,7 @@ def _forget_streams(cache_keys: list) -> None:
 def per_dataset(keys: list, fn: Callable):
     """Yields ``(key, fn(key))`` in the order of ``keys``.
 
-    On a Dask cluster (inside :func:`run_on_dask`) the data sets run at once, each driven from its
+    On a Dask cluster (inside ``run_on_dask``) the data sets run at once, each driven from its
     own thread of this process: one data set's steps (tuning rounds, then the evaluation) depend on
     each other, different data sets do not, so the workers stay busy while this process waits for a
     data set's step or writes outputs. Results still come back in the order of ``keys``, so every
@@ -269,7 +269,7 @@ def per_dataset(keys: list, fn: Callable):
             yield key, fut.result()
 
 
-#: A round's jobs go into at most this many Dask tasks per worker (see :class:`PendingJobs`): on
+#: A round's jobs go into at most this many Dask tasks per worker (see ``PendingJobs``): on
 #: 2 cores every task costs the driver and the workers' event loops CPU taken from the passes (8
 #: per worker: --quick grid 1.46-1.80x with 2 workers vs 1, paired runs; 4: 1.69-1.86x); with
 #: worker-saturation 1.0 a free worker takes the next task, so 4 still balance passes of unequal cost.
@@ -277,12 +277,12 @@ TASKS_PER_WORKER = 4
 
 
 class PendingJobs:
-    """Jobs handed to :func:`submit_jobs`; :meth:`results` returns their results in job order.
+    """Jobs handed to ``submit_jobs``; ``results`` returns their results in job order.
 
     On a Dask cluster the jobs are already running as tasks when this object exists, so a data
     set's driver can submit what needs nothing more (evaluations of untuned learners) and go on
-    with what does (a tuning search); elsewhere they run when :meth:`results` is called, exactly
-    as :func:`run_jobs` always ran them.
+    with what does (a tuning search); elsewhere they run when ``results`` is called, exactly
+    as ``run_jobs`` always ran them.
     """
 
     def __init__(self, fn: Callable, jobs: list, n_jobs: int, desc: str, progress: bool, label: Callable | None,
@@ -359,9 +359,9 @@ def _n_workers(client) -> int:
 
 def submit_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progress: bool = True,
                 label: Callable | None = None, waited: bool = False) -> PendingJobs:
-    """:func:`run_jobs` in two steps: submit now (on a Dask cluster the tasks start at once),
+    """``run_jobs`` in two steps: submit now (on a Dask cluster the tasks start at once),
     collect with ``.results()``. ``waited``: the caller collects them next, before it submits
-    anything else (on a cluster they go before the work submitted ahead, :data:`PRIORITY_WAITED`)."""
+    anything else (on a cluster they go before the work submitted ahead, ``PRIORITY_WAITED``)."""
     return PendingJobs(fn, jobs, n_jobs, desc, progress, label, waited)
 
 
@@ -371,7 +371,7 @@ def run_jobs(fn: Callable, jobs: list, *, n_jobs: int = 1, desc: str = "", progr
 
     ``fn`` must be a top-level function (picklable). Results come back in the order of ``jobs``.
     Exceptions are caught per job and returned as ``JobResult.error``. Inside
-    :func:`run_on_dask` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
+    ``run_on_dask`` the jobs run as tasks on that Dask cluster, whatever ``n_jobs``.
     """
     return submit_jobs(fn, jobs, n_jobs=n_jobs, desc=desc, progress=progress, label=label, waited=True).results()
 
@@ -383,12 +383,12 @@ def run_jobs_here(fn: Callable, jobs: list) -> list[JobResult]:
 
 
 def on_dask() -> bool:
-    """True inside :func:`run_on_dask`."""
+    """True inside ``run_on_dask``."""
     return STATE.client is not None
 
 
 def run_task(fn: Callable, *args, reads: list | None = None):
-    """``fn(*args)``: here, or inside :func:`run_on_dask` as one task on the cluster (this thread
+    """``fn(*args)``: here, or inside ``run_on_dask`` as one task on the cluster (this thread
     waits for its result). For the work between the passes that costs real time, such as drawing
     a figure: on a cluster it runs on a worker while this process goes on driving the other data
     sets, and this process never imports the heavy module (matplotlib). ``reads``: jobs naming

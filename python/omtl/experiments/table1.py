@@ -75,7 +75,7 @@ def kernel_params(key: str, n_features: int) -> dict:
 
 
 def run_job(job: dict) -> dict:
-    """One online pass; ``job`` says which (see :func:`_jobs_reference` and :func:`_jobs_budget`)."""
+    """One online pass; ``job`` says which (see ``_jobs_reference`` and ``_jobs_budget``)."""
     stream = load_stream(job["dataset"], job["data_dir"], job["subsample"]).shuffled(job["seed"])
     kparams = kernel_params(job["dataset"], stream.n_features)
     if job["kind"] == "battery":

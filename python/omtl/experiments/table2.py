@@ -165,7 +165,7 @@ class _Tuner:
 
     def go_on(self, search, *args) -> dict:
         """``search(self, *args)``: the rest of a search. On a Dask cluster, once every pass so far
-        was cheap (:data:`CHEAP_PASS_SECONDS`), as one task on a worker, whose trials and cache
+        was cheap (``CHEAP_PASS_SECONDS``), as one task on a worker, whose trials and cache
         come back here in the order a search in this process makes them."""
         if not on_dask() or not self.trials or self.slowest_pass >= CHEAP_PASS_SECONDS:
             return search(self, *args)
@@ -197,7 +197,7 @@ def tune_romco(tuner: _Tuner, grid: list[float], full: bool) -> dict:
 
 
 def _romco_coordinates(tuner: _Tuner, cur: dict, grid: list[float]) -> dict:
-    """The coordinate rounds of :func:`tune_romco` after its first (η1 = η2) round."""
+    """The coordinate rounds of ``tune_romco`` after its first (η1 = η2) round."""
     title = DATASETS[tuner.key].title
     for name in ("lambda1", "lambda2"):
         cur = tuner.best([{**cur, name: v} for v in grid], f"{title}: tune ROMCO {name}")
@@ -485,7 +485,7 @@ def render_markdown(summary: list[dict], settings: dict) -> str:
 
 
 def figure_args(summary: list[dict], key: str, n_seeds: int) -> tuple[dict, str]:
-    """The arguments of :func:`~.figures.cumulative_error_png` for the data set ``key``."""
+    """The arguments of ``cumulative_error_png`` for the data set ``key``."""
     curves = {r["algorithm"]: r["_curve"] for r in summary if r["dataset"] == key and "_curve" in r}
     return curves, f"{DATASETS[key].title}\ncumulative error rate, mean over {n_seeds} shuffle(s)"
 

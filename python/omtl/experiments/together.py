@@ -1,6 +1,6 @@
 """Several experiments in one run (``omtl reproduce table1 table2``).
 
-On a Dask cluster (inside :func:`~.runner.run_on_dask`) they run at once and share it: every
+On a Dask cluster (inside ``run_on_dask``) they run at once and share it: every
 experiment's data-set loads are queued first, in the experiments' order, on the one load queue of
 the cluster, then each experiment is driven from its own thread of this process, so one
 experiment's loads and passes fill the workers while another waits on a dependency (its tail, a

@@ -30,7 +30,7 @@ class MTRBP(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     Cesa-Bianchi & Gentile, "Tracking the best hyperplane with a simple budget Perceptron",
     Machine Learning 69, 2007. Random draws come from the pinned SplitMix64 generator seeded with
     ``seed`` (one draw per eviction), so runs are reproducible and identical to
-    :class:`omtl.reference.MTRBP`. Per example the cost is one pass over the stored rows.
+    ``omtl.reference.MTRBP``. Per example the cost is one pass over the stored rows.
 
     Parameters
     ----------
@@ -86,7 +86,7 @@ class MTFORG(_BudgetMixin, KernelParamsMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks, budget, graph, kernel, gamma, degree, coef0, normalize
-        As :class:`MTRBP`. The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
+        As ``MTRBP``. The task kernel must have ``max_i T_ii > 0`` (else ``c_G = 0`` and fitting raises).
     radius : float, default=1.0
         R with ``K'(x, x) <= R^2`` for every instance. Ignored (R = 1) for rbf and normalised
         kernels. A ``RuntimeWarning`` is emitted once if an instance exceeds it.

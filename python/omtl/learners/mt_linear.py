@@ -45,7 +45,7 @@ class MTLinear(OnlineClassifier):
     map: task ``i`` scores ``f_i(x) = sum_r B[r, i] <w_r, (x, 1)>`` where ``B^T B = T``, the task
     kernel of ``graph``. The complete graph (default) gives a shared block plus one block per task
     (Vowpal Wabbit's ``-q st`` with a constant); the disconnected graph gives one block per task; any
-    other :class:`~omtl.TaskGraph` uses the symmetric square root of ``T`` per connected component.
+    other ``TaskGraph`` uses the symmetric square root of ``T`` per connected component.
     An example updates only the blocks of its task's component, O(nnz(x)) per block.
 
     The default update is Vowpal Wabbit's: AdaGrad per coordinate, normalised by each coordinate's
@@ -84,7 +84,7 @@ class MTLinear(OnlineClassifier):
         knowledge common to all tasks more, below 1 the task's own weights; 1 is Vowpal Wabbit's
         ``-q st``. The default 2 was chosen on selection data, not on the benchmark sets
         (docs/mt_linear.md M.7b). Graphs without a shared block (``"disconnected"``, a complete
-        graph with one task, any other :class:`~omtl.TaskGraph`) ignore it (M.8).
+        graph with one task, any other ``TaskGraph``) ignore it (M.8).
     max_bytes : int or None, default=None
         A byte budget over users (docs/lifecycle.md): exact own cells for the most recently
         active users; when a new cell would not fit, the least recently active users are evicted

@@ -55,12 +55,12 @@ class PAUnique(OnlineClassifier):
 class PAGlobal(PAUnique):
     """PA-Global: one Passive-Aggressive classifier shared by all tasks (task ids are ignored).
 
-    Same update as :class:`PAUnique` (Crammer et al., JMLR 2006), on a single weight vector.
+    Same update as ``PAUnique`` (Crammer et al., JMLR 2006), on a single weight vector.
 
     Parameters
     ----------
     n_tasks, C, variant
-        As :class:`PAUnique`.
+        As ``PAUnique``.
     {n_features}
 
     Examples

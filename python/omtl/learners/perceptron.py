@@ -55,7 +55,7 @@ class KernelPerceptron(MTPerceptron):
     Parameters
     ----------
     n_tasks, kernel, gamma, degree, coef0, normalize
-        As :class:`MTPerceptron` (without ``graph``: the tasks share nothing).
+        As ``MTPerceptron`` (without ``graph``: the tasks share nothing).
     """
 
     def __init__(self, *, n_tasks=None, kernel="linear", gamma=None, degree=2, coef0=1.0, normalize=False, n_features=2**18):

@@ -110,7 +110,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     Parameters
     ----------
     n_tasks, budget, eta, graph, kernel, gamma, degree, coef0, normalize, threshold_on
-        As :class:`MTBPRJ`, except that ``n_tasks=None`` (the default, open-ended tasks) is only
+        As ``MTBPRJ``, except that ``n_tasks=None`` (the default, open-ended tasks) is only
         available with ``graph="disconnected"``; on another graph the first fit refuses it with
         the reason (a connected component's weight rows cannot take a new member: DECISIONS.md).
     alg2_literal_line14 : bool, default=False
@@ -150,7 +150,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
     _parameter_constraints = {**PROJECTRON_CONSTRAINTS, "alg2_literal_line14": Boolean(lenient=True)}
 
 
-#: Another name for :class:`MTBPRJ` (the paper calls it both MTBPRJ and MTPRJ; A-C9).
+#: Another name for ``MTBPRJ`` (the paper calls it both MTBPRJ and MTPRJ; A-C9).
 MTPRJ = MTBPRJ
-#: Another name for :class:`MTBPRJ2` (A-C9).
+#: Another name for ``MTBPRJ2`` (A-C9).
 MTPRJ2 = MTBPRJ2

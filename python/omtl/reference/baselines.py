@@ -478,7 +478,7 @@ def _linear_twin(native: type, core: type, *leading) -> type:
         return core(self._check_n_tasks(), n_features, *leading, *self._validated_params().values())
 
     name = native.__name__
-    doc = f"Reference twin of :class:`omtl.{name}` (NumPy)."
+    doc = f"Reference twin of ``omtl.{name}`` (NumPy)."
     return type(name, (native,), {"__doc__": doc, "__module__": __name__, "__qualname__": name, "_make_core": _make_core})
 
 

@@ -1,6 +1,6 @@
 """Reference budget Perceptrons (§4.1 MTRBP, §4.2 MTFORG), written like the pseudocode.
 
-The active set is a :class:`SupportSet` in insertion order; coefficients are stored as they
+The active set is a ``SupportSet`` in insertion order; coefficients are stored as they
 are (no global scale), the shrink factor is the closed form of §4.2 step 5, and random
 evictions use the same pinned SplitMix64 generator as the Rust engine.
 """
@@ -146,7 +146,7 @@ class ForgetronCore(_BudgetCore):
 
 
 class MTRBP(learners.MTRBP):
-    __doc__ = "Reference twin of :class:`omtl.MTRBP` (NumPy, dual form, same generator)."
+    __doc__ = "Reference twin of ``omtl.MTRBP`` (NumPy, dual form, same generator)."
 
     def _make_core(self, n_features, sparse):
         budget, seed = self._validated_params().values()
@@ -155,7 +155,7 @@ class MTRBP(learners.MTRBP):
 
 
 class MTFORG(learners.MTFORG):
-    __doc__ = "Reference twin of :class:`omtl.MTFORG` (NumPy, coefficients kept unscaled)."
+    __doc__ = "Reference twin of ``omtl.MTFORG`` (NumPy, coefficients kept unscaled)."
 
     def _make_core(self, n_features, sparse):
         budget, radius = self._validated_params().values()

@@ -371,7 +371,7 @@ class MTLinearCore(ReferenceCore):
 
 
 class MTLinear(learners.MTLinear):
-    __doc__ = "Reference twin of :class:`omtl.MTLinear` (NumPy)."
+    __doc__ = "Reference twin of ``omtl.MTLinear`` (NumPy)."
 
     def _make_core(self, n_features, sparse):
         return MTLinearCore(self._task_graph(), n_features, **self._validated_params())

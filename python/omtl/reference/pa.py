@@ -62,14 +62,14 @@ class PACore(ReferenceCore):
 
 
 class PAUnique(learners.PAUnique):
-    __doc__ = "Reference twin of :class:`omtl.PAUnique` (NumPy)."
+    __doc__ = "Reference twin of ``omtl.PAUnique`` (NumPy)."
 
     def _make_core(self, n_features, sparse):
         return PACore(self._check_n_tasks(), n_features, shared=False, **self._validated_params())
 
 
 class PAGlobal(learners.PAGlobal):
-    __doc__ = "Reference twin of :class:`omtl.PAGlobal` (NumPy)."
+    __doc__ = "Reference twin of ``omtl.PAGlobal`` (NumPy)."
 
     def _make_core(self, n_features, sparse):
         return PACore(self._check_n_tasks(), n_features, shared=True, **self._validated_params())

@@ -84,7 +84,7 @@ class PerceptronCore(GrowsTasks):
 
 
 class MTPerceptron(learners.MTPerceptron):
-    __doc__ = "Reference twin of :class:`omtl.MTPerceptron` (NumPy, dual form)."
+    __doc__ = "Reference twin of ``omtl.MTPerceptron`` (NumPy, dual form)."
 
     def _make_core(self, n_features, sparse):
         graph = self._task_graph()
@@ -92,7 +92,7 @@ class MTPerceptron(learners.MTPerceptron):
 
 
 class KernelPerceptron(learners.KernelPerceptron):
-    __doc__ = "Reference twin of :class:`omtl.KernelPerceptron` (NumPy, dual form)."
+    __doc__ = "Reference twin of ``omtl.KernelPerceptron`` (NumPy, dual form)."
 
     def _make_core(self, n_features, sparse):
         graph = self._task_graph()

@@ -191,7 +191,7 @@ class MTBPRJ2Core(GrowsTasks):
 
 
 class MTBPRJ(learners.MTBPRJ):
-    __doc__ = "Reference twin of :class:`omtl.MTBPRJ` (NumPy, direct solves on the Gram matrix)."
+    __doc__ = "Reference twin of ``omtl.MTBPRJ`` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
         budget, eta, threshold_on = self._validated_params().values()
@@ -204,7 +204,7 @@ class MTBPRJ(learners.MTBPRJ):
 
 
 class MTBPRJ2(learners.MTBPRJ2):
-    __doc__ = "Reference twin of :class:`omtl.MTBPRJ2` (NumPy, direct solves on the Gram matrix)."
+    __doc__ = "Reference twin of ``omtl.MTBPRJ2`` (NumPy, direct solves on the Gram matrix)."
 
     def _make_core(self, n_features, sparse):
         budget, eta, threshold_on, literal_line14 = self._validated_params().values()

@@ -81,7 +81,7 @@ class RomcoCore(RoundCore):
 
 
 class ROMCO(learners.ROMCO):
-    __doc__ = "Reference twin of :class:`omtl.ROMCO` (NumPy, numpy.linalg.svd at every update)."
+    __doc__ = "Reference twin of ``omtl.ROMCO`` (NumPy, numpy.linalg.svd at every update)."
 
     def _make_core(self, n_features, sparse):
         return RomcoCore(self._check_n_tasks(), n_features, **self._validated_params())

@@ -1,6 +1,8 @@
 //! MTBPRJ-2 (Alg. 2): projection in the base-kernel space, one weight per (task, dictionary element)
 //! in per-component blocks.
 
+use std::collections::{BTreeSet, HashMap};
+
 use super::*;
 
 /// The weights of one connected component: `|c|` task rows, row stride `cap` (one column per
@@ -9,6 +11,64 @@ use super::*;
 pub(super) struct Block {
     pub(super) members: Vec<u32>,
     pub(super) w: Vec<f64>,
+}
+
+/// Which blocks may hold a nonzero weight in a dictionary column, so that a budget step visits
+/// those blocks only (with the disconnected graph there is a block per user). A block's weights
+/// are nonzero only in the columns its own tasks inserted until a projection or a fold spreads
+/// them, at time `t`, over every column inserted at or before `t`. The index keeps each spread
+/// block's last such time. Derived data: not saved, and rebuilt on a restored model's first
+/// update with every block spread "now" (a superset, exact again once the dictionary turns over).
+#[derive(Debug, Default)]
+pub(super) struct SpreadIndex {
+    ready: bool,
+    by_time: BTreeSet<(u64, u32)>,
+    since: HashMap<u32, u64>,
+    /// Blocks visited by budget steps (what the tests count).
+    #[cfg(test)]
+    pub(super) visited: u64,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Copies of a model's index on this thread (a copy of the model copies it): what the tests
+    /// count to see that adding a task does not copy the model.
+    pub(super) static INDEX_COPIES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+impl Clone for SpreadIndex {
+    fn clone(&self) -> Self {
+        #[cfg(test)]
+        INDEX_COPIES.with(|c| c.set(c.get() + 1));
+        SpreadIndex {
+            ready: self.ready,
+            by_time: self.by_time.clone(),
+            since: self.since.clone(),
+            #[cfg(test)]
+            visited: self.visited,
+        }
+    }
+}
+
+impl PartialEq for SpreadIndex {
+    fn eq(&self, _other: &Self) -> bool {
+        true // derived from the weights: two models with equal weights are equal
+    }
+}
+
+impl SpreadIndex {
+    /// Block `c` spread at `time`.
+    fn mark(&mut self, c: u32, time: u64) {
+        if let Some(old) = self.since.insert(c, time) {
+            self.by_time.remove(&(old, c));
+        }
+        self.by_time.insert((time, c));
+    }
+
+    /// The blocks spread at or after `time` (possibly nonzero in a column inserted then).
+    fn since(&self, time: u64) -> impl Iterator<Item = u32> + '_ {
+        self.by_time.range((time, 0)..).map(|&(_, c)| c)
+    }
 }
 
 /// MTBPRJ-2 (Cavallanti & Cesa-Bianchi, Alg. 2; §4.5): the budget Projectron projecting in the
@@ -34,6 +94,8 @@ pub struct MTBPRJ2 {
     /// Column stride of every block.
     pub(super) cap: usize,
     pub(super) counters: Counters,
+    #[serde(skip)]
+    pub(super) spread: SpreadIndex,
 }
 
 impl Build for MTBPRJ2 {
@@ -74,6 +136,10 @@ impl Build for MTBPRJ2 {
             local,
             cap: 0,
             counters: Counters::default(),
+            spread: SpreadIndex {
+                ready: true,
+                ..SpreadIndex::default()
+            },
         })
     }
 }
@@ -139,6 +205,25 @@ impl MTBPRJ2 {
         }
         self.cap = cap;
         Ok(())
+    }
+
+    /// A restored model's index: every allocated block spread at `now`, and the column past the
+    /// dictionary zero in every block (a budget step leaves it to the next insertion, which
+    /// writes only its own block's). O(weights), once.
+    fn ensure_spread_index(&mut self, now: u64) {
+        if self.spread.ready {
+            return;
+        }
+        let (n, cap) = (self.dict.len(), self.cap);
+        for &c in &self.allocated {
+            if let Some(b) = self.blocks[c as usize].as_mut() {
+                if n < cap {
+                    (0..b.members.len()).for_each(|l| b.w[l * cap + n] = 0.0);
+                }
+                self.spread.mark(c, now);
+            }
+        }
+        self.spread.ready = true;
     }
 
     pub(super) fn ensure_block(&mut self, component: usize) -> Result<()> {
@@ -319,6 +404,9 @@ impl OnlineLearner for MTBPRJ2 {
     }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
+        if task >= self.local.len() {
+            return 0.0; // a task about to be added: its component has no block yet
+        }
         let Some(block) = &self.blocks[self.tasks.component(task)] else {
             return 0.0;
         };
@@ -362,6 +450,7 @@ impl OnlineLearner for MTBPRJ2 {
             self.grow_to(n + 1)?;
         }
         self.ensure_block(comp)?;
+        self.ensure_spread_index(time);
         self.counters.n_seen += 1;
         self.counters.n_updates += 1;
         let cap = self.cap;
@@ -378,19 +467,15 @@ impl OnlineLearner for MTBPRJ2 {
                             .for_each(|(w, a)| *w += c * a);
                     }
                 }
+                self.spread.mark(comp as u32, time);
             }
             Step::Insert | Step::Replace => {
                 self.counters.n_insertions += 1;
-                // The new column n: y T[l, i] in the block of i, 0 elsewhere.
-                for &c in &self.allocated {
-                    if let Some(b) = self.blocks[c as usize].as_mut() {
-                        for (l, &m) in b.members.iter().enumerate() {
-                            b.w[l * cap + n] = if c as usize == comp {
-                                y * tasks.get(m as usize, task)
-                            } else {
-                                0.0
-                            };
-                        }
+                // The new column n: y T[l, i] in the block of i; every other block's column n
+                // is already 0 (no block holds a weight past the dictionary).
+                if let Some(b) = self.blocks[comp].as_mut() {
+                    for (l, &m) in b.members.iter().enumerate() {
+                        b.w[l * cap + n] = y * tasks.get(m as usize, task);
                     }
                 }
                 if matches!(step, Step::Insert) {
@@ -403,14 +488,27 @@ impl OnlineLearner for MTBPRJ2 {
                     let elem_task: Vec<usize> =
                         (0..n).map(|j| self.dict.task(j)).chain(std::iter::once(task)).collect();
                     let literal = self.literal_line14;
-                    for &c in &self.allocated {
+                    // The blocks that may hold a weight in column r or n: the new element's, the
+                    // one that inserted r, and those spread since r was inserted. Every other
+                    // block is 0 in both columns, and a fold and swap would leave it unchanged.
+                    let mut visit: Vec<u32> = self.spread.since(self.dict.time(r)).collect();
+                    visit.extend([comp as u32, tasks.component(elem_task[r]) as u32]);
+                    visit.sort_unstable();
+                    visit.dedup();
+                    #[cfg(test)]
+                    {
+                        self.spread.visited += visit.len() as u64;
+                    }
+                    for c in visit {
                         let Some(b) = self.blocks[c as usize].as_mut() else {
                             continue;
                         };
+                        let mut folded = false;
                         for (l, &m) in b.members.iter().enumerate() {
                             let row = &mut b.w[l * cap..l * cap + n + 1];
                             let wr = row[r];
                             if wr != 0.0 {
+                                folded = true;
                                 for (j, w) in row.iter_mut().enumerate() {
                                     if literal {
                                         *w += gamma[j] * wr * tasks.get(m as usize, elem_task[j]);
@@ -421,6 +519,10 @@ impl OnlineLearner for MTBPRJ2 {
                             }
                             // Swap-remove column r: the new element moves into r.
                             row[r] = row[n];
+                            row[n] = 0.0;
+                        }
+                        if folded {
+                            self.spread.mark(c, time);
                         }
                     }
                     self.dict.push(x, task, y, time, 0.0, &self.kernel);
@@ -434,6 +536,19 @@ impl OnlineLearner for MTBPRJ2 {
     }
 
     active_set_counters!(counters.n_updates, dict);
+
+    /// On the disconnected graph a new task is a new component without a block: it scores 0.
+    fn scores_new_tasks(&self) -> bool {
+        matches!(self.tasks, TaskKernel::Disconnected { .. })
+    }
+
+    fn undoes_added_tasks(&self) -> bool {
+        true
+    }
+
+    fn remove_added_tasks(&mut self, n: usize) {
+        self.shrink_tasks(n);
+    }
 
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let mut d = diagnostics(&self.counters, &self.gram);
@@ -521,5 +636,33 @@ impl MTBPRJ2 {
         }
         self.tasks = tasks;
         Ok(())
+    }
+
+    /// Undoes [`MTBPRJ2::grow_tasks`] of the last `n` tasks (their events failed, so they hold
+    /// nothing): O(n).
+    fn shrink_tasks(&mut self, n: usize) {
+        let k = self.tasks.n_tasks() - n;
+        match &mut self.tasks {
+            TaskKernel::Disconnected { k: size, .. } => {
+                *size = k;
+                let kept = self.members.len() - n;
+                for c in kept..self.members.len() {
+                    if self.blocks[c].take().is_some() {
+                        self.allocated.retain(|&a| a as usize != c);
+                        if let Some(t) = self.spread.since.remove(&(c as u32)) {
+                            self.spread.by_time.remove(&(t, c as u32));
+                        }
+                    }
+                }
+                self.members.truncate(kept);
+                self.blocks.truncate(kept);
+            }
+            TaskKernel::Complete { k: size, .. } => {
+                *size = k;
+                self.members[0].truncate(k);
+            }
+            TaskKernel::Dense { .. } => unreachable!("a dense task kernel does not grow"),
+        }
+        self.local.truncate(k);
     }
 }

@@ -483,3 +483,109 @@ fn overflowing_kernel_values_leave_the_model_unchanged() {
         assert!(f.is_finite());
     }
 }
+
+/// Blocks a budget step visits per added user, after `users` users on the open disconnected
+/// graph (each user's first event a mistake: an insertion or a budget step).
+fn mtbprj2_visits_per_new_user(users: usize, budget: usize) -> f64 {
+    let d = 4;
+    let kernel = BaseKernel::rbf(20.0).unwrap();
+    let mut m = mtbprj2(
+        &TaskKernel::disconnected(1).unwrap(),
+        kernel,
+        d,
+        false,
+        params(budget, 0.1),
+    );
+    let mut rng = SplitMix64::new(7);
+    let mut scratch = Scratch::default();
+    let mut add_user = |m: &mut MTBPRJ2, rng: &mut SplitMix64, t: usize| {
+        if t > 0 {
+            m.grow_tasks(1).unwrap();
+        }
+        let x: Vec<f64> = (0..d).map(|_| unif(rng)).collect();
+        let y = if unif(rng) < 0.5 { 1.0 } else { -1.0 };
+        let score = m.score(Row::Dense(&x), t, &mut scratch);
+        m.update(Row::Dense(&x), t, y, score, &mut scratch).unwrap();
+        // a second event of the user, close to the first and labelled the other way: a projection
+        let x2: Vec<f64> = x.iter().map(|v| v + 0.001 * unif(rng)).collect();
+        let score = m.score(Row::Dense(&x2), t, &mut scratch);
+        m.update(Row::Dense(&x2), t, -y, score, &mut scratch).unwrap();
+    };
+    for t in 0..users {
+        add_user(&mut m, &mut rng, t);
+    }
+    let before = m.spread.visited;
+    let extra = 200;
+    for t in users..users + extra {
+        add_user(&mut m, &mut rng, t);
+    }
+    assert!(m.counters.n_evictions > 0 && m.counters.n_projections > 0);
+    (m.spread.visited - before) as f64 / extra as f64
+}
+
+#[test]
+fn mtbprj2_adding_a_user_costs_what_it_touches_not_the_number_of_users() {
+    // A budget step visits the blocks that may hold a weight in the removed column: at most the
+    // blocks spread while that column was in the dictionary, whatever the number of users.
+    // (Visiting every allocated block, as a loop over the blocks would, is one per user.)
+    let small = mtbprj2_visits_per_new_user(300, 20);
+    let large = mtbprj2_visits_per_new_user(4000, 20);
+    assert!(
+        large <= 2.0 * small + 2.0,
+        "{small} blocks per new user with 300 users, {large} with 4000"
+    );
+    assert!(large < 0.05 * 4000.0, "{large} blocks per new user with 4000 users");
+}
+
+#[test]
+fn mtbprj2_restored_mid_stream_continues_exactly() {
+    // The index of spread blocks is not saved: a restored model rebuilds it and learns on
+    // exactly as the original (the index only skips blocks whose columns are 0).
+    let (n, d, k) = (600, 3, 40);
+    let (x, tasks, y) = stream(n, d, k, 11);
+    let kernel = BaseKernel::rbf(8.0).unwrap();
+    let mut a = mtbprj2(&TaskKernel::disconnected(k).unwrap(), kernel, d, false, params(12, 0.2));
+    let half = n / 2;
+    let first = learn(
+        &mut a,
+        &Rows::dense(&x[..half * d], half, d),
+        &tasks[..half],
+        &y[..half],
+    )
+    .unwrap();
+    let mut b: MTBPRJ2 = bincode::deserialize(&bincode::serialize(&a).unwrap()).unwrap();
+    let rest = Rows::dense(&x[half * d..], n - half, d);
+    let sa = learn(&mut a, &rest, &tasks[half..], &y[half..]).unwrap();
+    let sb = learn(&mut b, &rest, &tasks[half..], &y[half..]).unwrap();
+    assert_eq!(sa, sb);
+    assert!(a.counters.n_evictions > 0 && !first.is_empty());
+    for t in 0..k {
+        for s in 0..a.dict.len() {
+            assert_eq!(a.weight(t, s), b.weight(t, s));
+        }
+    }
+}
+
+#[test]
+fn mtbprj2_adds_a_task_in_place_and_undoes_it_on_error() {
+    use crate::learner::{decision_grown, learn_grown};
+    use crate::model::AnyLearner;
+    let copies = || super::mtbprj2::INDEX_COPIES.with(std::cell::Cell::get);
+    let d = 2;
+    let kernel = BaseKernel::poly(3, 1e200, 1.0).unwrap();
+    let m = mtbprj2(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, params(4, 0.01));
+    let mut m = AnyLearner::from(m); // as the binding calls it
+    let before = copies();
+    // A new user's event and a new user's score: no copy of the model (it grows with its users).
+    learn_grown(&mut m, 1, &Rows::dense(&[1e-100, 0.0], 1, d), &[1], &[1.0]).unwrap();
+    decision_grown(&m, 1, &Rows::dense(&[1e-100, 0.0], 1, d), &[2]).unwrap();
+    assert_eq!(copies(), before, "adding a task copied the model");
+    assert_eq!(m.n_tasks(), 2);
+    // An event whose update fails ((1e200 <x,x'> + 1)^3 overflows) adds no task.
+    let snapshot = m.to_bytes().unwrap();
+    assert!(learn_grown(&mut m, 2, &Rows::dense(&[1e10, 1e10], 1, d), &[3], &[-1.0]).is_err());
+    assert_eq!(m.n_tasks(), 2);
+    assert_eq!(m.to_bytes().unwrap(), snapshot);
+    learn_grown(&mut m, 1, &Rows::dense(&[1e-100, 1e-100], 1, d), &[2], &[-1.0]).unwrap();
+    assert_eq!(m.n_tasks(), 3);
+}
