@@ -43,6 +43,7 @@ __all__ = [
     "read_model_header",
     "model_file_length",
     "write_model_file",
+    "read_model_pending",
     "check_bookkeeping",
     "serve",
     "MODEL_FILE_CLASSES",
