@@ -25,6 +25,7 @@ mod any;
 mod book;
 pub mod estimator;
 mod labels;
+mod replica;
 mod tasks;
 
 use std::collections::HashMap;
@@ -35,6 +36,7 @@ pub use any::{AnyLearner, KINDS, STATE_VERSION};
 pub use book::Book;
 pub use estimator::Estimator;
 pub use labels::{read_label, read_labels, ClassLabel, Label, LabelForm, Labels, Predicted};
+pub use replica::shard_of;
 pub use tasks::{Labels as TaskLabels, TaskId, TaskRef, Tasks, GROW_HINT, MAX_LABEL_BYTES};
 
 use crate::data::Rows;

@@ -10,6 +10,7 @@ mod learners;
 mod model_file;
 mod params;
 mod registry;
+mod shared;
 mod small;
 mod stream;
 mod testing;
@@ -33,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(m)?;
     stream::register(m)?;
     model_file::register(m)?;
+    shared::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", crate::model::STATE_VERSION)?;

@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 mod check;
 mod lanes;
 mod loss;
+mod shared;
 mod store;
 mod update;
 
@@ -172,6 +173,10 @@ pub struct MTLinear {
     /// The factor entries of the update in progress.
     #[serde(skip)]
     term_buf: Vec<(u32, f64)>,
+    /// A replica's record of its shared cells written since its last sync
+    /// ([`crate::learner::shared`]); none unless recording.
+    #[serde(skip)]
+    tracker: Option<Box<shared::SharedTracker>>,
 }
 
 /// The factor entries `(block, B[block, task])` of one task: computed for the closed forms, or
@@ -281,6 +286,7 @@ impl Build for MTLinear {
             entries: Vec::new(),
             pad: Scratchpad::default(),
             term_buf: Vec::new(),
+            tracker: None,
         })
     }
 }
@@ -355,6 +361,7 @@ impl MTLinear {
             + self.stats.capacity() * std::mem::size_of::<ComponentStats>()
             + self.component.capacity() * 4
             + terms
+            + self.tracker.as_ref().map_or(0, |t| t.memory_bytes())
     }
 
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete

@@ -305,6 +305,9 @@ impl MTLinear {
         let n_coords = n_entries * terms.len();
         self.bound_journal()?;
         self.journal.reserve_cells(n_coords)?;
+        if self.tracker.is_some() {
+            self.note_shared_writes(terms);
+        }
         let journal = &mut self.journal;
         let pad = &mut self.pad;
         match &mut self.store {
