@@ -121,7 +121,7 @@ fn shards_of<'py>(py: Python<'py>, labels: &Bound<'py, PyAny>, n_shards: usize) 
     for item in labels.try_iter()? {
         let item = item?;
         let shard = if let Ok(s) = item.cast::<PyString>() {
-            shard_of(TaskRef::Str(s.to_str()?), n_shards)
+            shard_of(TaskRef::Str(&s.to_cow()?), n_shards)
         } else if let Ok(i) = item.extract::<i64>() {
             shard_of(TaskRef::Int(i), n_shards)
         } else {

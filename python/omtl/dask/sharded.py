@@ -48,7 +48,10 @@ def _distributed():
 
 
 class ShardedLearner:
-    """An omtl learner sharded over Dask actors by connected component of the task graph.
+    """An omtl learner sharded over Dask actors by connected component of the task graph, or,
+    without a graph, by task label with the shared state kept in step
+    (:class:`~omtl.dask.coupled.CoupledShardedLearner`: ``ShardedLearner(model, n_shards=...,
+    sync_every=...)``).
 
     Parameters
     ----------
@@ -77,7 +80,19 @@ class ShardedLearner:
     Within a shard rows are learned in input order; results come back in input order.
     """
 
-    def __init__(self, make_model, graph, *, n_shards=None, client=None, balance="tasks", independent_shards=False):
+    def __new__(cls, make_model=None, graph=None, *args, **kwargs):
+        if cls is ShardedLearner and graph is None:  # no task graph: coupled sharding by label
+            from .coupled import CoupledShardedLearner
+
+            return super().__new__(CoupledShardedLearner)
+        return super().__new__(cls)
+
+    _actor_class = ShardActor
+
+    def __init__(self, make_model, graph, *, n_shards=None, client=None, balance="tasks", independent_shards=False,
+                 sync_every=None):
+        if sync_every is not None:
+            raise ValueError("sync_every is for coupled sharding (no task graph): sharded by component, no state is shared")
         if not isinstance(graph, TaskGraph):
             raise TypeError(f"graph must be an omtl.TaskGraph, got {type(graph).__name__}")
         if balance not in ("tasks", "rows"):
@@ -165,7 +180,7 @@ class ShardedLearner:
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         futures = [
-            self.client.submit(ShardActor, blob, fmt, actor=True, pure=False, workers=[workers[s % len(workers)]],
+            self.client.submit(self._actor_class, blob, fmt, actor=True, pure=False, workers=[workers[s % len(workers)]],
                                allow_other_workers=True)
             for s, blob in enumerate(blobs)
         ]
@@ -207,7 +222,7 @@ class ShardedLearner:
 
     def _fail(self, method, parts, failures):
         s, exc, lost = failures[0]
-        updating = method in ("learn", "partial_fit")
+        updating = method in ("learn", "partial_fit", "step")
         if any(is_lost for _, _, is_lost in failures):
             s, exc, _ = next(f for f in failures if f[2])
             self._broken = f"shard {s} was lost"
