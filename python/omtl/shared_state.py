@@ -4,8 +4,8 @@ A learner whose tasks share state (``MTLinear`` on the complete graph: its share
 ``PAGlobal`` and ``CWCOL``: their global model) can run as several replicas, each learning the rows
 of its own tasks (:func:`shards_of`) and holding a copy of the shared state. To bring them in step,
 every replica reports what its shared state changed since the last sync (:func:`changes`), the
-reports are combined (:func:`combine`: per value, the mean of the replicas' changes for a weight,
-their sum for an accumulated statistic, the largest for a running maximum) and every replica
+reports are combined (:func:`combine`: per value, the replicas' changes added, or averaged, for a
+weight, added for an accumulated statistic, the largest for a running maximum) and every replica
 applies the result (:func:`apply`). Replicas in step merge into one model (:func:`merge`).
 :class:`omtl.dask.ShardedLearner` does all of this on a Dask cluster (docs/scale-out.md,
 "Coupled sharding"; the rules: docs/DECISIONS.md, "Coupled shards").
@@ -79,9 +79,15 @@ def changes(model) -> bytes:
         return bytes(_native.shared_changes(_native_learner(model)))
 
 
-def combine(reports) -> bytes:
-    """One update from every replica's report (in the same order at every sync)."""
-    return bytes(_native.shared_combine([bytes(r) for r in reports]))
+def combine(reports, *, mix: str = "sum") -> bytes:
+    """One update from every replica's report (in the same order at every sync). A weight that
+    several replicas changed takes the sum of their changes (``mix="sum"``: every replica's
+    updates applied once, as if all their rows had been learned from the state at the last sync)
+    or their mean (``"mean"``: parameter averaging, as Vowpal Wabbit's AllReduce and Jubatus' MIX
+    do); statistics (sums of squared gradients, counts, precisions) add up, maxima are kept."""
+    if mix not in ("sum", "mean"):
+        raise ValueError(f"mix must be 'sum' or 'mean', got {mix!r}")
+    return bytes(_native.shared_combine([bytes(r) for r in reports], mix))
 
 
 def apply(model, update: bytes) -> None:

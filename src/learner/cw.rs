@@ -22,11 +22,11 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::Scratch;
-use crate::learner::spec::{check_positive, check_within};
 use crate::learner::shared::{
     check_maps, dense_applied, dense_changes, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout,
     SharedUpdate,
 };
+use crate::learner::spec::{check_positive, check_within};
 use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::learner::{Build, OnlineLearner, Setting};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
@@ -599,9 +599,10 @@ impl CwCol {
     }
 }
 
-/// CW-COL as a replica of a coupled model: the global model is the shared state, each mean's
-/// and variance's changes averaged over the replicas that changed it (an average of variances
-/// stays between the replicas' own, above the floor); the task models are the replica's own.
+/// CW-COL as a replica of a coupled model: the global model is the shared state, its means
+/// combined as weights, its variances through their precisions (the inverse variances' gains
+/// added, as one model's precision accumulates over its updates); the task models are the
+/// replica's own.
 impl Replica for CwCol {
     fn shared_layout(&self) -> Result<SharedLayout> {
         Ok(SharedLayout {
@@ -611,7 +612,7 @@ impl Replica for CwCol {
                 self.confidence, self.a, self.omega, self.n_features
             ),
             space: self.n_features as u64,
-            columns: vec![Mix::Mean, Mix::Mean],
+            columns: vec![Mix::Weight, Mix::Precision],
             scalars: Vec::new(),
         })
     }
@@ -623,18 +624,27 @@ impl Replica for CwCol {
 
     fn shared_changes(&self) -> Result<SharedChanges> {
         let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
-        Ok(dense_changes(self.shared_layout()?, base, &[&self.global.mu, &self.global.sigma]))
+        Ok(dense_changes(
+            self.shared_layout()?,
+            base,
+            &[&self.global.mu, &self.global.sigma],
+        ))
     }
 
     fn apply_shared(&mut self, update: &SharedUpdate) -> Result<()> {
         if update.layout != self.shared_layout()? {
-            return Err(crate::error::invalid("update", "a shared-state update of another model"));
+            return Err(crate::error::invalid(
+                "update",
+                "a shared-state update of another model",
+            ));
         }
         let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
         let changes = dense_applied(update, base, &[&self.global.mu, &self.global.sigma]);
         let (floor, top) = (self.floor(), self.a);
         if changes.iter().any(|(_, v)| !(v[0].is_finite() && v[1].is_finite())) {
-            return Err(crate::Error::Numerical("CW-COL: the combined global model is not finite".into()));
+            return Err(crate::Error::Numerical(
+                "CW-COL: the combined global model is not finite".into(),
+            ));
         }
         for (j, v) in changes {
             self.global.mu[j] = v[0];
@@ -661,10 +671,16 @@ impl Replica for CwCol {
             for (j, model) in p.individual.iter().enumerate() {
                 let Some(model) = model else { continue };
                 let Some(t) = map.get(j).copied().flatten() else {
-                    return Err(crate::error::invalid("maps", format!("task {j} of a replica has a model but no merged task")));
+                    return Err(crate::error::invalid(
+                        "maps",
+                        format!("task {j} of a replica has a model but no merged task"),
+                    ));
                 };
                 if merged.individual[t].is_some() {
-                    return Err(crate::error::invalid("maps", format!("two replicas hold a model of merged task {t}")));
+                    return Err(crate::error::invalid(
+                        "maps",
+                        format!("two replicas hold a model of merged task {t}"),
+                    ));
                 }
                 merged.individual[t] = Some(model.try_copy()?);
             }

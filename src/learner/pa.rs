@@ -275,18 +275,24 @@ impl PassiveAggressive {
     }
 }
 
-/// PA-Global as a replica of a coupled model: its one `w` is the shared state, each weight's
-/// changes averaged over the replicas that changed it. PA-Unique shares nothing.
+/// PA-Global as a replica of a coupled model: its one `w` is the shared state, combined as
+/// weights. PA-Unique shares nothing.
 impl Replica for PassiveAggressive {
     fn shared_layout(&self) -> Result<SharedLayout> {
         if !self.global {
-            return Err(invalid("shared", "PA-Unique keeps one model per task: it shares no state between tasks"));
+            return Err(invalid(
+                "shared",
+                "PA-Unique keeps one model per task: it shares no state between tasks",
+            ));
         }
         Ok(SharedLayout {
             kind: "passive_aggressive".into(),
-            settings: format!("global variant={:?} C={} n_features={}", self.variant, self.c, self.n_features),
+            settings: format!(
+                "global variant={:?} C={} n_features={}",
+                self.variant, self.c, self.n_features
+            ),
             space: self.n_features as u64,
-            columns: vec![Mix::Mean],
+            columns: vec![Mix::Weight],
             scalars: Vec::new(),
         })
     }
@@ -313,7 +319,9 @@ impl Replica for PassiveAggressive {
             w[j] = values[0];
         }
         if !w.iter().all(|v| v.is_finite()) {
-            return Err(Error::Numerical("PA-Global: the combined weights are not finite".into()));
+            return Err(Error::Numerical(
+                "PA-Global: the combined weights are not finite".into(),
+            ));
         }
         if self.weights[0].is_some() || !update.positions.is_empty() {
             self.weights[0] = Some(w.clone());

@@ -8,10 +8,10 @@
 //!
 //! 1. each replica reports the positions of its shared state that changed since its last sync,
 //!    with their values then and now ([`SharedChanges`], [`Replica::shared_changes`]);
-//! 2. [`combine`] merges the reports into one [`SharedUpdate`]: per position, the average of the
-//!    changes of the replicas that changed it for a weight ([`Mix::Mean`]), their sum for an
-//!    accumulated statistic ([`Mix::Sum`]), the largest value for a running maximum
-//!    ([`Mix::Max`]);
+//! 2. [`combine`] merges the reports into one [`SharedUpdate`]: per position, the changes of
+//!    the replicas that changed it added (or averaged: [`WeightMix`]) for a weight
+//!    ([`Mix::Weight`]), added for an accumulated statistic ([`Mix::Sum`], [`Mix::Precision`]),
+//!    the largest value for a running maximum ([`Mix::Max`]);
 //! 3. every replica applies it ([`Replica::apply_shared`]) and starts recording afresh.
 //!
 //! A replica's cost per sync follows the positions changed (at most its shared state), and
@@ -38,13 +38,38 @@ const MAX_SCALARS: usize = 8;
 /// How the replicas' changes of one value combine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Mix {
-    /// A weight: the base plus the mean of the changes of the replicas that changed it.
-    Mean,
+    /// A weight: the base plus the replicas' changes, added or averaged ([`WeightMix`]).
+    Weight,
     /// An accumulated statistic (a sum of squared gradients, a count): the base plus the sum of
     /// the changes, as one model that saw every replica's rows would hold.
     Sum,
+    /// A variance that shrinks as its precision (its inverse) accumulates: the precisions'
+    /// changes added.
+    Precision,
     /// A running maximum (a normalizer's scale): the largest value of any replica.
     Max,
+}
+
+/// How the changes of a weight ([`Mix::Weight`]) combine when several replicas changed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WeightMix {
+    /// Added: every replica's updates are applied once, as if the rows of all replicas since
+    /// the last sync had been learned from the state then (a delayed update).
+    Sum,
+    /// Averaged over the replicas that changed it (parameter mixing: Vowpal Wabbit's AllReduce
+    /// averaging, Jubatus' MIX).
+    Mean,
+}
+
+impl WeightMix {
+    /// `"sum"` or `"mean"`.
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "sum" => Ok(Self::Sum),
+            "mean" => Ok(Self::Mean),
+            other => Err(invalid("mix", format!("expected 'sum' or 'mean', got {other:?}"))),
+        }
+    }
 }
 
 /// What a learner's shared state looks like: only replicas of one layout combine.
@@ -190,9 +215,9 @@ fn differs(a: &[f64], b: &[f64]) -> bool {
 }
 
 /// Combines the replicas' changes (one report per replica, any order of replicas but the same
-/// every time: ties take the first report's base). Cost: the reports' total size (a sort of
-/// their positions).
-pub fn combine(parts: &[SharedChanges]) -> Result<SharedUpdate> {
+/// every time: ties take the first report's base), weights by `weights`. Cost: the reports'
+/// total size (a sort of their positions).
+pub fn combine(parts: &[SharedChanges], weights: WeightMix) -> Result<SharedUpdate> {
     let first = parts
         .first()
         .ok_or_else(|| invalid("parts", "no shared-state report to combine"))?;
@@ -201,17 +226,6 @@ pub fn combine(parts: &[SharedChanges]) -> Result<SharedUpdate> {
     }
     let layout = first.layout.clone();
     let nc = layout.columns.len();
-    // Every (position, report, row) whose values changed, by position then report.
-    let mut order: Vec<(u64, u32, u32)> = Vec::with_capacity(parts.iter().map(|p| p.positions.len()).sum());
-    for (pi, p) in parts.iter().enumerate() {
-        for (i, &pos) in p.positions.iter().enumerate() {
-            let span = i * nc..(i + 1) * nc;
-            if differs(&p.base[span.clone()], &p.now[span]) {
-                order.push((pos, pi as u32, i as u32));
-            }
-        }
-    }
-    order.sort_unstable();
     let mut out = SharedUpdate {
         layout,
         positions: Vec::new(),
@@ -224,64 +238,95 @@ pub fn combine(parts: &[SharedChanges]) -> Result<SharedUpdate> {
         scalar_change: Vec::new(),
         scalar_new: Vec::new(),
     };
-    let mut start = 0;
-    while start < order.len() {
-        let pos = order[start].0;
-        let end = start + order[start..].iter().take_while(|e| e.0 == pos).count();
-        let rows: Vec<(&[f64], &[f64])> = order[start..end]
+    // A merge of the reports' increasing positions: per position, the reports that changed it.
+    let mut next = vec![0usize; parts.len()];
+    let mut rows: Vec<(&[f64], &[f64])> = Vec::with_capacity(parts.len());
+    let (mut base, mut change, mut new) = ([0.0; MAX_COLUMNS], [0.0; MAX_COLUMNS], [0.0; MAX_COLUMNS]);
+    loop {
+        let pos = parts
             .iter()
-            .map(|&(_, pi, i)| {
-                let p = &parts[pi as usize];
-                let span = i as usize * nc..(i as usize + 1) * nc;
-                (&p.base[span.clone()], &p.now[span])
-            })
-            .collect();
-        let (base, change, new) = mixed(&out.layout.columns, &rows);
+            .zip(&next)
+            .filter_map(|(p, &i)| p.positions.get(i).copied())
+            .min();
+        let Some(pos) = pos else { break };
+        rows.clear();
+        for (p, i) in parts.iter().zip(next.iter_mut()) {
+            if p.positions.get(*i) == Some(&pos) {
+                let span = *i * nc..(*i + 1) * nc;
+                if differs(&p.base[span.clone()], &p.now[span.clone()]) {
+                    rows.push((&p.base[span.clone()], &p.now[span]));
+                }
+                *i += 1;
+            }
+        }
+        if rows.is_empty() {
+            continue;
+        }
+        mixed(&out.layout.columns, &rows, weights, (&mut base, &mut change, &mut new));
         out.positions.push(pos);
         out.changers.push(rows.len() as u32);
-        out.base.extend(base);
-        out.change.extend(change);
-        out.new.extend(new);
-        start = end;
+        out.base.extend_from_slice(&base[..nc]);
+        out.change.extend_from_slice(&change[..nc]);
+        out.new.extend_from_slice(&new[..nc]);
     }
-    let ns = out.layout.scalars.len();
-    for c in 0..ns {
-        let rows: Vec<(&[f64], &[f64])> = parts
-            .iter()
-            .map(|p| (&p.scalar_base[c..c + 1], &p.scalar_now[c..c + 1]))
-            .filter(|(b, n)| differs(b, n))
-            .collect();
-        let mix = [out.layout.scalars[c]];
-        let (base, change, new) = if rows.is_empty() {
+    for c in 0..out.layout.scalars.len() {
+        rows.clear();
+        rows.extend(
+            parts
+                .iter()
+                .map(|p| (&p.scalar_base[c..c + 1], &p.scalar_now[c..c + 1]))
+                .filter(|(b, n)| differs(b, n)),
+        );
+        if rows.is_empty() {
             let v = first.scalar_now[c];
-            (vec![v], vec![0.0], vec![v])
+            (base[0], change[0], new[0]) = (v, 0.0, v);
         } else {
-            mixed(&mix, &rows)
-        };
+            mixed(
+                &[out.layout.scalars[c]],
+                &rows,
+                weights,
+                (&mut base, &mut change, &mut new),
+            );
+        }
         out.scalar_changers.push(rows.len() as u32);
-        out.scalar_base.extend(base);
-        out.scalar_change.extend(change);
-        out.scalar_new.extend(new);
+        out.scalar_base.push(base[0]);
+        out.scalar_change.push(change[0]);
+        out.scalar_new.push(new[0]);
     }
     Ok(out)
 }
 
+type Values<'a> = (
+    &'a mut [f64; MAX_COLUMNS],
+    &'a mut [f64; MAX_COLUMNS],
+    &'a mut [f64; MAX_COLUMNS],
+);
+
 /// The reference base, combined change and new values of one position changed by `rows`
 /// (`(base, now)` per changing replica, at least one). One changer: its value verbatim.
-fn mixed(columns: &[Mix], rows: &[(&[f64], &[f64])]) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
-    let (base, now) = rows[0];
-    if rows.len() == 1 {
-        let change = base.iter().zip(now).map(|(b, n)| n - b).collect();
-        return (base.to_vec(), change, now.to_vec());
-    }
+fn mixed(columns: &[Mix], rows: &[(&[f64], &[f64])], weights: WeightMix, (base, change, new): Values) {
+    let (first_base, first_now) = rows[0];
     let m = rows.len() as f64;
-    let mut change = vec![0.0; columns.len()];
-    let mut new = vec![0.0; columns.len()];
     for (c, mix) in columns.iter().enumerate() {
+        base[c] = first_base[c];
+        if rows.len() == 1 {
+            change[c] = first_now[c] - first_base[c];
+            new[c] = first_now[c];
+            continue;
+        }
         let total: f64 = rows.iter().map(|(b, n)| n[c] - b[c]).sum();
         match mix {
-            Mix::Mean | Mix::Sum => {
-                change[c] = if *mix == Mix::Mean { total / m } else { total };
+            Mix::Precision => {
+                let gained: f64 = rows.iter().map(|(b, n)| 1.0 / n[c] - 1.0 / b[c]).sum();
+                new[c] = 1.0 / (1.0 / base[c] + gained);
+                change[c] = new[c] - base[c];
+            }
+            Mix::Weight | Mix::Sum => {
+                change[c] = if *mix == Mix::Weight && weights == WeightMix::Mean {
+                    total / m
+                } else {
+                    total
+                };
                 new[c] = base[c] + change[c];
             }
             Mix::Max => {
@@ -290,7 +335,6 @@ fn mixed(columns: &[Mix], rows: &[(&[f64], &[f64])]) -> (Vec<f64>, Vec<f64>, Vec
             }
         }
     }
-    (base.to_vec(), change, new)
 }
 
 impl SharedUpdate {
@@ -303,7 +347,11 @@ impl SharedUpdate {
         let (mix, changers, k) = if scalar {
             (self.layout.scalars[i], self.scalar_changers[i], i)
         } else {
-            (self.layout.columns[c], self.changers[i], i * self.layout.columns.len() + c)
+            (
+                self.layout.columns[c],
+                self.changers[i],
+                i * self.layout.columns.len() + c,
+            )
         };
         let (base, change, new) = if scalar {
             (self.scalar_base[k], self.scalar_change[k], self.scalar_new[k])
@@ -422,13 +470,22 @@ impl CheckState for Versioned<SharedUpdate> {
         let m = &self.message;
         check_positions(&m.layout, &m.positions, &[&m.base, &m.change, &m.new])?;
         if m.changers.len() != m.positions.len() || m.changers.contains(&0) {
-            return Err(Error::State("a shared-state update names no changer for a position".into()));
+            return Err(Error::State(
+                "a shared-state update names no changer for a position".into(),
+            ));
         }
         check_scalars(&m.layout, &[&m.scalar_base, &m.scalar_change, &m.scalar_new])?;
         if m.scalar_changers.len() != m.layout.scalars.len() {
             return Err(Error::State("shared-state scalars do not match their layout".into()));
         }
-        for v in [&m.base, &m.change, &m.new, &m.scalar_base, &m.scalar_change, &m.scalar_new] {
+        for v in [
+            &m.base,
+            &m.change,
+            &m.new,
+            &m.scalar_base,
+            &m.scalar_change,
+            &m.scalar_new,
+        ] {
             check_values("update", v)?;
         }
         Ok(())
@@ -493,7 +550,7 @@ mod tests {
             kind: "test".into(),
             settings: String::new(),
             space: 100,
-            columns: vec![Mix::Mean, Mix::Sum, Mix::Max],
+            columns: vec![Mix::Weight, Mix::Sum, Mix::Max],
             scalars: vec![Mix::Sum],
         }
     }
@@ -511,9 +568,21 @@ mod tests {
 
     #[test]
     fn one_changer_is_taken_verbatim_and_several_are_mixed() {
-        let a = report(&[3, 7], &[1.0, 2.0, 1.0, 0.1, 0.0, 0.5], &[1.5, 3.0, 1.0, 0.3, 1.0, 0.5], (10.0, 12.0));
-        let b = report(&[7, 9], &[0.1, 0.0, 0.5, 0.0, 0.0, 0.0], &[0.2, 0.5, 2.0, 0.0, 0.0, 0.0], (10.0, 11.0));
-        let u = combine(&[a.clone(), b]).unwrap();
+        let a = report(
+            &[3, 7],
+            &[1.0, 2.0, 1.0, 0.1, 0.0, 0.5],
+            &[1.5, 3.0, 1.0, 0.3, 1.0, 0.5],
+            (10.0, 12.0),
+        );
+        let b = report(
+            &[7, 9],
+            &[0.1, 0.0, 0.5, 0.0, 0.0, 0.0],
+            &[0.2, 0.5, 2.0, 0.0, 0.0, 0.0],
+            (10.0, 11.0),
+        );
+        let u = combine(&[a.clone(), b.clone()], WeightMix::Mean).unwrap();
+        let summed = combine(&[a.clone(), b], WeightMix::Sum).unwrap();
+        assert!((summed.new[3] - 0.4).abs() < 1e-15);
         // position 9 did not change: left out
         assert_eq!(u.positions, [3, 7]);
         assert_eq!(u.changers, [1, 2]);
@@ -527,7 +596,7 @@ mod tests {
         // out of step (another base): moves by the change
         assert_eq!(u.value(false, 0, 1, 5.0, 5.0, false), 6.0);
         // one report: the update is each position's value now
-        let alone = combine(&[a]).unwrap();
+        let alone = combine(&[a], WeightMix::Sum).unwrap();
         assert_eq!(alone.new, [1.5, 3.0, 1.0, 0.3, 1.0, 0.5]);
         assert_eq!(alone.scalar_new, [12.0]);
     }
@@ -537,7 +606,7 @@ mod tests {
         let a = report(&[3], &[1.0, 2.0, 1.0], &[1.5, 3.0, 1.0], (0.0, 1.0));
         let back = SharedChanges::from_bytes(&a.to_bytes().unwrap()).unwrap();
         assert_eq!(back, a);
-        let u = combine(&[a.clone()]).unwrap();
+        let u = combine(&[a.clone()], WeightMix::Sum).unwrap();
         assert_eq!(SharedUpdate::from_bytes(&u.to_bytes().unwrap()).unwrap(), u);
         let mut bad = a.clone();
         bad.positions = vec![100];
@@ -548,9 +617,12 @@ mod tests {
         let mut other = a.clone();
         other.layout.space = 5;
         other.positions = vec![1];
-        assert!(combine(&[a.clone(), other]).is_err());
+        assert!(combine(&[a.clone(), other], WeightMix::Sum).is_err());
         let mut bytes = a.to_bytes().unwrap();
         bytes[0] = 9;
-        assert!(SharedChanges::from_bytes(&bytes).unwrap_err().to_string().contains("version 9"));
+        assert!(SharedChanges::from_bytes(&bytes)
+            .unwrap_err()
+            .to_string()
+            .contains("version 9"));
     }
 }

@@ -83,7 +83,9 @@ impl AnyLearner {
                     })
                     .collect();
                 let same = same.ok_or_else(|| invalid("parts", "replicas of different learners"))?;
-                Ok(AnyLearner::$variant(Replica::merge_replicas(&same, maps, n_tasks)?))
+                Ok(AnyLearner::$variant(Replica::merge_replicas(
+                    &same, maps, n_tasks,
+                )?))
             }};
         }
         match parts.first() {
@@ -245,7 +247,10 @@ fn merged_labels(estimator: &super::Estimator, fitted: &[&Fitted]) -> Result<Mer
 /// Index mode: every replica holds all tasks; a task's state comes from the replica that has it.
 fn merged_indices(fitted: &[&Fitted]) -> Result<Merged> {
     let k = fitted[0].book.counts.len();
-    if fitted.iter().any(|f| f.book.counts.len() != k || f.learner.n_tasks() != k) {
+    if fitted
+        .iter()
+        .any(|f| f.book.counts.len() != k || f.learner.n_tasks() != k)
+    {
         return Err(invalid("parts", "replicas with different numbers of tasks"));
     }
     let mut counts = vec![0u64; k];

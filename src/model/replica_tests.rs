@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::data::Rows;
-use crate::learner::shared::{combine, SharedUpdate};
+use crate::learner::shared::{combine, SharedUpdate, WeightMix};
 use crate::model::{Estimator, Labels, Tasks};
 use crate::rng::SplitMix64;
 
@@ -45,7 +45,12 @@ impl Stream {
 
 /// One model on the stream, and `n_shards` replicas synced after every `sync_every` rows of
 /// any shard (rows routed by label); returns both with the pre-update scores of each.
-fn run(estimator: &Estimator, s: &Stream, n_shards: usize, sync_every: usize) -> (Model, Vec<Model>, Vec<f64>, Vec<f64>) {
+fn run(
+    estimator: &Estimator,
+    s: &Stream,
+    n_shards: usize,
+    sync_every: usize,
+) -> (Model, Vec<Model>, Vec<f64>, Vec<f64>) {
     let mut one = Model::new(estimator.clone());
     let mut shards: Vec<Model> = (0..n_shards)
         .map(|_| {
@@ -73,7 +78,7 @@ fn run(estimator: &Estimator, s: &Stream, n_shards: usize, sync_every: usize) ->
 
 fn sync(shards: &mut [Model]) {
     let reports: Vec<_> = shards.iter().map(|m| m.shared_changes().unwrap()).collect();
-    let update = SharedUpdate::from_bytes(&combine(&reports).unwrap().to_bytes().unwrap()).unwrap();
+    let update = SharedUpdate::from_bytes(&combine(&reports, WeightMix::Sum).unwrap().to_bytes().unwrap()).unwrap();
     for m in shards.iter_mut() {
         m.apply_shared(&update).unwrap();
     }
@@ -130,7 +135,11 @@ fn longer_intervals_stay_close_and_hashed_replicas_sync() {
         Estimator::from_text("MTLinear", &[("hash_bits", "12")]).unwrap(),
     ] {
         let (_, shards, single, sharded) = run(&est, &s, 4, 10);
-        let agree = single.iter().zip(&sharded).filter(|(a, b)| (**a >= 0.0) == (**b >= 0.0)).count();
+        let agree = single
+            .iter()
+            .zip(&sharded)
+            .filter(|(a, b)| (**a >= 0.0) == (**b >= 0.0))
+            .count();
         assert!(agree as f64 > 0.9 * 600.0, "{agree}");
         // after the last sync every replica reports nothing new
         for m in &shards {
@@ -149,8 +158,13 @@ fn hashed_replicas_do_not_merge_and_replicas_out_of_step_are_refused() {
     let est = Estimator::from_text("MTLinear", &[]).unwrap();
     let (_, mut shards, _, _) = run(&est, &s, 2, 5);
     let (rows, task, y) = s.row(0);
-    shards[shard_of(task[0], 2)].learn(&rows, Tasks::Ids(&task), Labels::Ints(&y)).unwrap();
-    assert!(Model::merge_replicas(&shards, None).unwrap_err().to_string().contains("in step"));
+    shards[shard_of(task[0], 2)]
+        .learn(&rows, Tasks::Ids(&task), Labels::Ints(&y))
+        .unwrap();
+    assert!(Model::merge_replicas(&shards, None)
+        .unwrap_err()
+        .to_string()
+        .contains("in step"));
     // not a replica: refused
     let perceptron = Estimator::from_text("MTPerceptron", &[("n_tasks", "None")]).unwrap();
     assert!(Model::empty_replica(&perceptron, 3, true).is_err());
@@ -158,7 +172,7 @@ fn hashed_replicas_do_not_merge_and_replicas_out_of_step_are_refused() {
     let other = Estimator::from_text("MTLinear", &[("update", "sgd")]).unwrap();
     let mut m = Model::empty_replica(&other, 4, true).unwrap();
     m.track_shared().unwrap();
-    let update = combine(&[shards[1].shared_changes().unwrap()]).unwrap();
+    let update = combine(&[shards[1].shared_changes().unwrap()], WeightMix::Sum).unwrap();
     assert!(m.apply_shared(&update).is_err());
 }
 

@@ -3,11 +3,12 @@
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyString};
 
 use super::convert::guarded;
 use super::learners::NativeLearner;
-use crate::learner::shared::{combine, SharedChanges, SharedUpdate, SHARED_LAYOUT_VERSION};
+use crate::learner::shared::{combine, SharedChanges, SharedUpdate, WeightMix, SHARED_LAYOUT_VERSION};
 use crate::model::{shard_of, Model, TaskRef};
 use crate::model_file::{parse_label_form, Limits};
 
@@ -25,16 +26,19 @@ fn shared_changes<'py>(py: Python<'py>, learner: &NativeLearner) -> PyResult<Bou
     Ok(PyBytes::new(py, &data))
 }
 
-/// The replicas' reports (bytes, one per replica, in a fixed order) combined into one update.
+/// The replicas' reports (bytes, one per replica, in a fixed order) combined into one update,
+/// weights' changes added (`mix="sum"`) or averaged (`"mean"`).
 #[pyfunction]
-fn shared_combine<'py>(py: Python<'py>, reports: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyBytes>> {
+#[pyo3(signature = (reports, mix))]
+fn shared_combine<'py>(py: Python<'py>, reports: Vec<PyBackedBytes>, mix: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let weights = guarded(|| WeightMix::parse(mix))?;
     let data = py.detach(|| {
         guarded(|| {
             let parts = reports
                 .iter()
                 .map(|r| SharedChanges::from_bytes(r))
                 .collect::<crate::Result<Vec<_>>>()?;
-            combine(&parts)?.to_bytes()
+            combine(&parts, weights)?.to_bytes()
         })
     })?;
     Ok(PyBytes::new(py, &data))
@@ -42,10 +46,10 @@ fn shared_combine<'py>(py: Python<'py>, reports: Vec<Vec<u8>>) -> PyResult<Bound
 
 /// Brings the learner's shared state in step with an update (bytes); on error it is unchanged.
 #[pyfunction]
-fn shared_apply(py: Python<'_>, learner: &NativeLearner, update: Vec<u8>) -> PyResult<()> {
+fn shared_apply(py: Python<'_>, learner: &NativeLearner, update: &[u8]) -> PyResult<()> {
     learner.with_model(py, |m| {
         guarded(|| {
-            let update = SharedUpdate::from_bytes(&update)?;
+            let update = SharedUpdate::from_bytes(update)?;
             m.apply_shared(&update)
         })
     })?
@@ -64,7 +68,7 @@ fn limits(max_header: u64, max_dense_graph: u64) -> Limits {
 #[pyo3(signature = (data, n_features, label_mode, *, max_header, max_dense_graph))]
 fn empty_replica<'py>(
     py: Python<'py>,
-    data: Vec<u8>,
+    data: &[u8],
     n_features: usize,
     label_mode: bool,
     max_header: u64,
@@ -73,7 +77,7 @@ fn empty_replica<'py>(
     let limits = limits(max_header, max_dense_graph);
     let out = py.detach(|| {
         guarded(|| {
-            let model = Model::decode(&data, &limits)?;
+            let model = Model::decode(data, &limits)?;
             Model::empty_replica(model.estimator(), n_features, label_mode)?.encode(&limits)
         })
     })?;
@@ -86,7 +90,7 @@ fn empty_replica<'py>(
 #[pyo3(signature = (parts, label_form, *, max_header, max_dense_graph))]
 fn merge_replicas<'py>(
     py: Python<'py>,
-    parts: Vec<Vec<u8>>,
+    parts: Vec<PyBackedBytes>,
     label_form: &str,
     max_header: u64,
     max_dense_graph: u64,
@@ -114,7 +118,11 @@ fn shards_of<'py>(py: Python<'py>, labels: &Bound<'py, PyAny>, n_shards: usize) 
     }
     if let Ok(ints) = labels.extract::<PyReadonlyArray1<'py, i64>>() {
         let ids = ints.as_slice()?;
-        let out: Vec<i64> = py.detach(|| ids.iter().map(|&i| shard_of(TaskRef::Int(i), n_shards) as i64).collect());
+        let out: Vec<i64> = py.detach(|| {
+            ids.iter()
+                .map(|&i| shard_of(TaskRef::Int(i), n_shards) as i64)
+                .collect()
+        });
         return Ok(out.into_pyarray(py));
     }
     let mut out = Vec::new();

@@ -118,10 +118,17 @@ class CoupledShardedLearner(ShardedLearner):
     sync_every : int
         The most rows a shard learns between two syncs (>= 1). With 1, one row is learned at a
         time and the model is the one model exactly (learners with exact cells).
+    mix : {"sum", "mean"}
+        How the changes of a shared weight that several shards changed combine: added (every
+        shard's updates applied once, as if all their rows since the last sync had been learned
+        from the state then) or averaged (parameter averaging, as Vowpal Wabbit's AllReduce and
+        Jubatus' MIX do). Statistics (sums of squared gradients, counts, precisions) always add up.
+        Averaging costs accuracy (docs/results/dask_coupled.md; docs/DECISIONS.md, "Coupled
+        shards").
     """
 
     def __init__(self, make_model, graph=None, *, n_shards=None, client=None, sync_every=DEFAULT_SYNC_EVERY,
-                 balance="tasks", independent_shards=False):
+                 mix="sum", balance="tasks", independent_shards=False):
         del balance, independent_shards  # component sharding only
         if graph is not None:
             raise ValueError("coupled sharding takes no task graph (the learner's own graph is used)")
@@ -136,6 +143,9 @@ class CoupledShardedLearner(ShardedLearner):
                              "shard MTLinear on another graph by component (ShardedLearner(model, graph))")
         if isinstance(sync_every, bool) or not isinstance(sync_every, (int, np.integer)) or sync_every < 1:
             raise ValueError(f"sync_every must be an integer >= 1, got {sync_every!r}")
+        if mix not in ("sum", "mean"):
+            raise ValueError(f"mix must be 'sum' or 'mean', got {mix!r}")
+        self.mix = mix
         if n_shards is not None and (isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1):
             raise ValueError(f"n_shards must be an integer >= 1, got {n_shards!r}")
         self.prototype = type(make_model)(**make_model.get_params())
@@ -203,7 +213,7 @@ class CoupledShardedLearner(ShardedLearner):
 
     # ---- learning -----------------------------------------------------------------------------
     def _sync(self, reports):
-        self._pending = shared_state.combine(reports)
+        self._pending = shared_state.combine(reports, mix=self.mix)
         self._owes[:] = True
         self._since[:] = 0
         self.n_syncs_ += 1
@@ -316,7 +326,7 @@ class CoupledShardedLearner(ShardedLearner):
         manifest = {"seq": seq, "mode": "coupled", "format": "omtl", "files": files, "learner": self.learner_name_,
                     "n_tasks": self.n_tasks, "label_mode": self._label_mode, "n_features_in": self.n_features_in_,
                     "label_form": list(self._label_form) if isinstance(self._label_form, tuple) else self._label_form,
-                    "sync_every": self.sync_every}
+                    "sync_every": self.sync_every, "mix": self.mix}
         _write_atomic(path / CHECKPOINT_MANIFEST, json.dumps(manifest).encode())
         for name in (previous or {}).get("files", []):
             if name not in files:

@@ -18,7 +18,9 @@
 use std::collections::HashSet;
 
 use super::*;
-use crate::learner::shared::{check_maps, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout, SharedUpdate};
+use crate::learner::shared::{
+    check_maps, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout, SharedUpdate,
+};
 
 /// Positions tracked in a bitmap up to this many (32 MiB of bits); a set beyond.
 const MAX_BITMAP_POSITIONS: u64 = 1 << 28;
@@ -138,13 +140,13 @@ impl MTLinear {
         self.tracker = Some(tracker);
     }
 
-    /// The layout's columns: the weight (averaged), then the rule's statistics (summed), then
-    /// the normalizer's scale (the largest).
+    /// The layout's columns: the weight, then the rule's statistic (summed), then the
+    /// normalizer's scale (the largest).
     fn shared_columns(&self) -> Vec<Mix> {
         match self.params.rule {
-            UpdateRule::Normalized => vec![Mix::Mean, Mix::Sum, Mix::Max],
-            UpdateRule::Adagrad | UpdateRule::Arow => vec![Mix::Mean, Mix::Sum],
-            UpdateRule::Sgd => vec![Mix::Mean],
+            UpdateRule::Normalized => vec![Mix::Weight, Mix::Sum, Mix::Max],
+            UpdateRule::Adagrad | UpdateRule::Arow => vec![Mix::Weight, Mix::Sum],
+            UpdateRule::Sgd => vec![Mix::Weight],
         }
     }
 
@@ -169,7 +171,11 @@ impl Replica for MTLinear {
             kind: "mt_linear".into(),
             settings: format!(
                 "rule={:?} hash_bits={:?} n_features={} fit_intercept={} graph={:?}",
-                p.rule, p.hash_bits, self.n_features, p.fit_intercept, self.tasks_signature()
+                p.rule,
+                p.hash_bits,
+                self.n_features,
+                p.fit_intercept,
+                self.tasks_signature()
             ),
             space: self.shared_space(),
             columns: self.shared_columns(),
@@ -226,7 +232,9 @@ impl Replica for MTLinear {
             ));
         }
         if self.journal.active {
-            return Err(Error::State("MTLinear: shared state applied inside a journaled call".into()));
+            return Err(Error::State(
+                "MTLinear: shared state applied inside a journaled call".into(),
+            ));
         }
         let tracker = self.tracker.as_ref().ok_or_else(not_tracking)?;
         let nc = layout.columns.len();
@@ -256,15 +264,25 @@ impl Replica for MTLinear {
             }
             cells.push((pos, cell));
         }
-        let counters = [self.stats[0].n_examples, self.stats[0].n_updates, self.stats[0].sum_norm_x];
-        let base_counters = [tracker.stats.n_examples, tracker.stats.n_updates, tracker.stats.sum_norm_x];
+        let counters = [
+            self.stats[0].n_examples,
+            self.stats[0].n_updates,
+            self.stats[0].sum_norm_x,
+        ];
+        let base_counters = [
+            tracker.stats.n_examples,
+            tracker.stats.n_updates,
+            tracker.stats.sum_norm_x,
+        ];
         let mut stats = [0.0; 3];
         for c in 0..3 {
             let changed_here = counters[c].to_bits() != base_counters[c].to_bits();
             stats[c] = update.value(true, c, 0, base_counters[c], counters[c], changed_here);
         }
         if !stats.iter().all(|v| v.is_finite() && *v >= 0.0) {
-            return Err(Error::Numerical(format!("MTLinear: shared counters would be {stats:?}")));
+            return Err(Error::Numerical(format!(
+                "MTLinear: shared counters would be {stats:?}"
+            )));
         }
         // Phase two: room for the cells (on failure nothing has changed), then the writes.
         self.write_shared_cells(&cells)?;
@@ -290,7 +308,6 @@ impl Replica for MTLinear {
 fn cell_differs(a: &store::Cell, b: &store::Cell, nc: usize) -> bool {
     a[..nc].iter().zip(&b[..nc]).any(|(x, y)| x.to_bits() != y.to_bits())
 }
-
 
 impl MTLinear {
     /// A short description of the task kernel for the layout (its kind and the factor's values,
@@ -478,9 +495,10 @@ impl MTLinear {
                 Ok(())
             })?;
             for (r, _) in has.iter().enumerate().filter(|(_, &h)| h) {
-                let t = map.get(r).copied().flatten().ok_or_else(|| {
-                    invalid("maps", format!("task {r} of a replica has weights but no merged task"))
-                })?;
+                let t =
+                    map.get(r).copied().flatten().ok_or_else(|| {
+                        invalid("maps", format!("task {r} of a replica has weights but no merged task"))
+                    })?;
                 if std::mem::replace(&mut taken[t], true) {
                     return Err(invalid("maps", format!("two replicas hold weights of merged task {t}")));
                 }
