@@ -613,6 +613,7 @@ impl Replica for CwCol {
             ),
             space: self.n_features as u64,
             columns: vec![Mix::Weight, Mix::Precision],
+            single: false,
             scalars: Vec::new(),
         })
     }

@@ -293,6 +293,7 @@ impl Replica for PassiveAggressive {
             ),
             space: self.n_features as u64,
             columns: vec![Mix::Weight],
+            single: false,
             scalars: Vec::new(),
         })
     }

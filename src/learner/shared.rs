@@ -83,6 +83,8 @@ pub struct SharedLayout {
     pub space: u64,
     /// How each value of a position combines.
     pub columns: Vec<Mix>,
+    /// The values are single precision (sent as such: an `f32` state loses nothing).
+    pub single: bool,
     /// How each scalar (counters beside the positions) combines.
     pub scalars: Vec<Mix>,
 }
@@ -111,6 +113,178 @@ impl SharedLayout {
     }
 }
 
+/// Values of positions, in the precision of the learner's state ([`SharedLayout::single`]).
+/// Serialised as one byte string (little-endian values), read in one copy.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Values {
+    /// Single precision.
+    Single(Vec<f32>),
+    /// Double precision.
+    Double(Vec<f64>),
+}
+
+impl Values {
+    /// Empty values of this precision, with room for `n`.
+    pub fn with_capacity(single: bool, n: usize) -> Self {
+        if single {
+            Values::Single(Vec::with_capacity(n))
+        } else {
+            Values::Double(Vec::with_capacity(n))
+        }
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        match self {
+            Values::Single(v) => v.len(),
+            Values::Double(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Value `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> f64 {
+        match self {
+            Values::Single(v) => f64::from(v[i]),
+            Values::Double(v) => v[i],
+        }
+    }
+
+    /// Appends `x` (rounded to single precision if the values are).
+    #[inline]
+    pub fn push(&mut self, x: f64) {
+        match self {
+            Values::Single(v) => v.push(x as f32),
+            Values::Double(v) => v.push(x),
+        }
+    }
+
+    fn is_single(&self) -> bool {
+        matches!(self, Values::Single(_))
+    }
+
+    fn all_finite(&self) -> bool {
+        match self {
+            Values::Single(v) => v.iter().all(|x| x.is_finite()),
+            Values::Double(v) => v.iter().all(|x| x.is_finite()),
+        }
+    }
+}
+
+/// Arrays of numbers as byte strings of their little-endian encodings: bincode reads a byte
+/// string in one copy, a sequence number by number (with a growing allocation).
+trait Word: Copy {
+    const SIZE: usize;
+    fn put(self, out: &mut Vec<u8>);
+    fn take(bytes: &[u8]) -> Self;
+}
+
+macro_rules! word {
+    ($($t:ty),*) => {$(
+        impl Word for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn put(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn take(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("a word's bytes"))
+            }
+        }
+    )*};
+}
+word!(u64, f32, f64);
+
+fn to_le<T: Word>(values: &[T]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(values.len() * T::SIZE);
+    values.iter().for_each(|v| v.put(&mut out));
+    out
+}
+
+fn from_le<T: Word, E: serde::de::Error>(bytes: &[u8]) -> std::result::Result<Vec<T>, E> {
+    if bytes.len() % T::SIZE != 0 {
+        return Err(E::custom("a byte string that is not whole numbers"));
+    }
+    Ok(bytes.chunks_exact(T::SIZE).map(T::take).collect())
+}
+
+/// A visitor of one byte string.
+struct ByteString;
+
+impl<'de> serde::de::Visitor<'de> for ByteString {
+    type Value = Vec<u8>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a byte string")
+    }
+
+    fn visit_bytes<E: serde::de::Error>(self, v: &[u8]) -> std::result::Result<Vec<u8>, E> {
+        Ok(v.to_vec())
+    }
+
+    fn visit_byte_buf<E: serde::de::Error>(self, v: Vec<u8>) -> std::result::Result<Vec<u8>, E> {
+        Ok(v)
+    }
+}
+
+mod le_words {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&super::to_le(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        super::from_le(&d.deserialize_byte_buf(super::ByteString)?)
+    }
+}
+
+impl Serialize for Values {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            Values::Single(v) => (0u8, serde_bytes_of(&to_le(v))).serialize(s),
+            Values::Double(v) => (1u8, serde_bytes_of(&to_le(v))).serialize(s),
+        }
+    }
+}
+
+/// A byte string serialised as one (not as a sequence of numbers).
+struct BytesRef<'a>(&'a [u8]);
+
+fn serde_bytes_of(b: &[u8]) -> BytesRef<'_> {
+    BytesRef(b)
+}
+
+impl Serialize for BytesRef<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+/// A byte string read as one.
+struct BytesBuf(Vec<u8>);
+
+impl<'de> Deserialize<'de> for BytesBuf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(BytesBuf(d.deserialize_byte_buf(ByteString)?))
+    }
+}
+
+impl<'de> Deserialize<'de> for Values {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let (kind, BytesBuf(bytes)) = <(u8, BytesBuf)>::deserialize(d)?;
+        match kind {
+            0 => Ok(Values::Single(from_le(&bytes)?)),
+            1 => Ok(Values::Double(from_le(&bytes)?)),
+            _ => Err(serde::de::Error::custom("unknown precision of shared values")),
+        }
+    }
+}
+
 /// One replica's changes since its last sync: the positions (increasing) whose values changed,
 /// with their values at the sync (`base`) and now (`now`), `columns` values per position, and
 /// the scalars then and now.
@@ -119,40 +293,34 @@ pub struct SharedChanges {
     /// The layout of the learner's shared state.
     pub layout: SharedLayout,
     /// Positions changed, increasing.
+    #[serde(with = "le_words")]
     pub positions: Vec<u64>,
     /// Their values at the last sync, row-major (`positions × columns`).
-    pub base: Vec<f64>,
+    pub base: Values,
     /// Their values now.
-    pub now: Vec<f64>,
+    pub now: Values,
     /// The scalars at the last sync.
     pub scalar_base: Vec<f64>,
     /// The scalars now.
     pub scalar_now: Vec<f64>,
 }
 
-/// The combined changes every replica applies: per position (increasing), how many replicas
-/// changed it, the base they changed it from (the first changer's), the combined change and the
-/// value it gives ([`SharedUpdate::value`]); the same for the scalars.
+/// The combined changes every replica applies: per position changed by some replica
+/// (increasing), the base it was changed from (the first changer's) and the value a replica
+/// whose value was that base takes ([`SharedUpdate::value`]); the same for the scalars.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SharedUpdate {
     /// The layout of the learner's shared state.
     pub layout: SharedLayout,
     /// Positions changed by some replica, increasing.
+    #[serde(with = "le_words")]
     pub positions: Vec<u64>,
-    /// Per position, the number of replicas that changed it (>= 1).
-    pub changers: Vec<u32>,
     /// The base the first changer changed each value from (`positions × columns`).
-    pub base: Vec<f64>,
-    /// The combined change of each value ([`Mix`]).
-    pub change: Vec<f64>,
+    pub base: Values,
     /// The value a replica whose value is `base` takes.
-    pub new: Vec<f64>,
-    /// Per scalar: replicas that changed it (0: none), the base, the change, the new value.
-    pub scalar_changers: Vec<u32>,
+    pub new: Values,
     /// The scalars' base.
     pub scalar_base: Vec<f64>,
-    /// The scalars' combined change.
-    pub scalar_change: Vec<f64>,
     /// The scalars' new values.
     pub scalar_new: Vec<f64>,
 }
@@ -209,11 +377,6 @@ pub(crate) fn check_maps(n_parts: usize, maps: &[Vec<Option<usize>>], n_tasks: u
     Ok(())
 }
 
-/// Whether two rows of values differ in any bit.
-fn differs(a: &[f64], b: &[f64]) -> bool {
-    a.iter().zip(b).any(|(x, y)| x.to_bits() != y.to_bits())
-}
-
 /// Combines the replicas' changes (one report per replica, any order of replicas but the same
 /// every time: ties take the first report's base), weights by `weights`. Cost: the reports'
 /// total size (a sort of their positions).
@@ -226,22 +389,19 @@ pub fn combine(parts: &[SharedChanges], weights: WeightMix) -> Result<SharedUpda
     }
     let layout = first.layout.clone();
     let nc = layout.columns.len();
+    let total: usize = parts.iter().map(|p| p.positions.len()).sum();
     let mut out = SharedUpdate {
-        layout,
-        positions: Vec::new(),
-        changers: Vec::new(),
-        base: Vec::new(),
-        change: Vec::new(),
-        new: Vec::new(),
-        scalar_changers: Vec::new(),
+        positions: Vec::with_capacity(total),
+        base: Values::with_capacity(layout.single, total * nc),
+        new: Values::with_capacity(layout.single, total * nc),
         scalar_base: Vec::new(),
-        scalar_change: Vec::new(),
         scalar_new: Vec::new(),
+        layout,
     };
     // A merge of the reports' increasing positions: per position, the reports that changed it.
     let mut next = vec![0usize; parts.len()];
-    let mut rows: Vec<(&[f64], &[f64])> = Vec::with_capacity(parts.len());
-    let (mut base, mut change, mut new) = ([0.0; MAX_COLUMNS], [0.0; MAX_COLUMNS], [0.0; MAX_COLUMNS]);
+    let mut rows: Vec<(&SharedChanges, usize)> = Vec::with_capacity(parts.len());
+    let (mut base, mut new) = ([0.0; MAX_COLUMNS], [0.0; MAX_COLUMNS]);
     loop {
         let pos = parts
             .iter()
@@ -252,9 +412,8 @@ pub fn combine(parts: &[SharedChanges], weights: WeightMix) -> Result<SharedUpda
         rows.clear();
         for (p, i) in parts.iter().zip(next.iter_mut()) {
             if p.positions.get(*i) == Some(&pos) {
-                let span = *i * nc..(*i + 1) * nc;
-                if differs(&p.base[span.clone()], &p.now[span.clone()]) {
-                    rows.push((&p.base[span.clone()], &p.now[span]));
+                if (*i * nc..(*i + 1) * nc).any(|k| p.base.get(k).to_bits() != p.now.get(k).to_bits()) {
+                    rows.push((p, *i * nc));
                 }
                 *i += 1;
             }
@@ -262,105 +421,86 @@ pub fn combine(parts: &[SharedChanges], weights: WeightMix) -> Result<SharedUpda
         if rows.is_empty() {
             continue;
         }
-        mixed(&out.layout.columns, &rows, weights, (&mut base, &mut change, &mut new));
+        let values = rows.iter().map(|&(p, at)| (&p.base, &p.now, at));
+        mixed(&out.layout.columns, values, rows.len(), weights, &mut base, &mut new);
         out.positions.push(pos);
-        out.changers.push(rows.len() as u32);
-        out.base.extend_from_slice(&base[..nc]);
-        out.change.extend_from_slice(&change[..nc]);
-        out.new.extend_from_slice(&new[..nc]);
+        for c in 0..nc {
+            out.base.push(base[c]);
+            out.new.push(new[c]);
+        }
     }
     for c in 0..out.layout.scalars.len() {
-        rows.clear();
-        rows.extend(
-            parts
-                .iter()
-                .map(|p| (&p.scalar_base[c..c + 1], &p.scalar_now[c..c + 1]))
-                .filter(|(b, n)| differs(b, n)),
-        );
-        if rows.is_empty() {
-            let v = first.scalar_now[c];
-            (base[0], change[0], new[0]) = (v, 0.0, v);
+        let changed: Vec<usize> = (0..parts.len())
+            .filter(|&p| parts[p].scalar_base[c].to_bits() != parts[p].scalar_now[c].to_bits())
+            .collect();
+        if changed.is_empty() {
+            (base[0], new[0]) = (first.scalar_now[c], first.scalar_now[c]);
         } else {
+            let (b, n): (Vec<f64>, Vec<f64>) = changed
+                .iter()
+                .map(|&p| (parts[p].scalar_base[c], parts[p].scalar_now[c]))
+                .unzip();
+            let (b, n) = (Values::Double(b), Values::Double(n));
+            let values = (0..changed.len()).map(|k| (&b, &n, k));
             mixed(
                 &[out.layout.scalars[c]],
-                &rows,
+                values,
+                changed.len(),
                 weights,
-                (&mut base, &mut change, &mut new),
+                &mut base,
+                &mut new,
             );
         }
-        out.scalar_changers.push(rows.len() as u32);
         out.scalar_base.push(base[0]);
-        out.scalar_change.push(change[0]);
         out.scalar_new.push(new[0]);
     }
     Ok(out)
 }
 
-type Values<'a> = (
-    &'a mut [f64; MAX_COLUMNS],
-    &'a mut [f64; MAX_COLUMNS],
-    &'a mut [f64; MAX_COLUMNS],
-);
-
-/// The reference base, combined change and new values of one position changed by `rows`
-/// (`(base, now)` per changing replica, at least one). One changer: its value verbatim.
-fn mixed(columns: &[Mix], rows: &[(&[f64], &[f64])], weights: WeightMix, (base, change, new): Values) {
-    let (first_base, first_now) = rows[0];
-    let m = rows.len() as f64;
+/// The reference base (the first changer's) and the new values of one position changed by `m`
+/// replicas (`(base, now, offset)` of each). One changer: its values verbatim.
+fn mixed<'a>(
+    columns: &[Mix],
+    changers: impl Iterator<Item = (&'a Values, &'a Values, usize)> + Clone,
+    m: usize,
+    weights: WeightMix,
+    base: &mut [f64; MAX_COLUMNS],
+    new: &mut [f64; MAX_COLUMNS],
+) {
+    let (b0, n0, at0) = changers.clone().next().expect("one changer at least");
     for (c, mix) in columns.iter().enumerate() {
-        base[c] = first_base[c];
-        if rows.len() == 1 {
-            change[c] = first_now[c] - first_base[c];
-            new[c] = first_now[c];
+        base[c] = b0.get(at0 + c);
+        if m == 1 {
+            new[c] = n0.get(at0 + c);
             continue;
         }
-        let total: f64 = rows.iter().map(|(b, n)| n[c] - b[c]).sum();
-        match mix {
-            Mix::Precision => {
-                let gained: f64 = rows.iter().map(|(b, n)| 1.0 / n[c] - 1.0 / b[c]).sum();
-                new[c] = 1.0 / (1.0 / base[c] + gained);
-                change[c] = new[c] - base[c];
-            }
+        let changes = changers.clone().map(|(b, n, at)| (b.get(at + c), n.get(at + c)));
+        new[c] = match mix {
+            Mix::Precision => 1.0 / (1.0 / base[c] + changes.map(|(b, n)| 1.0 / n - 1.0 / b).sum::<f64>()),
+            Mix::Max => changes.map(|(_, n)| n).fold(f64::NEG_INFINITY, f64::max),
             Mix::Weight | Mix::Sum => {
-                change[c] = if *mix == Mix::Weight && weights == WeightMix::Mean {
-                    total / m
-                } else {
-                    total
-                };
-                new[c] = base[c] + change[c];
+                let total: f64 = changes.map(|(b, n)| n - b).sum();
+                let mean = *mix == Mix::Weight && weights == WeightMix::Mean;
+                base[c] + if mean { total / m as f64 } else { total }
             }
-            Mix::Max => {
-                new[c] = rows.iter().map(|(_, n)| n[c]).fold(f64::NEG_INFINITY, f64::max);
-                change[c] = new[c] - base[c];
-            }
-        }
+        };
     }
 }
 
 impl SharedUpdate {
     /// The value a replica takes for value `c` of position `i` (`scalar`: of scalar `i`), given
-    /// its own value now, its value at its last sync, and whether it changed the position. A
-    /// replica that alone changed it keeps its value; one whose reference value (its value at the
-    /// sync if it changed the position, else now) is the update's base takes the new value, bit
-    /// for bit; another moves by the combined change. A maximum is the larger of the two.
+    /// its own value now, its value at its last sync, and whether it changed the position. Its
+    /// reference value is its value at the sync if it changed the position, else its value now:
+    /// a replica whose reference is the update's base (a replica in step) takes the new value,
+    /// bit for bit (the one replica that changed a position keeps its value), another moves by
+    /// the update's change. A maximum is the larger of the two.
     pub fn value(&self, scalar: bool, i: usize, c: usize, mine_base: f64, mine_now: f64, changed_here: bool) -> f64 {
-        let (mix, changers, k) = if scalar {
-            (self.layout.scalars[i], self.scalar_changers[i], i)
+        let (mix, base, new) = if scalar {
+            (self.layout.scalars[i], self.scalar_base[i], self.scalar_new[i])
         } else {
-            (
-                self.layout.columns[c],
-                self.changers[i],
-                i * self.layout.columns.len() + c,
-            )
+            let k = i * self.layout.columns.len() + c;
+            (self.layout.columns[c], self.base.get(k), self.new.get(k))
         };
-        let (base, change, new) = if scalar {
-            (self.scalar_base[k], self.scalar_change[k], self.scalar_new[k])
-        } else {
-            (self.base[k], self.change[k], self.new[k])
-        };
-        if changers == 0 || (changers == 1 && changed_here) {
-            return mine_now;
-        }
         if mix == Mix::Max {
             return mine_now.max(new);
         }
@@ -368,32 +508,33 @@ impl SharedUpdate {
         if mine_ref.to_bits() == base.to_bits() {
             new
         } else {
-            mine_ref + change
+            mine_ref + (new - base)
         }
     }
 }
 
 /// The report of a dense shared state (one vector per column, `base` a copy taken at the last
-/// sync, `now` the learner's): the positions where any column differs. Cost: the vectors' length.
+/// sync, `now` the learner's; double precision): the positions where any column differs. Cost:
+/// the vectors' length.
 pub(crate) fn dense_changes(layout: SharedLayout, base: &[Vec<f64>], now: &[&[f64]]) -> SharedChanges {
     let nc = now.len();
-    let mut out = SharedChanges {
-        layout,
-        positions: Vec::new(),
-        base: Vec::new(),
-        now: Vec::new(),
-        scalar_base: Vec::new(),
-        scalar_now: Vec::new(),
-    };
+    let (mut positions, mut b, mut n) = (Vec::new(), Vec::new(), Vec::new());
     let len = now.first().map_or(0, |v| v.len());
     for j in 0..len {
         if (0..nc).any(|c| base[c][j].to_bits() != now[c][j].to_bits()) {
-            out.positions.push(j as u64);
-            out.base.extend((0..nc).map(|c| base[c][j]));
-            out.now.extend((0..nc).map(|c| now[c][j]));
+            positions.push(j as u64);
+            b.extend((0..nc).map(|c| base[c][j]));
+            n.extend((0..nc).map(|c| now[c][j]));
         }
     }
-    out
+    SharedChanges {
+        layout,
+        positions,
+        base: Values::Double(b),
+        now: Values::Double(n),
+        scalar_base: Vec::new(),
+        scalar_now: Vec::new(),
+    }
 }
 
 /// The new values of a dense shared state under `update` (`base` the copy taken at the last
@@ -422,18 +563,20 @@ struct Versioned<T> {
     message: T,
 }
 
-fn check_values(what: &str, values: &[f64]) -> Result<()> {
-    if values.iter().any(|v| !v.is_finite()) {
-        return Err(Error::State(format!("a shared-state {what} holds a non-finite value")));
+fn check_finite(ok: bool) -> Result<()> {
+    if !ok {
+        return Err(Error::State("a shared-state message holds a non-finite value".into()));
     }
     Ok(())
 }
 
-fn check_positions(layout: &SharedLayout, positions: &[u64], values: &[&[f64]]) -> Result<()> {
+fn check_positions(layout: &SharedLayout, positions: &[u64], values: &[&Values]) -> Result<()> {
     layout.check()?;
-    let n = positions.len();
-    let expected = n.checked_mul(layout.columns.len());
-    if values.iter().any(|v| Some(v.len()) != expected) {
+    let expected = positions.len().checked_mul(layout.columns.len());
+    if values
+        .iter()
+        .any(|v| Some(v.len()) != expected || v.is_single() != layout.single)
+    {
         return Err(Error::State("shared-state values do not match their positions".into()));
     }
     if positions.windows(2).any(|w| w[0] >= w[1]) || positions.last().is_some_and(|&p| p >= layout.space) {
@@ -442,53 +585,29 @@ fn check_positions(layout: &SharedLayout, positions: &[u64], values: &[&[f64]]) 
             layout.space
         )));
     }
-    Ok(())
+    check_finite(values.iter().all(|v| v.all_finite()))
 }
 
 fn check_scalars(layout: &SharedLayout, scalars: &[&[f64]]) -> Result<()> {
     if scalars.iter().any(|s| s.len() != layout.scalars.len()) {
         return Err(Error::State("shared-state scalars do not match their layout".into()));
     }
-    Ok(())
+    check_finite(scalars.iter().all(|s| s.iter().all(|x| x.is_finite())))
 }
 
 impl CheckState for Versioned<SharedChanges> {
     fn check_state(&self) -> Result<()> {
         let m = &self.message;
         check_positions(&m.layout, &m.positions, &[&m.base, &m.now])?;
-        check_scalars(&m.layout, &[&m.scalar_base, &m.scalar_now])?;
-        for (what, v) in [("base", &m.base), ("value", &m.now)] {
-            check_values(what, v)?;
-        }
-        check_values("scalar", &m.scalar_base)?;
-        check_values("scalar", &m.scalar_now)
+        check_scalars(&m.layout, &[&m.scalar_base, &m.scalar_now])
     }
 }
 
 impl CheckState for Versioned<SharedUpdate> {
     fn check_state(&self) -> Result<()> {
         let m = &self.message;
-        check_positions(&m.layout, &m.positions, &[&m.base, &m.change, &m.new])?;
-        if m.changers.len() != m.positions.len() || m.changers.contains(&0) {
-            return Err(Error::State(
-                "a shared-state update names no changer for a position".into(),
-            ));
-        }
-        check_scalars(&m.layout, &[&m.scalar_base, &m.scalar_change, &m.scalar_new])?;
-        if m.scalar_changers.len() != m.layout.scalars.len() {
-            return Err(Error::State("shared-state scalars do not match their layout".into()));
-        }
-        for v in [
-            &m.base,
-            &m.change,
-            &m.new,
-            &m.scalar_base,
-            &m.scalar_change,
-            &m.scalar_new,
-        ] {
-            check_values("update", v)?;
-        }
-        Ok(())
+        check_positions(&m.layout, &m.positions, &[&m.base, &m.new])?;
+        check_scalars(&m.layout, &[&m.scalar_base, &m.scalar_new])
     }
 }
 
@@ -551,6 +670,7 @@ mod tests {
             settings: String::new(),
             space: 100,
             columns: vec![Mix::Weight, Mix::Sum, Mix::Max],
+            single: false,
             scalars: vec![Mix::Sum],
         }
     }
@@ -559,8 +679,8 @@ mod tests {
         SharedChanges {
             layout: layout(),
             positions: positions.to_vec(),
-            base: base.to_vec(),
-            now: now.to_vec(),
+            base: Values::Double(base.to_vec()),
+            now: Values::Double(now.to_vec()),
             scalar_base: vec![scalars.0],
             scalar_now: vec![scalars.1],
         }
@@ -581,24 +701,40 @@ mod tests {
             (10.0, 11.0),
         );
         let u = combine(&[a.clone(), b.clone()], WeightMix::Mean).unwrap();
-        let summed = combine(&[a.clone(), b], WeightMix::Sum).unwrap();
-        assert!((summed.new[3] - 0.4).abs() < 1e-15);
         // position 9 did not change: left out
         assert_eq!(u.positions, [3, 7]);
-        assert_eq!(u.changers, [1, 2]);
-        assert_eq!(&u.new[..3], &[1.5, 3.0, 1.0]);
-        // mean of (0.2, 0.1) = 0.15 on 0.1; sum of (1.0, 0.5) on 0.0; max of 0.5 and 2.0
-        assert!((u.new[3] - 0.25).abs() < 1e-15 && u.new[4] == 1.5 && u.new[5] == 2.0);
-        assert_eq!((u.scalar_changers[0], u.scalar_new[0]), (2, 13.0));
-        // the lone changer keeps its value; a replica in step takes the new value
+        assert_eq!((0..3).map(|k| u.new.get(k)).collect::<Vec<_>>(), [1.5, 3.0, 1.0]);
+        // the mean of (0.2, 0.1) on 0.1; the sum of (1.0, 0.5) on 0.0; the larger of 0.5 and 2.0
+        assert!((u.new.get(3) - 0.25).abs() < 1e-15 && u.new.get(4) == 1.5 && u.new.get(5) == 2.0);
+        assert_eq!(u.scalar_new, [13.0]);
+        let summed = combine(&[a.clone(), b], WeightMix::Sum).unwrap();
+        assert!((summed.new.get(3) - 0.4).abs() < 1e-15);
+        // the one changer keeps its value, a replica in step takes it, another moves by the change
         assert_eq!(u.value(false, 0, 0, 1.0, 1.5, true), 1.5);
         assert_eq!(u.value(false, 0, 0, 1.0, 1.0, false), 1.5);
-        // out of step (another base): moves by the change
         assert_eq!(u.value(false, 0, 1, 5.0, 5.0, false), 6.0);
+        assert_eq!(u.value(false, 1, 2, 0.5, 0.7, true), 2.0);
         // one report: the update is each position's value now
         let alone = combine(&[a], WeightMix::Sum).unwrap();
-        assert_eq!(alone.new, [1.5, 3.0, 1.0, 0.3, 1.0, 0.5]);
+        assert_eq!(alone.new, Values::Double(vec![1.5, 3.0, 1.0, 0.3, 1.0, 0.5]));
         assert_eq!(alone.scalar_new, [12.0]);
+    }
+
+    #[test]
+    fn precisions_add_up() {
+        let mut l = layout();
+        l.columns = vec![Mix::Precision];
+        let r = |b: f64, n: f64| SharedChanges {
+            layout: l.clone(),
+            positions: vec![0],
+            base: Values::Double(vec![b]),
+            now: Values::Double(vec![n]),
+            scalar_base: vec![0.0],
+            scalar_now: vec![0.0],
+        };
+        // precisions 1 -> 2 and 1 -> 4: gains 1 and 3, precision 5
+        let u = combine(&[r(1.0, 0.5), r(1.0, 0.25)], WeightMix::Sum).unwrap();
+        assert!((u.new.get(0) - 0.2).abs() < 1e-15);
     }
 
     #[test]
@@ -612,7 +748,10 @@ mod tests {
         bad.positions = vec![100];
         assert!(SharedChanges::from_bytes(&bad.to_bytes().unwrap()).is_err());
         let mut bad = a.clone();
-        bad.now[0] = f64::NAN;
+        bad.now = Values::Double(vec![f64::NAN, 0.0, 0.0]);
+        assert!(SharedChanges::from_bytes(&bad.to_bytes().unwrap()).is_err());
+        let mut bad = a.clone();
+        bad.now = Values::Single(vec![1.0, 0.0, 0.0]);
         assert!(SharedChanges::from_bytes(&bad.to_bytes().unwrap()).is_err());
         let mut other = a.clone();
         other.layout.space = 5;

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 
 use super::*;
 use crate::learner::shared::{
-    check_maps, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout, SharedUpdate,
+    check_maps, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout, SharedUpdate, Values,
 };
 
 /// Positions tracked in a bitmap up to this many (32 MiB of bits); a set beyond.
@@ -179,6 +179,7 @@ impl Replica for MTLinear {
             ),
             space: self.shared_space(),
             columns: self.shared_columns(),
+            single: true,
             scalars: vec![Mix::Sum; 3],
         })
     }
@@ -200,21 +201,25 @@ impl Replica for MTLinear {
         let nc = layout.columns.len();
         let mut cells = tracker.cells.clone();
         cells.sort_unstable_by_key(|c| c.0);
-        let (mut positions, mut base, mut now) = (Vec::new(), Vec::new(), Vec::new());
+        let mut positions = Vec::with_capacity(cells.len());
+        let (mut base, mut now) = (
+            Vec::with_capacity(cells.len() * nc),
+            Vec::with_capacity(cells.len() * nc),
+        );
         for &(pos, before) in &cells {
             let after = self.shared_cell(pos);
             if cell_differs(&before, &after, nc) {
                 positions.push(pos);
-                base.extend(before[..nc].iter().map(|&v| f64::from(v)));
-                now.extend(after[..nc].iter().map(|&v| f64::from(v)));
+                base.extend_from_slice(&before[..nc]);
+                now.extend_from_slice(&after[..nc]);
             }
         }
         let counters = |s: &ComponentStats| vec![s.n_examples, s.n_updates, s.sum_norm_x];
         Ok(SharedChanges {
             layout,
             positions,
-            base,
-            now,
+            base: Values::Single(base),
+            now: Values::Single(now),
             scalar_base: counters(&tracker.stats),
             scalar_now: counters(&self.stats[0]),
         })
