@@ -14,7 +14,7 @@ See docs/scale-out.md.
 
 from ._plan import COMPONENT_LOCAL, SHARED_STATE, plan_shards, splits_by_component
 from .cluster import experiment_client
-from .coupled import CoupledShardedLearner
+from .coupled import CoupledShardedLearner, SimulatedShards
 from .lazy import decision_function, predict
 from .sharded import ShardedLearner, ShardError, ShardLostError
 
@@ -25,6 +25,7 @@ __all__ = [
     "ShardError",
     "ShardLostError",
     "ShardedLearner",
+    "SimulatedShards",
     "decision_function",
     "experiment_client",
     "plan_shards",

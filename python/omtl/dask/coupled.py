@@ -189,6 +189,9 @@ class CoupledShardedLearner(ShardedLearner):
         if not self._actors:
             raise ValueError("this sharded model has not learned a batch yet")
 
+    def _describe_shard(self, s) -> str:
+        return f" (of {self.n_shards}, holding the task labels that hash to it)"
+
     def _update_for(self, s):
         """The pending update shard ``s`` has not applied (None if none); it will have."""
         if self._owes[s]:
@@ -404,3 +407,36 @@ def _read_coupled_manifest(path: Path) -> dict:
             or not isinstance(manifest["seq"], int) or not isinstance(manifest["label_mode"], bool):
         raise ValueError(f"{path}: malformed {CHECKPOINT_MANIFEST} (not a checkpoint of coupled shards)")
     return manifest
+
+
+class SimulatedShards(CoupledShardedLearner):
+    """The shards of a :class:`CoupledShardedLearner` run one after the other in this process,
+    with the same schedule of rounds and syncs: the same model, bit for bit, without a cluster
+    (to measure what sharding costs in accuracy at shard counts a machine cannot run, and to
+    test). ``n_shards`` is required; checkpoints, restores and saves work as on a cluster."""
+
+    def __init__(self, make_model, *, n_shards, sync_every=DEFAULT_SYNC_EVERY, mix="sum"):
+        if n_shards is None:
+            raise ValueError("SimulatedShards needs n_shards")
+        super().__init__(make_model, n_shards=n_shards, sync_every=sync_every, mix=mix)
+
+    def _default_client(self, n_shards):
+        return None
+
+    def _new_actors(self, blobs, fmt, timeout=None):
+        return [CoupledShard(blob) for blob in blobs], [None] * len(blobs)
+
+    def _release_actors(self):
+        self._actors, self._actor_futures = [], []
+
+    def _call(self, method, parts):
+        return [getattr(self._actors[s], method)(*args) for s, args in parts]
+
+    def shard_stats(self) -> list[dict]:
+        return [{"shard": s, "worker": None, **a.stats(self._update_for(s))} for s, a in enumerate(self._actors)]
+
+    def close(self):
+        self._release_actors()
+
+    def __repr__(self) -> str:
+        return f"SimulatedShards({self.learner_name_}, n_shards={self.n_shards}, sync_every={self.sync_every})"

@@ -227,9 +227,8 @@ class ShardedLearner:
             s, exc, _ = next(f for f in failures if f[2])
             self._broken = f"shard {s} was lost"
             raise ShardLostError(
-                f"shard {s} (tasks {self._plan.tasks[s][:8].tolist()}{'...' if self._plan.tasks[s].size > 8 else ''}) "
-                f"was lost during {method}: {type(exc).__name__}: {exc}. Its state is gone; call restore() to rebuild "
-                "every shard from the last checkpoint"
+                f"shard {s}{self._describe_shard(s)} was lost during {method}: {type(exc).__name__}: {exc}. Its state "
+                "is gone; call restore() to rebuild every shard from the last checkpoint"
             ) from exc
         if updating and len(failures) < len(parts):
             self._broken = f"shard {s} refused a batch the other shards learned"
@@ -238,6 +237,10 @@ class ShardedLearner:
                 "call restore() to go back to the last checkpoint"
             ) from exc
         raise exc  # every shard refused: nothing changed
+
+    def _describe_shard(self, s) -> str:
+        tasks = self._plan.tasks[s]
+        return f" (tasks {tasks[:8].tolist()}{'...' if tasks.size > 8 else ''})"
 
     def _validated(self, X, y=None, tasks=None):
         X = check_X(X, n_features=self.n_features_in_, check_finite=False)
