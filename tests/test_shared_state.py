@@ -82,7 +82,7 @@ def test_rounds_end_when_a_shard_reaches_sync_every():
 def test_shard_of_a_label_is_stable_across_processes():
     labels = ["alice", "bob", "ünïcode", "", "user-123"]
     here = ss.shards_of(np.array(labels, dtype=object), 7).tolist()
-    code = "import numpy as np; from omtl import shared_state as ss; print(ss.shards_of(%r, 7).tolist())" % labels
+    code = f"from omtl import shared_state as ss; print(ss.shards_of({labels!r}, 7).tolist())"
     for seed in ("0", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120)

@@ -82,9 +82,12 @@ def changes(model) -> bytes:
 def combine(reports, *, mix: str = "sum") -> bytes:
     """One update from every replica's report (in the same order at every sync). A weight that
     several replicas changed takes the sum of their changes (``mix="sum"``: every replica's
-    updates applied once, as if all their rows had been learned from the state at the last sync)
-    or their mean (``"mean"``: parameter averaging, as Vowpal Wabbit's AllReduce and Jubatus' MIX
-    do); statistics (sums of squared gradients, counts, precisions) add up, maxima are kept."""
+    updates applied once, as if all their rows had been learned from the state at the last sync;
+    a weight with an adaptive rate, as MTLinear's normalized and AdaGrad rules keep, has each
+    replica's change scaled by ``sqrt(G_replica / G_combined)``, the rate it stepped at over the
+    rate one model reaches) or their mean (``"mean"``: parameter averaging, as Vowpal Wabbit's
+    AllReduce and Jubatus' MIX do); statistics (sums of squared gradients, counts, precisions) add
+    up, maxima are kept."""
     if mix not in ("sum", "mean"):
         raise ValueError(f"mix must be 'sum' or 'mean', got {mix!r}")
     return bytes(_native.shared_combine([bytes(r) for r in reports], mix))

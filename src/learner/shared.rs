@@ -40,6 +40,10 @@ const MAX_SCALARS: usize = 8;
 pub enum Mix {
     /// A weight: the base plus the replicas' changes, added or averaged ([`WeightMix`]).
     Weight,
+    /// A weight whose steps scale as `1/√G`, `G` the next value of its position (a sum of
+    /// squared gradients): added, each replica's change scaled by `√((G₀ + ΔG_r)/(G₀ + Σ ΔG))`,
+    /// the rate it stepped at over the rate one model would have reached (or averaged).
+    AdaptiveWeight,
     /// An accumulated statistic (a sum of squared gradients, a count): the base plus the sum of
     /// the changes, as one model that saw every replica's rows would hold.
     Sum,
@@ -54,7 +58,9 @@ pub enum Mix {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum WeightMix {
     /// Added: every replica's updates are applied once, as if the rows of all replicas since
-    /// the last sync had been learned from the state then (a delayed update).
+    /// the last sync had been learned from the state then (a delayed update); an adaptive
+    /// weight's changes scaled down to the rate one model would have reached
+    /// ([`Mix::AdaptiveWeight`]).
     Sum,
     /// Averaged over the replicas that changed it (parameter mixing: Vowpal Wabbit's AllReduce
     /// averaging, Jubatus' MIX).
@@ -91,9 +97,18 @@ pub struct SharedLayout {
 
 impl SharedLayout {
     fn check(&self) -> Result<()> {
-        if self.columns.is_empty() || self.columns.len() > MAX_COLUMNS || self.scalars.len() > MAX_SCALARS {
+        let n = self.columns.len();
+        // an adaptive weight reads the value after it; a scalar has none
+        let adaptive_last = self.columns.last() == Some(&Mix::AdaptiveWeight);
+        if n == 0
+            || n > MAX_COLUMNS
+            || self.scalars.len() > MAX_SCALARS
+            || adaptive_last
+            || self.scalars.contains(&Mix::AdaptiveWeight)
+        {
             return Err(Error::State(format!(
-                "a shared-state layout has 1 to {MAX_COLUMNS} values per position and at most {MAX_SCALARS} scalars"
+                "a shared-state layout has 1 to {MAX_COLUMNS} values per position (an adaptive weight before its \
+                 statistic) and at most {MAX_SCALARS} scalars"
             )));
         }
         Ok(())
@@ -206,7 +221,7 @@ fn to_le<T: Word>(values: &[T]) -> Vec<u8> {
 }
 
 fn from_le<T: Word, E: serde::de::Error>(bytes: &[u8]) -> std::result::Result<Vec<T>, E> {
-    if bytes.len() % T::SIZE != 0 {
+    if !bytes.len().is_multiple_of(T::SIZE) {
         return Err(E::custom("a byte string that is not whole numbers"));
     }
     Ok(bytes.chunks_exact(T::SIZE).map(T::take).collect())
@@ -478,11 +493,30 @@ fn mixed<'a>(
         new[c] = match mix {
             Mix::Precision => 1.0 / (1.0 / base[c] + changes.map(|(b, n)| 1.0 / n - 1.0 / b).sum::<f64>()),
             Mix::Max => changes.map(|(_, n)| n).fold(f64::NEG_INFINITY, f64::max),
-            Mix::Weight | Mix::Sum => {
-                let total: f64 = changes.map(|(b, n)| n - b).sum();
-                let mean = *mix == Mix::Weight && weights == WeightMix::Mean;
-                base[c] + if mean { total / m as f64 } else { total }
+            Mix::Weight | Mix::AdaptiveWeight if weights == WeightMix::Mean => {
+                base[c] + changes.map(|(b, n)| n - b).sum::<f64>() / m as f64
             }
+            Mix::AdaptiveWeight => {
+                // the statistic's base and each replica's value of it
+                let g = changers
+                    .clone()
+                    .map(|(b, n, at)| (b.get(at + c + 1), n.get(at + c + 1)));
+                let g0 = b0.get(at0 + c + 1);
+                let reached = g0 + g.clone().map(|(b, n)| n - b).sum::<f64>();
+                base[c]
+                    + changes
+                        .zip(g)
+                        .map(|((b, n), (_, gn))| {
+                            let scale = if reached > 0.0 {
+                                (gn / reached).sqrt().min(1.0)
+                            } else {
+                                1.0
+                            };
+                            (n - b) * scale
+                        })
+                        .sum::<f64>()
+            }
+            Mix::Weight | Mix::Sum => base[c] + changes.map(|(b, n)| n - b).sum::<f64>(),
         };
     }
 }
@@ -742,7 +776,7 @@ mod tests {
         let a = report(&[3], &[1.0, 2.0, 1.0], &[1.5, 3.0, 1.0], (0.0, 1.0));
         let back = SharedChanges::from_bytes(&a.to_bytes().unwrap()).unwrap();
         assert_eq!(back, a);
-        let u = combine(&[a.clone()], WeightMix::Sum).unwrap();
+        let u = combine(std::slice::from_ref(&a), WeightMix::Sum).unwrap();
         assert_eq!(SharedUpdate::from_bytes(&u.to_bytes().unwrap()).unwrap(), u);
         let mut bad = a.clone();
         bad.positions = vec![100];

@@ -13,6 +13,7 @@ applies the update at the start of its next call (so a round costs one call per 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -24,9 +25,8 @@ from ..persistence import REGISTRY, dumps, loads
 from .sharded import CHECKPOINT_MANIFEST, ShardedLearner, ShardError, _write_atomic
 
 #: Rows a shard learns between two syncs by default: on the per-user stream of
-#: benches/bench_dask_coupled.py (4 shards, MTLinear hash_bits=22) the progressive error is within
-#: 0.1 point of the one model's there, and a sync costs a few percent of the time
-#: (docs/results/dask_coupled.md).
+#: benches/bench_dask_coupled.py (10^6 users, 4 shards, MTLinear hash_bits=22) the progressive
+#: error is within 0.25 point of the one model's (docs/results/dask_coupled.md).
 DEFAULT_SYNC_EVERY = 4096
 
 #: Learners whose shared state is kept in step (the engine refuses the others and MTLinear off
@@ -41,19 +41,29 @@ class CoupledShard:
         del fmt  # always omtl's model file
         self.model = loads(data)
         shared_state.track(self.model)
+        # seconds spent learning rows and keeping the shared state in step (report and apply)
+        self.seconds = {"learn": 0.0, "sync": 0.0}
 
     def _apply(self, update):
         if update is not None:
+            t0 = time.perf_counter()
             shared_state.apply(self.model, update)
+            self.seconds["sync"] += time.perf_counter() - t0
 
     def step(self, update, X, y_pm1, tasks, report: bool):
         """Applies ``update`` (or None), learns the rows in order (if any) and, if ``report``,
         returns the shared changes since the last sync: ``(predictions or None, report or None)``."""
         self._apply(update)
-        pred = None
+        pred, changes = None, None
+        t0 = time.perf_counter()
         if X is not None and X.shape[0]:
             pred = np.asarray(self.model.learn(X, y_pm1, tasks=tasks), dtype=np.float64)
-        return pred, (shared_state.changes(self.model) if report else None)
+        t1 = time.perf_counter()
+        if report:
+            changes = shared_state.changes(self.model)
+        self.seconds["learn"] += t1 - t0
+        self.seconds["sync"] += time.perf_counter() - t1
+        return pred, changes
 
     def decision_function(self, update, X, tasks) -> np.ndarray:
         self._apply(update)
@@ -68,7 +78,8 @@ class CoupledShard:
         m = self.model
         return {"n_seen": int(m.n_seen_), "n_mistakes": int(m.n_mistakes_), "n_updates": int(m.n_updates_),
                 "n_active": int(m.n_active_), "n_tasks": int(len(m.tasks_)),
-                "memory_bytes": int(getattr(m, "memory_bytes_", 0))}
+                "memory_bytes": int(getattr(m, "memory_bytes_", 0)),
+                "learn_seconds": self.seconds["learn"], "sync_seconds": self.seconds["sync"]}
 
 
 def rounds(shard: np.ndarray, since: np.ndarray, sync_every: int):
@@ -121,10 +132,10 @@ class CoupledShardedLearner(ShardedLearner):
     mix : {"sum", "mean"}
         How the changes of a shared weight that several shards changed combine: added (every
         shard's updates applied once, as if all their rows since the last sync had been learned
-        from the state then) or averaged (parameter averaging, as Vowpal Wabbit's AllReduce and
-        Jubatus' MIX do). Statistics (sums of squared gradients, counts, precisions) always add up.
-        Averaging costs accuracy (docs/results/dask_coupled.md; docs/DECISIONS.md, "Coupled
-        shards").
+        from the state then; an adaptive rate's weight scaled to the rate one model reaches) or
+        averaged (parameter averaging, as Vowpal Wabbit's AllReduce and Jubatus' MIX do).
+        Statistics (sums of squared gradients, counts, precisions) always add up. Averaging costs
+        accuracy (docs/results/dask_coupled.md; docs/DECISIONS.md, "Coupled shards").
     """
 
     def __init__(self, make_model, graph=None, *, n_shards=None, client=None, sync_every=DEFAULT_SYNC_EVERY,
@@ -170,6 +181,8 @@ class CoupledShardedLearner(ShardedLearner):
         self.n_features_in_ = None
         self.learner_name_ = name
         self.n_syncs_ = 0
+        self.combine_seconds_ = 0.0  # the driver's time combining reports
+        self.sync_bytes_ = 0  # reports sent to the driver and updates sent to the shards
 
     _actor_class = CoupledShard
 
@@ -216,7 +229,10 @@ class CoupledShardedLearner(ShardedLearner):
 
     # ---- learning -----------------------------------------------------------------------------
     def _sync(self, reports):
+        t0 = time.perf_counter()
         self._pending = shared_state.combine(reports, mix=self.mix)
+        self.combine_seconds_ += time.perf_counter() - t0
+        self.sync_bytes_ += sum(len(r) for r in reports) + len(self._pending) * self.n_shards
         self._owes[:] = True
         self._since[:] = 0
         self.n_syncs_ += 1

@@ -155,7 +155,9 @@ class ShardedLearner:
                 f"{name} keeps state shared by all tasks (or is not known to split by graph component): sharded over "
                 f"{n_shards} shards it would become {n_shards} independent models, a different learner. Pass "
                 "independent_shards=True to accept that, or use one shard. Learners that split exactly by "
-                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits)"
+                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits). MTLinear (complete "
+                "graph), PAGlobal and CWCOL shard by task label with their shared state kept in step: "
+                "ShardedLearner(model) without a task graph"
             )
 
     @staticmethod

@@ -144,8 +144,9 @@ impl MTLinear {
     /// normalizer's scale (the largest).
     fn shared_columns(&self) -> Vec<Mix> {
         match self.params.rule {
-            UpdateRule::Normalized => vec![Mix::Weight, Mix::Sum, Mix::Max],
-            UpdateRule::Adagrad | UpdateRule::Arow => vec![Mix::Weight, Mix::Sum],
+            UpdateRule::Normalized => vec![Mix::AdaptiveWeight, Mix::Sum, Mix::Max],
+            UpdateRule::Adagrad => vec![Mix::AdaptiveWeight, Mix::Sum],
+            UpdateRule::Arow => vec![Mix::Weight, Mix::Sum],
             UpdateRule::Sgd => vec![Mix::Weight],
         }
     }
@@ -260,7 +261,7 @@ impl Replica for MTLinear {
                 let mine_base = f64::from(base.unwrap_or(now)[c]);
                 let v = update.value(false, i, c, mine_base, f64::from(now[c]), changed_here);
                 // Every value fits f32; the statistics and scales stay nonnegative.
-                if !(v.abs() < f64::from(f32::MAX)) || (c > 0 && v < 0.0) {
+                if v.is_nan() || v.abs() >= f64::from(f32::MAX) || (c > 0 && v < 0.0) {
                     return Err(Error::Numerical(format!(
                         "MTLinear: a shared cell would take the value {v}; the shared state is left as it was"
                     )));
