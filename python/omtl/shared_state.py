@@ -38,6 +38,8 @@ import numpy as np
 from . import _native
 from .persistence import _limits, dumps, loads
 
+__all__ = ["LAYOUT_VERSION", "apply", "changes", "combine", "empty_replica", "merge", "shards_of", "track"]
+
 #: The layout version of the reports and updates.
 LAYOUT_VERSION = _native.SHARED_LAYOUT_VERSION
 
