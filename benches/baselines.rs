@@ -9,7 +9,10 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use omtl::data::Rows;
 use omtl::learner::batch_mtl::{solve, svt};
-use omtl::learner::{learn, CwCol, GlobalNorm, Omtl, Omtrl, Regularizer, RelationUpdate, SolverOptions};
+use omtl::learner::{
+    learn, Build, CwCol, CwColParams, GlobalNorm, LinearSetting, Omtl, OmtlParams, Omtrl, OmtrlParams, Regularizer,
+    RelationUpdate, SolverOptions,
+};
 use omtl::rng::SplitMix64;
 
 fn uniform(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
@@ -106,12 +109,36 @@ fn online_passes(c: &mut Criterion) {
     group.throughput(Throughput::Elements(n as u64));
     group.sample_size(10);
     group.bench_function("cwcol", |b| {
-        b.iter(|| learn(&mut CwCol::new(k, d, 0.85, 1.0, 0.5).unwrap(), &rows, &tasks, &y).unwrap())
+        b.iter(|| {
+            learn(
+                &mut CwCol::build(
+                    &CwColParams {
+                        confidence: 0.85,
+                        a: 1.0,
+                        omega: 0.5,
+                    },
+                    &LinearSetting::new(k, d),
+                )
+                .unwrap(),
+                &rows,
+                &tasks,
+                &y,
+            )
+            .unwrap()
+        })
     });
     group.bench_function("omtrl_batch", |b| {
         b.iter(|| {
             learn(
-                &mut Omtrl::new(k, d, RelationUpdate::Batch, 1e-3, 1000).unwrap(),
+                &mut Omtrl::build(
+                    &OmtrlParams {
+                        relation_update: RelationUpdate::Batch,
+                        eta: 1e-3,
+                        epoch: 1000,
+                    },
+                    &LinearSetting::new(k, d),
+                )
+                .unwrap(),
                 &rows,
                 &tasks,
                 &y,
@@ -122,7 +149,15 @@ fn online_passes(c: &mut Criterion) {
     group.bench_function("omtl_linf", |b| {
         b.iter(|| {
             learn(
-                &mut Omtl::new(k, d, 1.0, GlobalNorm::LInf, false).unwrap(),
+                &mut Omtl::build(
+                    &OmtlParams {
+                        c: 1.0,
+                        global_norm: GlobalNorm::LInf,
+                        explicit: false,
+                    },
+                    &LinearSetting::new(k, d),
+                )
+                .unwrap(),
                 &rows,
                 &tasks,
                 &y,

@@ -14,7 +14,7 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use omtl::data::{Row, Rows};
 use omtl::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
-use omtl::learner::{learn, Build, MTFORGParams, MTRBPParams, OnlineLearner, MTFORG, MTRBP};
+use omtl::learner::{learn, Build, KernelSetting, MTFORGParams, MTRBPParams, OnlineLearner, MTFORG, MTRBP};
 use omtl::rng::SplitMix64;
 use std::time::Duration;
 
@@ -191,7 +191,18 @@ fn bench_budget_learners(
         c,
         &format!("{prefix}/mtrbp_learn"),
         budgets,
-        |b| MTRBP::with_kernels(&tk, kernel, d, sparse, MTRBPParams { budget: b, seed: 0 }).unwrap(),
+        |b| {
+            MTRBP::build(
+                &MTRBPParams { budget: b, seed: 0 },
+                &KernelSetting {
+                    task_kernel: &tk,
+                    kernel,
+                    n_features: d,
+                    sparse,
+                },
+            )
+            .unwrap()
+        },
         rows,
         tasks,
         y,
@@ -200,7 +211,18 @@ fn bench_budget_learners(
         c,
         &format!("{prefix}/mtforg_learn"),
         budgets,
-        |b| MTFORG::with_kernels(&tk, kernel, d, sparse, MTFORGParams { budget: b, radius }).unwrap(),
+        |b| {
+            MTFORG::build(
+                &MTFORGParams { budget: b, radius },
+                &KernelSetting {
+                    task_kernel: &tk,
+                    kernel,
+                    n_features: d,
+                    sparse,
+                },
+            )
+            .unwrap()
+        },
         rows,
         tasks,
         y,

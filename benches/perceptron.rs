@@ -3,7 +3,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use omtl::data::{Row, Rows};
 use omtl::kernel::{BaseKernel, Query, RowStore, Scratch, TaskKernel};
-use omtl::learner::{learn, MTPerceptron};
+use omtl::learner::{learn, Build, KernelSetting, MTPerceptron, NoParams};
 use omtl::rng::SplitMix64;
 
 fn uniform(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
@@ -68,7 +68,8 @@ fn perceptron_pass(c: &mut Criterion) {
         ] {
             group.bench_function(format!("{name}/{gname}"), |b| {
                 b.iter(|| {
-                    let mut model = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();
+                    let mut model =
+                        MTPerceptron::build(&NoParams, &KernelSetting::new(&tk.clone(), kernel, d)).unwrap();
                     learn(&mut model, &rows, &tasks, &y).unwrap()
                 })
             });

@@ -10,7 +10,10 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, BenchmarkId, Criterion};
 use omtl::data::Row;
 use omtl::kernel::{BaseKernel, Scratch, TaskKernel};
-use omtl::learner::{Build, MTBPRJ2Params, OnlineLearner, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
+use omtl::learner::{
+    Build, Checked, KernelSetting, MTBPRJ2Params, OnlineLearner, ParamGuard, ProjectronParams, Threshold, MTBPRJ,
+    MTBPRJ2,
+};
 use omtl::rng::SplitMix64;
 
 const D: usize = 10;
@@ -44,16 +47,30 @@ fn budget_step(c: &mut Criterion) {
         let mut group = c.benchmark_group(name);
         group.sample_size(10);
         for &b in &[100usize, 250, 500, 1000, 2000] {
-            let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
+            let params = ProjectronParams {
+                budget: b,
+                eta: 0.01,
+                threshold: Threshold::Norm,
+            }
+            .check()
+            .map(Checked::into_inner)
+            .unwrap();
             let tasks = TaskKernel::complete(K).unwrap();
             if two {
                 let model = filled(
-                    MTBPRJ2::with_kernels(&tasks, kernel, D, false, MTBPRJ2Params::from_shared(params, false)).unwrap(),
+                    MTBPRJ2::build(
+                        &MTBPRJ2Params::from_shared(params, false),
+                        &KernelSetting::new(&tasks, kernel, D),
+                    )
+                    .unwrap(),
                     b,
                 );
                 bench_step(&mut group, b, &model, &candidates);
             } else {
-                let model = filled(MTBPRJ::with_kernels(&tasks, kernel, D, false, params).unwrap(), b);
+                let model = filled(
+                    MTBPRJ::build(&params, &KernelSetting::new(&tasks, kernel, D)).unwrap(),
+                    b,
+                );
                 bench_step(&mut group, b, &model, &candidates);
             }
         }
@@ -89,16 +106,27 @@ fn recompute(c: &mut Criterion) {
     let mut group = c.benchmark_group("mtbprj_recompute");
     group.sample_size(10);
     for &b in &[100usize, 250, 500, 1000] {
-        let params = ProjectronParams::new(b, 0.01, Threshold::Norm).unwrap();
+        let params = ProjectronParams {
+            budget: b,
+            eta: 0.01,
+            threshold: Threshold::Norm,
+        }
+        .check()
+        .map(Checked::into_inner)
+        .unwrap();
         let model = filled(
-            MTBPRJ::with_kernels(&TaskKernel::complete(K).unwrap(), kernel, D, false, params).unwrap(),
+            MTBPRJ::build(
+                &params,
+                &KernelSetting::new(&TaskKernel::complete(K).unwrap(), kernel, D),
+            )
+            .unwrap(),
             b,
         );
         group.bench_with_input(BenchmarkId::from_parameter(b), &b, |bench, _| {
             bench.iter_batched(
                 || model.clone(),
                 |mut m| {
-                    m.force_rebuild();
+                    m.rebuild_caches();
                     m
                 },
                 BatchSize::LargeInput,

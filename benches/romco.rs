@@ -6,7 +6,10 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput};
 use omtl::bench::{eigen_update, svt};
 use omtl::data::Rows;
-use omtl::learner::{learn, learn_rounds, OnlineLearner, PaVariant, PassiveAggressive, Romco, RomcoTrigger, SvtRoute};
+use omtl::learner::{
+    learn, learn_rounds, Build, LinearSetting, OnlineLearner, PaVariant, PassiveAggressive, PassiveAggressiveParams,
+    Romco, RomcoParams, RomcoTrigger, SvtRoute,
+};
 use omtl::rng::SplitMix64;
 
 fn dense_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>, Vec<i64>) {
@@ -63,7 +66,20 @@ fn bench_stream(c: &mut Criterion) {
     let mut g = c.benchmark_group("dense 400 x 12 tasks");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
-    let fresh = || Romco::new(k, d, 0.1, 0.1, 1e-4, 1e-4, RomcoTrigger::Loss).unwrap();
+    let fresh = || {
+        Romco::build(
+            &RomcoParams {
+                eta1: 0.1,
+                eta2: 0.1,
+                lambda1: 1e-4,
+                lambda2: 1e-4,
+                update: RomcoTrigger::Loss,
+                svt_route: SvtRoute::Auto,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap()
+    };
     bench_learn(&mut g, "ROMCO P1 (default parameters)", fresh, (&rows, &tasks, &y));
     let factored = || fresh().with_route(SvtRoute::Brand);
     bench_learn(
@@ -79,9 +95,32 @@ fn bench_stream(c: &mut Criterion) {
             BatchSize::LargeInput,
         )
     });
-    let gram = || Romco::new(k, d, 0.1, 0.1, 0.5, 1e-4, RomcoTrigger::Loss).unwrap();
+    let gram = || {
+        Romco::build(
+            &RomcoParams {
+                eta1: 0.1,
+                eta2: 0.1,
+                lambda1: 0.5,
+                lambda2: 1e-4,
+                update: RomcoTrigger::Loss,
+                svt_route: SvtRoute::Auto,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap()
+    };
     bench_learn(&mut g, "ROMCO P1 (lambda1 = 0.5)", gram, (&rows, &tasks, &y));
-    let pa = || PassiveAggressive::new(k, d, false, PaVariant::Pa1, 1.0).unwrap();
+    let pa = || {
+        PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap()
+    };
     bench_learn(&mut g, "PA-Unique", pa, (&rows, &tasks, &y));
     g.finish();
 }
@@ -181,7 +220,18 @@ fn bench_sparse_huge(c: &mut Criterion) {
     // Models warmed on the stream once, so the timing excludes first-touch page faults of U, V;
     // the routines return the model so that freeing it is not timed either.
     let warm = |lambda1: f64| {
-        let mut m = Romco::new(k, d, 0.1, 0.1, lambda1, 1e-4, RomcoTrigger::Loss).unwrap();
+        let mut m = Romco::build(
+            &RomcoParams {
+                eta1: 0.1,
+                eta2: 0.1,
+                lambda1,
+                lambda2: 1e-4,
+                update: RomcoTrigger::Loss,
+                svt_route: SvtRoute::Auto,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap();
         learn(&mut m, &rows, &tasks, &y).unwrap();
         m
     };

@@ -8,7 +8,7 @@
 
 use omtl::data::Rows;
 use omtl::kernel::{BaseKernel, TaskKernel};
-use omtl::learner::{learn, Build, MTRBPParams, OnlineLearner, MTRBP};
+use omtl::learner::{learn, Build, KernelSetting, MTRBPParams, OnlineLearner, MTRBP};
 
 fn main() -> omtl::Result<()> {
     let (n, d, k) = (2000, 8, 3);
@@ -39,7 +39,10 @@ fn main() -> omtl::Result<()> {
         budget: 100,
         ..MTRBPParams::default()
     };
-    let mut model = MTRBP::with_kernels(&TaskKernel::complete(k)?, BaseKernel::rbf(0.5)?, d, false, params)?;
+    let mut model = MTRBP::build(
+        &params,
+        &KernelSetting::new(&TaskKernel::complete(k)?, BaseKernel::rbf(0.5)?, d),
+    )?;
     learn(&mut model, &first, &tasks[..half], &y[..half])?;
     let evictions = |m: &MTRBP| {
         let diagnostics = m.diagnostics();

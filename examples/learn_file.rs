@@ -16,7 +16,7 @@ use omtl::data::Rows;
 use omtl::io::driver::{resolve_layout, ChunkSink, StreamLearner, TaskMap};
 use omtl::io::{svmlight_width, Chunk, Format, Options, Reader};
 use omtl::kernel::TaskKernel;
-use omtl::learner::{learn_grown, MTLinear, MTLinearParams, OnlineLearner};
+use omtl::learner::{learn_grown, Build, GraphSetting, MTLinear, MTLinearParams, OnlineLearner};
 
 /// Counts the rows learned (a sink could write the predictions instead).
 struct Count(u64);
@@ -30,10 +30,9 @@ impl ChunkSink for Count {
 
 /// MTLinear with its default parameters over the open-ended complete graph (VW's `-q st`).
 fn mt_linear(n_tasks: usize, n_features: usize) -> omtl::Result<MTLinear> {
-    MTLinear::new(
-        &TaskKernel::complete_open(n_tasks)?,
-        n_features,
-        MTLinearParams::default(),
+    MTLinear::build(
+        &MTLinearParams::default(),
+        &GraphSetting::new(&TaskKernel::complete_open(n_tasks)?, n_features),
     )
 }
 

@@ -12,7 +12,7 @@
 
 use omtl::data::Rows;
 use omtl::kernel::{BaseKernel, TaskKernel};
-use omtl::learner::{Build, MTLinear, MTLinearParams, MTRBPParams, Setting, MTRBP};
+use omtl::learner::{Build, GraphSetting, KernelSetting, MTLinear, MTLinearParams, MTRBPParams, MTRBP};
 use omtl::model::{Labels, Model, TaskId, TaskRef, Tasks};
 use omtl::model_file;
 
@@ -56,14 +56,20 @@ fn main() -> omtl::Result<()> {
             let learner = match kind {
                 "mt_rbp" => {
                     let task_kernel = TaskKernel::complete(k)?;
-                    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), d, false);
+                    let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5)?, d);
                     let params = MTRBPParams { budget: 10, seed: 0 };
                     MTRBP::build(&params, &setting)?.into()
                 }
-                "mt_linear" if named => {
-                    MTLinear::new(&TaskKernel::complete_open(2)?, d, MTLinearParams::default())?.into()
-                }
-                "mt_linear" => MTLinear::new(&TaskKernel::complete(k)?, d, MTLinearParams::default())?.into(),
+                "mt_linear" if named => MTLinear::build(
+                    &MTLinearParams::default(),
+                    &GraphSetting::new(&TaskKernel::complete_open(2)?, d),
+                )?
+                .into(),
+                "mt_linear" => MTLinear::build(
+                    &MTLinearParams::default(),
+                    &GraphSetting::new(&TaskKernel::complete(k)?, d),
+                )?
+                .into(),
                 _ => panic!("kind: mt_rbp or mt_linear"),
             };
             let mut model = Model::from_learner(learner, named)?;
@@ -94,7 +100,7 @@ fn demonstrate() -> omtl::Result<()> {
     let rows = Rows::dense(&x, n, d);
 
     let task_kernel = TaskKernel::complete(3)?;
-    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), d, false);
+    let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5)?, d);
     let mut model = Model::from_learner(
         MTRBP::build(&MTRBPParams { budget: 50, seed: 1 }, &setting)?.into(),
         true,

@@ -1,7 +1,7 @@
 //! MTLinear with its default parameters on a synthetic stream of 4 related tasks.
 use omtl::data::Rows;
 use omtl::kernel::TaskKernel;
-use omtl::learner::{decision, learn, predict_sign as sign, MTLinear, MTLinearParams};
+use omtl::learner::{decision, learn, predict_sign as sign, Build, GraphSetting, MTLinear, MTLinearParams};
 
 fn main() -> omtl::Result<()> {
     let (n, d, k, mut rng) = (4000, 5, 4, omtl::rng::SplitMix64::new(7));
@@ -10,7 +10,10 @@ fn main() -> omtl::Result<()> {
     // ±1 labels: the tasks share x0 + x1 and differ in their weight on x2.
     let label = |r: &[f64], t: i64| sign(r[0] + r[1] + (t as f64 - 1.5) * r[2]);
     let y: Vec<f64> = x.chunks(d).zip(&tasks).map(|(r, &t)| label(r, t)).collect();
-    let mut model = MTLinear::new(&TaskKernel::complete(k as usize)?, d, MTLinearParams::default())?;
+    let mut model = MTLinear::build(
+        &MTLinearParams::default(),
+        &GraphSetting::new(&TaskKernel::complete(k as usize)?, d),
+    )?;
     // Learn online (predict, then update) on 3000 rows, then predict the labels of the other 1000.
     let (train, test) = x.split_at(3000 * d);
     let (train, test) = (Rows::dense(train, 3000, d), Rows::dense(test, 1000, d));

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use omtl::data::Rows;
 use omtl::io::{Format, Options, Reader};
 use omtl::kernel::TaskKernel;
-use omtl::learner::{learn_grown, predict_sign, MTLinear, MTLinearParams, OnlineLearner};
+use omtl::learner::{learn_grown, predict_sign, Build, GraphSetting, MTLinear, MTLinearParams, OnlineLearner};
 
 /// The width of the feature space (columns are hashed into `2^HASH_BITS` slots).
 const N_FEATURES: usize = 1 << 24;
@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         hash_bits: Some(HASH_BITS),
         ..MTLinearParams::default()
     };
-    let mut model = MTLinear::new(&TaskKernel::complete_open(2)?, N_FEATURES, params)?;
+    let mut model = MTLinear::build(&params, &GraphSetting::new(&TaskKernel::complete_open(2)?, N_FEATURES))?;
     let (mut n_rows, mut n_mistakes) = (0, 0);
     while let Some(chunk) = reader.next_chunk()? {
         let indptr: Vec<i64> = chunk.indptr.iter().map(|&p| p as i64).collect();

@@ -121,6 +121,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// An id the pending store does not hold ([`crate::model::Model::learn_label`]): never
+    /// remembered, learned already, or evicted or dropped as expired. A `KeyError` in Python.
+    #[error("no pending event has the id {0:?} (never remembered, learned already, or evicted or dropped as expired)")]
+    UnknownId(String),
+
     /// A saved state that does not decode or fails its consistency checks
     /// ([`crate::state::decode`]).
     #[error("cannot restore model state: {0}")]

@@ -57,16 +57,15 @@
 //!
 //! ## Building one
 //!
-//! A learner is built from its params and a [`Setting`](learner::Setting):
-//! `L::build(&params, &setting)` ([`Build::build`](learner::Build::build)) checks both and
-//! returns an empty model. The setting gives the number of tasks and features and, for the
-//! learners that take them, the task kernel ([`kernel::TaskKernel`]: `complete`,
-//! `disconnected`, `from_edges` for a weighted graph, …) and the base kernel
-//! ([`kernel::BaseKernel`]: `linear`, `poly`, `rbf`, and `rbf_scaled`: Python's `gamma="scale"`,
-//! [`kernel::scale_gamma`] of the first batch). Shorthands:
-//! [`Build::with_kernels`](learner::Build::with_kernels) for the kernel learners,
-//! [`MTLinear::new`](learner::MTLinear::new), [`MTPerceptron::new`](learner::MTPerceptron::new)
-//! and the `new` of the linear baselines.
+//! A learner is built from its params and the setting of its family:
+//! `L::build(&params, &setting)` ([`Build::build`](learner::Build::build)) checks both (the
+//! parameters become [`Checked`](learner::Checked), as linfa's `ParamGuard` has it) and returns
+//! an empty model. A linear learner's [`LinearSetting`](learner::LinearSetting) gives the number
+//! of tasks and features; MTLinear's [`GraphSetting`](learner::GraphSetting) a task kernel
+//! ([`kernel::TaskKernel`]: `complete`, `disconnected`, `from_edges` for a weighted graph, …)
+//! and the features; a kernel learner's [`KernelSetting`](learner::KernelSetting) the task
+//! kernel, the base kernel ([`kernel::BaseKernel`]: `linear`, `poly`, `rbf`, and `rbf_scaled`:
+//! Python's `gamma="scale"`, [`kernel::scale_gamma`] of the first batch) and the features.
 //!
 //! ## Learning and scoring
 //!
@@ -81,7 +80,7 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::{BaseKernel, TaskKernel};
-//! use omtl::learner::{decision, learn, predict_sign, Build, MTLinear, MTLinearParams};
+//! use omtl::learner::{decision, learn, predict_sign, Build, GraphSetting, KernelSetting, MTLinear, MTLinearParams};
 //! use omtl::learner::{MTRBPParams, OnlineLearner, MTRBP};
 //!
 //! // Four rows of two features (row-major), for tasks 0 and 1, with their labels.
@@ -91,9 +90,9 @@
 //! let graph = TaskKernel::complete(2)?; // every pair of tasks equally related
 //!
 //! // A linear learner with Python's defaults, and a kernel learner keeping at most 100 rows.
-//! let mut linear = MTLinear::new(&graph, 2, MTLinearParams::default())?;
+//! let mut linear = MTLinear::build(&MTLinearParams::default(), &GraphSetting::new(&graph, 2))?;
 //! let params = MTRBPParams { budget: 100, ..MTRBPParams::default() };
-//! let mut budget = MTRBP::with_kernels(&graph, BaseKernel::rbf(0.5)?, 2, false, params)?;
+//! let mut budget = MTRBP::build(&params, &KernelSetting::new(&graph, BaseKernel::rbf(0.5)?, 2))?;
 //!
 //! let scores = learn(&mut budget, &rows, &tasks, &y)?; // pre-update scores
 //! assert_eq!(scores[0], 0.0); // the first row is scored by the empty model
@@ -119,11 +118,11 @@
 //! use omtl::data::Rows;
 //! use omtl::io::{Format, Options, Reader};
 //! use omtl::kernel::TaskKernel;
-//! use omtl::learner::{learn, MTLinear, MTLinearParams};
+//! use omtl::learner::{learn, Build, GraphSetting, MTLinear, MTLinearParams};
 //!
 //! let n_features = 1000;
 //! let mut reader = Reader::open("train.svm", Options::new(Format::Svmlight, n_features as u64))?;
-//! let mut model = MTLinear::new(&TaskKernel::complete(3)?, n_features, MTLinearParams::default())?;
+//! let mut model = MTLinear::build(&MTLinearParams::default(), &GraphSetting::new(&TaskKernel::complete(3)?, n_features))?;
 //! while let Some(chunk) = reader.next_chunk()? {
 //!     let indptr: Vec<i64> = chunk.indptr.iter().map(|&p| p as i64).collect();
 //!     let (indices, data) = (&chunk.indices, &chunk.data);
@@ -135,18 +134,24 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! ## Saving a model
+//! ## A whole model
+//!
+//! [`model::Model`] is what the Python estimators, the command line and the server drive: an
+//! [`model::Estimator`] (a class and its checked hyper-parameters, from the one class table the
+//! Python constructors share) and, once fitted, the learner and its book: task labels (integers
+//! and strings, interned), per-task counts, the label form, the counters. It learns and scores
+//! batches and single events ([`model::Model::learn_one`], named features hashed by
+//! [`hashing::RowBuilder`]), grows its tasks, and is what a `.omtl` file stores
+//! ([`model_file`]: the format Python's `omtl.save` and the command line write, so a model trained
+//! in Python loads in Rust and the reverse, with the same scores; every part checked before use;
+//! `examples/model_file.rs`).
+//!
+//! ## Saving a learner
 //!
 //! [`state::encode`] writes one learner's state as bytes and [`state::decode`] reads it back
 //! as the learner type, as untrusted input: its size bounded by the payload and every
 //! invariant checked ([`state::CheckState`]), so a corrupt or forged state is an
 //! [`Error::State`], never a model that misbehaves (`examples/budget_save_restore.rs`).
-//!
-//! Whole models travel as `.omtl` files ([`model_file`]): the format Python's `omtl.save` and
-//! the command line write, so a model trained in Python loads in Rust and the reverse, with the
-//! same scores. [`model_file::load`] returns a [`model_file::ModelFile`]: the learner as one
-//! [`model::AnyLearner`], the task ids and the class labels, every part checked before use
-//! (`examples/model_file.rs`).
 //!
 //! ## The modules
 //!
@@ -156,8 +161,9 @@
 //! - [`data`]: the row views; [`error`]: the one error type;
 //! - [`io`]: the file readers; [`hashing`]: named features hashed into columns (scikit-learn's
 //!   `FeatureHasher` mapping);
-//! - [`model`]: any learner as one value ([`model::AnyLearner`]) and its versioned state bytes;
-//!   [`model_file`]: the `.omtl` model file;
+//! - [`model`]: a whole model ([`model::Model`]: estimator, learner, book), any learner as one
+//!   value ([`model::AnyLearner`]) and its versioned state bytes; [`model_file`]: the `.omtl`
+//!   model file, a [`model::Model`]'s serialisation;
 //! - [`state`]: checked saving and restoring; [`rng`]: the pinned SplitMix64 generator;
 //! - [`interrupt`]: stopping a long call from a hook (a deadline, a signal).
 //!

@@ -3,7 +3,7 @@
 
 use omtl::data::Rows;
 use omtl::kernel::{BaseKernel, TaskKernel};
-use omtl::learner::{Build, MTLinear, MTLinearParams, MTRBPParams, Setting, MTRBP};
+use omtl::learner::{Build, GraphSetting, KernelSetting, MTLinear, MTLinearParams, MTRBPParams, MTRBP};
 use omtl::model::{Labels, Model, TaskRef, Tasks};
 use omtl::model_file::{self, encode, Limits, CHECKSUM_LEN, MAGIC};
 use omtl::Error;
@@ -20,7 +20,7 @@ fn stream(n: usize, d: usize) -> (Vec<f64>, Vec<f64>) {
 
 fn mtrbp(k: usize, d: usize) -> MTRBP {
     let task_kernel = TaskKernel::complete(k).unwrap();
-    let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5).unwrap()), d, false);
+    let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5).unwrap(), d);
     MTRBP::build(&MTRBPParams { budget: 8, seed: 2 }, &setting).unwrap()
 }
 
@@ -89,7 +89,11 @@ fn string_task_ids_grow_an_open_ended_mtlinear() {
     let (x, y) = stream(n, d);
     let users = ["u1", "u2", "u3", "u4"];
     let tasks: Vec<TaskRef> = (0..n).map(|t| TaskRef::Str(users[t % 4])).collect();
-    let learner = MTLinear::new(&TaskKernel::complete_open(2).unwrap(), d, MTLinearParams::default()).unwrap();
+    let learner = MTLinear::build(
+        &MTLinearParams::default(),
+        &GraphSetting::new(&TaskKernel::complete_open(2).unwrap(), d),
+    )
+    .unwrap();
     let mut model = Model::from_learner(learner.into(), false).unwrap();
     let rows = Rows::dense(&x, n, d);
     model.learn(&rows, Tasks::Ids(&tasks), Labels::Floats(&y)).unwrap();
@@ -117,10 +121,10 @@ fn damaged_framing_is_refused() {
     flipped[data.len() / 2] ^= 4;
     refused(&flipped, "checksum");
     let mut version = data[..data.len() - CHECKSUM_LEN].to_vec();
-    version[MAGIC.len()] = 2;
+    version[MAGIC.len()] = 3;
     let checksum = Sha256::digest(&version);
     version.extend_from_slice(&checksum);
-    refused(&version, "format version 2");
+    refused(&version, "format version 3");
     let mut long = data[..data.len() - CHECKSUM_LEN].to_vec();
     long[MAGIC.len() + 4..MAGIC.len() + 12].copy_from_slice(&(1u64 << 40).to_le_bytes());
     let checksum = Sha256::digest(&long);

@@ -119,7 +119,7 @@ def test_framing_is_checked(saved):
     flipped[len(data) // 2] ^= 4
     expect_invalid(path, bytes(flipped), "checksum")
     header, state = split_file(data)
-    expect_invalid(path, make_file(header, state, version=2), "format version 2")
+    expect_invalid(path, make_file(header, state, version=3), "format version 3")
     # Lengths that disagree with the file, checksum made to match.
     body = bytearray(data[:-32])
     body[len(MAGIC) + 4 : len(MAGIC) + 12] = struct.pack("<Q", 2**40)

@@ -137,33 +137,83 @@ fn a_failing_call_leaves_every_growing_learner_as_before() {
     let open = TaskKernel::complete_open(3).unwrap();
     let disc = TaskKernel::disconnected(3).unwrap();
     let mt = |h: Option<u32>, tasks: &TaskKernel| {
-        let p = MTLinearParams::new(Loss::Logistic, UpdateRule::Normalized, 0.5, true, h).unwrap();
-        MTLinear::new(tasks, d, p).unwrap()
+        let p = MTLinearParams {
+            loss: Loss::Logistic,
+            rule: UpdateRule::Normalized,
+            learning_rate: 0.5,
+            fit_intercept: true,
+            hash_bits: h,
+            shared_rate: 1.0,
+        }
+        .check()
+        .map(Checked::into_inner)
+        .unwrap();
+        MTLinear::build(&p, &GraphSetting::new(tasks, d)).unwrap()
     };
     check("MTLinear complete", mt(None, &open), true);
     check("MTLinear disconnected", mt(None, &disc), true);
     check("MTLinear hashed", mt(Some(4), &open), true);
     check(
         "PA-Unique",
-        PassiveAggressive::new(3, d, false, PaVariant::Pa1, 1.0).unwrap(),
+        PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(3, d),
+        )
+        .unwrap(),
         true,
     );
     check(
         "PA-Global",
-        PassiveAggressive::new(3, d, true, PaVariant::Pa1, 1.0).unwrap(),
+        PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: true,
+                c: 1.0,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(3, d),
+        )
+        .unwrap(),
         true,
     );
-    check("CW-COL", CwCol::new(3, d, 0.85, 1.0, 0.5).unwrap(), true);
-    check("OMTL", Omtl::new(3, d, 1.0, GlobalNorm::L2, false).unwrap(), true);
+    check(
+        "CW-COL",
+        CwCol::build(
+            &CwColParams {
+                confidence: 0.85,
+                a: 1.0,
+                omega: 0.5,
+            },
+            &LinearSetting::new(3, d),
+        )
+        .unwrap(),
+        true,
+    );
+    check(
+        "OMTL",
+        Omtl::build(
+            &OmtlParams {
+                c: 1.0,
+                global_norm: GlobalNorm::L2,
+                explicit: false,
+            },
+            &LinearSetting::new(3, d),
+        )
+        .unwrap(),
+        true,
+    );
     let lin = BaseKernel::linear();
     check(
         "MTPerceptron primal",
-        MTPerceptron::new(open.clone(), lin, d, false).unwrap(),
+        MTPerceptron::build(&NoParams, &KernelSetting::new(&open.clone(), lin, d)).unwrap(),
         true,
     );
     check(
         "MTPerceptron dual (copy)",
-        MTPerceptron::new_dual(open, lin, d, false).unwrap(),
+        MTPerceptron::dual(&KernelSetting::new(&open, lin, d)).unwrap(),
         false,
     );
 }

@@ -28,7 +28,7 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::spec::{check_at_least_one, check_positive};
-use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, Event, OnlineLearner, Setting};
+use crate::learner::{is_update_mistake, ActiveSet, Ahead, Build, Checked, Event, KernelSetting, OnlineLearner};
 use crate::rng::SplitMix64;
 use crate::state::{check_counts, check_finite, ensure, param, CheckState};
 
@@ -84,12 +84,13 @@ learner_params! {
 
 impl Build for MTRBP {
     type Params = MTRBPParams;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(params: &MTRBPParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<MTRBPParams>, setting: &KernelSetting) -> Result<Self> {
         let n_features = setting.n_features;
         Ok(Self {
-            kernel: setting.kernel()?,
-            tasks: setting.task_kernel()?.clone(),
+            kernel: setting.kernel,
+            tasks: setting.task_kernel.clone(),
             n_features,
             budget: params.budget,
             set: ActiveSet::new(n_features, setting.sparse),
@@ -322,9 +323,10 @@ learner_params! {
 
 impl Build for MTFORG {
     type Params = MTFORGParams;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(params: &MTFORGParams, setting: &Setting) -> Result<Self> {
-        let (kernel, tasks) = (setting.kernel()?, setting.task_kernel()?.clone());
+    fn from_checked(params: &Checked<MTFORGParams>, setting: &KernelSetting) -> Result<Self> {
+        let (kernel, tasks) = (setting.kernel, setting.task_kernel.clone());
         let (n_features, sparse, budget) = (setting.n_features, setting.sparse, params.budget);
         let radius = params.radius;
         let radius = if Self::bounded_by_one(&kernel) { 1.0 } else { radius };
@@ -644,6 +646,7 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::test_support::stream;
+    use crate::learner::NoParams;
     use crate::learner::{learn, MTPerceptron};
 
     fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f64>) {
@@ -656,12 +659,9 @@ mod tests {
     fn a_non_finite_shrink_undoes_the_append() {
         let (x, tasks, y) = random_stream(40, 3, 2, 11);
         let kernel = BaseKernel::linear();
-        let mut m = MTFORG::with_kernels(
-            &TaskKernel::complete(2).unwrap(),
-            kernel,
-            3,
-            false,
-            MTFORGParams { budget: 2, radius: 1.0 },
+        let mut m = MTFORG::build(
+            &MTFORGParams { budget: 2, radius: 1.0 },
+            &KernelSetting::new(&TaskKernel::complete(2).unwrap(), kernel, 3),
         )
         .unwrap();
         let mut scratch = Scratch::default();
@@ -677,15 +677,12 @@ mod tests {
         let err = m.update(row, tasks[t] as usize, -y[t], 0.0, &mut scratch).unwrap_err();
         assert!(err.to_string().contains("MTFORG shrink step is not finite"), "{err}");
         assert_eq!(m, before);
-        assert!(MTFORG::with_kernels(
-            &TaskKernel::complete(2).unwrap(),
-            kernel,
-            3,
-            false,
-            MTFORGParams {
+        assert!(MTFORG::build(
+            &MTFORGParams {
                 budget: 2,
                 radius: 1e101
-            }
+            },
+            &KernelSetting::new(&TaskKernel::complete(2).unwrap(), kernel, 3)
         )
         .is_err());
     }
@@ -701,9 +698,13 @@ mod tests {
         let r = rows(&x, d);
         let kernel = BaseKernel::rbf(0.8).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
-        let mut p = MTPerceptron::new(tk.clone(), kernel, d, false).unwrap();
-        let mut a = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: n, seed: 3 }).unwrap();
-        let mut b = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: n, radius: 1.0 }).unwrap();
+        let mut p = MTPerceptron::build(&NoParams, &KernelSetting::new(&tk.clone(), kernel, d)).unwrap();
+        let mut a = MTRBP::build(&MTRBPParams { budget: n, seed: 3 }, &KernelSetting::new(&tk, kernel, d)).unwrap();
+        let mut b = MTFORG::build(
+            &MTFORGParams { budget: n, radius: 1.0 },
+            &KernelSetting::new(&tk, kernel, d),
+        )
+        .unwrap();
         let sp = learn(&mut p, &r, &tasks, &y).unwrap();
         let sa = learn(&mut a, &r, &tasks, &y).unwrap();
         let sb = learn(&mut b, &r, &tasks, &y).unwrap();
@@ -723,7 +724,7 @@ mod tests {
         let kernel = BaseKernel::rbf(2.0).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         let run = |seed| {
-            let mut m = MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: 10, seed }).unwrap();
+            let mut m = MTRBP::build(&MTRBPParams { budget: 10, seed }, &KernelSetting::new(&tk, kernel, d)).unwrap();
             let mut scratch = Scratch::default();
             let mut evicted = Vec::new();
             for t in 0..n {
@@ -749,7 +750,11 @@ mod tests {
         let (x, tasks, y) = random_stream(n, d, k, 9);
         let kernel = BaseKernel::rbf(3.0).unwrap();
         let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
-        let mut m = MTFORG::with_kernels(&tk, kernel, d, false, MTFORGParams { budget: 4, radius: 7.0 }).unwrap();
+        let mut m = MTFORG::build(
+            &MTFORGParams { budget: 4, radius: 7.0 },
+            &KernelSetting::new(&tk, kernel, d),
+        )
+        .unwrap();
         assert_eq!(m.radius(), 1.0, "rbf forces R = 1");
         let mut scratch = Scratch::default();
         for t in 0..n {
@@ -770,21 +775,15 @@ mod tests {
     fn forgetron_rejects_a_zero_task_kernel() {
         // L^+ of a graph without edges is the zero matrix: c_G = 0.
         let tk = TaskKernel::laplacian_pinv(3, &[]).unwrap();
-        let err = MTFORG::with_kernels(
-            &tk,
-            BaseKernel::linear(),
-            2,
-            false,
-            MTFORGParams { budget: 5, radius: 1.0 },
+        let err = MTFORG::build(
+            &MTFORGParams { budget: 5, radius: 1.0 },
+            &KernelSetting::new(&tk, BaseKernel::linear(), 2),
         )
         .unwrap_err();
         assert!(matches!(err, Error::InvalidTaskRelation(_)));
-        assert!(MTRBP::with_kernels(
-            &TaskKernel::complete(2).unwrap(),
-            BaseKernel::linear(),
-            2,
-            false,
-            MTRBPParams { budget: 0, seed: 0 }
+        assert!(MTRBP::build(
+            &MTRBPParams { budget: 0, seed: 0 },
+            &KernelSetting::new(&TaskKernel::complete(2).unwrap(), BaseKernel::linear(), 2)
         )
         .is_err());
     }

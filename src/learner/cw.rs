@@ -28,7 +28,7 @@ use crate::learner::shared::{
 };
 use crate::learner::spec::{check_positive, check_within};
 use crate::learner::undo::{SlotJournal, TryCopy};
-use crate::learner::{Build, OnlineLearner, Setting};
+use crate::learner::{Build, Checked, LinearSetting, OnlineLearner};
 use crate::state::{check_counts, check_finite, check_len, ensure, param, CheckState};
 
 /// The constants of a confidence level: `phi = Phi^{-1}(eta)`, `psi = 1 + phi^2/2`, `zeta = 1 + phi^2`.
@@ -271,7 +271,7 @@ fn finish_changes(changes: &mut [Change], floor: f64, which: &str, alpha: f64, b
 
 /// CW-COL (Li et al., CIKM 2011; reconstructed in §6.4): confidence-weighted learning with a
 /// global model and one model per task, each task's prior mixing the two by `omega`. A linear
-/// learner: no kernels. Built with [`CwCol::new`] or [`Build::build`] from [`CwColParams`].
+/// learner: no kernels. Built with [`Build::build`] from [`CwColParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CwCol {
     n_features: usize,
@@ -313,10 +313,11 @@ learner_params! {
 
 impl Build for CwCol {
     type Params = CwColParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &CwColParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<CwColParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
-        let CwColParams { confidence, a, omega } = *params;
+        let CwColParams { confidence, a, omega } = **params;
         let constants = CwConstants::new(confidence)?;
         Ok(Self {
             n_features,
@@ -360,13 +361,6 @@ impl TryCopy for CwModel {
 }
 
 impl CwCol {
-    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
-    /// [`CwColParams`], checked).
-    pub fn new(n_tasks: usize, n_features: usize, confidence: f64, a: f64, omega: f64) -> Result<Self> {
-        let params = CwColParams { confidence, a, omega };
-        Self::build(&params, &Setting::new(n_tasks, n_features, false))
-    }
-
     /// The constants of the model's confidence.
     pub fn constants(&self) -> CwConstants {
         self.constants
@@ -458,13 +452,12 @@ impl CheckState for CwCol {
         self.global.check_state(self.n_features, self.a)?;
         check_len("CW individual models", self.individual.len(), self.n_tasks)?;
         // The settings must be ones `new` accepts, and the constants those of the confidence.
-        let fresh = param(Self::new(
-            self.n_tasks,
-            self.n_features,
-            self.confidence,
-            self.a,
-            self.omega,
-        ))?;
+        let params = CwColParams {
+            confidence: self.confidence,
+            a: self.a,
+            omega: self.omega,
+        };
+        let fresh = param(Self::build(&params, &LinearSetting::new(self.n_tasks, self.n_features)))?;
         ensure(fresh.constants == self.constants, || {
             "the CW constants do not match the confidence".into()
         })?;
@@ -666,7 +659,12 @@ impl Replica for CwCol {
                 return Err(not_in_step("global models"));
             }
         }
-        let mut merged = Self::new(n_tasks, first.n_features, first.confidence, first.a, first.omega)?;
+        let params = CwColParams {
+            confidence: first.confidence,
+            a: first.a,
+            omega: first.omega,
+        };
+        let mut merged = Self::build(&params, &LinearSetting::new(n_tasks, first.n_features))?;
         merged.global = first.global.try_copy()?;
         for (p, map) in parts.iter().zip(maps) {
             for (j, model) in p.individual.iter().enumerate() {
@@ -727,7 +725,15 @@ mod tests {
         let (n, d, k) = (500, 5, 3);
         let (x, tasks, y) = test_support::stream(n, d, k, 3, |x, _, _| x[0] - x[1] > 0.0);
         let rows = Rows::dense(&x, n, d);
-        let mut col = CwCol::new(k, d, 0.85, 1.0, 0.0).unwrap();
+        let mut col = CwCol::build(
+            &CwColParams {
+                confidence: 0.85,
+                a: 1.0,
+                omega: 0.0,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap();
         let a = learn(&mut col, &rows, &tasks, &y).unwrap();
         let c = CwConstants::new(0.85).unwrap();
         let mut single: Vec<CwModel> = (0..k).map(|_| CwModel::new(d, 1.0)).collect();
@@ -737,7 +743,23 @@ mod tests {
             m.update(&c, &rows.row(t), y[t], 0.0).unwrap();
         }
         assert!(col.min_variance() > 0.0);
-        assert!(CwCol::new(k, d, 0.4, 1.0, 0.0).is_err());
-        assert!(CwCol::new(k, d, 0.8, 1.0, 1.5).is_err());
+        assert!(CwCol::build(
+            &CwColParams {
+                confidence: 0.4,
+                a: 1.0,
+                omega: 0.0
+            },
+            &LinearSetting::new(k, d)
+        )
+        .is_err());
+        assert!(CwCol::build(
+            &CwColParams {
+                confidence: 0.8,
+                a: 1.0,
+                omega: 1.5
+            },
+            &LinearSetting::new(k, d)
+        )
+        .is_err());
     }
 }

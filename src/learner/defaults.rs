@@ -15,8 +15,7 @@ pub const DEFAULT_BUDGET: usize = 1000;
 
 impl Default for MTLinearParams {
     /// Python's `MTLinear()`: logistic loss, the normalized update at rate 0.5, an intercept, no
-    /// hashing, and the complete graph's shared block at twice the rate (`shared_rate = 2`;
-    /// [`MTLinearParams::new`] takes 1).
+    /// hashing, and the complete graph's shared block at twice the rate (`shared_rate = 2`).
     fn default() -> Self {
         Self {
             loss: Loss::Logistic,

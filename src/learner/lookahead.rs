@@ -87,8 +87,8 @@ mod tests {
     use crate::kernel::{BaseKernel, Scratch, TaskKernel};
     use crate::learner::test_support::{learn_row_by_row, stream};
     use crate::learner::{
-        decision, learn, Build, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner, ProjectronParams, Threshold,
-        MTBPRJ, MTFORG, MTRBP,
+        decision, learn, Build, Checked, KernelSetting, MTFORGParams, MTPerceptron, MTRBPParams, OnlineLearner,
+        ParamGuard, ProjectronParams, Threshold, MTBPRJ, MTFORG, MTRBP,
     };
 
     /// Learns the stream row by row (no lookahead: every score a fresh pass) and in one batch
@@ -142,26 +142,31 @@ mod tests {
         let kernel = BaseKernel::rbf(0.4).unwrap();
         let tk = TaskKernel::complete(k).unwrap();
         check(
-            MTRBP::with_kernels(&tk, kernel, d, false, MTRBPParams { budget: 150, seed: 1 }).unwrap(),
-            d,
-            1500,
-        );
-        check(
-            MTFORG::with_kernels(
-                &tk,
-                kernel,
-                d,
-                false,
-                MTFORGParams {
-                    budget: 120,
-                    radius: 1.0,
-                },
+            MTRBP::build(
+                &MTRBPParams { budget: 150, seed: 1 },
+                &KernelSetting::new(&tk, kernel, d),
             )
             .unwrap(),
             d,
             1500,
         );
-        check(MTPerceptron::new_dual(tk, kernel, d, false).unwrap(), d, 1000);
+        check(
+            MTFORG::build(
+                &MTFORGParams {
+                    budget: 120,
+                    radius: 1.0,
+                },
+                &KernelSetting::new(&tk, kernel, d),
+            )
+            .unwrap(),
+            d,
+            1500,
+        );
+        check(
+            MTPerceptron::dual(&KernelSetting::new(&tk, kernel, d)).unwrap(),
+            d,
+            1000,
+        );
     }
 
     /// A learner without its own `update_ahead` (MTBPRJ) restarts the window after every update:
@@ -172,8 +177,15 @@ mod tests {
         let (x, tasks, y) = stream(n, d, 3, 5, |x, _, noise| x[0] - 0.4 * x[2] + 0.2 * noise > 0.0);
         let rows = Rows::dense(&x, n, d);
         let tk = TaskKernel::complete(3).unwrap();
-        let params = ProjectronParams::new(150, 0.01, Threshold::Norm).unwrap();
-        let fresh = MTBPRJ::with_kernels(&tk, BaseKernel::rbf(0.5).unwrap(), d, false, params).unwrap();
+        let params = ProjectronParams {
+            budget: 150,
+            eta: 0.01,
+            threshold: Threshold::Norm,
+        }
+        .check()
+        .map(Checked::into_inner)
+        .unwrap();
+        let fresh = MTBPRJ::build(&params, &KernelSetting::new(&tk, BaseKernel::rbf(0.5).unwrap(), d)).unwrap();
         let mut one = fresh.clone();
         let single: Vec<u64> = learn_row_by_row(&mut one, &rows, &tasks, &y)
             .iter()

@@ -14,7 +14,7 @@ macro_rules! learner_params {
     (
         $(#[$attr:meta])*
         pub struct $name:ident { $($(#[$fattr:meta])* pub $field:ident: $ty:ty,)* }
-        $check:item
+        fn check(&$self:ident) -> Result<()> $check:block
     ) => {
         $(#[$attr])*
         #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -24,7 +24,7 @@ macro_rules! learner_params {
         }
 
         impl $crate::learner::ParamGuard for $name {
-            $check
+            fn check_ref(&$self) -> Result<()> $check
         }
     };
 }
@@ -229,7 +229,7 @@ pub use perceptron::MTPerceptron;
 pub use projectron::{MTBPRJ2Params, ProjectronParams, Threshold, MTBPRJ, MTBPRJ2};
 pub use romco::{Romco, RomcoParams, RomcoTrigger, SvtRoute};
 pub(crate) use spec::{check_c, check_nonnegative};
-pub use spec::{Build, NoParams, ParamGuard, Setting};
+pub use spec::{Build, Checked, Dims, GraphSetting, KernelSetting, LinearSetting, NoParams, ParamGuard};
 
 use crate::data::{validate_batch, validate_learn_batch, Row, Rows};
 use crate::error::{Error, Result};
@@ -371,10 +371,16 @@ pub trait OnlineLearner {
         })
     }
 
-    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`.
+    /// Learner-specific arrays (fitted parameters) by name, as `(name, shape, row-major data)`:
+    /// the one route to what only some learners hold (ROMCO's `U` and `V`, MTLinear's blocks).
     fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
         Vec::new()
     }
+
+    /// Re-derives every cache from the stored state now (a Projectron's inverse Gram matrix,
+    /// INV-Q2), as a restore or a long run would; a no-op for a learner without caches. The
+    /// scores do not change beyond rounding.
+    fn rebuild_caches(&mut self) {}
 
     /// Starts an undo journal: until [`OnlineLearner::journal_commit`] or
     /// [`OnlineLearner::journal_rollback`], the learner records what its updates and

@@ -17,7 +17,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::undo::{try_copy_slice, SlotJournal};
-use crate::learner::{check_c, Build, OnlineLearner, Round, Setting};
+use crate::learner::{check_c, Build, Checked, LinearSetting, OnlineLearner, Round};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
 /// The absolute norm that combines a round's hinge losses into OMTL's global loss (§6.2).
@@ -162,7 +162,7 @@ fn linf_water_filling(losses: &[f64], sq_norms: &[f64], c: f64, active: &[usize]
 }
 
 /// OMTL (Dekel, Long & Singer, COLT 2006; §6.2): one linear model per task, updated jointly per
-/// round (protocol P2) with a shared loss. Built with [`Omtl::new`] or [`Build::build`] from
+/// round (protocol P2) with a shared loss. Built with [`Build::build`] from
 /// [`OmtlParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Omtl {
@@ -198,14 +198,15 @@ learner_params! {
 
 impl Build for Omtl {
     type Params = OmtlParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &OmtlParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<OmtlParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let OmtlParams {
             c,
             global_norm: norm,
             explicit,
-        } = *params;
+        } = **params;
         Ok(Self {
             n_features,
             n_tasks,
@@ -226,17 +227,6 @@ impl Build for Omtl {
 }
 
 impl Omtl {
-    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
-    /// [`OmtlParams`], checked).
-    pub fn new(n_tasks: usize, n_features: usize, c: f64, norm: GlobalNorm, explicit: bool) -> Result<Self> {
-        let params = OmtlParams {
-            c,
-            global_norm: norm,
-            explicit,
-        };
-        Self::build(&params, &Setting::new(n_tasks, n_features, false))
-    }
-
     fn w(&self, task: usize) -> &[f64] {
         &self.weights[task * self.n_features..(task + 1) * self.n_features]
     }
@@ -288,13 +278,12 @@ impl CheckState for Omtl {
             self.weights.len(),
             checked_size("OMTL weights", self.n_tasks, self.n_features)?,
         )?;
-        param(Self::new(
-            self.n_tasks,
-            self.n_features,
-            self.c,
-            self.norm,
-            self.explicit,
-        ))?;
+        let params = OmtlParams {
+            c: self.c,
+            global_norm: self.norm,
+            explicit: self.explicit,
+        };
+        param(Self::build(&params, &LinearSetting::new(self.n_tasks, self.n_features)))?;
         check_finite("OMTL weights", &self.weights)?;
         check_counts("OMTL", &[self.n_updates, self.n_rounds])?;
         // A round updates each of its (distinct) tasks at most once.
@@ -409,7 +398,15 @@ mod tests {
         let tau = omtl_tau(&[1.0, 2.0, 0.5], &[1e-320, 1.0, 4.0], 1.0, GlobalNorm::LInf, false);
         assert!(tau.iter().all(|t| t.is_finite() && *t >= 0.0), "{tau:?}");
         assert!((tau.iter().sum::<f64>() - 1.0).abs() < 1e-12, "{tau:?}");
-        let mut m = Omtl::new(1, 2, 1.0, GlobalNorm::LInf, false).unwrap();
+        let mut m = Omtl::build(
+            &OmtlParams {
+                c: 1.0,
+                global_norm: GlobalNorm::LInf,
+                explicit: false,
+            },
+            &LinearSetting::new(1, 2),
+        )
+        .unwrap();
         let x = [1e-160, 0.0];
         m.update(Row::Dense(&x), 0, -1.0, 0.0, &mut Scratch::default()).unwrap();
         assert_eq!(m.weights, vec![-1e-160, 0.0]);
@@ -459,7 +456,15 @@ mod tests {
     fn explicit_linf_updates_the_first_largest_loss() {
         let tau = omtl_tau(&[0.5, 2.0, 2.0, 1.0], &[1.0; 4], 0.7, GlobalNorm::LInf, true);
         assert_eq!(tau, vec![0.0, 0.7, 0.0, 0.0]);
-        assert!(Omtl::new(2, 3, 0.0, GlobalNorm::L1, false).is_err());
+        assert!(Omtl::build(
+            &OmtlParams {
+                c: 0.0,
+                global_norm: GlobalNorm::L1,
+                explicit: false
+            },
+            &LinearSetting::new(2, 3)
+        )
+        .is_err());
         assert!(GlobalNorm::parse("l3").is_err());
     }
 }

@@ -23,7 +23,7 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
-use crate::learner::{check_nonnegative, is_update_mistake, Build, OnlineLearner, Setting};
+use crate::learner::{check_nonnegative, is_update_mistake, Build, Checked, LinearSetting, OnlineLearner};
 use crate::linalg::{sym_eigen, sym_sqrt, SymMatrix};
 use crate::simd::dense_dot;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
@@ -55,7 +55,7 @@ impl RelationUpdate {
 }
 
 /// OMTRL (Saha et al., AISTATS 2011; §6.3): a multitask linear Perceptron whose task coupling
-/// is learned from the weights. Built with [`Omtrl::new`] or [`Build::build`] from
+/// is learned from the weights. Built with [`Build::build`] from
 /// [`OmtrlParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Omtrl {
@@ -100,14 +100,15 @@ learner_params! {
 
 impl Build for Omtrl {
     type Params = OmtrlParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &OmtrlParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<OmtrlParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let OmtrlParams {
             relation_update: update,
             eta,
             epoch,
-        } = *params;
+        } = **params;
         let k = n_tasks;
         let square = Need::new(
             "n_tasks",
@@ -138,17 +139,6 @@ impl Build for Omtrl {
 }
 
 impl Omtrl {
-    /// An empty model over `n_tasks` tasks and `n_features` features (the fields of
-    /// [`OmtrlParams`], checked).
-    pub fn new(n_tasks: usize, n_features: usize, update: RelationUpdate, eta: f64, epoch: u64) -> Result<Self> {
-        let params = OmtrlParams {
-            relation_update: update,
-            eta,
-            epoch,
-        };
-        Self::build(&params, &Setting::new(n_tasks, n_features, false))
-    }
-
     /// The current coupling `A^{-1}` (row-major `k x k`).
     pub fn coupling(&self) -> &[f64] {
         &self.coupling
@@ -359,7 +349,12 @@ impl CheckState for Omtrl {
             self.coupling.len(),
             checked_size("OMTRL coupling", k, k)?,
         )?;
-        param(Self::new(k, d, self.update, self.eta, self.epoch))?;
+        let params = OmtrlParams {
+            relation_update: self.update,
+            eta: self.eta,
+            epoch: self.epoch,
+        };
+        param(Self::build(&params, &LinearSetting::new(k, d)))?;
         check_len("OMTRL Gram matrix", self.gram.len(), k * k)?;
         check_finite("OMTRL weights", &self.weights)?;
         check_counts(
@@ -440,6 +435,7 @@ mod tests {
     use super::*;
     use crate::data::Rows;
     use crate::learner::{learn, test_support};
+    use crate::learner::{KernelSetting, NoParams};
     use crate::rng::SplitMix64;
 
     #[test]
@@ -490,7 +486,15 @@ mod tests {
             RelationUpdate::LogDet,
             RelationUpdate::VonNeumann,
         ] {
-            let mut m = Omtrl::new(k, d, update, 1e-3, 100).unwrap();
+            let mut m = Omtrl::build(
+                &OmtrlParams {
+                    relation_update: update,
+                    eta: 1e-3,
+                    epoch: 100,
+                },
+                &LinearSetting::new(k, d),
+            )
+            .unwrap();
             learn(&mut m, &rows, &tasks, &y).unwrap();
             assert_eq!((m.n_refreshes, m.n_refresh_skipped), (301, 0));
             let (values, _) = sym_eigen(&SymMatrix {
@@ -512,14 +516,34 @@ mod tests {
         let (n, d, k) = (300, 5, 3);
         let (x, tasks, y) = stream(n, d, k);
         let rows = Rows::dense(&x, n, d);
-        let mut a = Omtrl::new(k, d, RelationUpdate::LogDet, 1e-3, 10_000).unwrap();
-        let mut b = MTPerceptron::new(TaskKernel::complete(k).unwrap(), BaseKernel::linear(), d, false).unwrap();
+        let mut a = Omtrl::build(
+            &OmtrlParams {
+                relation_update: RelationUpdate::LogDet,
+                eta: 1e-3,
+                epoch: 10_000,
+            },
+            &LinearSetting::new(k, d),
+        )
+        .unwrap();
+        let mut b = MTPerceptron::build(
+            &NoParams,
+            &KernelSetting::new(&TaskKernel::complete(k).unwrap(), BaseKernel::linear(), d),
+        )
+        .unwrap();
         let sa = learn(&mut a, &rows, &tasks, &y).unwrap();
         let sb = learn(&mut b, &rows, &tasks, &y).unwrap();
         for (p, q) in sa.iter().zip(&sb) {
             assert!((p - q).abs() <= 1e-9 * q.abs().max(1.0));
         }
-        assert!(Omtrl::new(k, d, RelationUpdate::Batch, -1.0, 0).is_err());
+        assert!(Omtrl::build(
+            &OmtrlParams {
+                relation_update: RelationUpdate::Batch,
+                eta: -1.0,
+                epoch: 0
+            },
+            &LinearSetting::new(k, d)
+        )
+        .is_err());
         assert!(RelationUpdate::parse("nope").is_err());
     }
 }

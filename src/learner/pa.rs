@@ -18,7 +18,7 @@ use crate::learner::shared::{
     SharedUpdate,
 };
 use crate::learner::undo::SlotJournal;
-use crate::learner::{check_c, Build, OnlineLearner, Setting};
+use crate::learner::{check_c, Build, Checked, LinearSetting, OnlineLearner};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
 
 /// The Passive-Aggressive step rule (§6.1).
@@ -61,7 +61,7 @@ impl PaVariant {
 
 /// The Passive-Aggressive baselines (Crammer et al., JMLR 2006; §6.1): PA-Unique (one linear
 /// model per task) or PA-Global (one model for all tasks). Built with
-/// [`PassiveAggressive::new`] or [`Build::build`] from [`PassiveAggressiveParams`].
+/// [`Build::build`] from [`PassiveAggressiveParams`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PassiveAggressive {
     n_tasks: usize,
@@ -99,14 +99,15 @@ learner_params! {
 
 impl Build for PassiveAggressive {
     type Params = PassiveAggressiveParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &PassiveAggressiveParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<PassiveAggressiveParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let PassiveAggressiveParams {
             shared: global,
             c,
             variant,
-        } = *params;
+        } = **params;
         let n_blocks = if global { 1 } else { n_tasks };
         check_vectors(n_blocks, n_features)?;
         Ok(Self {
@@ -136,17 +137,6 @@ fn check_vectors(n_blocks: usize, n_features: usize) -> Result<()> {
 }
 
 impl PassiveAggressive {
-    /// An empty model over `n_tasks` tasks and `n_features` features: PA-Global when `global`,
-    /// else PA-Unique; `c` is the aggressiveness C (> 0).
-    pub fn new(n_tasks: usize, n_features: usize, global: bool, variant: PaVariant, c: f64) -> Result<Self> {
-        let params = PassiveAggressiveParams {
-            shared: global,
-            c,
-            variant,
-        };
-        Self::build(&params, &Setting::new(n_tasks, n_features, false))
-    }
-
     fn block(&self, task: usize) -> usize {
         if self.global {
             0
@@ -173,13 +163,12 @@ impl CheckState for PassiveAggressive {
         let n_blocks = if self.global { 1 } else { self.n_tasks };
         // The length first: it bounds n_tasks by the payload before `new` allocates.
         check_len("PA weight blocks", self.weights.len(), n_blocks)?;
-        param(Self::new(
-            self.n_tasks,
-            self.n_features,
-            self.global,
-            self.variant,
-            self.c,
-        ))?;
+        let params = PassiveAggressiveParams {
+            shared: self.global,
+            c: self.c,
+            variant: self.variant,
+        };
+        param(Self::build(&params, &LinearSetting::new(self.n_tasks, self.n_features)))?;
         for w in self.weights.iter().flatten() {
             check_len("a PA weight vector", w.len(), self.n_features)?;
             check_finite("a PA weight vector", w)?;
@@ -343,7 +332,12 @@ impl Replica for PassiveAggressive {
                 return Err(not_in_step("weights"));
             }
         }
-        let mut merged = Self::new(n_tasks, first.n_features, true, first.variant, first.c)?;
+        let params = PassiveAggressiveParams {
+            shared: true,
+            c: first.c,
+            variant: first.variant,
+        };
+        let mut merged = Self::build(&params, &LinearSetting::new(n_tasks, first.n_features))?;
         merged.weights[0] = first.weights[0].clone();
         merged.n_updates = parts.iter().map(|p| p.n_updates).sum();
         Ok(merged)
@@ -373,7 +367,15 @@ mod tests {
     fn pa_update_reaches_unit_margin() {
         let (n, d) = (200, 4);
         let (x, y) = stream(n, d, 1);
-        let mut m = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
+        let mut m = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa,
+            },
+            &LinearSetting::new(1, d),
+        )
+        .unwrap();
         let mut scratch = Scratch::default();
         for t in 0..n {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);
@@ -392,25 +394,73 @@ mod tests {
         let (x, y) = stream(n, d, 2);
         let rows = Rows::dense(&x, n, d);
         let tasks = vec![0i64; n];
-        let mut g = PassiveAggressive::new(1, d, true, PaVariant::Pa1, 1.0).unwrap();
-        let mut u = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1.0).unwrap();
+        let mut g = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: true,
+                c: 1.0,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(1, d),
+        )
+        .unwrap();
+        let mut u = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(1, d),
+        )
+        .unwrap();
         assert_eq!(
             learn(&mut g, &rows, &tasks, &y).unwrap(),
             learn(&mut u, &rows, &tasks, &y).unwrap()
         );
-        let mut pa = PassiveAggressive::new(1, d, false, PaVariant::Pa, 1.0).unwrap();
-        let mut pa1 = PassiveAggressive::new(1, d, false, PaVariant::Pa1, 1e9).unwrap();
+        let mut pa = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa,
+            },
+            &LinearSetting::new(1, d),
+        )
+        .unwrap();
+        let mut pa1 = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1e9,
+                variant: PaVariant::Pa1,
+            },
+            &LinearSetting::new(1, d),
+        )
+        .unwrap();
         assert_eq!(
             learn(&mut pa, &rows, &tasks, &y).unwrap(),
             learn(&mut pa1, &rows, &tasks, &y).unwrap()
         );
-        assert!(PassiveAggressive::new(1, d, false, PaVariant::Pa1, 0.0).is_err());
+        assert!(PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 0.0,
+                variant: PaVariant::Pa1
+            },
+            &LinearSetting::new(1, d)
+        )
+        .is_err());
         assert!(PaVariant::parse("pa3").is_err());
     }
 
     #[test]
     fn zero_rows_do_not_update() {
-        let mut m = PassiveAggressive::new(2, 3, false, PaVariant::Pa2, 1.0).unwrap();
+        let mut m = PassiveAggressive::build(
+            &PassiveAggressiveParams {
+                shared: false,
+                c: 1.0,
+                variant: PaVariant::Pa2,
+            },
+            &LinearSetting::new(2, 3),
+        )
+        .unwrap();
         let zero = [0.0; 3];
         m.learn_one(Row::Dense(&zero), 1, 1.0, &mut Scratch::default()).unwrap();
         assert_eq!(m.n_updates(), 0);

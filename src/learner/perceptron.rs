@@ -13,7 +13,8 @@ use crate::error::Result;
 use crate::kernel::kernel_sum::{rows_scores, weighted_score, window_width, SparseIndex};
 use crate::kernel::{BaseKernel, KernelKind, Query, Scratch, TaskKernel};
 use crate::learner::{
-    is_update_mistake, score_each, ActiveSet, Ahead, Build, Event, LinearWeights, NoParams, OnlineLearner, Setting,
+    is_update_mistake, score_each, ActiveSet, Ahead, Build, Checked, Dims, Event, KernelSetting, LinearWeights,
+    NoParams, OnlineLearner,
 };
 use crate::state::{check_counts, ensure, CheckState};
 
@@ -26,7 +27,7 @@ enum Model {
 
 /// The multitask kernel Perceptron (Cavallanti, Cesa-Bianchi & Gentile, JMLR 2010; §3.3): no
 /// budget, every update-mistake is stored. With the linear kernel the model is kept in primal
-/// form (O(nnz) per example). Built with [`MTPerceptron::new`]; no hyper-parameters.
+/// form (O(nnz) per example). Built with [`Build::build`] from a [`KernelSetting`]; no hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MTPerceptron {
     kernel: BaseKernel,
@@ -38,23 +39,16 @@ pub struct MTPerceptron {
 }
 
 impl MTPerceptron {
-    /// A multitask Perceptron; the linear kernel runs in primal form.
-    pub fn new(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        <Self as Build>::build(&NoParams, &Setting::over(&tasks, Some(kernel), n_features, sparse))
+    /// The same learner always kept as an active set, also for the linear kernel (the oracle
+    /// for the primal form).
+    pub fn dual(setting: &KernelSetting) -> Result<Self> {
+        setting.check_dims()?;
+        Self::with_form(setting, false)
     }
 
-    /// The same learner always kept as an active set (the oracle for the primal form).
-    pub fn new_dual(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        Self::with_form(tasks, kernel, n_features, sparse, false)
-    }
-
-    /// The Perceptron battery: k independent kernel Perceptrons (T = I).
-    pub fn battery(n_tasks: usize, kernel: BaseKernel, n_features: usize, sparse: bool) -> Result<Self> {
-        Self::new(TaskKernel::disconnected(n_tasks)?, kernel, n_features, sparse)
-    }
-
-    fn with_form(tasks: TaskKernel, kernel: BaseKernel, n_features: usize, sparse: bool, primal: bool) -> Result<Self> {
-        Setting::over(&tasks, Some(kernel), n_features, sparse).check_dims()?;
+    fn with_form(setting: &KernelSetting, primal: bool) -> Result<Self> {
+        let (tasks, kernel) = (setting.task_kernel.clone(), setting.kernel);
+        let (n_features, sparse) = (setting.n_features, setting.sparse);
         let model = if primal {
             Model::Primal(LinearWeights::new(n_features, kernel.normalize, &tasks)?)
         } else {
@@ -83,11 +77,10 @@ impl MTPerceptron {
 
 impl Build for MTPerceptron {
     type Params = NoParams;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(_: &NoParams, setting: &Setting) -> Result<Self> {
-        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
-        let primal = matches!(kernel.kind, KernelKind::Linear);
-        Self::with_form(tasks, kernel, setting.n_features, setting.sparse, primal)
+    fn from_checked(_: &Checked<NoParams>, setting: &KernelSetting) -> Result<Self> {
+        Self::with_form(setting, matches!(setting.kernel.kind, KernelKind::Linear))
     }
 }
 
@@ -272,8 +265,9 @@ mod tests {
             TaskKernel::disconnected(k).unwrap(),
             TaskKernel::from_edges(k, &[(0, 1, 1.0), (1, 2, 0.5)]).unwrap(),
         ] {
-            let mut primal = MTPerceptron::new(tk.clone(), BaseKernel::linear(), d, false).unwrap();
-            let mut dual = MTPerceptron::new_dual(tk, BaseKernel::linear(), d, false).unwrap();
+            let mut primal =
+                MTPerceptron::build(&NoParams, &KernelSetting::new(&tk.clone(), BaseKernel::linear(), d)).unwrap();
+            let mut dual = MTPerceptron::dual(&KernelSetting::new(&tk, BaseKernel::linear(), d)).unwrap();
             assert!(primal.is_primal() && !dual.is_primal());
             let a = learn(&mut primal, &rows, &tasks, &y).unwrap();
             let b = learn(&mut dual, &rows, &tasks, &y).unwrap();
@@ -306,9 +300,9 @@ mod tests {
                 };
                 let build = |t: TaskKernel| {
                     if dual {
-                        MTPerceptron::new_dual(t, kernel, d, false).unwrap()
+                        MTPerceptron::dual(&KernelSetting::new(&t, kernel, d)).unwrap()
                     } else {
-                        MTPerceptron::new(t, kernel, d, false).unwrap()
+                        MTPerceptron::build(&NoParams, &KernelSetting::new(&t, kernel, d)).unwrap()
                     }
                 };
                 let (mut fixed, mut grown) = (build(tk), build(small));
@@ -343,11 +337,13 @@ mod tests {
             }
         }
         // A general task graph does not grow.
-        let mut dense = MTPerceptron::new(
-            TaskKernel::from_edges(2, &[(0, 1, 1.0)]).unwrap(),
-            BaseKernel::linear(),
-            d,
-            false,
+        let mut dense = MTPerceptron::build(
+            &NoParams,
+            &KernelSetting::new(
+                &TaskKernel::from_edges(2, &[(0, 1, 1.0)]).unwrap(),
+                BaseKernel::linear(),
+                d,
+            ),
         )
         .unwrap();
         assert!(dense.add_tasks(1).is_err());
@@ -360,9 +356,19 @@ mod tests {
         let (x, tasks, y) = random_stream(n, d, k, 11);
         let rows = Rows::dense(&x, n, d);
         let kernel = BaseKernel::rbf(0.5).unwrap();
-        let mut battery = MTPerceptron::battery(k, kernel, d, false).unwrap();
+        let mut battery = MTPerceptron::build(
+            &NoParams,
+            &KernelSetting::new(&TaskKernel::disconnected(k).unwrap(), kernel, d),
+        )
+        .unwrap();
         let mut single: Vec<MTPerceptron> = (0..k)
-            .map(|_| MTPerceptron::battery(1, kernel, d, false).unwrap())
+            .map(|_| {
+                MTPerceptron::build(
+                    &NoParams,
+                    &KernelSetting::new(&TaskKernel::disconnected(1).unwrap(), kernel, d),
+                )
+                .unwrap()
+            })
             .collect();
         let a = learn(&mut battery, &rows, &tasks, &y).unwrap();
         let mut scratch = Scratch::default();

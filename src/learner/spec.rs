@@ -1,116 +1,192 @@
 //! How a learner is specified and built: its hyper-parameters as one validated type
-//! (`XParams::check`, as linfa's `ParamGuard`) and the shape of the problem ([`Setting`]), joined
-//! by [`Build::build`]. The binding builds every learner through this one path.
+//! (`XParams::check` returns them [`Checked`], as linfa's `ParamGuard`: only checked parameters
+//! build a learner) and the shape of the problem, typed per learner family ([`LinearSetting`],
+//! [`GraphSetting`], [`KernelSetting`]), joined by [`Build::build`].
+//!
+//! ```
+//! use omtl::kernel::{BaseKernel, TaskKernel};
+//! use omtl::learner::{Build, GraphSetting, KernelSetting, LinearSetting, MTLinear, MTLinearParams};
+//! use omtl::learner::{MTRBPParams, ParamGuard, PassiveAggressive, PassiveAggressiveParams, MTRBP};
+//!
+//! let graph = TaskKernel::complete(3)?;
+//! let linear = MTLinear::build(&MTLinearParams::default(), &GraphSetting::new(&graph, 10))?;
+//! let rbf = KernelSetting::new(&graph, BaseKernel::rbf(0.5)?, 10);
+//! let budget = MTRBP::build(&MTRBPParams { budget: 100, seed: 1 }, &rbf)?;
+//! let pa = PassiveAggressive::build(&PassiveAggressiveParams::default(), &LinearSetting::new(3, 10))?;
+//! assert!(MTRBPParams { budget: 0, seed: 1 }.check().is_err()); // a budget is at least 1
+//! # Ok::<(), omtl::Error>(())
+//! ```
+
+use std::ops::Deref;
 
 use crate::error::{invalid, Result};
 use crate::kernel::{BaseKernel, TaskKernel};
 
-/// What a learner is built for besides its hyper-parameters: the number of tasks and features,
-/// the row storage, and, for the kernel learners, the task kernel (which fixes the number of
-/// tasks) and the base kernel.
-#[derive(Debug, Clone, Copy)]
-pub struct Setting<'a> {
-    /// Number of tasks (>= 1; the task kernel's when one is given).
-    pub n_tasks: usize,
+/// What every learner family's setting gives: the number of tasks and features, and the one
+/// dimension check every build runs first.
+pub trait Dims {
+    /// Number of tasks (>= 1).
+    fn n_tasks(&self) -> usize;
     /// Number of features, the width of every row (>= 1).
-    pub n_features: usize,
-    /// Store rows sparse (a kernel learner's active set); a hint about the data, not a
-    /// requirement: rows of either kind are accepted.
-    pub sparse: bool,
-    /// The task kernel, for the learners that take one.
-    pub task_kernel: Option<&'a TaskKernel>,
-    /// The base kernel, for the kernel learners.
-    pub kernel: Option<BaseKernel>,
+    fn n_features(&self) -> usize;
+
+    /// At least one task and one feature.
+    fn check_dims(&self) -> Result<()> {
+        if self.n_tasks() == 0 {
+            return Err(invalid("n_tasks", "must be >= 1"));
+        }
+        if self.n_features() == 0 {
+            return Err(invalid("n_features", "must be >= 1"));
+        }
+        Ok(())
+    }
 }
 
-impl<'a> Setting<'a> {
-    /// A linear learner's setting: `n_tasks` tasks, `n_features` features.
-    pub fn new(n_tasks: usize, n_features: usize, sparse: bool) -> Self {
+/// The setting of a linear learner (CW-COL, PA, OMTL, OMTRL, ROMCO, MTFL/TRML): tasks and
+/// features, and whether rows will mostly be sparse (a hint for a learner that stores them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinearSetting {
+    /// Number of tasks.
+    pub n_tasks: usize,
+    /// Number of features.
+    pub n_features: usize,
+    /// Store rows sparse (a hint about the data, not a requirement).
+    pub sparse: bool,
+}
+
+impl LinearSetting {
+    /// `n_tasks` tasks of `n_features` features, rows stored dense.
+    pub fn new(n_tasks: usize, n_features: usize) -> Self {
         Self {
             n_tasks,
             n_features,
-            sparse,
-            task_kernel: None,
-            kernel: None,
+            sparse: false,
         }
-    }
-
-    /// A setting over a task kernel (its number of tasks) and, for kernel learners, a base kernel.
-    pub fn over(task_kernel: &'a TaskKernel, kernel: Option<BaseKernel>, n_features: usize, sparse: bool) -> Self {
-        Self {
-            n_tasks: task_kernel.n_tasks(),
-            n_features,
-            sparse,
-            task_kernel: Some(task_kernel),
-            kernel,
-        }
-    }
-
-    /// The one dimension check every build runs first: at least one task and one feature, and a
-    /// task kernel (when given) over exactly `n_tasks` tasks.
-    pub fn check_dims(&self) -> Result<()> {
-        if self.n_tasks == 0 {
-            return Err(invalid("n_tasks", "must be >= 1"));
-        }
-        if self.n_features == 0 {
-            return Err(invalid("n_features", "must be >= 1"));
-        }
-        match self.task_kernel {
-            Some(t) if t.n_tasks() != self.n_tasks => Err(invalid(
-                "n_tasks",
-                format!("is {} but the task kernel has {} tasks", self.n_tasks, t.n_tasks()),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    /// The task kernel of a learner that needs one.
-    pub fn task_kernel(&self) -> Result<&'a TaskKernel> {
-        self.task_kernel
-            .ok_or_else(|| invalid("task_kernel", "this learner needs a task kernel"))
-    }
-
-    /// The base kernel of a kernel learner.
-    pub fn kernel(&self) -> Result<BaseKernel> {
-        self.kernel
-            .ok_or_else(|| invalid("kernel", "this learner needs a base kernel"))
     }
 }
 
-/// A learner's hyper-parameter type (`XParams`): one check of every value, returning the
-/// engine's error (linfa's `ParamGuard`).
-pub trait ParamGuard {
+/// The setting of a learner over a task graph (MTLinear): the task kernel fixes the tasks.
+#[derive(Debug, Clone, Copy)]
+pub struct GraphSetting<'a> {
+    /// The task kernel T.
+    pub task_kernel: &'a TaskKernel,
+    /// Number of features.
+    pub n_features: usize,
+}
+
+impl<'a> GraphSetting<'a> {
+    /// Over `task_kernel`, `n_features` features.
+    pub fn new(task_kernel: &'a TaskKernel, n_features: usize) -> Self {
+        Self {
+            task_kernel,
+            n_features,
+        }
+    }
+}
+
+/// The setting of a kernel learner (the Perceptrons, the budget learners, the Projectrons): a
+/// task kernel, a base kernel, the features, and how the active set stores rows.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSetting<'a> {
+    /// The task kernel T.
+    pub task_kernel: &'a TaskKernel,
+    /// The base kernel K'.
+    pub kernel: BaseKernel,
+    /// Number of features.
+    pub n_features: usize,
+    /// Store the active set's rows sparse (a hint about the data, not a requirement).
+    pub sparse: bool,
+}
+
+impl<'a> KernelSetting<'a> {
+    /// Over `task_kernel` and `kernel`, `n_features` features, rows stored dense.
+    pub fn new(task_kernel: &'a TaskKernel, kernel: BaseKernel, n_features: usize) -> Self {
+        Self {
+            task_kernel,
+            kernel,
+            n_features,
+            sparse: false,
+        }
+    }
+}
+
+impl Dims for LinearSetting {
+    fn n_tasks(&self) -> usize {
+        self.n_tasks
+    }
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+}
+
+impl Dims for GraphSetting<'_> {
+    fn n_tasks(&self) -> usize {
+        self.task_kernel.n_tasks()
+    }
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+}
+
+impl Dims for KernelSetting<'_> {
+    fn n_tasks(&self) -> usize {
+        self.task_kernel.n_tasks()
+    }
+    fn n_features(&self) -> usize {
+        self.n_features
+    }
+}
+
+/// Hyper-parameters that passed their [`ParamGuard::check`]: the only form [`Build`] builds
+/// from. Reads as the parameters (`Deref`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Checked<P>(P);
+
+impl<P> Deref for Checked<P> {
+    type Target = P;
+
+    fn deref(&self) -> &P {
+        &self.0
+    }
+}
+
+impl<P> Checked<P> {
+    /// The parameters.
+    pub fn into_inner(self) -> P {
+        self.0
+    }
+}
+
+/// A learner's hyper-parameter type (`XParams`): one check of every value (linfa's
+/// `ParamGuard`), returning the engine's error.
+pub trait ParamGuard: Clone {
     /// `Ok` when every value is in range, else the first [`Error::InvalidParameter`] found.
     ///
     /// [`Error::InvalidParameter`]: crate::Error::InvalidParameter
-    fn check(&self) -> Result<()>;
+    fn check_ref(&self) -> Result<()>;
+
+    /// The parameters, checked.
+    fn check(&self) -> Result<Checked<Self>> {
+        self.check_ref()?;
+        Ok(Checked(self.clone()))
+    }
 }
 
-/// A learner built from its hyper-parameters and a [`Setting`].
+/// A learner built from its hyper-parameters and the setting of its family.
 pub trait Build: Sized {
     /// The learner's hyper-parameter type (`XParams`).
     type Params: ParamGuard;
+    /// The learner family's setting ([`LinearSetting`], [`GraphSetting`] or [`KernelSetting`]).
+    type Setting<'a>: Dims;
 
-    /// Builds the learner from a checked setting and checked parameters.
-    fn from_checked(params: &Self::Params, setting: &Setting) -> Result<Self>;
+    /// Builds the learner from checked parameters and a setting whose dimensions were checked.
+    fn from_checked(params: &Checked<Self::Params>, setting: &Self::Setting<'_>) -> Result<Self>;
 
-    /// The one entry point: checks the setting ([`Setting::check_dims`]), then the parameters
-    /// ([`ParamGuard::check`]), then builds, so every learner checks in the same order.
-    fn build(params: &Self::Params, setting: &Setting) -> Result<Self> {
+    /// The one entry point: checks the setting's dimensions ([`Dims::check_dims`]), then the
+    /// parameters ([`ParamGuard::check`]), then builds, so every learner checks in the same order.
+    fn build(params: &Self::Params, setting: &Self::Setting<'_>) -> Result<Self> {
         setting.check_dims()?;
-        params.check()?;
-        Self::from_checked(params, setting)
-    }
-
-    /// A kernel learner over `tasks` and `kernel`: [`Build::build`] with [`Setting::over`].
-    fn with_kernels(
-        tasks: &TaskKernel,
-        kernel: BaseKernel,
-        n_features: usize,
-        sparse: bool,
-        params: Self::Params,
-    ) -> Result<Self> {
-        Self::build(&params, &Setting::over(tasks, Some(kernel), n_features, sparse))
+        Self::from_checked(&params.check()?, setting)
     }
 }
 
@@ -119,7 +195,7 @@ pub trait Build: Sized {
 pub struct NoParams;
 
 impl ParamGuard for NoParams {
-    fn check(&self) -> Result<()> {
+    fn check_ref(&self) -> Result<()> {
         Ok(())
     }
 }

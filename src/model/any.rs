@@ -9,10 +9,10 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::TaskKernel;
-//! use omtl::learner::{decision, learn, MTLinear, MTLinearParams};
+//! use omtl::learner::{decision, learn, Build, GraphSetting, MTLinear, MTLinearParams};
 //! use omtl::model::AnyLearner;
 //!
-//! let mut model = AnyLearner::from(MTLinear::new(&TaskKernel::complete(2)?, 2, MTLinearParams::default())?);
+//! let mut model = AnyLearner::from(MTLinear::build(&MTLinearParams::default(), &GraphSetting::new(&TaskKernel::complete(2)?, 2))?);
 //! let x = [1.0, 0.0, 0.0, 1.0];
 //! let rows = Rows::Dense { data: &x, n_rows: 2, n_cols: 2 };
 //! learn(&mut model, &rows, &[0, 1], &[1.0, -1.0])?;
@@ -135,6 +135,7 @@ macro_rules! any_learner {
                 fn diagnostics(&self) -> Vec<(&'static str, f64)>;
                 fn add_tasks(&mut self, n: usize) -> Result<()>;
                 fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)>;
+                fn rebuild_caches(&mut self);
                 fn journal_begin(&mut self) -> bool;
                 fn journal_commit(&mut self);
                 fn journal_rollback(&mut self);
@@ -184,5 +185,45 @@ impl AnyLearner {
             )));
         }
         Ok(state::decode::<VersionedState<AnyLearner>>(bytes)?.learner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The names of the `fn`s declared in `text` between `start` and the end of its block.
+    fn fn_names(text: &str, start: &str) -> Vec<String> {
+        let body = &text[text.find(start).expect("the block")..];
+        let mut depth = 0usize;
+        let mut end = body.len();
+        for (i, c) in body.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut names: Vec<String> = body[..end]
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with("fn "))
+            .map(|l| l[3..].split(['(', '<']).next().unwrap_or("").to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn any_learner_forwards_every_method_of_the_trait() {
+        // A method left out would silently run the trait's default for every learner.
+        let declared = fn_names(include_str!("../learner/mod.rs"), "pub trait OnlineLearner {");
+        let forwarded = fn_names(include_str!("any.rs"), "forward_methods! {");
+        assert!(declared.len() > 10, "{declared:?}");
+        assert_eq!(declared, forwarded);
     }
 }

@@ -25,6 +25,7 @@ mod any;
 mod book;
 pub mod estimator;
 mod labels;
+mod pending;
 mod replica;
 mod tasks;
 
@@ -36,6 +37,7 @@ pub use any::{AnyLearner, KINDS, STATE_VERSION};
 pub use book::Book;
 pub use estimator::Estimator;
 pub use labels::{read_label, read_labels, ClassLabel, Label, LabelForm, Labels, Predicted};
+pub use pending::{PendingEvent, PendingInfo, PendingLimits, PendingRow, PendingStore, EVENT_OVERHEAD};
 pub use replica::shard_of;
 pub use tasks::{Labels as TaskLabels, TaskId, TaskRef, Tasks, GROW_HINT, MAX_LABEL_BYTES};
 
@@ -106,6 +108,8 @@ pub struct Model {
     estimator: Estimator,
     fitted: Option<Fitted>,
     metadata: Option<Map<String, Value>>,
+    /// Events scored and kept until their labels arrive ([`Model::remember`]).
+    pending: PendingStore,
 }
 
 /// How a batch's tasks map to the engine's: one engine task per row, and the labels it adds.
@@ -125,6 +129,7 @@ impl Model {
             estimator,
             fitted: None,
             metadata: None,
+            pending: PendingStore::default(),
         }
     }
 
@@ -146,6 +151,7 @@ impl Model {
             estimator,
             fitted: Some(Fitted { learner, book }),
             metadata: None,
+            pending: PendingStore::default(),
         })
     }
 
@@ -158,6 +164,7 @@ impl Model {
             estimator,
             fitted: Some(Fitted { learner, book }),
             metadata: None,
+            pending: PendingStore::default(),
         })
     }
 
@@ -219,17 +226,19 @@ impl Model {
         }
     }
 
-    /// The memory the model holds: the learner's state (where it reports it) and the book.
+    /// The memory the model holds: the learner's state (where it reports it), the book and the
+    /// pending events.
     pub fn memory_bytes(&self) -> usize {
-        self.fitted.as_ref().map_or(0, |f| {
-            let learner = f
-                .learner
-                .diagnostics()
-                .iter()
-                .find(|(name, _)| *name == "memory_bytes")
-                .map_or(0.0, |(_, v)| *v);
-            learner as usize + f.book.memory_bytes()
-        })
+        self.pending.bytes()
+            + self.fitted.as_ref().map_or(0, |f| {
+                let learner = f
+                    .learner
+                    .diagnostics()
+                    .iter()
+                    .find(|(name, _)| *name == "memory_bytes")
+                    .map_or(0.0, |(_, v)| *v);
+                learner as usize + f.book.memory_bytes()
+            })
     }
 
     // ---- tasks -------------------------------------------------------------------------------

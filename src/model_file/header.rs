@@ -45,7 +45,7 @@ pub struct Fitted {
 /// A model file's header.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Header {
-    /// The estimator class (one of [`CLASSES`]).
+    /// The estimator class (one of [`crate::model::estimator::classes`]).
     pub class: String,
     /// The layout version of the native state ([`STATE_VERSION`]).
     pub state_version: u32,

@@ -9,9 +9,14 @@
 //! | [`FORMAT_VERSION`] | 4   | little-endian                                            |
 //! | header length    | 8     | little-endian, then the header: UTF-8 JSON ([`Header`])  |
 //! | state length     | 8     | little-endian, then the native state ([`AnyLearner::to_bytes`]; empty for an unfitted model) |
+//! | pending length   | 8     | version 2 only: little-endian, then the pending events ([`pending`]) |
 //! | checksum         | 32    | SHA-256 of everything before it                          |
 //!
-//! The header names the estimator class (one of [`CLASSES`]), holds its hyper-parameters as
+//! A model with no pending events ([`crate::model::Model::remember`]) is written as version 1,
+//! which has no pending section (and which readers of version 1 read); one with pending events
+//! as version 2. This crate reads both.
+//!
+//! The header names the estimator class (one of [`crate::model::estimator::classes`]), holds its hyper-parameters as
 //! JSON (a task graph as its kind and arrays) and the bookkeeping of a fitted model ([`Fitted`]:
 //! task labels, classes, counts, `n_features_in`). Reading trusts none of it: the checksum and
 //! every length are checked before anything is allocated, the header is checked field by field,
@@ -23,11 +28,11 @@
 //! ```
 //! use omtl::data::Rows;
 //! use omtl::kernel::{BaseKernel, TaskKernel};
-//! use omtl::learner::{Build, MTRBPParams, Setting, MTRBP};
+//! use omtl::learner::{Build, KernelSetting, MTRBPParams, MTRBP};
 //! use omtl::model::{Labels, Model, Tasks};
 //!
 //! let task_kernel = TaskKernel::complete(2)?;
-//! let setting = Setting::over(&task_kernel, Some(BaseKernel::rbf(0.5)?), 2, false);
+//! let setting = KernelSetting::new(&task_kernel, BaseKernel::rbf(0.5)?, 2);
 //! let mut model = Model::from_learner(MTRBP::build(&MTRBPParams::default(), &setting)?.into(), false)?;
 //! let x = [1.0, 0.0, 0.0, 1.0, 1.0, 0.2];
 //! let rows = Rows::Dense { data: &x, n_rows: 3, n_cols: 2 };
@@ -39,6 +44,7 @@
 
 mod file;
 mod header;
+pub mod pending;
 
 use sha2::{Digest, Sha256};
 
@@ -48,14 +54,17 @@ pub use file::{load, save};
 pub use header::{Fitted, Header};
 
 use crate::error::{Error, Result};
-use crate::model::{AnyLearner, Estimator, Model, STATE_VERSION};
+use crate::model::{AnyLearner, Estimator, Model, PendingStore, STATE_VERSION};
 use crate::state::CheckState;
 
 /// The first bytes of every model file (PNG-style: a non-ASCII byte, the name, line endings and
 /// an end-of-file byte, so that text-mode transfers and truncation are caught).
 pub const MAGIC: &[u8; 9] = b"\x89OMTL\r\n\x1a\n";
-/// The version of the framing and header this crate reads and writes.
+/// The version of the framing and header this crate writes for a model without pending events
+/// (and reads).
 pub const FORMAT_VERSION: u32 = 1;
+/// The version with a pending section, written for a model with pending events (and read).
+pub const FORMAT_VERSION_PENDING: u32 = 2;
 /// The length of the SHA-256 checksum that ends a file.
 pub const CHECKSUM_LEN: usize = 32;
 /// Magic, format version and header length: the bytes before the header.
@@ -98,15 +107,32 @@ fn read_u64(data: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(data[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// The sections of a model file.
+#[derive(Debug, Clone, Copy)]
+pub struct Sections<'a> {
+    /// The header's JSON text.
+    pub header: &'a [u8],
+    /// The native state's bytes (empty for an unfitted model).
+    pub state: &'a [u8],
+    /// The pending section's bytes (version 2 files).
+    pub pending: Option<&'a [u8]>,
+}
+
 /// Checks a file's framing and checksum; its header's JSON text and the native state's bytes.
 pub fn split<'a>(data: &'a [u8], limits: &Limits) -> Result<(&'a [u8], &'a [u8])> {
+    let sections = split_sections(data, limits)?;
+    Ok((sections.header, sections.state))
+}
+
+/// Checks a file's framing and checksum; its sections.
+pub fn split_sections<'a>(data: &'a [u8], limits: &Limits) -> Result<Sections<'a>> {
     if data.len() < FIXED + 8 + CHECKSUM_LEN || &data[..MAGIC.len()] != MAGIC {
         return Err(fail("wrong magic number or too short"));
     }
     let version = u32::from_le_bytes(data[MAGIC.len()..MAGIC.len() + 4].try_into().expect("4 bytes"));
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != FORMAT_VERSION_PENDING {
         return Err(fail(format!(
-            "format version {version}, this omtl reads version {FORMAT_VERSION}"
+            "format version {version}, this omtl reads versions {FORMAT_VERSION} and {FORMAT_VERSION_PENDING}"
         )));
     }
     let (body, checksum) = data.split_at(data.len() - CHECKSUM_LEN);
@@ -119,10 +145,32 @@ pub fn split<'a>(data: &'a [u8], limits: &Limits) -> Result<(&'a [u8], &'a [u8])
     }
     let state_at = FIXED + head_len as usize;
     let state_len = read_u64(body, state_at);
-    if state_len != (body.len() - state_at - 8) as u64 {
-        return Err(fail(format!("state length {state_len} does not match the file")));
+    let left = (body.len() - state_at - 8) as u64;
+    let header = &body[FIXED..state_at];
+    if version == FORMAT_VERSION {
+        if state_len != left {
+            return Err(fail(format!("state length {state_len} does not match the file")));
+        }
+        let state = &body[state_at + 8..];
+        return Ok(Sections {
+            header,
+            state,
+            pending: None,
+        });
     }
-    Ok((&body[FIXED..state_at], &body[state_at + 8..]))
+    if left < 8 || state_len > left - 8 {
+        return Err(fail(format!("state length {state_len} does not fit the file")));
+    }
+    let pending_at = state_at + 8 + state_len as usize;
+    let pending_len = read_u64(body, pending_at);
+    if pending_len != (body.len() - pending_at - 8) as u64 {
+        return Err(fail(format!("pending length {pending_len} does not match the file")));
+    }
+    Ok(Sections {
+        header,
+        state: &body[state_at + 8..pending_at],
+        pending: Some(&body[pending_at + 8..]),
+    })
 }
 
 /// The header of a file, framing and checksum checked; the model itself is not decoded.
@@ -132,9 +180,19 @@ pub fn read_header(data: &[u8], limits: &Limits) -> Result<Header> {
 }
 
 /// A file's bytes from its header's JSON text and its native state (`None` for an unfitted
-/// model), checked as a reader checks them: a file this writes is one [`ModelFile::decode`]
+/// model), checked as a reader checks them: a file this writes is one [`Model::decode`]
 /// accepts.
 pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) -> Result<Vec<u8>> {
+    encode_with_pending(header_text, learner, &PendingStore::default(), limits)
+}
+
+/// [`encode`] with pending events (a version 2 file if there are any).
+pub fn encode_with_pending(
+    header_text: &str,
+    learner: Option<&AnyLearner>,
+    pending: &PendingStore,
+    limits: &Limits,
+) -> Result<Vec<u8>> {
     let cannot = |e: Error| match e {
         Error::ModelFile(msg) | Error::State(msg) => Error::CannotSave(msg),
         other => other,
@@ -165,13 +223,24 @@ pub fn encode(header_text: &str, learner: Option<&AnyLearner>, limits: &Limits) 
         }
         None => {}
     }
-    let mut data = Vec::with_capacity(FIXED + header_text.len() + 8 + state.len() + CHECKSUM_LEN);
+    let pending = (!pending.is_empty()).then(|| pending::encode(pending));
+    let pending_len = pending.as_ref().map_or(0, |p| 8 + p.len());
+    let mut data = Vec::with_capacity(FIXED + header_text.len() + 8 + state.len() + pending_len + CHECKSUM_LEN);
     data.extend_from_slice(MAGIC);
-    data.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let version = if pending.is_some() {
+        FORMAT_VERSION_PENDING
+    } else {
+        FORMAT_VERSION
+    };
+    data.extend_from_slice(&version.to_le_bytes());
     data.extend_from_slice(&(header_text.len() as u64).to_le_bytes());
     data.extend_from_slice(header_text.as_bytes());
     data.extend_from_slice(&(state.len() as u64).to_le_bytes());
     data.extend_from_slice(&state);
+    if let Some(p) = &pending {
+        data.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        data.extend_from_slice(p);
+    }
     let checksum = Sha256::digest(&data);
     data.extend_from_slice(&checksum);
     Ok(data)
@@ -181,8 +250,9 @@ impl Model {
     /// The model from a file's bytes, checked as the module documentation says, with `limits`:
     /// the estimator's parameters too (a class that refuses them refuses the file).
     pub fn decode(data: &[u8], limits: &Limits) -> Result<Self> {
-        let (head, state) = split(data, limits)?;
-        let header = Header::parse(head, state.len(), limits)?;
+        let Sections { header, state, pending } = split_sections(data, limits)?;
+        let header = Header::parse(header, state.len(), limits)?;
+        let pending = pending.map(pending::decode).transpose()?;
         let as_file_error = |e: Error| match e {
             Error::ModelFile(m) => Error::ModelFile(m),
             other => fail(other.to_string()),
@@ -203,6 +273,9 @@ impl Model {
             }
         };
         *model.metadata_mut() = header.metadata;
+        if let Some(store) = pending {
+            model.set_pending_store(store);
+        }
         Ok(model)
     }
 
@@ -224,7 +297,7 @@ impl Model {
 
     /// The file's bytes within `limits`; what a reader would refuse is an [`Error::CannotSave`].
     pub fn encode(&self, limits: &Limits) -> Result<Vec<u8>> {
-        encode(&self.header().to_json()?, self.learner(), limits)
+        encode_with_pending(&self.header().to_json()?, self.learner(), self.pending_store(), limits)
     }
 
     /// The file's bytes (the default [`Limits`] apply).

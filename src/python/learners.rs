@@ -17,7 +17,8 @@ use super::kernels::{NativeKernel, NativeTaskKernel};
 use super::registry::AnyLearner;
 use crate::data::Rows;
 use crate::error::Error;
-use crate::learner::{self, CwCol, OnlineLearner, Setting};
+use crate::learner::{self, Build, CwCol, CwColParams, GraphSetting, KernelSetting, LinearSetting, OnlineLearner};
+use crate::model::estimator::Family;
 use crate::state::CheckState;
 
 /// A native model. Every method runs under the model's lock, waited for with the GIL released
@@ -175,7 +176,9 @@ impl NativeLearner {
 impl NativeLearner {
     /// A call on a model that panics inside the guard (the `_testing.panic` hook).
     pub(super) fn panic_in_call(py: Python<'_>) -> PyResult<()> {
-        let model = wrap(AnyLearner::CwCol(guarded(|| CwCol::new(1, 1, 0.85, 1.0, 0.5))?));
+        let model = wrap(AnyLearner::CwCol(guarded(|| {
+            CwCol::build(&CwColParams::default(), &LinearSetting::new(1, 1))
+        })?));
         model.with_model(py, |_| panic!("a deliberate panic (test hook)"))
     }
 }
@@ -199,32 +202,38 @@ impl NativeLearner {
     ) -> PyResult<Self> {
         let task_kernel = task_kernel.as_deref().map(|t| &t.inner);
         let kernel = kernel.map(|k| k.inner);
-        let setting = match (task_kernel, n_tasks) {
-            (Some(tasks), n_tasks) => Setting {
-                n_tasks: n_tasks.unwrap_or(tasks.n_tasks()),
-                ..Setting::over(tasks, kernel, n_features, sparse)
-            },
-            (None, Some(n_tasks)) => Setting {
+        let family = match (task_kernel, n_tasks, kernel) {
+            (Some(tasks), Some(n), _) if n != tasks.n_tasks() => {
+                return Err(PyValueError::new_err(format!(
+                    "invalid parameter `n_tasks`: is {n} but the task kernel has {} tasks",
+                    tasks.n_tasks()
+                )))
+            }
+            (Some(task_kernel), _, Some(kernel)) => Family::Kernel(KernelSetting {
+                task_kernel,
                 kernel,
-                ..Setting::new(n_tasks, n_features, sparse)
-            },
-            (None, None) => {
+                n_features,
+                sparse,
+            }),
+            (Some(task_kernel), _, None) => Family::Graph(GraphSetting::new(task_kernel, n_features)),
+            (None, Some(n_tasks), _) => Family::Linear(LinearSetting {
+                n_tasks,
+                n_features,
+                sparse,
+            }),
+            (None, None, _) => {
                 return Err(PyValueError::new_err(
                     "NativeLearner.build needs n_tasks or a task_kernel",
                 ))
             }
         };
-        Ok(wrap(super::registry::build(kind, params, &setting)?))
+        Ok(wrap(super::registry::build(kind, params, &family)?))
     }
 
     /// Recomputes the inverse Gram matrix of a Projectron from scratch (INV-Q2); a no-op for
     /// learners without one.
     fn force_rebuild(&self, py: Python<'_>) -> PyResult<()> {
-        self.with_model(py, |model| match model {
-            AnyLearner::Mtbprj(m) => m.force_rebuild(),
-            AnyLearner::Mtbprj2(m) => m.force_rebuild(),
-            _ => {}
-        })
+        self.with_model(py, |model| model.rebuild_caches())
     }
 
     /// Whether some row of `x` has `K'(x, x) > R²` (MTFORG only): the front end warns before

@@ -7,7 +7,8 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use super::convert::guarded;
-use crate::learner::{learner_table, Build, Setting};
+use crate::learner::{learner_table, Build};
+use crate::model::estimator::Family;
 pub(super) use crate::model::{AnyLearner, KINDS};
 
 /// A parameter the derived extraction rejected: its `ValueError` (a bad option name, with the
@@ -24,11 +25,12 @@ macro_rules! learners {
     ($($kind:literal => $variant:ident($ty:ident, $params:ident);)*) => {
         /// The learner `kind` with the hyper-parameters in the mapping `params` (one item per
         /// field of its parameter type), built for `setting`.
-        pub(super) fn build(kind: &str, params: &Bound<'_, PyAny>, setting: &Setting) -> PyResult<AnyLearner> {
+        pub(super) fn build(kind: &str, params: &Bound<'_, PyAny>, family: &Family) -> PyResult<AnyLearner> {
             match kind {
                 $($kind => {
                     let params: crate::learner::$params = params.extract().map_err(|e| value_error_first(params.py(), e))?;
-                    Ok(AnyLearner::$variant(guarded(|| <crate::learner::$ty as Build>::build(&params, setting))?))
+                    let setting = guarded(|| family.setting::<<crate::learner::$ty as Build>::Setting<'_>>())?;
+                    Ok(AnyLearner::$variant(guarded(|| <crate::learner::$ty as Build>::build(&params, &setting))?))
                 })*
                 _ => Err(PyValueError::new_err(format!(
                     "unknown learner kind {kind:?}; the native learners are {KINDS:?}"

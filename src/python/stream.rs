@@ -21,7 +21,8 @@ use crate::error::Error;
 use crate::io::driver::{self, ChunkSink, StreamError, StreamLearner, TaskMap};
 use crate::io::{Chunk, Format};
 use crate::kernel::TaskKernel;
-use crate::learner::{OnlineLearner, Setting};
+use crate::learner::{GraphSetting, OnlineLearner};
+use crate::model::estimator::Family;
 
 /// Writes each chunk's predicted labels to a file, one per line.
 struct LabelFile(Option<BufWriter<File>>);
@@ -111,8 +112,8 @@ pub fn learn_file(
             } else {
                 TaskKernel::disconnected(n_tasks)?
             };
-            let setting = Setting::over(&tasks, None, width, true);
-            Python::attach(|py| super::registry::build(&kind, params.bind(py), &setting)).map_err(|e| {
+            let family = Family::Graph(GraphSetting::new(&tasks, width));
+            Python::attach(|py| super::registry::build(&kind, params.bind(py), &family)).map_err(|e| {
                 let message = e.to_string();
                 *build_error.borrow_mut() = Some(e);
                 Error::InvalidParameter {

@@ -12,9 +12,11 @@ use crate::data::Rows;
 use crate::kernel::{BaseKernel, TaskKernel};
 use crate::learner::test_support::Csr;
 use crate::learner::{
-    decision, learn, BatchMtl, Build, CwCol, GlobalNorm, Loss, MTBPRJ2Params, MTFORGParams, MTLinear, MTLinearParams,
-    MTPerceptron, MTRBPParams, Omtl, Omtrl, OnlineLearner, PaVariant, PassiveAggressive, ProjectronParams, Regularizer,
-    RelationUpdate, Romco, RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    decision, learn, BatchMtl, BatchMtlParams, Build, Checked, CwCol, CwColParams, GlobalNorm, GraphSetting,
+    KernelSetting, LinearSetting, Loss, MTBPRJ2Params, MTFORGParams, MTLinear, MTLinearParams, MTPerceptron,
+    MTRBPParams, NoParams, Omtl, OmtlParams, Omtrl, OmtrlParams, OnlineLearner, PaVariant, ParamGuard,
+    PassiveAggressive, PassiveAggressiveParams, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoParams,
+    RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::rng::SplitMix64;
 
@@ -171,19 +173,46 @@ fn kernel_perceptrons_and_budget_learners() {
             for kernel in kernels() {
                 fuzz(
                     "mtp",
-                    MTPerceptron::new(tk.clone(), kernel, D, sparse).unwrap(),
+                    MTPerceptron::build(
+                        &NoParams,
+                        &KernelSetting {
+                            task_kernel: &tk.clone(),
+                            kernel,
+                            n_features: D,
+                            sparse,
+                        },
+                    )
+                    .unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
                 fuzz(
                     "rbp",
-                    MTRBP::with_kernels(&tk, kernel, D, sparse, MTRBPParams { budget: 6, seed: 3 }).unwrap(),
+                    MTRBP::build(
+                        &MTRBPParams { budget: 6, seed: 3 },
+                        &KernelSetting {
+                            task_kernel: &tk,
+                            kernel,
+                            n_features: D,
+                            sparse,
+                        },
+                    )
+                    .unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
                 fuzz(
                     "forg",
-                    MTFORG::with_kernels(&tk, kernel, D, sparse, MTFORGParams { budget: 6, radius: 1.5 }).unwrap(),
+                    MTFORG::build(
+                        &MTFORGParams { budget: 6, radius: 1.5 },
+                        &KernelSetting {
+                            task_kernel: &tk,
+                            kernel,
+                            n_features: D,
+                            sparse,
+                        },
+                    )
+                    .unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
@@ -194,19 +223,44 @@ fn kernel_perceptrons_and_budget_learners() {
 
 #[test]
 fn projectrons() {
-    let params = ProjectronParams::new(6, 0.1, Threshold::Norm).unwrap();
+    let params = ProjectronParams {
+        budget: 6,
+        eta: 0.1,
+        threshold: Threshold::Norm,
+    }
+    .check()
+    .map(Checked::into_inner)
+    .unwrap();
     for sparse in [false, true] {
         for tk in graphs() {
             let kernel = BaseKernel::rbf(0.5).unwrap();
             fuzz(
                 "prj",
-                MTBPRJ::with_kernels(&tk, kernel, D, sparse, params).unwrap(),
+                MTBPRJ::build(
+                    &params,
+                    &KernelSetting {
+                        task_kernel: &tk,
+                        kernel,
+                        n_features: D,
+                        sparse,
+                    },
+                )
+                .unwrap(),
                 sparse,
                 TRIALS / 2,
             );
             fuzz(
                 "prj2",
-                MTBPRJ2::with_kernels(&tk, kernel, D, sparse, MTBPRJ2Params::from_shared(params, false)).unwrap(),
+                MTBPRJ2::build(
+                    &MTBPRJ2Params::from_shared(params, false),
+                    &KernelSetting {
+                        task_kernel: &tk,
+                        kernel,
+                        n_features: D,
+                        sparse,
+                    },
+                )
+                .unwrap(),
                 sparse,
                 TRIALS / 2,
             );
@@ -225,10 +279,20 @@ fn mt_linear() {
                 (UpdateRule::Sgd, Some(2)),
                 (UpdateRule::Arow, Some(2)),
             ] {
-                let params = MTLinearParams::new(Loss::Logistic, rule, 0.5, true, hash_bits).unwrap();
+                let params = MTLinearParams {
+                    loss: Loss::Logistic,
+                    rule,
+                    learning_rate: 0.5,
+                    fit_intercept: true,
+                    hash_bits,
+                    shared_rate: 1.0,
+                }
+                .check()
+                .map(Checked::into_inner)
+                .unwrap();
                 fuzz(
                     "mt_linear",
-                    MTLinear::new(&tasks, D, params).unwrap(),
+                    MTLinear::build(&params, &GraphSetting::new(&tasks, D)).unwrap(),
                     sparse,
                     TRIALS / 4,
                 );
@@ -240,35 +304,95 @@ fn mt_linear() {
 #[test]
 fn linear_learners() {
     for sparse in [false, true] {
-        fuzz("cw", CwCol::new(K, D, 0.8, 1.0, 0.5).unwrap(), sparse, TRIALS);
+        fuzz(
+            "cw",
+            CwCol::build(
+                &CwColParams {
+                    confidence: 0.8,
+                    a: 1.0,
+                    omega: 0.5,
+                },
+                &LinearSetting::new(K, D),
+            )
+            .unwrap(),
+            sparse,
+            TRIALS,
+        );
         fuzz(
             "omtl",
-            Omtl::new(K, D, 1.0, GlobalNorm::L2, false).unwrap(),
+            Omtl::build(
+                &OmtlParams {
+                    c: 1.0,
+                    global_norm: GlobalNorm::L2,
+                    explicit: false,
+                },
+                &LinearSetting::new(K, D),
+            )
+            .unwrap(),
             sparse,
             TRIALS,
         );
         fuzz(
             "omtrl",
-            Omtrl::new(K, D, RelationUpdate::LogDet, 0.1, 20).unwrap(),
+            Omtrl::build(
+                &OmtrlParams {
+                    relation_update: RelationUpdate::LogDet,
+                    eta: 0.1,
+                    epoch: 20,
+                },
+                &LinearSetting::new(K, D),
+            )
+            .unwrap(),
             sparse,
             TRIALS,
         );
         fuzz(
             "pa",
-            PassiveAggressive::new(K, D, false, PaVariant::Pa1, 1.0).unwrap(),
+            PassiveAggressive::build(
+                &PassiveAggressiveParams {
+                    shared: false,
+                    c: 1.0,
+                    variant: PaVariant::Pa1,
+                },
+                &LinearSetting::new(K, D),
+            )
+            .unwrap(),
             sparse,
             TRIALS,
         );
         for reg in [Regularizer::L21, Regularizer::Trace] {
             fuzz(
                 "mtl",
-                BatchMtl::new(K, D, reg, 0.1, 25, sparse).unwrap(),
+                BatchMtl::build(
+                    &BatchMtlParams {
+                        regularizer: reg,
+                        rho: 0.1,
+                        retrain_every: 25,
+                    },
+                    &LinearSetting {
+                        n_tasks: K,
+                        n_features: D,
+                        sparse,
+                    },
+                )
+                .unwrap(),
                 sparse,
                 TRIALS / 2,
             );
         }
         for route in [SvtRoute::Auto, SvtRoute::Qr, SvtRoute::Brand] {
-            let romco = Romco::new(K, D, 0.1, 0.1, 0.5, 0.5, RomcoTrigger::Loss).unwrap();
+            let romco = Romco::build(
+                &RomcoParams {
+                    eta1: 0.1,
+                    eta2: 0.1,
+                    lambda1: 0.5,
+                    lambda2: 0.5,
+                    update: RomcoTrigger::Loss,
+                    svt_route: SvtRoute::Auto,
+                },
+                &LinearSetting::new(K, D),
+            )
+            .unwrap();
             fuzz("romco", romco.with_route(route), sparse, TRIALS / 2);
         }
     }

@@ -1,7 +1,7 @@
 use super::*;
 use crate::io::{scan_svmlight, svmlight_width};
 use crate::kernel::TaskKernel;
-use crate::learner::{learn, MTLinear, MTLinearParams};
+use crate::learner::{learn, Build, GraphSetting, MTLinear, MTLinearParams};
 
 struct Collect(Vec<i64>, Vec<f64>);
 
@@ -21,7 +21,10 @@ fn write(name: &str, text: &str) -> String {
 }
 
 fn mt_linear(n_tasks: usize, width: usize) -> crate::Result<MTLinear> {
-    MTLinear::new(&TaskKernel::complete_open(n_tasks)?, width, MTLinearParams::default())
+    MTLinear::build(
+        &MTLinearParams::default(),
+        &GraphSetting::new(&TaskKernel::complete_open(n_tasks)?, width),
+    )
 }
 
 const SVMLIGHT: &str = "1 qid:b 1:0.5 3:1\n-1 qid:a 2:1\n1 qid:c 1:1 2:-1\n-1 qid:b 3:2\n1 qid:a 1:1\n";

@@ -32,7 +32,7 @@ use crate::data::{Row, Rows};
 use crate::error::Result;
 use crate::kernel::Scratch;
 use crate::learner::spec::check_at_least_one;
-use crate::learner::{check_nonnegative, Build, OnlineLearner, Setting};
+use crate::learner::{check_nonnegative, Build, Checked, LinearSetting, OnlineLearner};
 use crate::linalg::svt;
 use crate::state::{
     check_counts, check_finite, check_len, check_tasks_and_labels, checked_size, ensure, param, CheckState,
@@ -99,14 +99,15 @@ learner_params! {
 
 impl Build for BatchMtl {
     type Params = BatchMtlParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &BatchMtlParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<BatchMtlParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features, sparse) = (setting.n_tasks, setting.n_features, setting.sparse);
         let BatchMtlParams {
             regularizer: reg,
             rho,
             retrain_every,
-        } = *params;
+        } = **params;
         if reg == Regularizer::Trace {
             // The trace-norm prox (route (a) of §5.5) works on k x k matrices (R, its singular
             // vectors, Π): about 4 k² floats at peak, whatever d is.
@@ -147,24 +148,6 @@ impl Build for BatchMtl {
 }
 
 impl BatchMtl {
-    /// The learner for `n_tasks` tasks of `n_features` features (rows stored sparse when
-    /// `sparse`), penalty `reg` with weight `rho`, retrained every `retrain_every` examples.
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        reg: Regularizer,
-        rho: f64,
-        retrain_every: u64,
-        sparse: bool,
-    ) -> Result<Self> {
-        let params = BatchMtlParams {
-            regularizer: reg,
-            rho,
-            retrain_every,
-        };
-        Self::build(&params, &Setting::new(n_tasks, n_features, sparse))
-    }
-
     /// The same learner with the solver's stopping rule `opts`.
     pub fn with_options(mut self, opts: SolverOptions) -> Self {
         self.opts = opts;
@@ -313,7 +296,12 @@ impl CheckState for BatchMtl {
         // Lengths first: they bound the sizes by the payload before `new` allocates.
         check_len("MTL weights", self.weights.len(), checked_size("MTL weights", k, d)?)?;
         check_len("MTL biases", self.bias.len(), k)?;
-        param(Self::new(k, d, self.reg, self.rho, self.retrain_every, false))?;
+        let params = BatchMtlParams {
+            regularizer: self.reg,
+            rho: self.rho,
+            retrain_every: self.retrain_every,
+        };
+        param(Self::build(&params, &LinearSetting::new(k, d)))?;
         let opts_ok =
             self.opts.tol.is_finite() && self.opts.tol >= 0.0 && (1..=MAX_RESTORED_ITER).contains(&self.opts.max_iter);
         ensure(opts_ok, || format!("invalid solver options {:?}", self.opts))?;

@@ -19,7 +19,19 @@ fn nan_in_stored_examples_ends_the_line_search_with_an_error() {
     let (d, k) = (3, 2);
     let (x, tasks, y) = problem(20, d, k, 7);
     for reg in [Regularizer::L21, Regularizer::Trace] {
-        let mut m = BatchMtl::new(k, d, reg, 0.01, 10, false).unwrap();
+        let mut m = BatchMtl::build(
+            &BatchMtlParams {
+                regularizer: reg,
+                rho: 0.01,
+                retrain_every: 10,
+            },
+            &LinearSetting {
+                n_tasks: k,
+                n_features: d,
+                sparse: false,
+            },
+        )
+        .unwrap();
         let mut scratch = Scratch::default();
         for t in 0..9 {
             m.update(
@@ -131,9 +143,20 @@ fn an_interrupted_retrain_is_abandoned_with_its_example() {
         max_iter: 1_000_000,
     };
     for sparse in [false, true] {
-        let mut model = BatchMtl::new(k, d, Regularizer::Trace, 0.01, n as u64, sparse)
-            .unwrap()
-            .with_options(opts);
+        let mut model = BatchMtl::build(
+            &BatchMtlParams {
+                regularizer: Regularizer::Trace,
+                rho: 0.01,
+                retrain_every: n as u64,
+            },
+            &LinearSetting {
+                n_tasks: k,
+                n_features: d,
+                sparse,
+            },
+        )
+        .unwrap()
+        .with_options(opts);
         let mut scratch = Scratch::default();
         for t in 0..n - 1 {
             let row = Row::Dense(&x[t * d..(t + 1) * d]);

@@ -52,7 +52,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::{Scratch, TaskKernel};
 use crate::learner::spec::check_positive;
-use crate::learner::{Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{Build, Checked, GraphSetting, OnlineLearner, ParamGuard};
 use crate::linalg::{sym_sqrt, SymMatrix};
 use crate::simd::{fma_builds, LaneMath};
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState, MAX_MAGNITUDE};
@@ -89,8 +89,7 @@ learner_params! {
         /// `[1, MAX_HASH_BITS]`); `None` gives every coordinate its own cell. Default `None`.
         pub hash_bits: Option<u32>,
         /// `ρ`: the factor on the rates of the complete graph's shared block (docs/mt_linear.md,
-        /// M.8); graphs without a shared block ignore it. Default 2 ([`MTLinearParams::new`]
-        /// takes 1).
+        /// M.8); graphs without a shared block ignore it. Default 2 (1 is Vowpal Wabbit's `-q st`).
         pub shared_rate: f64,
     }
 
@@ -110,32 +109,9 @@ learner_params! {
 }
 
 impl MTLinearParams {
-    /// Checked parameters with `shared_rate = 1` (the shared block's rates as the others'; see
-    /// [`Self::with_shared_rate`]).
-    pub fn new(
-        loss: Loss,
-        rule: UpdateRule,
-        learning_rate: f64,
-        fit_intercept: bool,
-        hash_bits: Option<u32>,
-    ) -> Result<Self> {
-        let params = Self {
-            loss,
-            rule,
-            learning_rate,
-            fit_intercept,
-            hash_bits,
-            shared_rate: 1.0,
-        };
-        params.check()?;
-        Ok(params)
-    }
-
     /// The same parameters with the shared block's rate factor `ρ = shared_rate` (checked).
     pub fn with_shared_rate(self, shared_rate: f64) -> Result<Self> {
-        let params = Self { shared_rate, ..self };
-        params.check()?;
-        Ok(params)
+        Ok(Self { shared_rate, ..self }.check()?.into_inner())
     }
 }
 
@@ -226,12 +202,6 @@ fn dense_factor_terms(tasks: &TaskKernel) -> Vec<Vec<(u32, f64)>> {
 }
 
 impl MTLinear {
-    /// An empty model over the task kernel `tasks` and `n_features` features (the same as
-    /// [`Build::build`] with [`Setting::over`]).
-    pub fn new(tasks: &TaskKernel, n_features: usize, params: MTLinearParams) -> Result<Self> {
-        Self::build(&params, &Setting::over(tasks, None, n_features, false))
-    }
-
     /// The hyper-parameters.
     pub fn params(&self) -> &MTLinearParams {
         &self.params
@@ -245,9 +215,10 @@ impl MTLinear {
 
 impl Build for MTLinear {
     type Params = MTLinearParams;
+    type Setting<'a> = GraphSetting<'a>;
 
-    fn from_checked(params: &MTLinearParams, setting: &Setting) -> Result<Self> {
-        let (tasks, n_features, params) = (setting.task_kernel()?, setting.n_features, *params);
+    fn from_checked(params: &Checked<MTLinearParams>, setting: &GraphSetting) -> Result<Self> {
+        let (tasks, n_features, params) = (setting.task_kernel, setting.n_features, **params);
         let n_tasks = tasks.n_tasks();
         // Keys are u32 in the sparse map (the intercept's is n_features): feature indices are u32.
         if n_features >= u32::MAX as usize {

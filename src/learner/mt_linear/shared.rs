@@ -489,7 +489,7 @@ impl MTLinear {
             unreachable!("checked by shared_layout")
         };
         let tasks = TaskKernel::Complete { k: n_tasks, diag, off };
-        let mut merged = MTLinear::new(&tasks, first.n_features, first.params)?;
+        let mut merged = MTLinear::build(&first.params, &GraphSetting::new(&tasks, first.n_features))?;
         let mut taken = Need::new("n_tasks", n_tasks, "the merged tasks").filled(&[n_tasks], false)?;
         for (p, map) in parts.iter().zip(maps) {
             // The merged task of every block with weights, each taken by one replica only.

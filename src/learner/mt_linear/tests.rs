@@ -12,13 +12,16 @@ fn labelled(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<f64>, Vec
 }
 
 fn params(loss: &str, rule: &str, hash_bits: Option<u32>) -> MTLinearParams {
-    MTLinearParams::new(
-        Loss::parse(loss).unwrap(),
-        UpdateRule::parse(rule).unwrap(),
-        0.5,
-        true,
+    MTLinearParams {
+        loss: Loss::parse(loss).unwrap(),
+        rule: UpdateRule::parse(rule).unwrap(),
+        learning_rate: 0.5,
+        fit_intercept: true,
         hash_bits,
-    )
+        shared_rate: 1.0,
+    }
+    .check()
+    .map(Checked::into_inner)
     .unwrap()
 }
 
@@ -67,7 +70,7 @@ fn shared_rate_moves_the_shared_share_of_the_first_step() {
     let tk = TaskKernel::complete(2).unwrap();
     for rho in [0.5, 1.0, 3.0] {
         let p = params("logistic", "normalized", None).with_shared_rate(rho).unwrap();
-        let mut m = MTLinear::new(&tk, 2, p).unwrap();
+        let mut m = MTLinear::build(&p, &GraphSetting::new(&tk, 2)).unwrap();
         run(&mut m, &[2.0, 0.0], &[1.0], &[0], 2);
         let delta = logistic_margin_gain(0.0, 0.5 * 2.0 * (1.0 + rho));
         let mut scratch = Scratch::default();
@@ -84,16 +87,16 @@ fn shared_rate_moves_the_shared_share_of_the_first_step() {
     }
     let (x, y, tasks) = labelled(200, 4, 3, 5);
     let tk = TaskKernel::disconnected(3).unwrap();
-    let mut plain = MTLinear::new(&tk, 4, params("logistic", "normalized", None)).unwrap();
+    let mut plain = MTLinear::build(&params("logistic", "normalized", None), &GraphSetting::new(&tk, 4)).unwrap();
     let p = params("logistic", "normalized", None).with_shared_rate(3.0).unwrap();
-    let mut rho = MTLinear::new(&tk, 4, p).unwrap();
+    let mut rho = MTLinear::build(&p, &GraphSetting::new(&tk, 4)).unwrap();
     assert_eq!(run(&mut plain, &x, &y, &tasks, 4), run(&mut rho, &x, &y, &tasks, 4));
 }
 
 #[test]
 fn a_state_with_a_bad_shared_rate_is_refused() {
     let tk = TaskKernel::complete(2).unwrap();
-    let mut m = MTLinear::new(&tk, 2, params("logistic", "normalized", None)).unwrap();
+    let mut m = MTLinear::build(&params("logistic", "normalized", None), &GraphSetting::new(&tk, 2)).unwrap();
     assert!(m.check_state().is_ok());
     for rho in [0.0, -2.0, f64::NAN, f64::INFINITY] {
         m.params.shared_rate = rho;
@@ -130,14 +133,14 @@ fn disconnected_equals_independent_learners() {
         let (n, d, k) = (300, 5, 3);
         let (x, y, tasks) = labelled(n, d, k, seed);
         let tk = TaskKernel::disconnected(k).unwrap();
-        let mut joint = MTLinear::new(&tk, d, params("logistic", rule, None)).unwrap();
+        let mut joint = MTLinear::build(&params("logistic", rule, None), &GraphSetting::new(&tk, d)).unwrap();
         let joint_scores = run(&mut joint, &x, &y, &tasks, d);
         let one = TaskKernel::disconnected(1).unwrap();
         for task in 0..k {
             let idx: Vec<usize> = (0..n).filter(|&t| tasks[t] == task as i64).collect();
             let xs: Vec<f64> = idx.iter().flat_map(|&t| x[t * d..(t + 1) * d].to_vec()).collect();
             let ys: Vec<f64> = idx.iter().map(|&t| y[t]).collect();
-            let mut single = MTLinear::new(&one, d, params("logistic", rule, None)).unwrap();
+            let mut single = MTLinear::build(&params("logistic", rule, None), &GraphSetting::new(&one, d)).unwrap();
             let s = run(&mut single, &xs, &ys, &vec![0; idx.len()], d);
             let expected: Vec<f64> = idx.iter().map(|&t| joint_scores[t]).collect();
             assert_eq!(s, expected, "{rule}");
@@ -151,7 +154,7 @@ fn hashing_holds_every_block_in_one_table() {
     let (x, y, tasks) = labelled(n, d, k, 2);
     let tk = TaskKernel::complete(k).unwrap();
     for rule in ["normalized", "adagrad", "sgd", "arow"] {
-        let mut small = MTLinear::new(&tk, d, params("hinge", rule, Some(4))).unwrap();
+        let mut small = MTLinear::build(&params("hinge", rule, Some(4)), &GraphSetting::new(&tk, d)).unwrap();
         run(&mut small, &x, &y, &tasks, d);
         assert_eq!(small.width(), 16);
         let stride = small.params.rule.stride();
@@ -170,7 +173,7 @@ fn sparse_and_dense_exact_layouts_agree_bit_for_bit() {
     let (x, y, tasks) = labelled(n, d, k, 5);
     let tk = TaskKernel::complete(k).unwrap();
     for rule in ["normalized", "adagrad", "sgd", "arow"] {
-        let mut dense = MTLinear::new(&tk, d, params("logistic", rule, None)).unwrap();
+        let mut dense = MTLinear::build(&params("logistic", rule, None), &GraphSetting::new(&tk, d)).unwrap();
         let mut sparse = dense.clone();
         sparse.store = Store::Sparse(SparseCells::new(dense.params.rule.stride()));
         let (a, b) = (run(&mut dense, &x, &y, &tasks, d), run(&mut sparse, &x, &y, &tasks, d));
@@ -196,7 +199,8 @@ fn a_failing_row_anywhere_leaves_every_layout_as_before() {
     for (bits, width) in [(None, d), (None, 1 << 22), (None, 1 << 25), (Some(5), d)] {
         let wide = width;
         let tk = TaskKernel::complete_open(1).unwrap();
-        let mut model = MTLinear::new(&tk, width, params("squared", "normalized", bits)).unwrap();
+        let mut model =
+            MTLinear::build(&params("squared", "normalized", bits), &GraphSetting::new(&tk, width)).unwrap();
         let ok_tasks: Vec<i64> = (0..20).map(|t| t % 2).collect();
         let dense_rows = |x: &[f64]| -> (Vec<u32>, Vec<f64>, Vec<i64>) {
             // the same values as a sparse batch over `width` columns
@@ -253,7 +257,7 @@ fn a_long_failing_call_is_undone_through_its_snapshot() {
     let (mut x, y, tasks) = labelled(n, d, 4, 9);
     for (bits, rule) in [(None, "normalized"), (Some(6), "adagrad")] {
         let tk = TaskKernel::complete(4).unwrap();
-        let mut model = MTLinear::new(&tk, d, params("squared", rule, bits)).unwrap();
+        let mut model = MTLinear::build(&params("squared", rule, bits), &GraphSetting::new(&tk, d)).unwrap();
         run(&mut model, &x[..60 * d], &y[..60], &tasks[..60], d);
         let before = crate::state::encode(&model).unwrap();
         x[(n - 1) * d] = 1e30;
@@ -269,7 +273,7 @@ fn a_long_failing_call_is_undone_through_its_snapshot() {
 fn a_huge_feature_index_costs_the_cells_it_touches() {
     let width = 1usize << 31;
     let tk = TaskKernel::complete_open(1).unwrap();
-    let mut model = MTLinear::new(&tk, width, params("logistic", "normalized", None)).unwrap();
+    let mut model = MTLinear::build(&params("logistic", "normalized", None), &GraphSetting::new(&tk, width)).unwrap();
     let (idx, val, ptr) = (vec![7u32, (1 << 31) - 1], vec![1.0, 2.0], vec![0i64, 2]);
     crate::learner::learn_grown(&mut model, 1, &csr(&ptr, &idx, &val, width), &[0], &[1.0]).unwrap();
     // Two blocks (own and shared) x (two features + intercept): six cells.
@@ -285,14 +289,14 @@ fn learns_and_touches_only_its_blocks() {
     let tk = TaskKernel::complete(k).unwrap();
     for rule in ["normalized", "arow"] {
         for loss in ["logistic", "hinge", "squared"] {
-            let mut m = MTLinear::new(&tk, d, params(loss, rule, None)).unwrap();
+            let mut m = MTLinear::build(&params(loss, rule, None), &GraphSetting::new(&tk, d)).unwrap();
             let scores = run(&mut m, &x, &y, &tasks, d);
             let late_errors = (n / 2..n).filter(|&t| (scores[t] >= 0.0) != (y[t] > 0.0)).count();
             assert!(late_errors < n / 10, "{rule} {loss}: {late_errors}");
         }
     }
     // Only task 2 seen: its block and the shared block exist.
-    let mut m = MTLinear::new(&tk, d, params("logistic", "normalized", None)).unwrap();
+    let mut m = MTLinear::build(&params("logistic", "normalized", None), &GraphSetting::new(&tk, d)).unwrap();
     run(&mut m, &x[..d], &y[..1], &[2], d);
     assert_eq!(m.diagnostics()[2], ("n_cells", 2.0 * (d + 1) as f64));
     assert!(m.block_weights(usize::MAX).unwrap()[..2 * (d + 1)]
@@ -398,11 +402,61 @@ fn lane_kernels_match_the_scalar_rule_bit_for_bit() {
 
 #[test]
 fn rejects_bad_parameters() {
-    assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 0.0, true, None).is_err());
-    assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, f64::NAN, true, None).is_err());
-    assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(0)).is_err());
-    assert!(MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, Some(32)).is_err());
-    let ok = MTLinearParams::new(Loss::Logistic, UpdateRule::Sgd, 1.0, true, None).unwrap();
+    assert!(MTLinearParams {
+        loss: Loss::Logistic,
+        rule: UpdateRule::Sgd,
+        learning_rate: 0.0,
+        fit_intercept: true,
+        hash_bits: None,
+        shared_rate: 1.0
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    assert!(MTLinearParams {
+        loss: Loss::Logistic,
+        rule: UpdateRule::Sgd,
+        learning_rate: f64::NAN,
+        fit_intercept: true,
+        hash_bits: None,
+        shared_rate: 1.0
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    assert!(MTLinearParams {
+        loss: Loss::Logistic,
+        rule: UpdateRule::Sgd,
+        learning_rate: 1.0,
+        fit_intercept: true,
+        hash_bits: Some(0),
+        shared_rate: 1.0
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    assert!(MTLinearParams {
+        loss: Loss::Logistic,
+        rule: UpdateRule::Sgd,
+        learning_rate: 1.0,
+        fit_intercept: true,
+        hash_bits: Some(32),
+        shared_rate: 1.0
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    let ok = MTLinearParams {
+        loss: Loss::Logistic,
+        rule: UpdateRule::Sgd,
+        learning_rate: 1.0,
+        fit_intercept: true,
+        hash_bits: None,
+        shared_rate: 1.0,
+    }
+    .check()
+    .map(Checked::into_inner)
+    .unwrap();
     for rho in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         assert!(ok.with_shared_rate(rho).is_err(), "{rho}");
     }
@@ -410,5 +464,5 @@ fn rejects_bad_parameters() {
     assert!(Loss::parse("log").is_err());
     assert!(UpdateRule::parse("adam").is_err());
     let tk = TaskKernel::complete(2).unwrap();
-    assert!(MTLinear::new(&tk, 0, params("logistic", "sgd", None)).is_err());
+    assert!(MTLinear::build(&params("logistic", "sgd", None), &GraphSetting::new(&tk, 0)).is_err());
 }

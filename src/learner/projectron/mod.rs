@@ -31,7 +31,9 @@ use crate::error::{invalid, Error, Result};
 use crate::kernel::kernel_sum::{dense_coef_sum, dense_kernel_row, weighted_score, SparseIndex};
 use crate::kernel::{BaseKernel, Query, Scratch, TaskKernel};
 use crate::learner::spec::check_at_least_one;
-use crate::learner::{check_nonnegative, is_update_mistake, ActiveSet, Build, OnlineLearner, ParamGuard, Setting};
+use crate::learner::{
+    check_nonnegative, is_update_mistake, ActiveSet, Build, Checked, KernelSetting, OnlineLearner, ParamGuard,
+};
 use crate::linalg::InverseGram;
 use crate::state::{check_counts, check_finite, check_len, checked_size, ensure, param, CheckState};
 
@@ -104,15 +106,6 @@ learner_params! {
     }
 }
 
-impl ProjectronParams {
-    /// Checked parameters.
-    pub fn new(budget: usize, eta: f64, threshold: Threshold) -> Result<Self> {
-        let params = Self { budget, eta, threshold };
-        params.check()?;
-        Ok(params)
-    }
-}
-
 learner_params! {
     /// MTBPRJ2's hyper-parameters: the shared ones and the A-C7 ablation switch.
     pub struct MTBPRJ2Params {
@@ -128,7 +121,7 @@ learner_params! {
     }
 
     fn check(&self) -> Result<()> {
-        self.shared().check()
+        self.shared().check_ref()
     }
 }
 
@@ -241,7 +234,7 @@ fn check_settings(kernel: &BaseKernel, tasks: &TaskKernel, n_features: usize, pa
     kernel.check_state()?;
     tasks.check_state()?;
     param(check_features(n_features))?;
-    param(ProjectronParams::new(params.budget, params.eta, params.threshold)).map(|_| ())
+    param(params.check()).map(|_| ())
 }
 
 mod mtbprj;

@@ -18,13 +18,14 @@ pub struct MTBPRJ {
 
 impl Build for MTBPRJ {
     type Params = ProjectronParams;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(params: &ProjectronParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<ProjectronParams>, setting: &KernelSetting) -> Result<Self> {
         Ok(Self {
-            kernel: setting.kernel()?,
-            tasks: setting.task_kernel()?.clone(),
+            kernel: setting.kernel,
+            tasks: setting.task_kernel.clone(),
             n_features: setting.n_features,
-            params: *params,
+            params: **params,
             set: ActiveSet::new(setting.n_features, setting.sparse),
             gram: InverseGram::new(params.budget.saturating_add(1)),
             counters: Counters::default(),
@@ -36,11 +37,6 @@ impl MTBPRJ {
     /// The stored examples.
     pub fn active_set(&self) -> &ActiveSet {
         &self.set
-    }
-
-    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
-    pub fn force_rebuild(&mut self) {
-        self.gram.force_rebuild();
     }
 
     /// Number of mistakes absorbed by projection (the example was not stored).
@@ -94,6 +90,10 @@ impl OnlineLearner for MTBPRJ {
     // Adding tasks grows only the task kernel: the dictionary's Gram entries
     // `T[i_a, i_b] K'(x_a, x_b)` keep their values under `TaskKernel::grow`.
     kernel_shape!(grows_task_kernel);
+
+    fn rebuild_caches(&mut self) {
+        self.gram.force_rebuild();
+    }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         // The kernel sums' vectorised path (no sparse index: a Projectron's set is small and

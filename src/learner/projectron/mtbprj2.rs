@@ -38,10 +38,11 @@ pub struct MTBPRJ2 {
 
 impl Build for MTBPRJ2 {
     type Params = MTBPRJ2Params;
+    type Setting<'a> = KernelSetting<'a>;
 
-    fn from_checked(all: &MTBPRJ2Params, setting: &Setting) -> Result<Self> {
+    fn from_checked(all: &Checked<MTBPRJ2Params>, setting: &KernelSetting) -> Result<Self> {
         let (params, literal_line14) = (all.shared(), all.alg2_literal_line14);
-        let (tasks, kernel) = (setting.task_kernel()?.clone(), setting.kernel()?);
+        let (tasks, kernel) = (setting.task_kernel.clone(), setting.kernel);
         let (n_features, sparse) = (setting.n_features, setting.sparse);
         // Per task: its member entry (usize), its local index (u32) and its share of the block
         // slots; checked before the tables are built.
@@ -82,11 +83,6 @@ impl MTBPRJ2 {
     /// coefficients are unused; the weights are per task).
     pub fn dictionary(&self) -> &ActiveSet {
         &self.dict
-    }
-
-    /// Recomputes the inverse Gram matrix from scratch now (INV-Q2).
-    pub fn force_rebuild(&mut self) {
-        self.gram.force_rebuild();
     }
 
     /// Number of weights held in allocated blocks (`Σ_c |c| ×` dictionary size).
@@ -317,6 +313,10 @@ impl CheckState for MTBPRJ2 {
 
 impl OnlineLearner for MTBPRJ2 {
     kernel_shape!(grows);
+
+    fn rebuild_caches(&mut self) {
+        self.gram.force_rebuild();
+    }
 
     fn score(&self, x: Row, task: usize, scratch: &mut Scratch) -> f64 {
         let Some(block) = &self.blocks[self.tasks.component(task)] else {

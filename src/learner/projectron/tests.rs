@@ -4,11 +4,20 @@ use super::*;
 
 /// MTBPRJ-2 as the paper's corrected Algorithm 2 (no A-C7 ablation).
 fn mtbprj2(tasks: &TaskKernel, kernel: BaseKernel, d: usize, sparse: bool, params: ProjectronParams) -> MTBPRJ2 {
-    MTBPRJ2::with_kernels(tasks, kernel, d, sparse, MTBPRJ2Params::from_shared(params, false)).unwrap()
+    MTBPRJ2::build(
+        &MTBPRJ2Params::from_shared(params, false),
+        &KernelSetting {
+            task_kernel: tasks,
+            kernel,
+            n_features: d,
+            sparse,
+        },
+    )
+    .unwrap()
 }
 use crate::data::Rows;
 use crate::learner::test_support::learn_row_by_row;
-use crate::learner::{learn, MTPerceptron};
+use crate::learner::{learn, MTPerceptron, NoParams, ParamGuard};
 use crate::rng::SplitMix64;
 use nalgebra::{DMatrix, DVector};
 
@@ -40,7 +49,14 @@ fn stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>, Vec<f
 }
 
 fn params(budget: usize, eta: f64) -> ProjectronParams {
-    ProjectronParams::new(budget, eta, Threshold::Norm).unwrap()
+    ProjectronParams {
+        budget,
+        eta,
+        threshold: Threshold::Norm,
+    }
+    .check()
+    .map(Checked::into_inner)
+    .unwrap()
 }
 
 /// Elements (x, task, time, slot) in insertion order.
@@ -56,9 +72,30 @@ fn elements(set: &ActiveSet) -> Vec<(Vec<f64>, usize, u64, usize)> {
 
 #[test]
 fn rejects_bad_parameters() {
-    assert!(ProjectronParams::new(0, 0.1, Threshold::Norm).is_err());
-    assert!(ProjectronParams::new(3, -0.1, Threshold::Norm).is_err());
-    assert!(ProjectronParams::new(3, f64::NAN, Threshold::Norm).is_err());
+    assert!(ProjectronParams {
+        budget: 0,
+        eta: 0.1,
+        threshold: Threshold::Norm
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    assert!(ProjectronParams {
+        budget: 3,
+        eta: -0.1,
+        threshold: Threshold::Norm
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
+    assert!(ProjectronParams {
+        budget: 3,
+        eta: f64::NAN,
+        threshold: Threshold::Norm
+    }
+    .check()
+    .map(Checked::into_inner)
+    .is_err());
     assert!(Threshold::parse("cube").is_err());
     assert_eq!(Threshold::parse("squared").unwrap(), Threshold::Squared);
 }
@@ -68,7 +105,11 @@ fn budget_holds_and_order_is_insertion_order() {
     let (n, d, k) = (500, 4, 3);
     let (x, tasks, y) = stream(n, d, k, 1);
     let kernel = BaseKernel::rbf(3.0).unwrap();
-    let mut a = MTBPRJ::with_kernels(&TaskKernel::complete(k).unwrap(), kernel, d, false, params(12, 0.3)).unwrap();
+    let mut a = MTBPRJ::build(
+        &params(12, 0.3),
+        &KernelSetting::new(&TaskKernel::complete(k).unwrap(), kernel, d),
+    )
+    .unwrap();
     let mut b = mtbprj2(&TaskKernel::complete(k).unwrap(), kernel, d, true, params(12, 0.3));
     let mut scratch = Scratch::default();
     for t in 0..n {
@@ -119,7 +160,7 @@ fn removal_damage_equals_the_score() {
     let (x, tasks, y) = stream(n, d, k, 4);
     let kernel = BaseKernel::rbf(4.0).unwrap();
     let tk = TaskKernel::from_edges(k, &[(0, 1, 1.0)]).unwrap();
-    let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(10, 0.05)).unwrap();
+    let mut m = MTBPRJ::build(&params(10, 0.05), &KernelSetting::new(&tk, kernel, d)).unwrap();
     let checked = each_eviction(
         &mut m,
         (&x, &tasks, &y),
@@ -227,7 +268,7 @@ fn duplicates_are_absorbed_by_projection() {
     let kernel = BaseKernel::rbf(2.0).unwrap();
     let tk = TaskKernel::complete(2).unwrap();
     let pts = [[0.1, 0.5, 0.9], [0.8, 0.2, 0.4], [0.3, 0.3, 0.7]];
-    let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(10, 0.0)).unwrap();
+    let mut m = MTBPRJ::build(&params(10, 0.0), &KernelSetting::new(&tk, kernel, d)).unwrap();
     let mut m2 = mtbprj2(&tk, kernel, d, false, params(10, 0.0));
     let mut scratch = Scratch::default();
     let labels = [1.0, -1.0, 1.0];
@@ -275,7 +316,7 @@ fn one_task_mtbprj_equals_mtbprj2() {
     let tasks = vec![0i64; n];
     let kernel = BaseKernel::rbf(2.0).unwrap();
     for graph in [TaskKernel::complete(1).unwrap(), TaskKernel::disconnected(1).unwrap()] {
-        let mut a = MTBPRJ::with_kernels(&graph, kernel, d, false, params(15, 0.1)).unwrap();
+        let mut a = MTBPRJ::build(&params(15, 0.1), &KernelSetting::new(&graph, kernel, d)).unwrap();
         let mut b = mtbprj2(&graph, kernel, d, false, params(15, 0.1));
         let fa = run(&mut a, &x, &tasks, &y, d);
         let fb = run(&mut b, &x, &tasks, &y, d);
@@ -299,13 +340,13 @@ fn unbounded_eta_zero_equals_the_perceptron() {
         (TaskKernel::from_edges(k, &[(0, 2, 1.0)]).unwrap(), false),
         (TaskKernel::disconnected(k).unwrap(), true),
     ] {
-        let mut p = MTPerceptron::new(graph.clone(), kernel, d, false).unwrap();
+        let mut p = MTPerceptron::build(&NoParams, &KernelSetting::new(&graph.clone(), kernel, d)).unwrap();
         let fp = run(&mut p, &x, &tasks, &y, d);
         let fq = if two {
             let mut m = mtbprj2(&graph, kernel, d, false, params(n, 0.0));
             run(&mut m, &x, &tasks, &y, d)
         } else {
-            let mut m = MTBPRJ::with_kernels(&graph, kernel, d, false, params(n, 0.0)).unwrap();
+            let mut m = MTBPRJ::build(&params(n, 0.0), &KernelSetting::new(&graph, kernel, d)).unwrap();
             run(&mut m, &x, &tasks, &y, d)
         };
         for (a, b) in fp.iter().zip(&fq) {
@@ -322,13 +363,13 @@ fn rebuild_and_serde_round_trip_mid_stream() {
     let (x, tasks, y) = stream(n, d, k, 6);
     let (kernel, tk) = rbf_on_complete(3.0, k);
     let half = 250 * d;
-    let mut a = MTBPRJ::with_kernels(&tk, kernel, d, false, params(20, 0.05)).unwrap();
+    let mut a = MTBPRJ::build(&params(20, 0.05), &KernelSetting::new(&tk, kernel, d)).unwrap();
     let mut b = mtbprj2(&tk, kernel, d, false, params(20, 0.05));
     run(&mut a, &x[..half], &tasks[..250], &y[..250], d);
     run(&mut b, &x[..half], &tasks[..250], &y[..250], d);
     let (mut a_reb, mut b_reb) = (a.clone(), b.clone());
-    a_reb.force_rebuild();
-    b_reb.force_rebuild();
+    a_reb.rebuild_caches();
+    b_reb.rebuild_caches();
     let mut a_ser: MTBPRJ = bincode::deserialize(&bincode::serialize(&a).unwrap()).unwrap();
     let mut b_ser: MTBPRJ2 = bincode::deserialize(&bincode::serialize(&b).unwrap()).unwrap();
     assert_eq!(a_ser, a);
@@ -354,7 +395,7 @@ fn same_instance_in_several_tasks_keeps_the_engine_accurate() {
     let (d, k) = (3, 4);
     let kernel = BaseKernel::rbf(1.0).unwrap();
     let tk = TaskKernel::complete(k).unwrap();
-    let mut m = MTBPRJ::with_kernels(&tk, kernel, d, false, params(30, 0.01)).unwrap();
+    let mut m = MTBPRJ::build(&params(30, 0.01), &KernelSetting::new(&tk, kernel, d)).unwrap();
     let mut rng = SplitMix64::new(31);
     let base: Vec<[f64; 3]> = (0..6)
         .map(|_| [unif(&mut rng), unif(&mut rng), unif(&mut rng)])
@@ -398,7 +439,7 @@ fn literal_line14_differs_only_with_several_tasks() {
     let (kernel, tk) = rbf_on_complete(3.0, k);
     let mut a = mtbprj2(&tk, kernel, d, false, params(10, 0.05));
     let literal = MTBPRJ2Params::from_shared(params(10, 0.05), true);
-    let mut b = MTBPRJ2::with_kernels(&tk, kernel, d, false, literal).unwrap();
+    let mut b = MTBPRJ2::build(&literal, &KernelSetting::new(&tk, kernel, d)).unwrap();
     assert_ne!(run(&mut a, &x, &tasks, &y, d), run(&mut b, &x, &tasks, &y, d));
     let ones = vec![0i64; n];
     let mut a1 = mtbprj2(
@@ -408,7 +449,11 @@ fn literal_line14_differs_only_with_several_tasks() {
         false,
         params(10, 0.05),
     );
-    let mut b1 = MTBPRJ2::with_kernels(&TaskKernel::disconnected(1).unwrap(), kernel, d, false, literal).unwrap();
+    let mut b1 = MTBPRJ2::build(
+        &literal,
+        &KernelSetting::new(&TaskKernel::disconnected(1).unwrap(), kernel, d),
+    )
+    .unwrap();
     // With T = [1] the extra factor is 1.
     assert_eq!(run(&mut a1, &x, &ones, &y, d), run(&mut b1, &x, &ones, &y, d));
     let _ = learn(&mut a1, &Rows::dense(&x[..d], 1, d), &[0], &[1.0]).unwrap();
@@ -419,7 +464,7 @@ fn overflowing_kernel_values_leave_the_model_unchanged() {
     // (1e200 <x,x'> + 1)^3 overflows: the update is refused and the model is unchanged.
     let kernel = BaseKernel::poly(3, 1e200, 1.0).unwrap();
     let tk = TaskKernel::complete(2).unwrap();
-    let mut a = MTBPRJ::with_kernels(&tk, kernel, 2, false, params(4, 0.01)).unwrap();
+    let mut a = MTBPRJ::build(&params(4, 0.01), &KernelSetting::new(&tk, kernel, 2)).unwrap();
     let mut b = mtbprj2(&tk, kernel, 2, false, params(4, 0.01));
     let mut scratch = Scratch::default();
     for model in [&mut a as &mut dyn OnlineLearner, &mut b] {

@@ -104,7 +104,7 @@ impl CheckState for Romco {
             check_len("U", u.len(), size)?;
         }
         let (row_vectors, row_mu) = self.gram_side.row_factors();
-        param(Self::build(&self.params, &Setting::new(k, d, false)))?;
+        param(Self::build(&self.params, &LinearSetting::new(k, d)))?;
         for (what, values) in [
             ("U", u),
             ("V", &self.v),

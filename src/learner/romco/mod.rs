@@ -42,7 +42,7 @@ use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
 use crate::learner::spec::check_nonnegative;
-use crate::learner::{Build, OnlineLearner, Round, Setting};
+use crate::learner::{Build, Checked, LinearSetting, OnlineLearner, Round};
 use crate::linalg::brand::ThinSvd;
 use crate::linalg::eigen_update;
 use crate::linalg::simd::{columns_dot, dense_dot, matmul};
@@ -287,8 +287,9 @@ learner_params! {
 
 impl Build for Romco {
     type Params = RomcoParams;
+    type Setting<'a> = LinearSetting;
 
-    fn from_checked(params: &RomcoParams, setting: &Setting) -> Result<Self> {
+    fn from_checked(params: &Checked<RomcoParams>, setting: &LinearSetting) -> Result<Self> {
         let (n_tasks, n_features) = (setting.n_tasks, setting.n_features);
         let factors = Need::new("n_tasks", n_tasks, "U and V (2 x n_features x n_tasks floats)");
         let size = factors.count::<f64>(&[2, n_features, n_tasks])? / 2;
@@ -307,7 +308,7 @@ impl Build for Romco {
         Ok(Self {
             n_tasks,
             n_features,
-            params: *params,
+            params: **params,
             u: UForm::Dense(factors.filled(&[size], 0.0)?),
             resync_work: 0,
             v: factors.filled(&[size], 0.0)?,
@@ -331,32 +332,6 @@ impl Build for Romco {
 }
 
 impl Romco {
-    /// A zero model of `n_tasks` tasks over `n_features` features (route `Auto`); errors on
-    /// hyper-parameters [`RomcoParams`] refuses or a size beyond the machine.
-    pub fn new(
-        n_tasks: usize,
-        n_features: usize,
-        eta1: f64,
-        eta2: f64,
-        lambda1: f64,
-        lambda2: f64,
-        update: RomcoTrigger,
-    ) -> Result<Self> {
-        let setting = Setting::new(n_tasks, n_features, false);
-        let svt_route = SvtRoute::Auto;
-        Self::build(
-            &RomcoParams {
-                eta1,
-                eta2,
-                lambda1,
-                lambda2,
-                update,
-                svt_route,
-            },
-            &setting,
-        )
-    }
-
     /// Selects the SVT implementation (§5.5); `Auto` unless a test or benchmark says otherwise.
     pub fn with_route(mut self, route: SvtRoute) -> Self {
         self.params.svt_route = route;
@@ -478,6 +453,11 @@ impl OnlineLearner for Romco {
         };
         self.joint_update(&[item], bx.as_deref())?;
         Ok(score)
+    }
+
+    fn arrays(&self) -> Vec<(&'static str, Vec<usize>, Vec<f64>)> {
+        let shape = vec![self.n_features, self.n_tasks];
+        vec![("U", shape.clone(), self.u_matrix()), ("V", shape, self.v_matrix())]
     }
 
     fn joint_rounds(&self) -> bool {

@@ -11,7 +11,18 @@ fn random_stream(n: usize, d: usize, k: usize, seed: u64) -> (Vec<f64>, Vec<i64>
 }
 
 fn model(k: usize, d: usize, e1: f64, e2: f64, l1: f64, l2: f64, trigger: RomcoTrigger) -> Romco {
-    Romco::new(k, d, e1, e2, l1, l2, trigger).unwrap()
+    Romco::build(
+        &RomcoParams {
+            eta1: e1,
+            eta2: e2,
+            lambda1: l1,
+            lambda2: l2,
+            update: trigger,
+            svt_route: SvtRoute::Auto,
+        },
+        &LinearSetting::new(k, d),
+    )
+    .unwrap()
 }
 
 /// INV-R1: with λ1 = λ2 = 0 each task is an independent "margin Perceptron" with step η1+η2.
@@ -355,9 +366,42 @@ fn sparse_and_dense_agree_and_parameters_are_checked() {
     sa.iter()
         .zip(&sb)
         .for_each(|(p, q)| assert!((p - q).abs() <= 1e-10 * p.abs().max(1.0)));
-    assert!(Romco::new(2, 3, -1.0, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
-    assert!(Romco::new(2, 3, 0.1, 0.1, f64::NAN, 0.0, RomcoTrigger::Loss).is_err());
-    assert!(Romco::new(0, 3, 0.1, 0.1, 0.0, 0.0, RomcoTrigger::Loss).is_err());
+    assert!(Romco::build(
+        &RomcoParams {
+            eta1: -1.0,
+            eta2: 0.1,
+            lambda1: 0.0,
+            lambda2: 0.0,
+            update: RomcoTrigger::Loss,
+            svt_route: SvtRoute::Auto
+        },
+        &LinearSetting::new(2, 3)
+    )
+    .is_err());
+    assert!(Romco::build(
+        &RomcoParams {
+            eta1: 0.1,
+            eta2: 0.1,
+            lambda1: f64::NAN,
+            lambda2: 0.0,
+            update: RomcoTrigger::Loss,
+            svt_route: SvtRoute::Auto
+        },
+        &LinearSetting::new(2, 3)
+    )
+    .is_err());
+    assert!(Romco::build(
+        &RomcoParams {
+            eta1: 0.1,
+            eta2: 0.1,
+            lambda1: 0.0,
+            lambda2: 0.0,
+            update: RomcoTrigger::Loss,
+            svt_route: SvtRoute::Auto
+        },
+        &LinearSetting::new(0, 3)
+    )
+    .is_err());
     assert!(RomcoTrigger::parse("sometimes").is_err());
 }
 

@@ -14,6 +14,7 @@
 //! ```
 
 mod describe;
+mod family;
 mod graph;
 mod table;
 mod values;
@@ -28,8 +29,9 @@ use crate::data::Rows;
 use crate::error::{invalid, Error, Result};
 use crate::hashing::MAX_HASHED_COLUMNS;
 use crate::kernel::{scale_gamma, BaseKernel, KernelKind, TaskKernel};
-use crate::learner::Setting;
+use crate::learner::{GraphSetting, KernelSetting, LinearSetting};
 use crate::model::AnyLearner;
+pub(crate) use family::Family;
 
 /// The highest polynomial degree (the kernel's own limit).
 const MAX_DEGREE: i128 = 32;
@@ -290,11 +292,21 @@ impl Estimator {
             Shape::GraphKernel | Shape::DisconnectedKernel => Some(self.kernel(n_features, gamma_scale)?),
             _ => None,
         };
-        let setting = match &task_kernel {
-            Some(t) => Setting::over(t, kernel, n_features, sparse),
-            None => Setting::new(n_tasks, n_features, sparse),
+        let family = match (&task_kernel, kernel) {
+            (Some(task_kernel), Some(kernel)) => Family::Kernel(KernelSetting {
+                task_kernel,
+                kernel,
+                n_features,
+                sparse,
+            }),
+            (Some(task_kernel), None) => Family::Graph(GraphSetting::new(task_kernel, n_features)),
+            (None, _) => Family::Linear(LinearSetting {
+                n_tasks,
+                n_features,
+                sparse,
+            }),
         };
-        (self.class.build)(self.p(), &setting)
+        (self.class.build)(self.p(), &family)
     }
 
     /// Checks that `learner` is what this estimator builds (its kind).

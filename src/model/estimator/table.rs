@@ -5,13 +5,14 @@
 //! all read it (`omtl._native.ESTIMATORS`; `tests/test_registry.py` holds the Python classes'
 //! signatures to it).
 
+use super::family::Family;
 use super::values::{Default as D, Params};
 use crate::error::Result;
 use crate::learner::{
     BatchMtl, BatchMtlParams, Build, CwCol, CwColParams, GlobalNorm, Loss, MTBPRJ2Params, MTFORGParams, MTLinear,
     MTLinearParams, MTPerceptron, MTRBPParams, NoParams, Omtl, OmtlParams, Omtrl, OmtrlParams, PaVariant, ParamGuard,
     PassiveAggressive, PassiveAggressiveParams, ProjectronParams, Regularizer, RelationUpdate, Romco, RomcoParams,
-    RomcoTrigger, Setting, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
+    RomcoTrigger, SvtRoute, Threshold, UpdateRule, MTBPRJ, MTBPRJ2, MTFORG, MTRBP,
 };
 use crate::model::AnyLearner;
 
@@ -44,7 +45,7 @@ pub struct Class {
     /// Reads and checks the learner's parameters from the class's.
     pub(super) check: fn(Params) -> Result<()>,
     /// Builds the learner for a setting.
-    pub(super) build: fn(Params, &Setting) -> Result<AnyLearner>,
+    pub(super) build: fn(Params, &Family) -> Result<AnyLearner>,
 }
 
 impl std::fmt::Debug for Class {
@@ -82,9 +83,10 @@ const NORMALIZE: (&str, D) = ("normalize", D::Bool(false));
 macro_rules! class_fns {
     ($learner:ty, $read:expr) => {
         (
-            |p: Params| -> Result<()> { ParamGuard::check(&$read(p)?) },
-            |p: Params, setting: &Setting| -> Result<AnyLearner> {
-                Ok(AnyLearner::from(<$learner as Build>::build(&$read(p)?, setting)?))
+            |p: Params| -> Result<()> { ParamGuard::check_ref(&$read(p)?) },
+            |p: Params, family: &Family| -> Result<AnyLearner> {
+                let setting = family.setting::<<$learner as Build>::Setting<'_>>()?;
+                Ok(AnyLearner::from(<$learner as Build>::build(&$read(p)?, &setting)?))
             },
         )
     };
@@ -196,234 +198,134 @@ fn no_params(_: Params) -> Result<NoParams> {
 }
 
 macro_rules! class {
-    ($name:literal, $kind:literal, $grows:expr, $shape:ident, $learner:ty, $read:expr, [$($param:expr),* $(,)?]) => {{
-        const PARAMS: &[(&str, D)] = &[$($param),*];
+    ($name:literal, $kind:literal, $grows:expr, $shape:ident, $learner:ty, $read:expr, $params:expr) => {{
         let (check, build) = class_fns!($learner, $read);
-        Class { name: $name, kind: $kind, params: PARAMS, grows: $grows, shape: Shape::$shape, check, build }
+        Class {
+            name: $name,
+            kind: $kind,
+            params: $params,
+            grows: $grows,
+            shape: Shape::$shape,
+            check,
+            build,
+        }
     }};
 }
 
+// Each class's hyper-parameters, in its Python constructor's order.
+const CWCOL: &[(&str, D)] = &[
+    N_TASKS,
+    ("confidence", D::Float(0.85)),
+    ("a", D::Float(1.0)),
+    ("omega", D::Float(0.5)),
+    N_FEATURES,
+];
+const KERNEL_PERCEPTRON: &[(&str, D)] = &[N_TASKS, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES];
+const MTBPRJ_PARAMS: &[(&str, D)] = &[
+    N_TASKS, BUDGET, ETA, GRAPH, RBF, GAMMA, DEGREE, COEF0, NORMALIZE, THRESHOLD, N_FEATURES,
+];
+const MTBPRJ2_PARAMS: &[(&str, D)] = &[
+    N_TASKS,
+    BUDGET,
+    ETA,
+    GRAPH,
+    RBF,
+    GAMMA,
+    DEGREE,
+    COEF0,
+    NORMALIZE,
+    THRESHOLD,
+    ("alg2_literal_line14", D::Bool(false)),
+    N_FEATURES,
+];
+const BATCH: &[(&str, D)] = &[
+    N_TASKS,
+    ("rho", D::Float(0.01)),
+    ("retrain_every", D::Int(100)),
+    N_FEATURES,
+];
+const MTFORG_PARAMS: &[(&str, D)] = &[
+    N_TASKS,
+    BUDGET,
+    GRAPH,
+    RBF,
+    GAMMA,
+    DEGREE,
+    COEF0,
+    NORMALIZE,
+    ("radius", D::Float(1.0)),
+    N_FEATURES,
+];
+const MTLINEAR: &[(&str, D)] = &[
+    N_TASKS,
+    GRAPH,
+    ("loss", D::Str("logistic")),
+    ("update", D::Str("normalized")),
+    ("learning_rate", D::Float(0.5)),
+    ("fit_intercept", D::Bool(true)),
+    ("hash_bits", D::Null),
+    ("shared_rate", D::Float(2.0)),
+    N_FEATURES,
+];
+const MTPERCEPTRON: &[(&str, D)] = &[N_TASKS, GRAPH, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES];
+const MTRBP_PARAMS: &[(&str, D)] = &[
+    N_TASKS,
+    BUDGET,
+    GRAPH,
+    RBF,
+    GAMMA,
+    DEGREE,
+    COEF0,
+    NORMALIZE,
+    ("seed", D::Int(0)),
+    N_FEATURES,
+];
+const OMTL: &[(&str, D)] = &[
+    N_TASKS,
+    ("C", D::Float(1.0)),
+    ("global_norm", D::Str("linf")),
+    ("explicit", D::Bool(false)),
+    N_FEATURES,
+];
+const OMTRL: &[(&str, D)] = &[
+    N_TASKS,
+    ("relation_update", D::Str("batch")),
+    ("eta", D::Float(1e-3)),
+    ("epoch", D::Null),
+    N_FEATURES,
+];
+const PA: &[(&str, D)] = &[N_TASKS, ("C", D::Float(1.0)), ("variant", D::Str("pa1")), N_FEATURES];
+const ROMCO: &[(&str, D)] = &[
+    N_TASKS,
+    ("eta1", D::Float(0.1)),
+    ("eta2", D::Float(0.1)),
+    ("lambda1", D::Float(1e-4)),
+    ("lambda2", D::Float(1e-4)),
+    ("update", D::Str("loss")),
+    N_FEATURES,
+];
+
 /// Every estimator class, sorted by name.
+#[rustfmt::skip]
 pub fn classes() -> &'static [Class] {
     static CLASSES: std::sync::OnceLock<Vec<Class>> = std::sync::OnceLock::new();
     CLASSES.get_or_init(|| {
         vec![
-            class!(
-                "CWCOL",
-                "cw_col",
-                true,
-                Linear,
-                CwCol,
-                cw_col,
-                [
-                    N_TASKS,
-                    ("confidence", D::Float(0.85)),
-                    ("a", D::Float(1.0)),
-                    ("omega", D::Float(0.5)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "KernelPerceptron",
-                "mt_perceptron",
-                true,
-                DisconnectedKernel,
-                MTPerceptron,
-                no_params,
-                [N_TASKS, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES]
-            ),
-            class!(
-                "MTBPRJ",
-                "mtbprj",
-                true,
-                GraphKernel,
-                MTBPRJ,
-                projectron,
-                [N_TASKS, BUDGET, ETA, GRAPH, RBF, GAMMA, DEGREE, COEF0, NORMALIZE, THRESHOLD, N_FEATURES]
-            ),
-            class!(
-                "MTBPRJ2",
-                "mtbprj2",
-                true,
-                GraphKernel,
-                MTBPRJ2,
-                mtbprj2,
-                [
-                    N_TASKS,
-                    BUDGET,
-                    ETA,
-                    GRAPH,
-                    RBF,
-                    GAMMA,
-                    DEGREE,
-                    COEF0,
-                    NORMALIZE,
-                    THRESHOLD,
-                    ("alg2_literal_line14", D::Bool(false)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "MTFL",
-                "batch_mtl",
-                false,
-                Linear,
-                BatchMtl,
-                |p| batch(p, Regularizer::L21),
-                [
-                    N_TASKS,
-                    ("rho", D::Float(0.01)),
-                    ("retrain_every", D::Int(100)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "MTFORG",
-                "mt_forg",
-                true,
-                GraphKernel,
-                MTFORG,
-                mt_forg,
-                [
-                    N_TASKS,
-                    BUDGET,
-                    GRAPH,
-                    RBF,
-                    GAMMA,
-                    DEGREE,
-                    COEF0,
-                    NORMALIZE,
-                    ("radius", D::Float(1.0)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "MTLinear",
-                "mt_linear",
-                true,
-                Graph,
-                MTLinear,
-                mt_linear,
-                [
-                    N_TASKS,
-                    GRAPH,
-                    ("loss", D::Str("logistic")),
-                    ("update", D::Str("normalized")),
-                    ("learning_rate", D::Float(0.5)),
-                    ("fit_intercept", D::Bool(true)),
-                    ("hash_bits", D::Null),
-                    ("shared_rate", D::Float(2.0)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "MTPerceptron",
-                "mt_perceptron",
-                true,
-                GraphKernel,
-                MTPerceptron,
-                no_params,
-                [N_TASKS, GRAPH, LINEAR, GAMMA, DEGREE, COEF0, NORMALIZE, N_FEATURES]
-            ),
-            class!(
-                "MTRBP",
-                "mt_rbp",
-                true,
-                GraphKernel,
-                MTRBP,
-                mt_rbp,
-                [
-                    N_TASKS,
-                    BUDGET,
-                    GRAPH,
-                    RBF,
-                    GAMMA,
-                    DEGREE,
-                    COEF0,
-                    NORMALIZE,
-                    ("seed", D::Int(0)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "OMTL",
-                "omtl",
-                true,
-                Linear,
-                Omtl,
-                omtl,
-                [
-                    N_TASKS,
-                    ("C", D::Float(1.0)),
-                    ("global_norm", D::Str("linf")),
-                    ("explicit", D::Bool(false)),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "OMTRL",
-                "omtrl",
-                false,
-                Linear,
-                Omtrl,
-                omtrl,
-                [
-                    N_TASKS,
-                    ("relation_update", D::Str("batch")),
-                    ("eta", D::Float(1e-3)),
-                    ("epoch", D::Null),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "PAGlobal",
-                "passive_aggressive",
-                true,
-                Linear,
-                PassiveAggressive,
-                |p| pa(p, true),
-                [N_TASKS, ("C", D::Float(1.0)), ("variant", D::Str("pa1")), N_FEATURES]
-            ),
-            class!(
-                "PAUnique",
-                "passive_aggressive",
-                true,
-                Linear,
-                PassiveAggressive,
-                |p| pa(p, false),
-                [N_TASKS, ("C", D::Float(1.0)), ("variant", D::Str("pa1")), N_FEATURES]
-            ),
-            class!(
-                "ROMCO",
-                "romco",
-                false,
-                Linear,
-                Romco,
-                romco,
-                [
-                    N_TASKS,
-                    ("eta1", D::Float(0.1)),
-                    ("eta2", D::Float(0.1)),
-                    ("lambda1", D::Float(1e-4)),
-                    ("lambda2", D::Float(1e-4)),
-                    ("update", D::Str("loss")),
-                    N_FEATURES
-                ]
-            ),
-            class!(
-                "TRML",
-                "batch_mtl",
-                false,
-                Linear,
-                BatchMtl,
-                |p| batch(p, Regularizer::Trace),
-                [
-                    N_TASKS,
-                    ("rho", D::Float(0.01)),
-                    ("retrain_every", D::Int(100)),
-                    N_FEATURES
-                ]
-            ),
+            class!("CWCOL", "cw_col", true, Linear, CwCol, cw_col, CWCOL),
+            class!("KernelPerceptron", "mt_perceptron", true, DisconnectedKernel, MTPerceptron, no_params, KERNEL_PERCEPTRON),
+            class!("MTBPRJ", "mtbprj", true, GraphKernel, MTBPRJ, projectron, MTBPRJ_PARAMS),
+            class!("MTBPRJ2", "mtbprj2", true, GraphKernel, MTBPRJ2, mtbprj2, MTBPRJ2_PARAMS),
+            class!("MTFL", "batch_mtl", false, Linear, BatchMtl, |p| batch(p, Regularizer::L21), BATCH),
+            class!("MTFORG", "mt_forg", true, GraphKernel, MTFORG, mt_forg, MTFORG_PARAMS),
+            class!("MTLinear", "mt_linear", true, Graph, MTLinear, mt_linear, MTLINEAR),
+            class!("MTPerceptron", "mt_perceptron", true, GraphKernel, MTPerceptron, no_params, MTPERCEPTRON),
+            class!("MTRBP", "mt_rbp", true, GraphKernel, MTRBP, mt_rbp, MTRBP_PARAMS),
+            class!("OMTL", "omtl", true, Linear, Omtl, omtl, OMTL),
+            class!("OMTRL", "omtrl", false, Linear, Omtrl, omtrl, OMTRL),
+            class!("PAGlobal", "passive_aggressive", true, Linear, PassiveAggressive, |p| pa(p, true), PA),
+            class!("PAUnique", "passive_aggressive", true, Linear, PassiveAggressive, |p| pa(p, false), PA),
+            class!("ROMCO", "romco", false, Linear, Romco, romco, ROMCO),
+            class!("TRML", "batch_mtl", false, Linear, BatchMtl, |p| batch(p, Regularizer::Trace), BATCH),
         ]
     })
 }
