@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 API = ROOT / "docs" / "api"
 # The public modules and their public names (``__all__`` where they have one).
 PUBLIC_MODULES = ["omtl", "omtl.datasets", "omtl.kernels", "omtl.graph", "omtl.persistence", "omtl.sklearn",
-                  "omtl.river", "omtl.dask", "omtl.experiments", "omtl.reference"]
+                  "omtl.river", "omtl.dask", "omtl.experiments", "omtl.reference", "omtl.shared_state"]
 
 
 def public_names(module_name: str) -> list[str]:

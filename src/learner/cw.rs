@@ -22,6 +22,10 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::Result;
 use crate::kernel::Scratch;
+use crate::learner::shared::{
+    check_maps, dense_applied, dense_changes, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout,
+    SharedUpdate,
+};
 use crate::learner::spec::{check_positive, check_within};
 use crate::learner::undo::{SlotJournal, TryCopy};
 use crate::learner::{Build, Checked, LinearSetting, OnlineLearner};
@@ -283,6 +287,10 @@ pub struct CwCol {
     n_global_updates: u64,
     #[serde(skip)]
     journal: SlotJournal<Option<CwModel>>,
+    /// As a replica: the global model's means and variances at the last sync
+    /// ([`crate::learner::shared`]).
+    #[serde(skip)]
+    shared_base: Option<Vec<Vec<f64>>>,
 }
 
 learner_params! {
@@ -326,6 +334,7 @@ impl Build for CwCol {
             n_updates: 0,
             n_global_updates: 0,
             journal: SlotJournal::default(),
+            shared_base: None,
         })
     }
 }
@@ -588,6 +597,104 @@ impl CwCol {
         Need::new("n_tasks", new_k, "the per-task model slots").append_empty(&mut self.individual, n)?;
         self.n_tasks = new_k;
         Ok(())
+    }
+}
+
+/// CW-COL as a replica of a coupled model: the global model is the shared state, its means
+/// combined as weights, its variances through their precisions (the inverse variances' gains
+/// added, as one model's precision accumulates over its updates); the task models are the
+/// replica's own.
+impl Replica for CwCol {
+    fn shared_layout(&self) -> Result<SharedLayout> {
+        Ok(SharedLayout {
+            kind: "cw_col".into(),
+            settings: format!(
+                "confidence={} a={} omega={} n_features={}",
+                self.confidence, self.a, self.omega, self.n_features
+            ),
+            space: self.n_features as u64,
+            columns: vec![Mix::Weight, Mix::Precision],
+            single: false,
+            scalars: Vec::new(),
+        })
+    }
+
+    fn track_shared(&mut self) -> Result<()> {
+        self.shared_base = Some(vec![self.global.mu.clone(), self.global.sigma.clone()]);
+        Ok(())
+    }
+
+    fn shared_changes(&self) -> Result<SharedChanges> {
+        let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
+        Ok(dense_changes(
+            self.shared_layout()?,
+            base,
+            &[&self.global.mu, &self.global.sigma],
+        ))
+    }
+
+    fn apply_shared(&mut self, update: &SharedUpdate) -> Result<()> {
+        if update.layout != self.shared_layout()? {
+            return Err(crate::error::invalid(
+                "update",
+                "a shared-state update of another model",
+            ));
+        }
+        let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
+        let changes = dense_applied(update, base, &[&self.global.mu, &self.global.sigma]);
+        let (floor, top) = (self.floor(), self.a);
+        if changes.iter().any(|(_, v)| !(v[0].is_finite() && v[1].is_finite())) {
+            return Err(crate::Error::Numerical(
+                "CW-COL: the combined global model is not finite".into(),
+            ));
+        }
+        for (j, v) in changes {
+            self.global.mu[j] = v[0];
+            self.global.sigma[j] = v[1].clamp(floor, top);
+        }
+        self.shared_base = Some(vec![self.global.mu.clone(), self.global.sigma.clone()]);
+        Ok(())
+    }
+
+    fn merge_replicas(parts: &[&Self], maps: &[Vec<Option<usize>>], n_tasks: usize) -> Result<Self> {
+        check_maps(parts.len(), maps, n_tasks)?;
+        let first = parts[0];
+        for p in parts {
+            if p.shared_layout()? != first.shared_layout()? {
+                return Err(crate::error::invalid("parts", "replicas of different models"));
+            }
+            if p.global != first.global {
+                return Err(not_in_step("global models"));
+            }
+        }
+        let params = CwColParams {
+            confidence: first.confidence,
+            a: first.a,
+            omega: first.omega,
+        };
+        let mut merged = Self::build(&params, &LinearSetting::new(n_tasks, first.n_features))?;
+        merged.global = first.global.try_copy()?;
+        for (p, map) in parts.iter().zip(maps) {
+            for (j, model) in p.individual.iter().enumerate() {
+                let Some(model) = model else { continue };
+                let Some(t) = map.get(j).copied().flatten() else {
+                    return Err(crate::error::invalid(
+                        "maps",
+                        format!("task {j} of a replica has a model but no merged task"),
+                    ));
+                };
+                if merged.individual[t].is_some() {
+                    return Err(crate::error::invalid(
+                        "maps",
+                        format!("two replicas hold a model of merged task {t}"),
+                    ));
+                }
+                merged.individual[t] = Some(model.try_copy()?);
+            }
+        }
+        merged.n_updates = parts.iter().map(|p| p.n_updates).sum();
+        merged.n_global_updates = parts.iter().map(|p| p.n_global_updates).sum();
+        Ok(merged)
     }
 }
 

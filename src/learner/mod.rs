@@ -202,6 +202,7 @@ mod pa;
 mod perceptron;
 mod projectron;
 mod romco;
+pub mod shared;
 
 #[cfg(test)]
 mod atomicity_tests;

@@ -13,6 +13,10 @@ use crate::alloc::Need;
 use crate::data::Row;
 use crate::error::{invalid, Error, Result};
 use crate::kernel::Scratch;
+use crate::learner::shared::{
+    check_maps, dense_applied, dense_changes, not_in_step, not_tracking, Mix, Replica, SharedChanges, SharedLayout,
+    SharedUpdate,
+};
 use crate::learner::undo::SlotJournal;
 use crate::learner::{check_c, Build, Checked, LinearSetting, OnlineLearner};
 use crate::state::{check_counts, check_finite, check_len, param, CheckState};
@@ -70,6 +74,9 @@ pub struct PassiveAggressive {
     n_updates: u64,
     #[serde(skip)]
     journal: SlotJournal<Option<Vec<f64>>>,
+    /// PA-Global as a replica: its `w` at the last sync ([`crate::learner::shared`]).
+    #[serde(skip)]
+    shared_base: Option<Vec<Vec<f64>>>,
 }
 
 learner_params! {
@@ -112,6 +119,7 @@ impl Build for PassiveAggressive {
             weights: Need::new("n_tasks", n_tasks, "the per-task weight slots").filled(&[n_blocks], None)?,
             n_updates: 0,
             journal: SlotJournal::default(),
+            shared_base: None,
         })
     }
 }
@@ -264,6 +272,86 @@ impl PassiveAggressive {
         }
         self.n_tasks = new_k;
         Ok(())
+    }
+}
+
+/// PA-Global as a replica of a coupled model: its one `w` is the shared state, combined as
+/// weights. PA-Unique shares nothing.
+impl Replica for PassiveAggressive {
+    fn shared_layout(&self) -> Result<SharedLayout> {
+        if !self.global {
+            return Err(invalid(
+                "shared",
+                "PA-Unique keeps one model per task: it shares no state between tasks",
+            ));
+        }
+        Ok(SharedLayout {
+            kind: "passive_aggressive".into(),
+            settings: format!(
+                "global variant={:?} C={} n_features={}",
+                self.variant, self.c, self.n_features
+            ),
+            space: self.n_features as u64,
+            columns: vec![Mix::Weight],
+            single: false,
+            scalars: Vec::new(),
+        })
+    }
+
+    fn track_shared(&mut self) -> Result<()> {
+        self.shared_layout()?;
+        self.shared_base = Some(vec![self.weights(0)]);
+        Ok(())
+    }
+
+    fn shared_changes(&self) -> Result<SharedChanges> {
+        let layout = self.shared_layout()?;
+        let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
+        Ok(dense_changes(layout, base, &[&self.weights(0)]))
+    }
+
+    fn apply_shared(&mut self, update: &SharedUpdate) -> Result<()> {
+        if update.layout != self.shared_layout()? {
+            return Err(invalid("update", "a shared-state update of another model"));
+        }
+        let base = self.shared_base.as_ref().ok_or_else(not_tracking)?;
+        let mut w = self.weights(0);
+        for (j, values) in dense_applied(update, base, &[&w]) {
+            w[j] = values[0];
+        }
+        if !w.iter().all(|v| v.is_finite()) {
+            return Err(Error::Numerical(
+                "PA-Global: the combined weights are not finite".into(),
+            ));
+        }
+        if self.weights[0].is_some() || !update.positions.is_empty() {
+            self.weights[0] = Some(w.clone());
+        }
+        self.shared_base = Some(vec![w]);
+        Ok(())
+    }
+
+    fn merge_replicas(parts: &[&Self], maps: &[Vec<Option<usize>>], n_tasks: usize) -> Result<Self> {
+        check_maps(parts.len(), maps, n_tasks)?;
+        let first = parts[0];
+        first.shared_layout()?;
+        for p in parts {
+            if p.shared_layout()? != first.shared_layout()? {
+                return Err(invalid("parts", "replicas of different models"));
+            }
+            if p.weights[0] != first.weights[0] {
+                return Err(not_in_step("weights"));
+            }
+        }
+        let params = PassiveAggressiveParams {
+            shared: true,
+            c: first.c,
+            variant: first.variant,
+        };
+        let mut merged = Self::build(&params, &LinearSetting::new(n_tasks, first.n_features))?;
+        merged.weights[0] = first.weights[0].clone();
+        merged.n_updates = parts.iter().map(|p| p.n_updates).sum();
+        Ok(merged)
     }
 }
 

@@ -27,6 +27,7 @@ pub mod estimator;
 mod forget;
 mod labels;
 mod pending;
+mod replica;
 mod tasks;
 mod width;
 
@@ -40,6 +41,7 @@ pub use estimator::Estimator;
 pub use forget::ForgetReport;
 pub use labels::{read_label, read_labels, ClassLabel, Label, LabelForm, Labels, Predicted};
 pub use pending::{PendingEvent, PendingInfo, PendingLimits, PendingRow, PendingStore, EVENT_OVERHEAD};
+pub use replica::shard_of;
 pub use tasks::{Labels as TaskLabels, TaskId, TaskRef, Tasks, GROW_HINT, MAX_LABEL_BYTES};
 
 use crate::data::Rows;

@@ -89,7 +89,7 @@ fn class_label(value: &Value) -> Option<ClassLabel> {
     }
 }
 
-fn label_form(value: &Value) -> Result<LabelForm> {
+pub(super) fn label_form(value: &Value) -> Result<LabelForm> {
     let unknown = || fail(format!("unknown label form {value}"));
     match value {
         Value::String(s) => match s.as_str() {

@@ -73,6 +73,13 @@ pub const CHECKSUM_LEN: usize = 32;
 /// Magic, format version and header length: the bytes before the header.
 const FIXED: usize = MAGIC.len() + 4 + 8;
 
+/// A label form from its JSON text in a header (`"pm1"`, `"01"`, `"bool"` or a pair of labels).
+pub fn parse_label_form(text: &str) -> Result<LabelForm> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::ModelFile(format!("a label form is not JSON ({e})")))?;
+    header::label_form(&value)
+}
+
 /// The sizes a reader accepts (and so a writer may produce).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {

@@ -13,6 +13,7 @@ mod pending;
 mod registry;
 #[cfg(feature = "serve")]
 mod serve;
+mod shared;
 mod small;
 mod stream;
 mod testing;
@@ -38,6 +39,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     model_file::register(m)?;
     #[cfg(feature = "serve")]
     serve::register(m)?;
+    shared::register(m)?;
     m.add_function(wrap_pyfunction!(simd_level, m)?)?;
     m.add_function(wrap_pyfunction!(detected_simd_level, m)?)?;
     m.add("STATE_VERSION", crate::model::STATE_VERSION)?;

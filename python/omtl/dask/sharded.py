@@ -56,7 +56,10 @@ def _distributed():
 
 
 class ShardedLearner:
-    """An omtl learner sharded over Dask actors by connected component of the task graph.
+    """An omtl learner sharded over Dask actors by connected component of the task graph, or,
+    without a graph, by task label with the shared state kept in step
+    (``omtl.dask.coupled.CoupledShardedLearner``: ``ShardedLearner(model, n_shards=...,
+    sync_every=...)``).
 
     Parameters
     ----------
@@ -85,7 +88,19 @@ class ShardedLearner:
     Within a shard rows are learned in input order; results come back in input order.
     """
 
-    def __init__(self, make_model, graph, *, n_shards=None, client=None, balance="tasks", independent_shards=False):
+    def __new__(cls, make_model=None, graph=None, *args, **kwargs):
+        if cls is ShardedLearner and graph is None:  # no task graph: coupled sharding by label
+            from .coupled import CoupledShardedLearner
+
+            return super().__new__(CoupledShardedLearner)
+        return super().__new__(cls)
+
+    _actor_class = ShardActor
+
+    def __init__(self, make_model, graph, *, n_shards=None, client=None, balance="tasks", independent_shards=False,
+                 sync_every=None):
+        if sync_every is not None:
+            raise ValueError("sync_every is for coupled sharding (no task graph): sharded by component, no state is shared")
         if not isinstance(graph, TaskGraph):
             raise TypeError(f"graph must be an omtl.TaskGraph, got {type(graph).__name__}")
         if balance not in ("tasks", "rows"):
@@ -148,7 +163,9 @@ class ShardedLearner:
                 f"{name} keeps state shared by all tasks (or is not known to split by graph component): sharded over "
                 f"{n_shards} shards it would become {n_shards} independent models, a different learner. Pass "
                 "independent_shards=True to accept that, or use one shard. Learners that split exactly by "
-                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits)"
+                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits). MTLinear (complete "
+                "graph), PAGlobal and CWCOL shard by task label with their shared state kept in step: "
+                "ShardedLearner(model) without a task graph"
             )
 
     @staticmethod
@@ -174,8 +191,8 @@ class ShardedLearner:
         if not workers:
             raise RuntimeError("the Dask cluster has no workers")
         futures = [
-            self.client.submit(ShardActor, blob, fmt, None if identities is None else identities[s], actor=True,
-                               pure=False, workers=[workers[s % len(workers)]], allow_other_workers=True)
+            self.client.submit(self._actor_class, blob, fmt, *(() if identities is None else (identities[s],)),
+                               actor=True, pure=False, workers=[workers[s % len(workers)]], allow_other_workers=True)
             for s, blob in enumerate(blobs)
         ]
         try:
@@ -216,14 +233,13 @@ class ShardedLearner:
 
     def _fail(self, method, parts, failures):
         s, exc, lost = failures[0]
-        updating = method in ("learn", "partial_fit")
+        updating = method in ("learn", "partial_fit", "step")
         if any(is_lost for _, _, is_lost in failures):
             s, exc, _ = next(f for f in failures if f[2])
             self._broken = f"shard {s} was lost"
             raise ShardLostError(
-                f"shard {s} (tasks {self._plan.tasks[s][:8].tolist()}{'...' if self._plan.tasks[s].size > 8 else ''}) "
-                f"was lost during {method}: {type(exc).__name__}: {exc}. Its state is gone; call restore() to rebuild "
-                "every shard from the last checkpoint"
+                f"shard {s}{self._describe_shard(s)} was lost during {method}: {type(exc).__name__}: {exc}. Its state "
+                "is gone; call restore() to rebuild every shard from the last checkpoint"
             ) from exc
         if updating and len(failures) < len(parts):
             self._broken = f"shard {s} refused a batch the other shards learned"
@@ -232,6 +248,10 @@ class ShardedLearner:
                 "call restore() to go back to the last checkpoint"
             ) from exc
         raise exc  # every shard refused: nothing changed
+
+    def _describe_shard(self, s) -> str:
+        tasks = self._plan.tasks[s]
+        return f" (tasks {tasks[:8].tolist()}{'...' if tasks.size > 8 else ''})"
 
     def _validated(self, X, y=None, tasks=None):
         X = check_X(X, n_features=self.n_features_in_, check_finite=False)

@@ -36,6 +36,7 @@ mod check;
 mod forget;
 mod lanes;
 mod loss;
+mod shared;
 mod store;
 mod update;
 mod width;
@@ -181,6 +182,10 @@ pub struct MTLinear {
     /// The factor entries of the update in progress.
     #[serde(skip)]
     term_buf: Vec<(u32, f64)>,
+    /// A replica's record of its shared cells written since its last sync
+    /// ([`crate::learner::shared`]); none unless recording.
+    #[serde(skip)]
+    tracker: Option<Box<shared::SharedTracker>>,
 }
 
 /// The factor entries `(block, B[block, task])` of one task: computed for the closed forms, or
@@ -305,6 +310,7 @@ impl Build for MTLinear {
             entries: Vec::new(),
             pad: Scratchpad::default(),
             term_buf: Vec::new(),
+            tracker: None,
         };
         model.check_budget_fits()?;
         Ok(model)
@@ -382,6 +388,7 @@ impl MTLinear {
             + self.component.capacity() * 4
             + terms
             + self.budget.as_ref().map_or(0, budget::UserBudget::memory_bytes)
+            + self.tracker.as_ref().map_or(0, |t| t.memory_bytes())
     }
 
     /// All blocks as a `n_blocks x width` row-major matrix (own blocks by task, then the complete

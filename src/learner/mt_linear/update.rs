@@ -317,6 +317,9 @@ impl MTLinear {
         // Under a budget a created record is logged too.
         let logged = if self.budget.is_some() { 2 * n_coords } else { n_coords };
         self.journal.reserve_cells(logged)?;
+        if self.tracker.is_some() {
+            self.note_shared_writes(terms);
+        }
         let journal = &mut self.journal;
         let pad = &mut self.pad;
         match &mut self.store {
