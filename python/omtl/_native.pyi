@@ -44,6 +44,14 @@ __all__ = [
     "model_file_length",
     "write_model_file",
     "read_model_pending",
+    "shared_track",
+    "shared_changes",
+    "shared_combine",
+    "shared_apply",
+    "empty_replica",
+    "merge_replicas",
+    "shards_of",
+    "SHARED_LAYOUT_VERSION",
     "check_bookkeeping",
     "serve",
     "MODEL_FILE_CLASSES",
@@ -63,6 +71,7 @@ _Edges: TypeAlias = Sequence[tuple[int, int, float]]
 """Weighted task-graph edges ``(i, j, weight)``; each must be a tuple."""
 
 STATE_VERSION: Final[int]
+SHARED_LAYOUT_VERSION: Final[int]
 """Bumped whenever the serialised layout of a learner (``NativeLearner.to_bytes``) changes."""
 
 class StateError(ValueError):
@@ -305,6 +314,30 @@ def write_model_file(
 
 def read_model_pending(data: bytes, *, max_header: int, max_dense_graph: int) -> tuple | None:
     """The pending events of a model file (as ``write_model_file`` takes them), None without."""
+
+def shared_track(learner: NativeLearner) -> None:
+    """Starts recording the learner's changes to its shared state (ValueError for a learner that
+    keeps none in step)."""
+
+def shared_changes(learner: NativeLearner) -> bytes:
+    """The learner's changes to its shared state since its last sync, as bytes."""
+
+def shared_combine(reports: Sequence[bytes], mix: str) -> bytes:
+    """The replicas' reports (one per replica, in a fixed order) combined into one update, weights'
+    changes added (``mix="sum"``) or averaged (``"mean"``)."""
+
+def shared_apply(learner: NativeLearner, update: bytes) -> None:
+    """Brings the learner's shared state in step with an update; on error it is unchanged."""
+
+def empty_replica(data: bytes, n_features: int, label_mode: bool, *, max_header: int, max_dense_graph: int) -> bytes:
+    """The model file of a replica that has learned nothing, from the model file of its estimator."""
+
+def merge_replicas(parts: Sequence[bytes], label_form: str, *, max_header: int, max_dense_graph: int) -> bytes:
+    """One model file from the model files of replicas in step, its predictions written in
+    ``label_form`` (the header's JSON of a label form)."""
+
+def shards_of(labels: NDArray[np.int64] | Sequence[str | int], n_shards: int) -> NDArray[np.int64]:
+    """The shard of every task label among ``n_shards``."""
 
 def check_bookkeeping(learner: NativeLearner, fitted: str, open_ended: bool) -> None:
     """Checks a fitted model's bookkeeping (JSON text) against its learner; ValueError otherwise."""
