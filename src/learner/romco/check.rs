@@ -221,8 +221,8 @@ impl CheckState for Romco {
 mod tests {
     use super::*;
     use crate::data::Rows;
-    use crate::learner::{learn, Build, LinearSetting};
     use crate::learner::test_support::stream;
+    use crate::learner::{learn, Build, LinearSetting};
     use crate::model::AnyLearner;
 
     /// Restores a state whose column norm `i` of V is off by `frac` of what the check accepts,
