@@ -206,7 +206,31 @@ class Client:
         return self._call("POST", "/v1/snapshot", {})["lsn"]
 
     def forget(self, tasks) -> dict:
-        """Forgets tasks (where the server's build provides it)."""
+        """Forgets tasks, as the estimator's ``forget``: their stored examples, state, counts,
+        labels and pending events leave the served model, and their records leave the state
+        directory before the answer (docs/serving.md, "Forgetting").
+
+        Parameters
+        ----------
+        tasks : task id or sequence of task ids
+            The tasks (labels, or integer ids), distinct.
+
+        Returns
+        -------
+        dict
+            ``forgotten`` (the ids), ``n_examples`` (their learned examples), ``n_stored``
+            (stored examples removed), ``n_pending`` (pending events dropped), ``lsn`` (the
+            forget's log record) and ``snapshot_lsn`` (the snapshot that covers it).
+
+        Raises
+        ------
+        KeyError
+            An unknown task (nothing changed).
+        ValueError
+            A task named twice, a learner that cannot forget, a model that learned nothing.
+        """
+        if isinstance(tasks, (str, int)) or not hasattr(tasks, "__iter__"):
+            tasks = [tasks]
         return self._call("POST", "/v1/forget", {"tasks": [_task(t) for t in tasks]})
 
     def health(self) -> dict:
