@@ -51,8 +51,8 @@ class Client:
     One keep-alive connection (a client is for one thread at a time; make one per thread).
     Errors are the server's: ``ValueError`` for a bad request (400, 413), ``KeyError`` for an
     unknown id or task (404), ``PermissionError`` for a missing or wrong token (401),
-    ``NotImplementedError`` (501), ``RuntimeError`` when the server cannot make a learn durable
-    (503: nothing was learned; retry later).
+    ``RuntimeError`` when the server cannot make a learn durable (503: nothing was learned; retry
+    later) or, for a forget, cannot yet take the forgotten tasks' records off its disk.
 
     Parameters
     ----------
@@ -113,7 +113,7 @@ class Client:
             message = json.loads(text)["error"]
         except (ValueError, KeyError, TypeError):
             message = text.decode(errors="replace")
-        kind = {401: PermissionError, 404: KeyError, 501: NotImplementedError, 503: RuntimeError}.get(
+        kind = {401: PermissionError, 404: KeyError, 503: RuntimeError}.get(
             response.status, ValueError)
         raise kind(f"{response.status}: {message}")
 
