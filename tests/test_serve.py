@@ -188,6 +188,67 @@ def test_a_restart_replays_the_log_to_the_same_model(state):
         assert server.stop() == 0
 
 
+def traces(state_dir, text):
+    """The files of ``state_dir`` whose bytes hold ``text``."""
+    needle = text.encode()
+    return [p.name for p in state_dir.iterdir() if p.is_file() and needle in p.read_bytes()]
+
+
+def test_forget_takes_a_user_out_of_the_model_and_the_state_directory(state):
+    leaver = "leaver-7f3a9q"  # a task name found nowhere else
+    events = [(x, y, leaver if t == "alice" else t) for x, y, t in mail_stream(40, seed=11, users=("alice", "bob"), classes=(-1, 1))]
+    local = omtl.MTLinear(n_features=256)
+    probe = [x for x, _, _ in mail_stream(12, seed=12)]
+    args = ["--learner", "MTLinear", "--param", "n_features=256", "--snapshot-interval", "3600"]
+    with ServerProcess(state, *args) as server, omtl.Client(server.url) as client:
+        for k in range(0, 40, 8):
+            batch = events[k:k + 8]
+            client.learn([x for x, _, _ in batch], [y for _, y, _ in batch], tasks=[t for _, _, t in batch])
+            learn_first(local, batch, 256)
+        client.predict_one(probe[0], task=leaver, remember="leaver-mail")
+        client.snapshot()
+        client.learn_one(probe[1], 1, task=leaver)
+        local.learn_one(probe[1], 1, task=leaver)
+        assert traces(state, leaver), "the snapshot and the log hold the user's records"
+        bob = client.decision_function(probe, tasks=["bob"] * len(probe))
+        lsn = client.model_info()["lsn"]
+        # Refused forgets change nothing and log nothing.
+        with pytest.raises(KeyError, match="404"):
+            client.forget([leaver, "nobody"])
+        with pytest.raises(ValueError, match="400.*twice"):
+            client.forget(["bob", "bob"])
+        assert client.model_info()["lsn"] == lsn
+
+        answer = client.forget(leaver)
+        n_examples = sum(t == leaver for _, _, t in events) + 1
+        assert answer["forgotten"] == [leaver]
+        assert (answer["n_examples"], answer["n_pending"], answer["lsn"]) == (n_examples, 1, lsn + 1)
+        assert answer["snapshot_lsn"] >= answer["lsn"]
+        assert traces(state, leaver) == [], "no file of the state directory holds the user"
+        local.forget(leaver)
+        info = client.model_info()
+        assert leaver not in info["tasks"] and info["tasks"] == ["bob"] and info["pending"]["count"] == 0
+        assert client.decision_function(probe, tasks=["bob"] * len(probe)) == bob
+        assert client.decision_function(probe, tasks=["bob"] * len(probe)) == local.decision_function(
+            omtl.hash_features(probe, n_features=256), tasks=["bob"] * len(probe)).tolist()
+        text = client.metrics()
+        assert 'omtl_requests_total{route="/v1/forget",status="200"} 1' in text
+        assert 'omtl_requests_total{route="/v1/forget",status="404"} 1' in text
+        assert "omtl_tasks_forgotten_total 1" in text
+        client.learn_one(probe[2], -1, task="bob")
+        local.learn_one(probe[2], -1, task="bob")
+        server.kill()  # kill -9: the snapshot after the forget plus the log after it
+    with ServerProcess(state) as server, omtl.Client(server.url) as client:
+        info = client.model_info()
+        assert info["tasks"] == ["bob"] and info["n_seen"] == 42
+        assert client.decision_function(probe, tasks=["bob"] * len(probe)) == local.decision_function(
+            omtl.hash_features(probe, n_features=256), tasks=["bob"] * len(probe)).tolist()
+        with pytest.raises(KeyError, match="404"):
+            client.learn_label("leaver-mail", 1)
+        assert traces(state, leaver) == []
+        assert server.stop() == 0
+
+
 def test_sigterm_drains_snapshots_and_exits_0(state):
     with ServerProcess(state, "--learner", "PAUnique", "--param", "n_tasks=1", "--snapshot-interval", "3600") as server, \
             omtl.Client(server.url) as client:

@@ -105,6 +105,40 @@ def test_a_full_disk_turns_learns_into_503_while_predictions_go_on(tmp_path):
         assert server.stop() == 0
 
 
+def test_a_forget_whose_snapshot_fails_answers_503_and_a_later_snapshot_removes_the_records(tmp_path):
+    """The snapshot after a forget cannot be written (RLIMIT_FSIZE below any model file's size,
+    above the forget record's): the answer is a 503 that says the task is forgotten; the model has
+    forgotten it, the old snapshot still names it, and the first snapshot without the cap
+    removes it."""
+    state = tmp_path / "state"
+    with ServerProcess(state, "--learner", "MTLinear", "--snapshot-interval", "3600") as server, \
+            omtl.Client(server.url) as client:
+        rng = np.random.default_rng(5)
+        for i in range(12):
+            x = rng.normal(size=4)
+            client.learn_one(x, 1 if x[0] > 0 else -1, task="leaver-9k2w" if i % 2 else "stayer")
+        assert server.stop() == 0
+    cap = 128  # a forget record (under 64 bytes) fits in the empty segment; no model file does
+    assert (state / "model.omtl").stat().st_size > cap
+
+    def capped():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+    with ServerProcess(state, "--snapshot-interval", "3600", preexec_fn=capped) as server, \
+            omtl.Client(server.url) as client:
+        with pytest.raises(RuntimeError, match="503: the tasks are forgotten"):
+            client.forget("leaver-9k2w")
+        assert client.model_info()["tasks"] == ["stayer"]
+        assert b"leaver-9k2w" in (state / "model.omtl").read_bytes()
+        server.kill()
+    with ServerProcess(state) as server, omtl.Client(server.url) as client:
+        client.snapshot()  # the recovery's own snapshot, or this one, covers the forget
+        assert client.model_info()["tasks"] == ["stayer"]
+        assert [p.name for p in state.iterdir() if b"leaver-9k2w" in p.read_bytes()] == []
+        assert server.stop() == 0
+
+
 def read_only(state):
     """Makes the state directory and its files read-only (``chattr +i`` for root, whom modes do
     not stop); returns the undoing."""

@@ -51,8 +51,8 @@ class Client:
     One keep-alive connection (a client is for one thread at a time; make one per thread).
     Errors are the server's: ``ValueError`` for a bad request (400, 413), ``KeyError`` for an
     unknown id or task (404), ``PermissionError`` for a missing or wrong token (401),
-    ``NotImplementedError`` (501), ``RuntimeError`` when the server cannot make a learn durable
-    (503: nothing was learned; retry later).
+    ``RuntimeError`` when the server cannot make a learn durable (503: nothing was learned; retry
+    later) or, for a forget, cannot yet take the forgotten tasks' records off its disk.
 
     Parameters
     ----------
@@ -113,7 +113,7 @@ class Client:
             message = json.loads(text)["error"]
         except (ValueError, KeyError, TypeError):
             message = text.decode(errors="replace")
-        kind = {401: PermissionError, 404: KeyError, 501: NotImplementedError, 503: RuntimeError}.get(
+        kind = {401: PermissionError, 404: KeyError, 503: RuntimeError}.get(
             response.status, ValueError)
         raise kind(f"{response.status}: {message}")
 
@@ -206,7 +206,31 @@ class Client:
         return self._call("POST", "/v1/snapshot", {})["lsn"]
 
     def forget(self, tasks) -> dict:
-        """Forgets tasks (where the server's build provides it)."""
+        """Forgets tasks, as the estimator's ``forget``: their stored examples, state, counts,
+        labels and pending events leave the served model, and their records leave the state
+        directory before the answer (docs/serving.md, "Forgetting").
+
+        Parameters
+        ----------
+        tasks : task id or sequence of task ids
+            The tasks (labels, or integer ids), distinct.
+
+        Returns
+        -------
+        dict
+            ``forgotten`` (the ids), ``n_examples`` (their learned examples), ``n_stored``
+            (stored examples removed), ``n_pending`` (pending events dropped), ``lsn`` (the
+            forget's log record) and ``snapshot_lsn`` (the snapshot that covers it).
+
+        Raises
+        ------
+        KeyError
+            An unknown task (nothing changed).
+        ValueError
+            A task named twice, a learner that cannot forget, a model that learned nothing.
+        """
+        if isinstance(tasks, (str, int)) or not hasattr(tasks, "__iter__"):
+            tasks = [tasks]
         return self._call("POST", "/v1/forget", {"tasks": [_task(t) for t in tasks]})
 
     def health(self) -> dict:

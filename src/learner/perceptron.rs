@@ -209,7 +209,7 @@ impl OnlineLearner for MTPerceptron {
 
     /// The dual form removes the tasks' stored examples (and rebuilds its index); on the
     /// disconnected graph the other tasks' scores are then those of the model learned without
-    /// them, bit for bit. The primal form takes the tasks' sums out (see [`LinearWeights::forget`]).
+    /// them, bit for bit. The primal form takes the tasks' sums out (see `LinearWeights::forget`).
     fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
         crate::learner::check_forget(tasks, self.tasks.n_tasks())?;
         match &mut self.model {

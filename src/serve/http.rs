@@ -1,5 +1,5 @@
 //! The HTTP/JSON API: routing, the bearer token, body caps, and each route's work. Learns,
-//! labels and remembering predictions go through the writer (logged, then applied);
+//! labels, forgets and remembering predictions go through the writer (logged, then applied);
 //! predictions read the model under its read lock.
 
 use std::convert::Infallible;
@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use super::api::{self, bad, BadRequest, EventsBuilder, LabelsBuilder};
 use super::fast;
 use super::metrics::Route;
-use super::ops::{Events, Op};
+use super::ops::{Effect, Events, Op};
 use super::writer::{Command, Outcome};
 use super::Shared;
 use crate::error::Error;
@@ -120,7 +120,7 @@ async fn answer(shared: &Shared, route: Route, request: Request<Incoming>) -> An
         Route::Predict => predict(shared, &body).await,
         Route::Learn => learn(shared, &body).await,
         Route::Label => label(shared, &body).await,
-        Route::Forget => forget(shared, &body),
+        Route::Forget => forget(shared, &body).await,
         Route::Snapshot => snapshot(shared).await,
         Route::Model => Ok(model_info(shared)),
         Route::Health => Ok(Answer::json(
@@ -169,13 +169,13 @@ fn refused(e: &Error) -> BadRequest {
 }
 
 /// Sends an operation to the writer and waits for its outcome.
-async fn submit(shared: &Shared, op: Op) -> Result<(Vec<f64>, u64, u64), Answer> {
+async fn submit(shared: &Shared, op: Op) -> Result<(Effect, u64, u64), Answer> {
     let (tx, rx) = oneshot::channel();
     if shared.writer.send(Command::Apply(op, tx)).is_err() {
         return Err(Answer::error(503, "the server is shutting down"));
     }
     match rx.await {
-        Ok(Outcome::Applied { scores, lsn, n_seen }) => Ok((scores, lsn, n_seen)),
+        Ok(Outcome::Applied { effect, lsn, n_seen }) => Ok((effect, lsn, n_seen)),
         Ok(Outcome::Refused(e)) => Err(refused(&e).into()),
         Ok(Outcome::Unavailable(why)) => Err(Answer::error(503, &why)),
         Err(_) => Err(Answer::error(503, "the server is shutting down")),
@@ -239,8 +239,8 @@ async fn predict(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
     let mut out = String::with_capacity(64 * events.features.len());
     if ids.iter().any(Option::is_some) {
         let op = Op::Remember { events, ids, now: 0.0 };
-        let (scores, lsn, _) = match submit(shared, op).await {
-            Ok(done) => done,
+        let (scores, lsn) = match submit(shared, op).await {
+            Ok((effect, lsn, _)) => (effect.into_scores(), lsn),
             Err(answer) => return Ok(answer),
         };
         let model = shared.model.read().unwrap_or_else(|e| e.into_inner());
@@ -338,7 +338,8 @@ async fn label(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
 /// Submits a learning operation; its predictions, `n_seen` and `lsn`.
 async fn applied(shared: &Shared, op: Op) -> Answer {
     match submit(shared, op).await {
-        Ok((scores, lsn, n_seen)) => {
+        Ok((effect, lsn, n_seen)) => {
+            let scores = effect.into_scores();
             let mut out = String::with_capacity(64 * scores.len());
             let model = shared.model.read().unwrap_or_else(|e| e.into_inner());
             api::predictions(&mut out, &model, &scores);
@@ -350,10 +351,40 @@ async fn applied(shared: &Shared, op: Op) -> Answer {
     }
 }
 
-fn forget(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
+/// Forgets tasks: answered once the state directory holds none of their records (the
+/// writer's snapshot after the forget).
+async fn forget(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
     let map = api::object(body, &shared.limits, &["tasks"])?;
-    api::items(&map, "tasks", &shared.limits)?;
-    Ok(Answer::error(501, "forgetting tasks is not available in this build"))
+    let items = api::items(&map, "tasks", &shared.limits)?;
+    let tasks = items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| api::task(v, &|| format!("tasks[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let named: Vec<Value> = tasks.iter().map(task_value).collect();
+    Ok(match submit(shared, Op::Forget { tasks }).await {
+        Ok((Effect::Forgot(report), lsn, _)) => Answer::json(
+            200,
+            json!({
+                "forgotten": named,
+                "n_examples": report.n_examples,
+                "n_stored": report.n_stored,
+                "n_pending": report.n_pending,
+                "lsn": lsn,
+                "snapshot_lsn": shared.metrics.snapshot_lsn.load(Relaxed),
+            })
+            .to_string(),
+        ),
+        Ok((Effect::Scores(_), ..)) => unreachable!("a forget's effect"),
+        Err(answer) => answer,
+    })
+}
+
+fn task_value(task: &crate::model::TaskId) -> Value {
+    match task {
+        crate::model::TaskId::Int(i) => Value::from(*i),
+        crate::model::TaskId::Str(s) => Value::from(&**s),
+    }
 }
 
 async fn snapshot(shared: &Shared) -> Result<Answer, BadRequest> {
@@ -380,10 +411,7 @@ fn model_info(shared: &Shared) -> Answer {
         b.task_ids()
             .into_iter()
             .take(TASKS_LISTED)
-            .map(|t| match t {
-                crate::model::TaskId::Int(i) => Value::from(i),
-                crate::model::TaskId::Str(s) => Value::from(&*s),
-            })
+            .map(|t| task_value(&t))
             .collect()
     });
     let n_tasks = book.map_or(0, |b| b.labels().map_or(b.seen_per_task().len(), |l| l.len()));

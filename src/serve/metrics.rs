@@ -82,6 +82,8 @@ pub struct Metrics {
     pub predicted: AtomicU64,
     /// Events remembered for a later label.
     pub remembered: AtomicU64,
+    /// Tasks forgotten.
+    pub forgotten: AtomicU64,
     /// The last log sequence number applied.
     pub lsn: AtomicU64,
     /// Log bytes written.
@@ -125,7 +127,7 @@ impl Metrics {
     /// mistakes, memory, pending events).
     pub fn render(&self, model: &[(&str, &str, f64)]) -> String {
         let mut out = String::with_capacity(8192);
-        let counters: [(&str, &str, &AtomicU64); 12] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             (
                 "omtl_events_learned_total",
                 "Events learned (learns and labels).",
@@ -137,6 +139,7 @@ impl Metrics {
                 "Events remembered for a later label.",
                 &self.remembered,
             ),
+            ("omtl_tasks_forgotten_total", "Tasks forgotten.", &self.forgotten),
             (
                 "omtl_wal_bytes_total",
                 "Bytes written to the write-ahead log.",

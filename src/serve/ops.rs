@@ -1,11 +1,12 @@
 //! What the server does to its model: the operations a request asks for, their log record
 //! payloads (binary, little-endian, the model file's pending-row encoding for rows and tasks),
-//! and applying one to the model. Applying is deterministic (time comes in the record), so a
+//! and applying one to the model. Each kind keeps its payload; a kind is added, never changed,
+//! so a log holds any mix of kinds and an older log replays as it was written. Applying is deterministic (time comes in the record), so a
 //! replay of the log gives the model the live server had.
 
 use crate::data::Rows;
 use crate::error::{Error, Result};
-use crate::model::{Labels, Model, PendingEvent, PendingRow, TaskId, TaskRef, Tasks};
+use crate::model::{ForgetReport, Labels, Model, PendingEvent, PendingRow, TaskId, TaskRef, Tasks};
 use crate::model_file::pending::{read_task, text, write_task, Cursor};
 
 /// Record kinds.
@@ -16,6 +17,8 @@ pub mod kind {
     pub const REMEMBER: u8 = 2;
     /// Learn remembered events with their labels.
     pub const LABEL: u8 = 3;
+    /// Forget tasks.
+    pub const FORGET: u8 = 4;
 }
 
 /// A batch's features, owned.
@@ -304,6 +307,30 @@ pub enum Op {
         /// The time, seconds since the Unix epoch.
         now: f64,
     },
+    /// Forget tasks ([`Model::forget`]).
+    Forget {
+        /// Their ids (distinct).
+        tasks: Vec<TaskId>,
+    },
+}
+
+/// What an applied operation gives back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The events' scores (before each update, for a learn).
+    Scores(Vec<f64>),
+    /// What a forget removed.
+    Forgot(ForgetReport),
+}
+
+impl Effect {
+    /// The scores (none for a forget).
+    pub fn into_scores(self) -> Vec<f64> {
+        match self {
+            Effect::Scores(scores) => scores,
+            Effect::Forgot(_) => Vec::new(),
+        }
+    }
 }
 
 fn corrupt(msg: impl Into<String>) -> Error {
@@ -317,6 +344,7 @@ impl Op {
             Op::Learn { .. } => kind::LEARN,
             Op::Remember { .. } => kind::REMEMBER,
             Op::Label { .. } => kind::LABEL,
+            Op::Forget { .. } => kind::FORGET,
         }
     }
 
@@ -325,6 +353,7 @@ impl Op {
         match self {
             Op::Learn { events, .. } | Op::Remember { events, .. } => events.features.len(),
             Op::Label { ids, .. } => ids.len(),
+            Op::Forget { .. } => 0,
         }
     }
 
@@ -360,6 +389,10 @@ impl Op {
                 out.extend_from_slice(&(ids.len() as u64).to_le_bytes());
                 ids.iter().for_each(|id| text(out, id));
                 labels.write(out);
+            }
+            Op::Forget { tasks } => {
+                out.extend_from_slice(&(tasks.len() as u64).to_le_bytes());
+                tasks.iter().for_each(|id| write_task(out, Some(id)));
             }
         }
     }
@@ -402,6 +435,17 @@ impl Op {
                     now,
                 }
             }
+            kind::FORGET => {
+                let n = cursor.size()?;
+                // A task takes at least 5 bytes (a tag and a string's length).
+                if n > cursor.data.len() / 5 {
+                    return Err(corrupt("truncated tasks"));
+                }
+                let tasks = (0..n)
+                    .map(|_| read_task(&mut cursor)?.ok_or_else(|| corrupt("a missing task")))
+                    .collect::<Result<_>>()?;
+                Op::Forget { tasks }
+            }
             k => return Err(corrupt(format!("unknown record kind {k}"))),
         };
         if !cursor.data.is_empty() {
@@ -411,8 +455,17 @@ impl Op {
     }
 
     /// Applies the operation to `model`: the scores of the events (before each update, for a
-    /// learn), or the number of tasks forgotten. Atomic: an error leaves the model as it was.
-    pub fn apply(&self, model: &mut Model) -> Result<Vec<f64>> {
+    /// learn), or what a forget removed. Atomic: an error leaves the model as it was.
+    pub fn apply(&self, model: &mut Model) -> Result<Effect> {
+        if let Op::Forget { tasks } = self {
+            let refs: Vec<TaskRef> = tasks.iter().map(TaskId::as_ref).collect();
+            return model.forget(&refs).map(Effect::Forgot);
+        }
+        self.score(model).map(Effect::Scores)
+    }
+
+    /// Applies a learn, remember or label: the scores.
+    fn score(&self, model: &mut Model) -> Result<Vec<f64>> {
         let width = model.estimator().dict_width();
         match self {
             Op::Learn { events, labels } => {
@@ -456,6 +509,10 @@ impl Op {
                 let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
                 labels.with(|labels| model.learn_labels(&ids, labels, *now))
             }
+            Op::Forget { .. } => unreachable!("a forget is applied by Op::apply"),
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -215,7 +215,7 @@ async fn score_run(shared: &Shared, run: &[&Example], learn: bool) -> Result<Vec
         .send(Command::Apply(op, tx))
         .map_err(|_| "the server is shutting down".to_owned())?;
     match rx.await {
-        Ok(Outcome::Applied { scores, .. }) => Ok(scores),
+        Ok(Outcome::Applied { effect, .. }) => Ok(effect.into_scores()),
         Ok(Outcome::Refused(e)) => Err(e.to_string()),
         Ok(Outcome::Unavailable(why)) => Err(why),
         Err(_) => Err("the server is shutting down".into()),

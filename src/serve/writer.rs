@@ -6,6 +6,11 @@
 //! (every N events, every T seconds, on request, on shutdown) and removes the log segments a
 //! snapshot covers.
 //!
+//! A forget is a group of its own, tried on a copy of the model first (a refused forget is
+//! answered without a record), and is answered once a snapshot taken after it has removed the
+//! log segments that held the forgotten tasks' records (docs/DECISIONS.md, "Forgetting in the
+//! server").
+//!
 //! Predictions take the model's read lock only: they wait for a group being applied, never for
 //! a write, a flush or a snapshot (a snapshot copies the model under a read lock, which this
 //! thread, the only one that takes the write lock, takes itself).
@@ -20,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::oneshot;
 
-use super::ops::Op;
+use super::ops::{Effect, Op};
 use super::state::{self, Recovered};
 use super::wal;
 use super::Shared;
@@ -47,10 +52,11 @@ pub struct Policy {
 /// What a request is told about its operation.
 #[derive(Debug)]
 pub enum Outcome {
-    /// Applied: the scores, its log sequence number, the model's events seen after it.
+    /// Applied: the scores or what was forgotten, its log sequence number, the model's events
+    /// seen after it.
     Applied {
-        /// The scores (before each update, for a learn).
-        scores: Vec<f64>,
+        /// The scores (before each update, for a learn), or what a forget removed.
+        effect: Effect,
         /// The operation's log sequence number.
         lsn: u64,
         /// Events the model has learned.
@@ -77,6 +83,9 @@ struct Job {
     lsn: u64,
     /// The segments it makes unnecessary.
     covers: Vec<PathBuf>,
+    /// Whether the log after it starts in an empty segment: once the covered segments are gone,
+    /// the state directory holds no record it covers.
+    fresh: bool,
     thread: JoinHandle<Result<(), String>>,
     waiters: Vec<oneshot::Sender<Result<u64, String>>>,
 }
@@ -140,6 +149,8 @@ pub struct Writer {
     job: Option<Job>,
     /// Snapshot requests that wait for the next snapshot.
     waiters: Vec<oneshot::Sender<Result<u64, String>>>,
+    /// Applied forgets, answered once a snapshot has removed the records they cover.
+    forgets: Vec<(u64, Outcome, oneshot::Sender<Outcome>)>,
     payload: Vec<u8>,
     buffer: Vec<u8>,
 }
@@ -181,6 +192,7 @@ impl Writer {
             last_snapshot: Instant::now(),
             job: None,
             waiters: Vec::new(),
+            forgets: Vec::new(),
             payload: Vec::new(),
             buffer: Vec::new(),
         }
@@ -197,12 +209,15 @@ impl Writer {
         }
         let flusher = flusher();
         let mut flushed: Option<Written> = None;
+        // A forget that ends the group before it: the first command of the next.
+        let mut held: Option<Command> = None;
         loop {
             let mut group = Vec::new();
             let mut stop = None;
-            let first = match flushed {
-                Some(_) => commands.try_recv().map_err(|e| e == TryRecvError::Disconnected),
-                None => commands
+            let first = match (held.take(), &flushed) {
+                (Some(command), _) => Ok(command),
+                (None, Some(_)) => commands.try_recv().map_err(|e| e == TryRecvError::Disconnected),
+                (None, None) => commands
                     .recv_timeout(TICK)
                     .map_err(|e| e == RecvTimeoutError::Disconnected),
             };
@@ -213,13 +228,25 @@ impl Writer {
             };
             while let Some(command) = next.take() {
                 match command {
+                    Command::Apply(op @ Op::Forget { .. }, reply) if !group.is_empty() => {
+                        held = Some(Command::Apply(op, reply));
+                        break;
+                    }
                     Command::Apply(op, reply) => group.push((op, reply)),
                     Command::Snapshot(reply) => self.waiters.push(reply),
                     Command::Stop(reply) => stop = Some(reply),
                 }
-                if group.len() < MAX_GROUP && stop.is_none() {
+                let forget = matches!(group.first(), Some((Op::Forget { .. }, _)));
+                if group.len() < MAX_GROUP && stop.is_none() && !forget {
                     next = commands.try_recv().ok();
                 }
+            }
+            if matches!(group.first(), Some((Op::Forget { .. }, _))) {
+                // The forget is tried on the model with every earlier operation applied.
+                if let Some(done) = flushed.take() {
+                    self.apply(done);
+                }
+                group = self.try_forget(group);
             }
             let in_flight = if group.is_empty() {
                 None
@@ -247,6 +274,17 @@ impl Writer {
             self.apply(done);
         }
         let _ = self.finish();
+    }
+
+    /// Tries a forget (alone in its group) on a copy of the model: the group to log, or none
+    /// if the model refuses it (answered, nothing logged).
+    fn try_forget(&self, mut group: Vec<(Op, oneshot::Sender<Outcome>)>) -> Vec<(Op, oneshot::Sender<Outcome>)> {
+        let mut trial = self.shared.model.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Err(e) = group[0].0.apply(&mut trial) {
+            let (_, reply) = group.remove(0);
+            let _ = reply.send(Outcome::Refused(e));
+        }
+        group
     }
 
     /// Refuses a group with a 503.
@@ -369,8 +407,8 @@ impl Writer {
             let mut model = self.shared.model.write().unwrap_or_else(|e| e.into_inner());
             for (i, (op, _)) in group.iter().enumerate() {
                 let outcome = match op.apply(&mut model) {
-                    Ok(scores) => Outcome::Applied {
-                        scores,
+                    Ok(effect) => Outcome::Applied {
+                        effect,
                         lsn: first + i as u64,
                         n_seen: model.book().map_or(0, |b| b.n_seen()),
                     },
@@ -380,7 +418,7 @@ impl Writer {
             }
         }
         metrics.lsn.store(first + group.len() as u64 - 1, Relaxed);
-        for ((op, reply), outcome) in group.into_iter().zip(outcomes) {
+        for (i, ((op, reply), outcome)) in group.into_iter().zip(outcomes).enumerate() {
             if let Outcome::Applied { .. } = outcome {
                 let n = op.n_events() as u64;
                 self.events_since_snapshot += n;
@@ -392,16 +430,24 @@ impl Writer {
                             .remembered
                             .fetch_add(ids.iter().flatten().count() as u64, Relaxed)
                     }
+                    Op::Forget { ref tasks } => {
+                        metrics.forgotten.fetch_add(tasks.len() as u64, Relaxed);
+                        // Answered once a snapshot has taken the forgotten tasks' records away.
+                        self.forgets.push((first + i as u64, outcome, reply));
+                        continue;
+                    }
                 };
             }
             let _ = reply.send(outcome);
         }
     }
 
-    /// Whether a snapshot is due: events, time, or a damaged log to leave behind.
+    /// Whether a snapshot is due: events, time, a forget waiting, or a damaged log to leave
+    /// behind.
     fn snapshot_due(&self) -> bool {
         let changed = self.lsn > self.lsn_at_snapshot;
         self.events_since_snapshot >= self.policy.snapshot_events
+            || !self.forgets.is_empty()
             || (changed && self.last_snapshot.elapsed() >= self.policy.snapshot_interval)
             || (self.damaged && self.last_snapshot.elapsed() >= Duration::from_secs(1))
     }
@@ -459,6 +505,7 @@ impl Writer {
         self.job = Some(Job {
             lsn,
             covers,
+            fresh,
             thread,
             waiters: std::mem::take(&mut self.waiters),
         });
@@ -474,11 +521,13 @@ impl Writer {
             .join()
             .unwrap_or_else(|_| Err("the snapshot thread panicked".into()))
             .map(|()| job.lsn);
+        let mut purged = job.fresh;
         match &result {
             Ok(lsn) => {
                 for path in &job.covers {
                     if let Err(e) = std::fs::remove_file(path) {
                         eprintln!("omtl serve: cannot remove {}: {e}", path.display());
+                        purged = false;
                     }
                 }
                 self.closed.retain(|p| !job.covers.contains(p));
@@ -500,7 +549,29 @@ impl Writer {
         for waiter in job.waiters {
             let _ = waiter.send(result.clone());
         }
+        self.answer_forgets(job.lsn, result.as_ref().err().map(String::as_str), purged);
         result
+    }
+
+    /// Answers the forgets up to `lsn` after a snapshot covering it: applied if the snapshot
+    /// succeeded (`failed`: why not) and the state directory holds none of their records
+    /// (`purged`), else a 503 that says the tasks are forgotten but their records remain.
+    fn answer_forgets(&mut self, lsn: u64, failed: Option<&str>, purged: bool) {
+        let (done, waiting) = std::mem::take(&mut self.forgets)
+            .into_iter()
+            .partition(|(at, _, _)| *at <= lsn);
+        self.forgets = waiting;
+        for (at, outcome, reply) in done {
+            let outcome = match (failed, purged) {
+                (None, true) => outcome,
+                (failed, _) => Outcome::Unavailable(format!(
+                    "the tasks are forgotten (record {at}), but a log segment that holds their \
+                     records could not be removed ({}); the next snapshot that succeeds removes it",
+                    failed.unwrap_or("the snapshot could not start a log segment or remove one")
+                )),
+            };
+            let _ = reply.send(outcome);
+        }
     }
 
     /// Flushes the log, waits for a running snapshot, writes a last one.

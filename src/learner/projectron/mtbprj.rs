@@ -178,7 +178,7 @@ impl OnlineLearner for MTBPRJ {
     }
 
     /// Removes the tasks' stored examples with their rows and columns of the inverse Gram
-    /// matrix ([`InverseGram::remove_positions`]: exact across components, a Schur complement
+    /// matrix (`InverseGram::remove_positions`: exact across components, a Schur complement
     /// within one). The projections their mistakes added to other stored coefficients stay.
     fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
         crate::learner::check_forget(tasks, self.tasks.n_tasks())?;

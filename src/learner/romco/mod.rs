@@ -501,7 +501,7 @@ impl OnlineLearner for Romco {
         ]
     }
 
-    /// Zeroes the tasks' columns of U and V ([`Romco::forget_columns`]). No example is stored.
+    /// Zeroes the tasks' columns of U and V (`Romco::forget_columns`). No example is stored.
     fn forget_tasks(&mut self, tasks: &[usize]) -> Result<usize> {
         crate::learner::check_forget(tasks, self.n_tasks)?;
         self.forget_columns(tasks);
