@@ -74,7 +74,7 @@ impl Romco {
 
 impl CheckState for Romco {
     /// The maintained column norms of V are re-derived where they are further from V than
-    /// [`REDERIVE_TOL`]: within [`CACHE_TOL`] the check accepts them, but updates carry such an
+    /// `REDERIVE_TOL`: within `CACHE_TOL` the check accepts them, but updates carry such an
     /// error on as an absolute one, which a norm that then shrinks turns into one the check (at
     /// the next save) refuses. The engine's own drift between exact resyncs stays far below
     /// `REDERIVE_TOL`, so a state it wrote continues bit for bit.
