@@ -118,9 +118,12 @@ class CoupledShardedLearner(ShardedLearner):
 
     Parameters
     ----------
-    model : omtl learner
+    make_model : omtl learner
         An unfitted ``MTLinear`` (complete graph), ``PAGlobal`` or ``CWCOL``: every shard learns
-        with its class and hyper-parameters. With ``n_tasks=None`` tasks are labels (str or int)
+        with its class and hyper-parameters.
+    graph : None
+        No task graph: the tasks are sharded by label (a graph shards by component, with
+        ``ShardedLearner``). With ``n_tasks=None`` tasks are labels (str or int)
         that keep arriving; with a fixed ``n_tasks`` they are the ids ``0..n_tasks-1``.
     n_shards : int, optional
         Number of shards (default: the number of workers).
