@@ -147,3 +147,13 @@ def test_the_readme_wheel_line_installs_from_a_folder_of_two_wheels(tmp_path):
     out = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert [item["metadata"]["version"] for item in json.loads(out.stdout)["install"]] == ["0.1.0"], new
+
+
+def test_the_readme_is_a_front_door():
+    """The README stays short (details live in docs/) and each section that needs an optional
+    dependency names its extra."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    sections = {m[1]: m[2] for m in re.finditer(r"^## (.+)\n((?:(?!^## ).*\n)*)", text, re.M)}
+    for title, extra in (("scikit-learn", "omtl[sklearn]"), ("River", "omtl[river]"), ("Dask", "omtl[dask]")):
+        assert extra in sections[title], f"the README's {title} section does not name {extra}"
