@@ -287,7 +287,7 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
     EvaluationReport
         As ``omtl.evaluate``, over the served predictions.
     """
-    from .evaluate import EvaluationReport, _model_n_tasks, _task_array, _task_codes, online_metrics
+    from .evaluate import _task_array, _task_codes, progressive_report
 
     if y is None and hasattr(X, "y"):
         X, y, tasks = X.X, X.y, X.tasks
@@ -313,22 +313,5 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
         model.learn_label(f"{prefix}{j}", y_pm1[j], now=float(n))
     seconds = time.perf_counter() - start
     served_pm1 = np.asarray(check_labels(served, n)[0], dtype=np.float64)
-    n_tasks = max(_model_n_tasks(model), int(codes.max()) + 1 if n else 0)
-    mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, served_pm1, codes, n_tasks, curve_points)
-    return EvaluationReport(
-        learner=type(model).__name__,
-        n=n,
-        mistakes=mistakes,
-        error_rate=err,
-        f1_micro=f1_micro,
-        f1_macro=f1_macro,
-        per_task=counts,
-        curve=curve,
-        curve_steps=steps,
-        seconds=seconds,
-        examples_per_second=n / seconds if seconds > 0 else float("inf"),
-        n_active=int(model.n_active_),
-        n_updates=int(model.n_updates_),
-        predictions=served_pm1,
-        protocol=f"P1, labels {delay} events late",
-    )
+    return progressive_report(model, type(model).__name__, y_pm1, served_pm1, codes, curve_points, seconds,
+                              f"P1, labels {delay} events late")

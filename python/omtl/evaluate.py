@@ -226,6 +226,13 @@ def evaluate(
     if bar is not None:
         bar.close()
     protocol = "P1" if rounds is None else ("P2 (learn_rounds)" if use_rounds else "P2 flattened to P1 (learn)")
+    return progressive_report(model, name, y_pm1, preds, codes, curve_points, seconds, protocol)
+
+
+def progressive_report(model, name, y_pm1, preds, codes, curve_points, seconds, protocol) -> EvaluationReport:
+    """The report of a progressive run: the predictions ``preds`` made before learning the labels
+    ``y_pm1`` of tasks ``codes`` in ``seconds``."""
+    n = len(y_pm1)
     n_tasks = max(_model_n_tasks(model), int(codes.max()) + 1 if n else 0)
     mistakes, err, f1_micro, f1_macro, counts, curve, steps = online_metrics(y_pm1, preds, codes, n_tasks, curve_points)
     return EvaluationReport(
