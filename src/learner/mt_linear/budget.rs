@@ -62,6 +62,8 @@ pub(crate) struct Chains {
     pub(super) links: Vec<[u32; 2]>,
     pub(super) heads: Vec<u32>,
     pub(super) counts: Vec<u32>,
+    /// Records of the shared block (not chained; counted so that an update need not scan).
+    pub(super) shared: usize,
 }
 
 impl Chains {
@@ -87,6 +89,7 @@ impl SparseCells {
             links: need.filled(&[self.keys.len()], [NONE, NONE])?,
             heads: need.filled(&[n_own], NONE)?,
             counts: need.filled(&[n_own], 0u32)?,
+            shared: 0,
         };
         self.chains = Some(chains);
         (0..self.keys.len()).for_each(|r| self.link(r));
@@ -123,6 +126,7 @@ impl SparseCells {
         }
         if block == SHARED {
             chains.links[r] = [NONE, NONE];
+            chains.shared += 1;
             return;
         }
         let b = block as usize;
@@ -138,10 +142,11 @@ impl SparseCells {
     /// Takes record `r` out of its block's chain.
     pub(super) fn unlink(&mut self, r: usize) {
         let block = self.keys[r].0;
+        let chains = self.chains.as_mut().expect("chained");
         if block == SHARED {
+            chains.shared -= 1;
             return;
         }
-        let chains = self.chains.as_mut().expect("chained");
         let [prev, next] = chains.links[r];
         match prev {
             NONE => chains.heads[block as usize] = next,
@@ -152,6 +157,11 @@ impl SparseCells {
         }
         chains.links[r] = [NONE, NONE];
         chains.counts[block as usize] -= 1;
+    }
+
+    /// The number of records of the shared block.
+    pub(super) fn shared_len(&self) -> usize {
+        self.chains.as_ref().map_or(0, |c| c.shared)
     }
 
     /// The number of records of own block `block`.
@@ -551,7 +561,7 @@ impl MTLinear {
         let Store::Sparse(cells) = &self.store else {
             unreachable!("chained above")
         };
-        let shared = cells.keys.iter().filter(|k| k.0 == SHARED).count();
+        let shared = cells.shared_len();
         let limit = self.limit_for(self.n_tasks);
         if shared + own + needed > limit {
             return Err(invalid(
@@ -788,7 +798,7 @@ impl MTLinear {
         let Store::Sparse(cells) = &self.store else {
             unreachable!("chained above")
         };
-        let shared = cells.keys.iter().filter(|k| k.0 == SHARED).count();
+        let shared = cells.shared_len();
         let disconnected = matches!(self.tasks, TaskKernel::Disconnected { .. });
         let reserved = reserved_bytes(&self.params, n_tasks, disconnected) as u64;
         if shared > limit || self.params.max_bytes.is_some_and(|m| reserved >= m) {
