@@ -441,7 +441,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         """Checks a batch; the scan of X for NaN/inf is left to ``_core_for``. Returns the
         task indices and the task labels the batch adds (label mode)."""
         self._check_n_tasks()
-        X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
+        X = check_X(self._dict_rows(X), n_features=getattr(self, "n_features_in_", None), check_finite=False)
         n = X.shape[0]
         y_pm1, form = check_labels(y, n, *self._label_context(classes))
         task_ids, new_labels = self._map_tasks(tasks, n)
@@ -646,7 +646,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
                 return fast
         self._check_columns(X)
         self._check_n_tasks()
-        X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
+        X = check_X(self._dict_rows(X), n_features=getattr(self, "n_features_in_", None), check_finite=False)
         task_ids, new_labels = self._map_tasks(tasks, X.shape[0])
         if not self._is_fitted():  # no core to check X: the scores are 0 but NaN/inf is still an error
             check_finite_X(X)
@@ -680,7 +680,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             The predicted labels (no update).
         """
         if remember is not None:
-            X = check_X(X, n_features=getattr(self, "n_features_in_", None), check_finite=False)
+            X = check_X(self._dict_rows(X), n_features=getattr(self, "n_features_in_", None), check_finite=False)
             scores = self._remember_rows(X, tasks, list(remember), now)
             return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), getattr(self, "_label_form", PM1))
         scores = self.decision_function(X, tasks=tasks)
@@ -760,6 +760,21 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
     def _dict_width(self) -> int:
         # A model pickled before n_features existed has the default.
         return self.__dict__.get("n_features", 2**18)
+
+    def _dict_rows(self, X):
+        """A batch given as a list or tuple of dicts as a CSR matrix, each dict read as
+        ``learn_one`` reads it (str names hashed into ``n_features`` columns, as
+        ``omtl.hash_features`` does; int keys as columns); any other ``X`` unchanged."""
+        if not isinstance(X, (list, tuple)) or not X or not isinstance(X[0], dict):
+            return X
+        fitted = self.n_features_in_ if self._is_fitted() else None
+        width = self._dict_width()
+        names = all(type(x) is dict and all(type(k) is str for k in x) for x in X)
+        if names and fitted in (None, width):
+            from ._hashing import hash_features
+
+            return hash_features(X, n_features=width)
+        return sp.vstack([self._event_rows(x) for x in X], format="csr")
 
     def _event_rows(self, x, skip=None):
         """One event's ``x`` as a one-row batch (for the batch path); ``skip``: a dict key that is

@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 
 FRAGMENTS = {
-    "X": """X : array-like or sparse matrix of shape (n_samples, n_features)
-    Rows (dense float arrays or any scipy.sparse matrix).""",
+    "X": """X : array-like or sparse matrix of shape (n_samples, n_features), or list of dict
+    Rows (dense float arrays or any scipy.sparse matrix), or one dict per row, read as
+    ``learn_one`` reads a dict (str names hashed as ``omtl.hash_features`` hashes them).""",
     "y": """y : array-like of shape (n_samples,)
     Labels: -1/+1, 0/1, bool, or any two labels (the sorted second is positive).""",
     "tasks": """tasks : array-like of shape (n_samples,), scalar or None, default=None

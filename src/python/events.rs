@@ -259,7 +259,8 @@ pub(super) fn convert_row(
         // SAFETY: the GIL is held and no Python code runs while the values are copied.
         match unsafe { a.as_slice() } {
             Ok(s) => s.to_vec(),
-            Err(_) => a.to_vec()?,
+            // a strided row (a column of a 2-D array, a row of a Fortran-ordered one)
+            Err(_) => a.readonly().as_array().iter().copied().collect(),
         }
     } else if let Ok(a) = x.cast::<PyUntypedArray>() {
         if a.ndim() != 1 {

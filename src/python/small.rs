@@ -83,11 +83,12 @@ fn small_tasks(
 /// classes, a non-standard dtype, a bad label: the batch path reads or refuses them).
 fn small_labels(y: &Bound<'_, PyAny>, n: usize) -> PyResult<Option<(Vec<f64>, &'static str)>> {
     let values: Vec<f64> = if let Ok(a) = y.cast::<PyArray1<f64>>() {
-        a.to_vec()?
+        a.readonly().as_array().to_vec()
     } else if let Ok(a) = y.cast::<PyArray1<i64>>() {
-        a.to_vec()?.into_iter().map(|v| v as f64).collect()
+        a.readonly().as_array().iter().map(|&v| v as f64).collect()
     } else if let Ok(a) = y.cast::<PyArray1<bool>>() {
-        let v: Vec<f64> = a.to_vec()?.into_iter().map(|b| if b { 1.0 } else { -1.0 }).collect();
+        // strided arrays too (`y[::2]`), read through their strides
+        let v: Vec<f64> = a.readonly().as_array().iter().map(|&b| if b { 1.0 } else { -1.0 }).collect();
         return Ok((v.len() == n).then_some((v, "bool")));
     } else {
         return Ok(None);
