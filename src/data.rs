@@ -369,7 +369,13 @@ impl Rows<'_> {
     }
 }
 
-/// The first row whose `‖x‖²` (or, with `kernel`, `K'(x, x)`) is not finite, as an error
+/// The largest norm of a row to be learned: far below the magnitude a model's state may hold
+/// (`state::MAX_MAGNITUDE`, 1e150), so that stored rows and weights summed from them stay
+/// within it and a learned model always saves and loads.
+pub const MAX_ROW_NORM: f64 = 1e100;
+
+/// The first row whose `‖x‖²` (or, with `kernel`, `K'(x, x)`) is not finite, or whose norm is
+/// beyond [`MAX_ROW_NORM`], as an error
 /// ([`validate_learn_batch`]).
 fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
     for r in 0..rows.len() {
@@ -378,6 +384,16 @@ fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
             return Some(Error::RowOverflow {
                 row: r,
                 reason: format!("its squared norm ‖x‖² is {sq} (too large for double precision); rescale the data"),
+            });
+        }
+        if sq > MAX_ROW_NORM * MAX_ROW_NORM {
+            return Some(Error::RowOverflow {
+                row: r,
+                reason: format!(
+                    "its norm ‖x‖ is {:e}, beyond the {MAX_ROW_NORM:e} a learned row may have (a model holds values \
+                     up to 1e150, and stores rows or sums them into weights); rescale the data",
+                    sq.sqrt()
+                ),
             });
         }
         if let Some(k) = kernel {

@@ -243,3 +243,24 @@ def test_a_million_rows_stay_finite_and_within_budget(make, budget):
         assert model.global_variance_.min() > 0 and np.isfinite(model.global_variance_).all()
     if isinstance(model, omtl.ROMCO):
         assert np.isfinite(model.U_).all() and np.isfinite(model.V_).all()
+
+
+@pytest.mark.parametrize("make, large", [(lambda: omtl.KernelPerceptron(n_tasks=2, kernel="linear"), 1e90),
+                                         (lambda: omtl.MTRBP(n_tasks=2, kernel="linear"), 1e90),
+                                         (lambda: omtl.MTLinear(n_tasks=2), 1e10)],  # single-precision cells
+                         ids=["KernelPerceptron", "MTRBP", "MTLinear"])
+def test_a_row_beyond_the_learnable_norm_is_refused_so_a_learned_model_always_saves(make, large):
+    """A model holds values up to 1e150; a row of norm 1e152 would be stored (or summed into
+    weights) and leave a model that pickles but cannot be unpickled. Rows up to 1e100 learn
+    (where the learner's own precision allows)."""
+    import pickle
+
+    model = make()
+    model.partial_fit(np.array([[1.0, 0.0], [0.0, 1.0]]), [1, -1], tasks=[0, 1])
+    with pytest.raises(ValueError, match="rescale"):
+        model.partial_fit(np.array([[1e152, 0.0]]), [-1], tasks=[0])
+    assert model.n_seen_ == 2
+    model.partial_fit(np.array([[large, 0.0], [0.0, -large]]), [-1, 1], tasks=[0, 1])
+    restored = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(restored.decision_function(np.eye(2), tasks=[0, 1]),
+                                  model.decision_function(np.eye(2), tasks=[0, 1]))

@@ -88,7 +88,12 @@ fn small_labels(y: &Bound<'_, PyAny>, n: usize) -> PyResult<Option<(Vec<f64>, &'
         a.readonly().as_array().iter().map(|&v| v as f64).collect()
     } else if let Ok(a) = y.cast::<PyArray1<bool>>() {
         // strided arrays too (`y[::2]`), read through their strides
-        let v: Vec<f64> = a.readonly().as_array().iter().map(|&b| if b { 1.0 } else { -1.0 }).collect();
+        let v: Vec<f64> = a
+            .readonly()
+            .as_array()
+            .iter()
+            .map(|&b| if b { 1.0 } else { -1.0 })
+            .collect();
         return Ok((v.len() == n).then_some((v, "bool")));
     } else {
         return Ok(None);
