@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+
+# A shell without job control starts background commands (`pytest &`, `nohup`) with SIGINT
+# ignored, which Python and every process it starts inherit: the Ctrl-C tests send SIGINT and
+# need it delivered, as it is to a command run in a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 DATA_DIR = Path(os.environ.get("OMTL_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 
