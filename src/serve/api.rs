@@ -51,6 +51,20 @@ pub fn bad(field: impl std::fmt::Display, what: impl std::fmt::Display) -> BadRe
     }
 }
 
+/// Item `at` of a request's list as an object holding no field but `fields`.
+pub fn entry<'a>(item: &'a Value, at: &str, fields: &[&str]) -> Result<&'a Map<String, Value>, BadRequest> {
+    let Value::Object(entry) = item else {
+        return Err(bad(at, "not an object"));
+    };
+    if let Some(k) = entry.keys().find(|k| !fields.contains(&k.as_str())) {
+        return Err(bad(
+            format!("{at}.{k}"),
+            format!("unknown field (expected {})", fields.join(", ")),
+        ));
+    }
+    Ok(entry)
+}
+
 /// The nesting depth of a JSON text (strings skipped), stopping past `max`.
 pub fn depth(body: &[u8], max: usize) -> usize {
     let (mut level, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);

@@ -206,18 +206,7 @@ fn predict_request(shared: &Shared, body: &[u8]) -> Result<(Events, Vec<Option<S
     let mut seen = std::collections::HashSet::new();
     for (i, item) in items.iter().enumerate() {
         let at = format!("events[{i}]");
-        let Value::Object(event) = item else {
-            return Err(bad(at, "not an object"));
-        };
-        if let Some(k) = event
-            .keys()
-            .find(|k| !["task", "features", "remember"].contains(&k.as_str()))
-        {
-            return Err(bad(
-                format!("{at}.{k}"),
-                "unknown field (expected task, features, remember)",
-            ));
-        }
+        let event = api::entry(item, &at, &["task", "features", "remember"])?;
         events.push(&at, event.get("features"), event.get("task"))?;
         let id = match event.get("remember") {
             None | Some(Value::Null) => None,
@@ -283,18 +272,7 @@ fn learn_request(shared: &Shared, body: &[u8]) -> Result<Op, BadRequest> {
     let mut labels = LabelsBuilder::default();
     for (i, item) in items.iter().enumerate() {
         let at = format!("events[{i}]");
-        let Value::Object(event) = item else {
-            return Err(bad(at, "not an object"));
-        };
-        if let Some(k) = event
-            .keys()
-            .find(|k| !["task", "features", "label"].contains(&k.as_str()))
-        {
-            return Err(bad(
-                format!("{at}.{k}"),
-                "unknown field (expected task, features, label)",
-            ));
-        }
+        let event = api::entry(item, &at, &["task", "features", "label"])?;
         events.push(&at, event.get("features"), event.get("task"))?;
         labels.push(&format!("{at}.label"), event.get("label"))?;
     }
@@ -317,12 +295,7 @@ async fn label(shared: &Shared, body: &[u8]) -> Result<Answer, BadRequest> {
     let mut labels = LabelsBuilder::default();
     for (i, item) in items.iter().enumerate() {
         let at = format!("labels[{i}]");
-        let Value::Object(entry) = item else {
-            return Err(bad(at, "not an object"));
-        };
-        if let Some(k) = entry.keys().find(|k| !["id", "label"].contains(&k.as_str())) {
-            return Err(bad(format!("{at}.{k}"), "unknown field (expected id, label)"));
-        }
+        let entry = api::entry(item, &at, &["id", "label"])?;
         let id = entry.get("id").ok_or_else(|| bad(format!("{at}.id"), "missing"))?;
         ids.push(api::id(id, &format!("{at}.id"))?);
         labels.push(&format!("{at}.label"), entry.get("label"))?;

@@ -391,22 +391,7 @@ impl MTLinear {
         let stride = self.params.rule.stride();
         match &self.store {
             Store::Hashed { .. } => Err(hashed_merge()),
-            Store::Dense { own, shared, .. } => {
-                let blocks = own
-                    .iter()
-                    .enumerate()
-                    .map(|(r, b)| (r as u32, b))
-                    .chain(std::iter::once((SHARED, shared)));
-                for (r, block) in blocks {
-                    let Some(data) = block else { continue };
-                    for (key, cell) in data.chunks_exact(stride).enumerate() {
-                        if cell.iter().any(|&v| v != 0.0) {
-                            f(r, key as u32, cell)?;
-                        }
-                    }
-                }
-                Ok(())
-            }
+            Store::Dense { .. } => self.store.for_each_dense_cell(stride, f),
             Store::Sparse(cells) => {
                 for (&(r, key), cell) in cells.keys().iter().zip(cells.cells().chunks_exact(stride)) {
                     f(r, key, cell)?;

@@ -395,6 +395,18 @@ impl Store {
     /// and a missing one read and update alike), in block order then feature order.
     pub fn to_sparse(&self, stride: usize) -> Result<SparseCells> {
         let mut out = SparseCells::new(stride);
+        self.for_each_dense_cell(stride, |r, key, cell| {
+            let at = out.insert(r, key)?;
+            out.cells_mut()[at..at + stride].copy_from_slice(cell);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Calls `f(block, key, cell)` for every written (non-zero) cell of the dense blocks, in
+    /// block order (own blocks, then the shared block) then feature order; nothing for the
+    /// other layouts.
+    pub fn for_each_dense_cell(&self, stride: usize, mut f: impl FnMut(u32, u32, &[f32]) -> Result<()>) -> Result<()> {
         if let Self::Dense { own, shared, .. } = self {
             let blocks = own
                 .iter()
@@ -405,13 +417,12 @@ impl Store {
                 let Some(data) = block else { continue };
                 for (key, cell) in data.chunks_exact(stride).enumerate() {
                     if cell.iter().any(|&v| v != 0.0) {
-                        let at = out.insert(r, key as u32)?;
-                        out.cells_mut()[at..at + stride].copy_from_slice(cell);
+                        f(r, key as u32, cell)?;
                     }
                 }
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The dense array of block `r` (`Dense` only).
