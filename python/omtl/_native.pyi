@@ -236,7 +236,7 @@ class NativeFileReader:
     """Chunks of a data file (svmlight, VW, CSV; gzip; ``"-"``: standard input), parsed on a
     thread of its own at most two chunks ahead (src/io/); ``omtl.datasets.iter_file`` wraps it."""
 
-    def __init__(self, path: str, reading: Mapping[str, object], n_features: int, zero_based: bool) -> None:
+    def __new__(cls, path: str, reading: Mapping[str, object], n_features: int, zero_based: bool) -> NativeFileReader:
         """``reading``: ``omtl._file_formats.native_reading``'s dict (format, chunking, line cap,
         bad lines, the VW task namespace, the CSV columns, whether labels are required)."""
     def __iter__(self) -> NativeFileReader: ...
