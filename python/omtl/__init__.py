@@ -15,7 +15,7 @@ import sys as _sys
 import types as _types
 from typing import TYPE_CHECKING
 
-from ._simd import _warn_on_bad_override
+from ._simd import warn_on_bad_override
 
 __version__ = "0.1.0"
 
@@ -146,4 +146,4 @@ class _Package(_types.ModuleType):
 _sys.modules[__name__].__class__ = _Package
 
 
-_warn_on_bad_override()
+warn_on_bad_override()

@@ -203,8 +203,8 @@ def evaluate(
     # Task ids as the model takes them (integer ids, or any hashable labels), checked for the
     # whole stream before the first chunk changes the model; ``codes`` are the model's task
     # indices, what the per-task counts are indexed by.
-    task_ids = _task_array(tasks, n)
-    codes = _task_codes(model, task_ids, n)
+    task_ids = task_array(tasks, n)
+    codes = task_codes(model, task_ids, n)
     chunk = chunk_size or max(256, math.ceil(n / 100))
     preds = np.empty(n)
     bar = None
@@ -254,7 +254,7 @@ def progressive_report(model, name, y_pm1, preds, codes, curve_points, seconds, 
     )
 
 
-def _task_array(tasks, n: int) -> np.ndarray:
+def task_array(tasks, n: int) -> np.ndarray:
     """One task id per row (a scalar applies to every row), integers kept as integers and any
     other labels as Python objects (strings are not truncated to a fixed width)."""
     arr = np.asarray(tasks)
@@ -267,7 +267,7 @@ def _task_array(tasks, n: int) -> np.ndarray:
     return arr
 
 
-def _task_codes(model, task_ids: np.ndarray, n: int) -> np.ndarray:
+def task_codes(model, task_ids: np.ndarray, n: int) -> np.ndarray:
     """The model's task index of every row, as its next calls will map them; raises (without
     changing the model) for ids the model would refuse."""
     map_tasks = getattr(model, "_map_tasks", None)
