@@ -55,6 +55,7 @@ __all__ = [
     "check_bookkeeping",
     "serve",
     "MODEL_FILE_CLASSES",
+    "CLASS_ALIASES",
     "MODEL_FILE_MAGIC",
     "MODEL_FILE_VERSION",
 ]
@@ -344,6 +345,9 @@ def check_bookkeeping(learner: NativeLearner, fitted: str, open_ended: bool) -> 
 
 MODEL_FILE_CLASSES: Final[dict]
 """The estimator classes a model file may name, with the learner kind each builds."""
+
+CLASS_ALIASES: Final[dict]
+"""Other names of estimator classes (alias -> class name), as ``omtl`` exports them."""
 
 MODEL_FILE_MAGIC: Final[bytes]
 """The first bytes of every model file."""
