@@ -88,11 +88,6 @@ class EvaluationReport:
         }
 
 
-#: Learners that store examples whatever their kernel: the budget learners (at most ``budget``)
-#: and MTFL/TRML (every example, for the periodic retraining).
-_STORING = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTBPRJ2", "MTFL", "TRML"})
-
-
 def stores_examples(model) -> bool:
     """Whether ``model.n_active_`` counts examples the model stores (an active set): the budget
     learners, MTFL/TRML and the kernel Perceptrons with a non-linear kernel. A learner with
@@ -109,10 +104,8 @@ def stores_examples(model) -> bool:
     -------
     bool
     """
-    name = type(model).__name__
-    if name in _STORING:
-        return True
-    return name in ("MTPerceptron", "KernelPerceptron") and getattr(model, "kernel", "linear") != "linear"
+    # Declared by the learner's class (``_stores_examples``).
+    return bool(getattr(model, "_stores_examples", False))
 
 
 def f1_from_counts(tp, fp, fn) -> float:

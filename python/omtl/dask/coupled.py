@@ -24,6 +24,7 @@ from .._tasks import label_list
 from .._validation import PM1, check_finite_X, check_labels, check_tasks, check_X, labels_in_form
 from ..persistence import REGISTRY, dumps, file_limits, loads
 from ._checkpoint import CHECKPOINT_MANIFEST
+from ._plan import COUPLED
 from .sharded import ShardedLearner, ShardError
 
 #: Rows a shard learns between two syncs by default: on the per-user stream of
@@ -33,9 +34,6 @@ DEFAULT_SYNC_EVERY = 4096
 
 #: Learners whose shared state is kept in step (the engine refuses the others and MTLinear off
 #: the complete graph).
-COUPLED = frozenset({"MTLinear", "PAGlobal", "CWCOL"})
-
-
 class CoupledShard:
     """One shard of a coupled model: a replica (an omtl learner) that records its shared state."""
 
@@ -151,12 +149,13 @@ class CoupledShardedLearner(ShardedLearner, without_graph=True):
         name = type(make_model).__name__
         if REGISTRY.get(name) is not type(make_model) or name not in COUPLED:
             raise ValueError(
-                f"coupled sharding keeps in step the shared state of {', '.join(sorted(COUPLED))} (MTLinear on the "
-                f"complete graph), got {make_model!r}; shard other learners by task-graph component"
+                f"coupled sharding keeps in step the shared state of {', '.join(sorted(COUPLED))} (on the complete "
+                f"graph, for a learner with a task graph), got {make_model!r}; shard other learners by task-graph "
+                "component"
             )
         if getattr(make_model, "graph", "complete") != "complete":
-            raise ValueError("coupled MTLinear shares its state through the complete graph's shared block: "
-                             "shard MTLinear on another graph by component (ShardedLearner(model, graph))")
+            raise ValueError(f"coupled {name} shares its state through the complete graph's shared block: "
+                             f"shard {name} on another graph by component (ShardedLearner(model, graph))")
         if isinstance(sync_every, bool) or not isinstance(sync_every, (int, np.integer)) or sync_every < 1:
             raise ValueError(f"sync_every must be an integer >= 1, got {sync_every!r}")
         if mix not in ("sum", "mean"):

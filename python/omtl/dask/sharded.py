@@ -30,7 +30,7 @@ from ._checkpoint import (
     read_shard_files,
     shard_identity,
 )
-from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
+from ._plan import COMPONENT_LOCAL, COUPLED, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
 
 
 def _summed(key: str, doc: str) -> property:
@@ -173,8 +173,9 @@ class ShardedLearner:
                 f"{name} keeps state shared by all tasks (or is not known to split by graph component): sharded over "
                 f"{n_shards} shards it would become {n_shards} independent models, a different learner. Pass "
                 "independent_shards=True to accept that, or use one shard. Learners that split exactly by "
-                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits). MTLinear (complete "
-                "graph), PAGlobal and CWCOL shard by task label with their shared state kept in step: "
+                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (without hash_bits, where a learner has it). "
+                f"{', '.join(sorted(COUPLED))} (on the complete graph, for a learner with one) shard by task label "
+                "with their shared state kept in step: "
                 "ShardedLearner(model) without a task graph"
             )
 
