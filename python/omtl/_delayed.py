@@ -34,7 +34,7 @@ EVENT_OVERHEAD = 96
 MAX_ID_BYTES = 1 << 16
 
 
-class _Pending:
+class PendingEvents:
     """The events kept, oldest first (a dict keeps insertion order: id -> (row, task, served
     score, time, bytes)), their bytes, the limits and the counts of evicted and expired events."""
 
@@ -52,7 +52,7 @@ class _Pending:
             setattr(self, name, state[name])
 
     def copy(self):
-        out = _Pending(self.limits)
+        out = PendingEvents(self.limits)
         out.events, out.bytes, out.evicted, out.expired = dict(self.events), self.bytes, self.evicted, self.expired
         return out
 
@@ -118,10 +118,10 @@ def _check_now(now) -> float:
 class DelayedLabelsMixin:
     """The pending store and ``learn_label`` (mixed into ``OnlineClassifier``)."""
 
-    def _pending_store(self) -> _Pending:
+    def _pending_store(self) -> PendingEvents:
         store = self.__dict__.get("_pending")
         if store is None:
-            store = self._pending = _Pending()
+            store = self._pending = PendingEvents()
         return store
 
     def _remember_rows(self, X, tasks, ids, now):
@@ -269,7 +269,7 @@ class DelayedLabelsMixin:
 
     def _restore_pending(self, pending, width) -> None:
         """The store from the native reader's form (rows of ``width`` columns)."""
-        store = _Pending(pending[1])
+        store = PendingEvents(pending[1])
         store.evicted, store.expired = pending[2], pending[3]
         for event_id, task, kind, a, b, score, when in pending[0]:
             if kind == "dense":
@@ -312,7 +312,7 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
     EvaluationReport
         As ``omtl.evaluate``, over the served predictions.
     """
-    from .evaluate import _task_array, _task_codes, progressive_report
+    from .evaluate import progressive_report, task_array, task_codes
 
     if y is None and hasattr(X, "y"):
         X, y, tasks = X.X, X.y, X.tasks
@@ -322,8 +322,8 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
         raise ValueError(f"delay must be an integer >= 0, got {delay!r}")
     y_pm1, _ = check_labels(y, X.shape[0])
     n = X.shape[0]
-    task_ids = _task_array(tasks, n)
-    codes = _task_codes(model, task_ids, n)
+    task_ids = task_array(tasks, n)
+    codes = task_codes(model, task_ids, n)
     rows = X.tocsr() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     served = np.empty(n)
     start = time.perf_counter()

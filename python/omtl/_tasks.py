@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from ._validation import _integer_array
+from ._validation import integer_array
 
 
 def is_integer_ids(tasks) -> bool:
@@ -33,7 +33,7 @@ def is_integer_ids(tasks) -> bool:
     if isinstance(tasks, (str, bytes)) or tasks is None:
         return False
     try:
-        _integer_array(tasks, "tasks")
+        integer_array(tasks, "tasks")
     except (TypeError, ValueError):
         return False
     return True
