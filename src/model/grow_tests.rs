@@ -107,3 +107,39 @@ fn an_interrupted_batch_keeps_the_tasks_of_the_rows_it_learned() {
         }
     }
 }
+
+#[test]
+fn an_interrupted_batch_of_rounds_keeps_the_tasks_of_the_rounds_it_learned() {
+    // Round k: a known label and the new label u{k}.
+    let (x, y) = stream(600, 3, 13);
+    let names: Vec<String> = (0..600)
+        .map(|t| match t % 2 {
+            0 => ["a", "b", "c", "d"][t % 4].to_owned(),
+            _ => format!("u{}", t / 2),
+        })
+        .collect();
+    let ids: Vec<TaskRef> = names.iter().map(|s| TaskRef::Str(s)).collect();
+    let rounds: Vec<i64> = (0..600).map(|t| t / 2).collect();
+    let rows = |n: usize| Rows::dense(&x[..3 * n], n, 3);
+    for &(class, params) in GROWING {
+        let mut cut = fitted(class, params, 3);
+        let outcome = interrupted_at_poll(5, || {
+            cut.learn_rounds(&rows(600), Tasks::Ids(&ids), Labels::Ints(&y), &rounds)
+        });
+        let Err(Error::Interrupted { scores }) = outcome else {
+            panic!("{class}: not interrupted: {outcome:?}");
+        };
+        let n = scores.len();
+        assert!(n > 0 && n < 600, "{class}: {n} rows");
+        let mut prefix = fitted(class, params, 3);
+        let whole = prefix
+            .learn_rounds(&rows(n), Tasks::Ids(&ids[..n]), Labels::Ints(&y[..n]), &rounds[..n])
+            .unwrap();
+        assert_eq!(scores, whole, "{class} {params:?}");
+        assert_eq!(cut.book(), prefix.book(), "{class} {params:?}");
+        assert!(
+            cut.to_bytes().unwrap() == prefix.to_bytes().unwrap(),
+            "{class} {params:?}"
+        );
+    }
+}
