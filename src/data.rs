@@ -2,7 +2,6 @@
 //! dense row-major or CSR, plus the validation every batch call runs before touching a model.
 
 use crate::error::{Error, Result};
-use crate::kernel::BaseKernel;
 use crate::simd::{dense_axpy, dense_dot, dot4, first_non_finite};
 
 /// A value a row stores: `f64` (the caller's input) or `f32` (BatchMtl's stored examples, which
@@ -374,10 +373,19 @@ impl Rows<'_> {
 /// within it and a learned model always saves and loads.
 pub const MAX_ROW_NORM: f64 = 1e100;
 
+/// What the learn-batch checks read of a base kernel ([`crate::kernel::BaseKernel`] implements
+/// it): declared here, so that the input's checks do not depend on the kernels.
+pub(crate) trait SelfKernel {
+    /// `K'(x, x)` from the squared norm `‖x‖²`.
+    fn self_value(&self, sq_norm: f64) -> f64;
+    /// The kernel, as an error message names it.
+    fn describe(&self) -> String;
+}
+
 /// The first row whose `‖x‖²` (or, with `kernel`, `K'(x, x)`) is not finite, or whose norm is
 /// beyond [`MAX_ROW_NORM`], as an error
 /// ([`validate_learn_batch`]).
-fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
+fn row_scale_error<K: SelfKernel>(rows: &Rows, kernel: Option<&K>) -> Option<Error> {
     for r in 0..rows.len() {
         let sq = rows.row(r).sq_norm();
         if !sq.is_finite() {
@@ -397,13 +405,13 @@ fn row_scale_error(rows: &Rows, kernel: Option<&BaseKernel>) -> Option<Error> {
             });
         }
         if let Some(k) = kernel {
-            let kxx = k.raw_self(sq);
+            let kxx = k.self_value(sq);
             if !kxx.is_finite() {
                 return Some(Error::RowOverflow {
                     row: r,
                     reason: format!(
-                        "the kernel self-value K(x, x) is {kxx} (‖x‖² = {sq:e}, kernel {:?}); lower gamma, coef0 or degree, or rescale the data",
-                        k.kind
+                        "the kernel self-value K(x, x) is {kxx} (‖x‖² = {sq:e}, kernel {}); lower gamma, coef0 or degree, or rescale the data",
+                        k.describe()
                     ),
                 });
             }
@@ -432,13 +440,13 @@ pub(crate) fn validate_batch(
 /// holds no NaN or infinity, so the norms' pass stands in for the NaN scan, which runs only to
 /// name the value when a norm is not finite. The errors are those (and in the order) of
 /// `validate_batch` followed by the scale checks.
-pub(crate) fn validate_learn_batch(
+pub(crate) fn validate_learn_batch<K: SelfKernel>(
     rows: &Rows,
     tasks: &[i64],
     labels: &[f64],
     n_tasks: usize,
     n_features: usize,
-    kernel: Option<&BaseKernel>,
+    kernel: Option<&K>,
 ) -> Result<()> {
     rows.validate_structure()?;
     let scale = row_scale_error(rows, kernel);

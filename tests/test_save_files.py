@@ -21,7 +21,7 @@ import pytest
 from conftest import random_stream
 
 import omtl
-from omtl import persistence
+from omtl import _atomic_file, persistence
 from omtl.persistence import MAGIC
 
 K = 4
@@ -159,7 +159,7 @@ def test_temporaries_of_a_dead_writer_are_removed_and_live_ones_kept(tmp_path):
     dead.wait()
     alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        tag = persistence._HOST_TAG
+        tag = _atomic_file.HOST_TAG
         stale = tmp_path / f".m.omtl.{tag}-{dead.pid}-abcd1234.omtl-tmp"
         live = tmp_path / f".m.omtl.{tag}-{alive.pid}-abcd1234.omtl-tmp"
         other_host = tmp_path / f".m.omtl.00000000-{dead.pid}-abcd1234.omtl-tmp"

@@ -15,15 +15,15 @@ import sys as _sys
 import types as _types
 from typing import TYPE_CHECKING
 
-from ._simd import _warn_on_bad_override
+from ._native import CLASS_ALIASES as _ALIASES
+from ._native import MODEL_FILE_CLASSES as _CLASSES
+from ._simd import warn_on_bad_override
 
 __version__ = "0.1.0"
 
-#: The learner classes (``omtl.learners.__all__``; a test holds the two lists equal).
-_LEARNERS = (
-    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
-    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
-)
+#: The learner classes and their aliases, sorted: the engine's class table (src/model/estimator/,
+#: read without importing a learner; a test holds it equal to ``omtl.learners.__all__``).
+_LEARNERS = tuple(sorted([*_CLASSES, *_ALIASES]))
 
 #: Public name -> the submodule defining it (``None``: the name is the submodule itself).
 _PUBLIC = {
@@ -64,9 +64,6 @@ __all__ = [
     "save",
     "serve",
     "simd_level",
-    # the learner classes (_LEARNERS)
-    "CWCOL", "KernelPerceptron", "MTBPRJ", "MTBPRJ2", "MTFL", "MTFORG", "MTLinear", "MTPRJ", "MTPRJ2",
-    "MTPerceptron", "MTRBP", "OMTL", "OMTRL", "PAGlobal", "PAUnique", "ROMCO", "TRML",
 ]
 
 if TYPE_CHECKING:
@@ -79,28 +76,13 @@ if TYPE_CHECKING:
     from .client import Client
     from .evaluate import EvaluationReport, evaluate
     from .graph import TaskGraph
-    from .learners import (
-        CWCOL,
-        MTBPRJ,
-        MTBPRJ2,
-        MTFL,
-        MTFORG,
-        MTPRJ,
-        MTPRJ2,
-        MTRBP,
-        OMTL,
-        OMTRL,
-        ROMCO,
-        TRML,
-        KernelPerceptron,
-        MTLinear,
-        MTPerceptron,
-        PAGlobal,
-        PAUnique,
-    )
+    from .learners import *  # noqa: F403 (the learner classes: omtl.learners.__all__)
     from .persistence import dumps, load, loads, save
     from .serve import serve
 
+    __all__ += learners.__all__  # the learner classes, as type checkers read them
+else:
+    __all__ += _LEARNERS
 del TYPE_CHECKING
 
 
@@ -146,4 +128,4 @@ class _Package(_types.ModuleType):
 _sys.modules[__name__].__class__ = _Package
 
 
-_warn_on_bad_override()
+warn_on_bad_override()

@@ -18,8 +18,9 @@ from typing import Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from ._bookkeeping import check_restored
 from ._constraints import validate
-from ._delayed import DelayedLabelsMixin, _Pending
+from ._delayed import DelayedLabelsMixin, PendingEvents
 from ._docs import fill_doc
 from ._lifecycle import ForgetMixin
 
@@ -190,7 +191,7 @@ class CoreSnapshot:
         return self.rebuild(self.state)
 
 
-def _locked(method):
+def locked(method):
     """Runs a method under the model's lock (see ``OnlineClassifier._model_lock``)."""
 
     @functools.wraps(method)
@@ -238,7 +239,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             if name not in ("self", "__class__"):
                 setattr(self, name, value)
 
-    @_locked
+    @locked
     def get_params(self, deep: bool = True) -> dict:
         """The hyper-parameters, as given to the constructor (scikit-learn's convention).
 
@@ -254,7 +255,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         """
         return {name: getattr(self, name) for name in self._param_names()}
 
-    @_locked
+    @locked
     def set_params(self, **params):
         """Sets hyper-parameters; all of them or, on an error, none.
 
@@ -465,7 +466,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             check_finite_X(X)
         return core, new
 
-    @_locked
+    @locked
     def _run_learn(self, X, y, tasks, rounds=_P1, classes=None):
         """Learns a batch (protocol P1, or P2 when ``rounds`` is given) and returns the
         pre-update scores and the label form. Everything that can fail is checked or computed
@@ -642,7 +643,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         scores, form = self._run_learn(X, y, tasks, rounds)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)
 
-    @_locked
+    @locked
     @fill_doc
     def decision_function(self, X, *, tasks=None) -> np.ndarray:
         """The real-valued score f_task(x) of the current model for each row (no update).
@@ -678,7 +679,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         n_new = self._n_new_engine_tasks(new_labels)
         return np.asarray(self._core.decision(X, task_ids, n_new), dtype=np.float64)
 
-    @_locked
+    @locked
     @fill_doc
     def predict(self, X, *, tasks=None, remember=None, now=None) -> np.ndarray:
         """Labels by the sign of the score (0 counts as positive), in the last label form seen.
@@ -806,7 +807,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         indptr = np.array([0, indices.shape[0]], dtype=np.int64)
         return sp.csr_matrix((values, indices.astype(np.int64), indptr), shape=(1, width))
 
-    @_locked
+    @locked
     def _learn_one_slow(self, x, y, task, skip=None):
         """``learn_one`` through the batch path (a model's first event, a reference core, a
         learner with a hook before its updates)."""
@@ -821,7 +822,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             self._label_form = form = ZERO_ONE  # a lone 1 keeps the 0/1 form (as the fast path)
         return labels_in_form(np.where(scores >= 0.0, 1.0, -1.0), form)[0].item()
 
-    @_locked
+    @locked
     def _decision_one_slow(self, x, task, skip=None) -> float:
         """``decision_one`` through the batch path."""
         X = self._event_rows(x, skip)
@@ -829,18 +830,18 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
 
     # ---- fitted attributes ---------------------------------------------------------------------
     @property
-    @_locked
+    @locked
     def classes_(self) -> np.ndarray:
         return classes_of(getattr(self, "_label_form", PM1))
 
     @property
-    @_locked
+    @locked
     def n_updates_(self) -> int:
         """Number of model updates (for Perceptron-type rules: update-mistakes y f <= 0)."""
         return int(self._core.n_updates) if self._is_fitted() else 0
 
     @property
-    @_locked
+    @locked
     def n_active_(self) -> int:
         """The examples the model stores: the active set of a kernel or budget learner, every
         example seen for MTFL/TRML; for a learner with fixed-size weights (and the Perceptrons in
@@ -848,7 +849,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         return int(self._core.n_active) if self._is_fitted() else 0
 
     @property
-    @_locked
+    @locked
     def active_tasks_(self) -> np.ndarray:
         """Ids (labels) of the tasks that have had at least one example so far."""
         if not self._is_fitted():
@@ -858,7 +859,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         return np.flatnonzero(self._tasks.counts)
 
     @property
-    @_locked
+    @locked
     def n_seen_per_task_(self) -> np.ndarray:
         """Examples seen per task, in the order of ``tasks_``."""
         if not self._is_fitted():
@@ -866,7 +867,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         return self._tasks.seen()
 
     @property
-    @_locked
+    @locked
     def tasks_(self) -> np.ndarray:
         """The task labels in index order: ``arange(n_tasks)`` for integer task ids with a fixed
         ``n_tasks``; else the labels seen so far, in order of first appearance (the mapping
@@ -875,7 +876,7 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             return self._tasks.ids()
         return np.arange(self.n_tasks) if isinstance(self.n_tasks, (int, np.integer)) and not isinstance(self.n_tasks, bool) else np.zeros(0, dtype=np.int64)
 
-    @_locked
+    @locked
     def add_tasks(self, labels, *, graph=None):
         """Grows a fitted model by new tasks, which start with no examples (DECISIONS.md,
         "Open-ended task sets").
@@ -951,23 +952,23 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             self.graph = graph
         return self
 
-    @_locked
+    @locked
     def _diagnostics(self) -> dict:
         return dict(self._core.diagnostics()) if self._is_fitted() else {}
 
-    @_locked
+    @locked
     def _diagnostic(self, name: str, before_fit):
         """One of the core's diagnostics (a KeyError if the core has no such value), or
         ``before_fit`` while there is no core."""
         return self._core.diagnostics()[name] if self._is_fitted() else before_fit
 
     # ---- persistence and copies ----------------------------------------------------------------
-    @_locked
+    @locked
     def __getstate__(self):
         # A consistent, independent state: the core as a snapshot, arrays and the task set
         # copied, no lock (another thread may add labels while the state is pickled, outside the
         # lock).
-        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet, _Pending)) else v) for k, v in self.__dict__.items() if k != "_lock"}
+        state = {k: (v.copy() if isinstance(v, (np.ndarray, list, dict, TaskSet, PendingEvents)) else v) for k, v in self.__dict__.items() if k != "_lock"}
         if self._is_fitted():
             state["_core"] = self._core.snapshot()
         state["__omtl_state_version__"] = STATE_VERSION
@@ -987,8 +988,6 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             if tasks is not None:
                 state["_tasks"] = tasks
         self.__dict__.update(state)
-        from .persistence import check_restored  # (a cycle at import time)
-
         check_restored(self, settings=False)
 
     def __copy__(self):

@@ -25,6 +25,7 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
+from ._native import event_row
 from ._validation import PM1, check_labels, labels_in_form
 
 # The engine's default limits (omtl::model::PendingLimits) and its fixed cost of an event.
@@ -33,7 +34,7 @@ EVENT_OVERHEAD = 96
 MAX_ID_BYTES = 1 << 16
 
 
-class _Pending:
+class PendingEvents:
     """The events kept, oldest first (a dict keeps insertion order: id -> (row, task, served
     score, time, bytes)), their bytes, the limits and the counts of evicted and expired events."""
 
@@ -51,7 +52,7 @@ class _Pending:
             setattr(self, name, state[name])
 
     def copy(self):
-        out = _Pending(self.limits)
+        out = PendingEvents(self.limits)
         out.events, out.bytes, out.evicted, out.expired = dict(self.events), self.bytes, self.evicted, self.expired
         return out
 
@@ -73,10 +74,30 @@ class _Pending:
         return event
 
 
-def _event_bytes(event_id: str, task, X) -> int:
+# A kept row: ("dense", values) or ("columns", indices, values, width), as the engine keeps it
+# (no per-event matrix object: a pending event costs what its values take).
+
+
+def _rows_of(X) -> list:
+    """The rows of a validated batch (an ndarray or a CSR matrix) as kept rows."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        return [("columns", X.indices[a:b].astype(np.int64), X.data[a:b].astype(np.float64), X.shape[1])
+                for a, b in zip(X.indptr[:-1], X.indptr[1:])]
+    return [("dense", np.array(r, dtype=np.float64)) for r in X]
+
+
+def _row_of_event(parts) -> tuple:
+    """A kept row from ``omtl._native.event_row``'s conversion of one event."""
+    if parts[0] == "dense":
+        return ("dense", parts[1])
+    return ("columns", parts[1].astype(np.int64), parts[2], parts[3])
+
+
+def _event_bytes(event_id: str, task, row) -> int:
     task_bytes = len(task.encode()) if isinstance(task, str) else 0
-    row = 12 * X.nnz if sp.issparse(X) else 8 * X.shape[1]
-    return EVENT_OVERHEAD + len(event_id.encode()) + task_bytes + row
+    values = 8 * row[1].shape[0] if row[0] == "dense" else 12 * row[1].shape[0]
+    return EVENT_OVERHEAD + len(event_id.encode()) + task_bytes + values
 
 
 def _check_id(event_id) -> str:
@@ -97,10 +118,10 @@ def _check_now(now) -> float:
 class DelayedLabelsMixin:
     """The pending store and ``learn_label`` (mixed into ``OnlineClassifier``)."""
 
-    def _pending_store(self) -> _Pending:
+    def _pending_store(self) -> PendingEvents:
         store = self.__dict__.get("_pending")
         if store is None:
-            store = self._pending = _Pending()
+            store = self._pending = PendingEvents()
         return store
 
     def _remember_rows(self, X, tasks, ids, now):
@@ -115,9 +136,11 @@ class DelayedLabelsMixin:
         scores = self.decision_function(X, tasks=tasks)
         task_list = [None] * len(ids) if tasks is None else (
             [tasks] * len(ids) if isinstance(tasks, (str, bytes)) or np.ndim(tasks) == 0 else list(tasks))
-        rows = [X[r : r + 1].copy() for r in range(X.shape[0])]
-        if not sp.issparse(X):
-            rows = [np.array(r, dtype=np.float64) for r in rows]
+        self._keep(ids, task_list, _rows_of(X), scores, now)
+        return scores
+
+    def _keep(self, ids, task_list, rows, scores, now) -> None:
+        """Puts scored events in the store (checked first: a failure keeps nothing)."""
         sizes = [_event_bytes(i, t, r) for i, t, r in zip(ids, task_list, rows)]
         store = self._pending_store()
         if max(sizes, default=0) > store.limits[1]:
@@ -129,12 +152,14 @@ class DelayedLabelsMixin:
             task = task.item() if isinstance(task, np.generic) else task
             store.events[event_id] = (row, task, float(score), now, size)
             store.bytes += size
-        return scores
 
     def _remember_one(self, x, task, event_id, now):
         with self._model_lock():
-            X = self._event_rows(x)
-            score = self._remember_rows(X, None if task is None else [task], [event_id], now)[0]
+            event_id, now = _check_id(event_id), _check_now(now)
+            fitted = self.n_features_in_ if self._is_fitted() else None
+            row = _row_of_event(event_row(x, fitted, self._dict_width()))
+            score = self.decision_one(x, task=task)
+            self._keep([event_id], [task], [row], [score], now)
             return labels_in_form(np.array([1.0 if score >= 0 else -1.0]), getattr(self, "_label_form", PM1))[0].item()
 
     def learn_label(self, event_id, y, *, now=None):
@@ -173,19 +198,20 @@ class DelayedLabelsMixin:
                 raise ValueError(f"the event {event_id!r} expired: remembered {age:g} s ago, max_age={max_age:g} s")
             if y is None or isinstance(y, (list, tuple, dict, set, np.ndarray)):
                 raise TypeError(f"y must be one label, got {type(y).__name__}")
-            y_pm1 = check_labels([y], 1, *self._label_context(None))[0][0]
-            before = getattr(self, "_label_form", None) if self._is_fitted() else None
-            scores, form = self._run_learn(row, [y], None if task is None else [task])
+            if row[0] == "dense":
+                predicted = self.learn_one(row[1], y, task=task)
+            elif self._is_fitted():
+                predicted = self.learn_one(dict(zip(row[1].tolist(), row[2].tolist())), y, task=task)
+            else:  # a first event of columns: the batch path keeps the row's width
+                X = sp.csr_matrix((row[2], row[1], np.array([0, row[1].shape[0]])), shape=(1, row[3]))
+                scores, form = self._run_learn(X, [y], None if task is None else [task])
+                predicted = labels_in_form(np.array([1.0 if scores[0] >= 0 else -1.0]), form)[0].item()
             store.remove(event_id)
-            pre = 1.0 if scores[0] >= 0 else -1.0
-            served_pm1 = 1.0 if served >= 0 else -1.0
-            self.n_mistakes_ += int(served_pm1 != y_pm1) - int(pre != y_pm1)
-            # A lone 1 keeps the 0/1 form, as learn_one.
-            from ._validation import ZERO_ONE
-
-            if form == PM1 and before == ZERO_ONE and not isinstance(y, (bool, np.bool_)) and y == 1:
-                self._label_form = form = ZERO_ONE
-            return labels_in_form(np.array([pre]), form)[0].item()
+            # learn_one counted its own prediction: count the one served instead (both in the
+            # form of y, which learn_one checked).
+            served_label = labels_in_form(np.array([1.0 if served >= 0 else -1.0]), self._label_form)[0].item()
+            self.n_mistakes_ += int(served_label != y) - int(predicted != y)
+            return predicted
 
     def set_pending_limits(self, *, max_events=None, max_bytes=None, max_age=None):
         """Sets the pending store's bounds (None keeps one); the oldest events are evicted at the
@@ -235,22 +261,21 @@ class DelayedLabelsMixin:
             return None
         events = []
         for event_id, (row, task, score, when, _) in store.events.items():
-            if sp.issparse(row):
-                events.append((event_id, task, "columns", row.indices.astype(np.float64).tolist(), row.data.tolist(), score, when))
+            if row[0] == "columns":
+                events.append((event_id, task, "columns", row[1].astype(np.float64).tolist(), row[2].tolist(), score, when))
             else:
-                events.append((event_id, task, "dense", row[0].tolist(), None, score, when))
+                events.append((event_id, task, "dense", row[1].tolist(), None, score, when))
         return events, store.limits, store.evicted, store.expired
 
     def _restore_pending(self, pending, width) -> None:
         """The store from the native reader's form (rows of ``width`` columns)."""
-        store = _Pending(pending[1])
+        store = PendingEvents(pending[1])
         store.evicted, store.expired = pending[2], pending[3]
         for event_id, task, kind, a, b, score, when in pending[0]:
             if kind == "dense":
-                row = np.array([a], dtype=np.float64)
+                row = ("dense", np.array(a, dtype=np.float64))
             else:
-                indices = np.array(a, dtype=np.int64)
-                row = sp.csr_matrix((np.array(b, dtype=np.float64), indices, np.array([0, len(indices)])), shape=(1, width))
+                row = ("columns", np.array(a, dtype=np.int64), np.array(b, dtype=np.float64), width)
             size = _event_bytes(event_id, task, row)
             store.events[event_id] = (row, task, float(score), float(when), size)
             store.bytes += size
@@ -287,7 +312,7 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
     EvaluationReport
         As ``omtl.evaluate``, over the served predictions.
     """
-    from .evaluate import _task_array, _task_codes, progressive_report
+    from .evaluate import progressive_report, task_array, task_codes
 
     if y is None and hasattr(X, "y"):
         X, y, tasks = X.X, X.y, X.tasks
@@ -297,8 +322,8 @@ def evaluate_delayed(model, X, y=None, *, tasks=None, delay: int = 0, curve_poin
         raise ValueError(f"delay must be an integer >= 0, got {delay!r}")
     y_pm1, _ = check_labels(y, X.shape[0])
     n = X.shape[0]
-    task_ids = _task_array(tasks, n)
-    codes = _task_codes(model, task_ids, n)
+    task_ids = task_array(tasks, n)
+    codes = task_codes(model, task_ids, n)
     rows = X.tocsr() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     served = np.empty(n)
     start = time.perf_counter()

@@ -55,6 +55,7 @@ __all__ = [
     "check_bookkeeping",
     "serve",
     "MODEL_FILE_CLASSES",
+    "CLASS_ALIASES",
     "MODEL_FILE_MAGIC",
     "MODEL_FILE_VERSION",
 ]
@@ -236,7 +237,7 @@ class NativeFileReader:
     """Chunks of a data file (svmlight, VW, CSV; gzip; ``"-"``: standard input), parsed on a
     thread of its own at most two chunks ahead (src/io/); ``omtl.datasets.iter_file`` wraps it."""
 
-    def __init__(self, path: str, reading: Mapping[str, object], n_features: int, zero_based: bool) -> None:
+    def __new__(cls, path: str, reading: Mapping[str, object], n_features: int, zero_based: bool) -> NativeFileReader:
         """``reading``: ``omtl._file_formats.native_reading``'s dict (format, chunking, line cap,
         bad lines, the VW task namespace, the CSV columns, whether labels are required)."""
     def __iter__(self) -> NativeFileReader: ...
@@ -344,6 +345,9 @@ def check_bookkeeping(learner: NativeLearner, fitted: str, open_ended: bool) -> 
 
 MODEL_FILE_CLASSES: Final[dict]
 """The estimator classes a model file may name, with the learner kind each builds."""
+
+CLASS_ALIASES: Final[dict]
+"""Other names of estimator classes (alias -> class name), as ``omtl`` exports them."""
 
 MODEL_FILE_MAGIC: Final[bytes]
 """The first bytes of every model file."""

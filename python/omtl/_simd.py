@@ -49,7 +49,7 @@ def supported_simd_levels() -> list[str]:
     return list(LEVELS[: LEVELS.index(detected_simd_level()) + 1])
 
 
-def _warn_on_bad_override() -> None:
+def warn_on_bad_override() -> None:
     value = os.environ.get("OMTL_SIMD")
     if value is not None and value.strip().lower() not in LEVELS:
         warnings.warn(

@@ -21,7 +21,7 @@ import operator
 
 import numpy as np
 
-from ._validation import _integer_array
+from ._validation import integer_array
 
 
 def is_integer_ids(tasks) -> bool:
@@ -33,7 +33,7 @@ def is_integer_ids(tasks) -> bool:
     if isinstance(tasks, (str, bytes)) or tasks is None:
         return False
     try:
-        _integer_array(tasks, "tasks")
+        integer_array(tasks, "tasks")
     except (TypeError, ValueError):
         return False
     return True
@@ -89,8 +89,10 @@ def label_list(tasks, n_rows: int) -> list:
         values, typed = arr.tolist(), arr.dtype.kind != "O"
     if len(values) != n_rows:
         raise ValueError(f"X has {n_rows} rows but tasks has {len(values)}")
-    if not typed and any(isinstance(v, (bool, np.bool_)) for v in values):
-        raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
+    if not typed:
+        types = set(map(type, values))  # (a C loop; bool has no subclasses, np.bool_ none in use)
+        if bool in types or np.bool_ in types:
+            raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
     return values
 
 
@@ -112,7 +114,9 @@ def map_labels(labels: list, index: dict, capacity: int | None, hint: str, base:
     if None not in codes:
         return np.array(codes, dtype=np.int64), []
     missing = map(operator.is_, codes, itertools.repeat(None))  # (C loops throughout)
-    new = [_plain(v) for v in dict.fromkeys(itertools.compress(labels, missing))]
+    new = list(dict.fromkeys(itertools.compress(labels, missing)))
+    if set(map(type, new)) != {str}:  # a str is a valid label as it is; anything else is checked
+        new = [_plain(v) for v in new]
     if capacity is not None and base + max(0, len(new) - len(free)) > capacity:
         label = new[capacity - base + len(free)]
         raise ValueError(
@@ -122,8 +126,10 @@ def map_labels(labels: list, index: dict, capacity: int | None, hint: str, base:
     # The new labels' indices in a map of their own: the model's map is not copied (its size).
     places = list(free[: len(new)]) + list(range(base, base + max(0, len(new) - len(free))))
     fresh = dict(zip(new, places))
-    codes = [fresh[v] if c is None else c for v, c in zip(labels, codes)]
-    return np.array(codes, dtype=np.int64), new
+    out = np.array(codes, dtype=object)
+    unknown = np.equal(out, None)
+    out[unknown] = list(map(fresh.__getitem__, itertools.compress(labels, unknown)))
+    return out.astype(np.int64), new
 
 
 def _hashable(value) -> bool:
@@ -242,14 +248,16 @@ class TaskSet:
     def add_labels(self, labels) -> None:
         """Adds new labels (checked new and distinct by the caller), in order: each takes the
         lowest free task, or else the next one."""
-        for label in labels:
-            if self.free:
-                i = self.free.pop(0)
-                self.labels[i] = label
-            else:
-                i = len(self.labels)
-                self.labels.append(label)
+        labels = list(labels)
+        reused = labels[: len(self.free)]
+        for label in reused:
+            i = self.free.pop(0)
+            self.labels[i] = label
             self.index[label] = i
+        appended = labels[len(reused):]
+        base = len(self.labels)
+        self.labels.extend(appended)
+        self.index.update(zip(appended, range(base, base + len(appended))))
 
     def reserve(self, n_new: int) -> None:
         """Makes room for ``n_new`` more counts without changing them (doubling). Called before

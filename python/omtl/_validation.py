@@ -130,7 +130,7 @@ def check_finite_X(X) -> None:
         raise ValueError("X contains NaN or infinity")
 
 
-def _integer_array(values, what: str) -> np.ndarray:
+def integer_array(values, what: str) -> np.ndarray:
     """``values`` as a 1-D-or-more array of integers in their own dtype (int, uint, integral
     floats, or Python ints of any size as objects), for range checks before any cast to int64."""
     arr = np.asarray(values)
@@ -157,7 +157,7 @@ def check_tasks(tasks, n_rows: int, n_tasks: int) -> np.ndarray:
         if n_rows and not 0 <= tasks < n_tasks:
             raise ValueError(f"unknown task id {tasks} at row 0: task ids must lie in [0, {n_tasks})")
         return np.full(n_rows, int(tasks), dtype=np.int64)
-    arr = _integer_array(tasks, "tasks")
+    arr = integer_array(tasks, "tasks")
     if arr.ndim == 0:
         arr = arr.reshape(1)
     if arr.ndim != 1:
@@ -182,7 +182,7 @@ def check_rounds(rounds, task_ids: np.ndarray) -> np.ndarray:
         raise TypeError("rounds is required: pass one round id per row (non-decreasing)")
     if isinstance(rounds, (bool, np.bool_)) or isinstance(rounds, numbers.Number):
         raise TypeError("rounds must be an array with one round id per row")
-    arr = _integer_array(rounds, "rounds")
+    arr = integer_array(rounds, "rounds")
     if arr.ndim != 1:
         raise ValueError(f"rounds must be 1-D, got shape {arr.shape}")
     if arr.shape[0] != n_rows:

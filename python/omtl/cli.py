@@ -289,9 +289,9 @@ def main(argv=None) -> int:
     except FileNotFoundError as exc:
         # A missing data set is a setup problem, not a bug: one line, no traceback (and the
         # CLI's words, not the Python API's data_dir=).
-        from .datasets.loaders import _HINT
+        from .datasets.loaders import DATA_HINT
 
-        message = str(exc).replace(f" ({_HINT})", "").replace(f"; {_HINT}", "")
+        message = str(exc).replace(f" ({DATA_HINT})", "").replace(f"; {DATA_HINT}", "")
         print(
             f"omtl: {message}\n(point --data-dir or OMTL_DATA at the folder holding the data sets; "
             "docs/data.md lists them and where each comes from)",

@@ -88,11 +88,6 @@ class EvaluationReport:
         }
 
 
-#: Learners that store examples whatever their kernel: the budget learners (at most ``budget``)
-#: and MTFL/TRML (every example, for the periodic retraining).
-_STORING = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTBPRJ2", "MTFL", "TRML"})
-
-
 def stores_examples(model) -> bool:
     """Whether ``model.n_active_`` counts examples the model stores (an active set): the budget
     learners, MTFL/TRML and the kernel Perceptrons with a non-linear kernel. A learner with
@@ -109,10 +104,8 @@ def stores_examples(model) -> bool:
     -------
     bool
     """
-    name = type(model).__name__
-    if name in _STORING:
-        return True
-    return name in ("MTPerceptron", "KernelPerceptron") and getattr(model, "kernel", "linear") != "linear"
+    # Declared by the learner's class (``_stores_examples``).
+    return bool(getattr(model, "_stores_examples", False))
 
 
 def f1_from_counts(tp, fp, fn) -> float:
@@ -203,8 +196,8 @@ def evaluate(
     # Task ids as the model takes them (integer ids, or any hashable labels), checked for the
     # whole stream before the first chunk changes the model; ``codes`` are the model's task
     # indices, what the per-task counts are indexed by.
-    task_ids = _task_array(tasks, n)
-    codes = _task_codes(model, task_ids, n)
+    task_ids = task_array(tasks, n)
+    codes = task_codes(model, task_ids, n)
     chunk = chunk_size or max(256, math.ceil(n / 100))
     preds = np.empty(n)
     bar = None
@@ -254,7 +247,7 @@ def progressive_report(model, name, y_pm1, preds, codes, curve_points, seconds, 
     )
 
 
-def _task_array(tasks, n: int) -> np.ndarray:
+def task_array(tasks, n: int) -> np.ndarray:
     """One task id per row (a scalar applies to every row), integers kept as integers and any
     other labels as Python objects (strings are not truncated to a fixed width)."""
     arr = np.asarray(tasks)
@@ -267,7 +260,7 @@ def _task_array(tasks, n: int) -> np.ndarray:
     return arr
 
 
-def _task_codes(model, task_ids: np.ndarray, n: int) -> np.ndarray:
+def task_codes(model, task_ids: np.ndarray, n: int) -> np.ndarray:
     """The model's task index of every row, as its next calls will map them; raises (without
     changing the model) for ids the model would refuse."""
     map_tasks = getattr(model, "_map_tasks", None)

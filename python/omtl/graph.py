@@ -375,6 +375,29 @@ def resolve_graph(graph, n_tasks: int, open_ended: bool = False) -> TaskGraph:
     raise TypeError(f"graph must be 'complete', 'disconnected' or a TaskGraph, got {type(graph).__name__}")
 
 
+def stored_edges_graph(n_tasks: int, kind: str, edges, weights) -> TaskGraph:
+    """A graph built from edges, as a model file stores it: the edges are checked now, T is
+    factored when a model first needs it (reading a file costs no O(k³) work).
+
+    Parameters
+    ----------
+    n_tasks : int
+        Number of tasks.
+    kind : {"edges", "laplacian_pinv"}
+        How T is made of the edges (``TaskGraph.from_edges``, ``TaskGraph.laplacian_pinv``).
+    edges : iterable of (int, int)
+        Undirected edges between tasks.
+    weights : array-like of shape (n_edges,) or None
+        Non-negative edge weights (None: all 1).
+
+    Returns
+    -------
+    TaskGraph
+    """
+    edges, weights = _edge_list(n_tasks, edges, weights)
+    return TaskGraph._checked(n_tasks, kind, build=False, edges=edges, weights=weights)
+
+
 def _edge_list(n_tasks, edges, weights):
     pairs = np.asarray(list(edges), dtype=np.int64).reshape(-1, 2)
     if weights is None:

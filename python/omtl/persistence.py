@@ -23,22 +23,22 @@ and building a fresh engine from them, which must have the same settings. Anythi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import numbers
 import os
-import socket
 import stat
-import tempfile
 
 import numpy as np
 
 from . import _native
 from . import learners as _learners
+from ._atomic_file import write_atomically
 from ._base import STATE_VERSION, NativeCore
+from ._bookkeeping import check_restored, fitted_header
+from ._bookkeeping import invalid_model_file as _fail
 from ._tasks import FORGOTTEN, TaskSet
-from .graph import TaskGraph, _edge_list
+from .graph import TaskGraph, stored_edges_graph
 
 __all__ = ["dumps", "load", "load_metadata", "loads", "save"]
 
@@ -56,7 +56,7 @@ _MAX_DENSE_GRAPH = 1 << 26
 _GRAPH_KEY = "__omtl_task_graph__"
 
 
-def _limits() -> dict:
+def file_limits() -> dict:
     return {"max_header": _MAX_HEADER, "max_dense_graph": _MAX_DENSE_GRAPH}
 
 
@@ -80,40 +80,6 @@ def _param_to_json(name, value):
         return {_GRAPH_KEY: {"kind": value.kind, "n_tasks": int(value.n_tasks), "edges": arr(value.edges, np.int64),
                              "weights": arr(value.weights, np.float64), "matrix": arr(value.matrix, np.float64)}}
     raise TypeError(f"cannot save parameter {name}={value!r}: a file holds numbers, strings, None and TaskGraphs")
-
-
-def _fitted_header(model) -> dict | None:
-    if not model._is_fitted():
-        return None
-    header = {
-        "n_features_in": int(model.n_features_in_),
-        "n_seen": int(model.n_seen_),
-        "n_mistakes": int(model.n_mistakes_),
-        "seen_per_task": [int(c) for c in model._tasks.counts],
-        "label_form": list(model._label_form) if isinstance(model._label_form, tuple) else model._label_form,
-    }
-    if getattr(model, "_radius_warned", False):
-        header["radius_warned"] = True
-    if "_gamma_scale" in model.__dict__:  # the value gamma="scale" resolved to on the first batch
-        header["gamma_scale"] = float(model._gamma_scale)
-    if getattr(model, "feature_names_in_", None) is not None:  # from a data frame (scikit-learn)
-        header["feature_names_in"] = [str(name) for name in model.feature_names_in_]
-    labels = model._tasks.labels
-    if labels is not None:
-        labels = [v for v in labels if v is not FORGOTTEN]
-        for label in labels:
-            if isinstance(label, bool) or not isinstance(label, (str, int)):
-                raise TypeError(
-                    f"cannot save task label {label!r} ({type(label).__name__}): a model file stores str and int "
-                    "task labels only (pickle the model instead)"
-                )
-        header["task_labels"] = labels
-        free = model._tasks.free_tasks()
-        if free:
-            header["free_tasks"] = free
-    if model._tasks.n_forgotten:
-        header["n_forgotten"] = int(model._tasks.n_forgotten)
-    return header
 
 
 def save(model, path, *, metadata=None) -> None:
@@ -160,106 +126,7 @@ def save(model, path, *, metadata=None) -> None:
     True
     """
     data = dumps(model, metadata=metadata)
-    _write_atomically(os.fspath(path), data)
-
-
-# Temporary files: ".<name>.<host>-<pid>-<random>.omtl-tmp" in the target's directory.
-_TMP_SUFFIX = ".omtl-tmp"
-_HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    """Replaces ``path`` by a file holding ``data``, whole or not at all, also across a crash.
-
-    The bytes go to a fresh temporary file in the target's directory, created with O_EXCL under
-    an unpredictable name (so concurrent savers never share one, and a planted symlink is never
-    followed), flushed to disk, given the mode of the file it replaces (or the mode a new file
-    gets under the umask), and renamed over the target; then the directory entry is flushed.
-    A crash leaves the old file or the new one, and at most a temporary file, which a later save
-    to the same path removes once its writer process is gone.
-    """
-    directory, name = os.path.split(os.path.abspath(path))
-    try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()
-    _remove_stale_temporaries(directory, name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.{_HOST_TAG}-{os.getpid()}-", suffix=_TMP_SUFFIX, dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if hasattr(os, "fchmod"):
-                os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    _fsync_directory(directory)
-
-
-def _umask() -> int:
-    """The process umask, read without changing it where the system tells it (Linux)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_directory(directory: str) -> None:
-    """Flushes a directory's entries (the rename) to disk, where the system can (POSIX)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems do not sync directories; the rename itself is still atomic
-    finally:
-        os.close(fd)
-
-
-def _remove_stale_temporaries(directory: str, name: str) -> None:
-    """Removes the temporary files of saves to ``name`` whose writer process (on this host) no
-    longer exists: what a crash during a save leaves. Other hosts' temporaries are left alone."""
-    prefix = f".{name}.{_HOST_TAG}-"
-    try:
-        entries = [e for e in os.listdir(directory) if e.startswith(prefix) and e.endswith(_TMP_SUFFIX)]
-    except OSError:
-        return
-    for entry in entries:
-        pid = entry[len(prefix) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid() or _process_exists(int(pid)):
-            continue
-        try:
-            os.remove(os.path.join(directory, entry))
-        except OSError:
-            pass
-
-
-def _process_exists(pid: int) -> bool:
-    if os.name != "posix":
-        return True  # no harmless existence probe (os.kill would terminate it): keep the file
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # it exists (another user's), or we cannot tell: keep its file
-    return True
+    write_atomically(path, data)
 
 
 def dumps(model, *, metadata=None) -> bytes:
@@ -287,7 +154,7 @@ def dumps(model, *, metadata=None) -> bytes:
     # model's lock, which every learning call holds for its whole batch.
     with model._model_lock():
         params = {name: _param_to_json(name, value) for name, value in model.get_params().items()}
-        fitted = _fitted_header(model)
+        fitted = fitted_header(model)
         learner = None
         if fitted is not None:
             try:  # a file we write is a file load() accepts
@@ -303,16 +170,12 @@ def dumps(model, *, metadata=None) -> bytes:
         head = json.dumps(header, allow_nan=False, sort_keys=True)
         # Framing, checksum and the reader's checks of the header and state: the crate's.
         try:
-            return bytes(_native.write_model_file(head, learner, **_limits(), pending=model._pending_tuple()))
+            return bytes(_native.write_model_file(head, learner, **file_limits(), pending=model._pending_tuple()))
         except ValueError as exc:
             raise ValueError(str(exc).replace("cannot save this model:", f"cannot save this {cls.__name__}:", 1)) from None
 
 
 # ---- reading ------------------------------------------------------------------------------------
-def _fail(msg: str):
-    raise ValueError(f"not a valid omtl model file: {msg}")
-
-
 def _graph_from_json(spec) -> TaskGraph:
     """The TaskGraph of a header's graph (its shape and size already checked by the crate)."""
     kind, k = spec["kind"], spec["n_tasks"]
@@ -326,8 +189,7 @@ def _graph_from_json(spec) -> TaskGraph:
         if kind in ("edges", "laplacian_pinv"):
             # Checked, not factored: T is built when the model first needs it (an unfitted
             # model's first learning call; a fitted model's settings check, whose state holds T).
-            edges, weights = _edge_list(k, [tuple(e) for e in spec["edges"]], spec["weights"])
-            return TaskGraph._checked(k, kind, build=False, edges=edges, weights=weights)
+            return stored_edges_graph(k, kind, [tuple(e) for e in spec["edges"]], spec["weights"])
         build = {"interaction": TaskGraph.from_interaction, "psd_plus_identity": TaskGraph.from_psd_plus_identity,
                  "task_kernel": TaskGraph.from_task_kernel}[kind]
         graph = build(spec["matrix"])
@@ -359,47 +221,6 @@ def _build(header: dict):
         return cls(**{k: _param_from_json(v) for k, v in params.items()})
     except (TypeError, ValueError, OverflowError) as exc:
         _fail(f"invalid parameters for {name} ({exc})")
-
-
-def check_restored(model, *, settings: bool = True) -> None:
-    """Checks that a fitted native ``model`` is consistent: its engine's sizes and the
-    bookkeeping agree (checked by the crate, as reading a model file checks them) and
-    (``settings``) the engine is the algorithm its hyper-parameters build, with the same
-    settings. Raises ``ValueError``. ``load`` and ``save`` check everything; unpickling leaves
-    out the settings (``set_params`` after fitting is allowed, and a pickle that lies about its
-    class can run code anyway). Reference twins (plain NumPy state) are not checked."""
-    if REGISTRY.get(type(model).__name__) is not type(model) or not model._is_fitted():
-        return
-    learner = model._core._learner
-    d = model.n_features_in_
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        _fail(f"n_features_in_ must be an integer >= 1, got {d!r}")
-    task_set = getattr(model, "_tasks", None)
-    if not isinstance(task_set, TaskSet):
-        _fail("the model's task set is missing")
-    seen = task_set.counts
-    if not isinstance(seen, np.ndarray) or seen.ndim != 1 or seen.dtype.kind not in "iu" or (seen < 0).any():
-        _fail("the per-task counts are not n_tasks non-negative integers")
-    labels = task_set.labels
-    if labels is not None:
-        index = task_set.index
-        live = [(i, v) for i, v in enumerate(labels) if v is not FORGOTTEN] if isinstance(labels, list) else []
-        if not isinstance(labels, list) or not isinstance(index, dict) or len(index) != len(live) \
-                or any(index.get(v) != i for i, v in live):
-            _fail("the task labels are not distinct labels of at most n_tasks tasks")
-    try:
-        fitted = json.dumps(_fitted_header(model), allow_nan=False)
-    except (TypeError, ValueError):
-        _fail(f"unknown label form or task labels ({model._label_form!r})")
-    _native.check_bookkeeping(learner, fitted, model.n_tasks is None)
-    if settings:
-        # Built only now that the sizes are known to be the engine's (bounded by its state).
-        try:
-            fresh = model._make_core(int(d), False)
-        except (TypeError, ValueError, OverflowError) as exc:
-            _fail(f"invalid parameters ({exc})")
-        if not learner.same_settings(fresh._learner):
-            _fail(f"the engine ({learner.kind}) is not the one the parameters of {type(model).__name__} build")
 
 
 def load(path):
@@ -441,7 +262,7 @@ def _read_model_file(path) -> bytes:
         size = info.st_size if stat.S_ISREG(info.st_mode) else None
         prefix = b""
         while True:  # the framing and the header: at most the header limit
-            length, exact = _native.model_file_length(prefix, size, **_limits())
+            length, exact = _native.model_file_length(prefix, size, **file_limits())
             if exact:
                 break
             more = f.read(length - len(prefix))
@@ -476,17 +297,18 @@ def loads(data: bytes):
     omtl learner
         The model; ``ValueError`` as ``load`` for invalid data.
     """
-    return _loads_with_header(data)[0]
+    return loads_with_header(data)[0]
 
 
-def _loads_with_header(data: bytes):
-    """``(model, header)`` from a model file's bytes (the header as a dict: its metadata)."""
+def loads_with_header(data: bytes):
+    """``(model, header)`` from a model file's bytes: the model as ``loads`` gives it and the
+    file's header as a dict (its ``metadata``, as ``save`` was given it)."""
     # Framing, checksum, the header's fields and the native state, checked by the crate.
-    head, learner = _native.read_model_file(bytes(data), **_limits())
+    head, learner = _native.read_model_file(bytes(data), **file_limits())
     header = json.loads(head)
     model = _build(header)
     fitted = header["fitted"]
-    pending = _native.read_model_pending(bytes(data), **_limits())
+    pending = _native.read_model_pending(bytes(data), **file_limits())
     if pending is not None:
         model._restore_pending(pending, fitted["n_features_in"] if fitted is not None else model._dict_width())
     if fitted is None:
@@ -530,5 +352,5 @@ def load_metadata(path) -> dict:
         The JSON object given as ``save(..., metadata=...)``. The file's framing, checksum and
         header are checked (``ValueError`` as ``load``); the model itself is not decoded.
     """
-    header = json.loads(_native.read_model_header(_read_model_file(path), **_limits()))
+    header = json.loads(_native.read_model_header(_read_model_file(path), **file_limits()))
     return header.get("metadata", {})

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -54,25 +55,8 @@ from . import learners as _learners
 from ._docs import fill_doc
 from ._hashing import hash_features
 from ._native import decision_event, learn_event
+from ._registry import LEARNERS
 from ._validation import check_classes_pair
-
-__all__ = [
-    "CWCOL",
-    "MTBPRJ",
-    "MTBPRJ2",
-    "MTFL",
-    "MTFORG",
-    "MTLinear",
-    "MTRBP",
-    "OMTL",
-    "OMTRL",
-    "ROMCO",
-    "TRML",
-    "KernelPerceptron",
-    "MTPerceptron",
-    "PAGlobal",
-    "PAUnique",
-]
 
 _ZEROS = itertools.repeat(0.0)
 # Examples whose str values are looked at for text (whitespace): a text feature shows from the
@@ -366,7 +350,9 @@ class RiverClassifier(_river_base.MiniBatchClassifier):
         yield {"n_tasks": 1, "task_key": None, **({"budget": 50} if "budget" in cls._learner_class._param_names() else {})}
 
 
-def _adapter(learner_class, extra=""):
+def _adapter(learner_class):
+    # ``predict_proba_one`` answers where the learner has ``predict_proba``.
+    extra = ", ``predict_proba_one`` (with the settings that give ``predict_proba``)" if hasattr(learner_class, "predict_proba") else ""
     doc = (
         f"River adapter of ``omtl.{learner_class.__name__}``: ``learn_one``/``predict_one``{extra}.\n\n"
         "    Takes the learner's keyword hyper-parameters, plus ``task_key``, ``task_fn`` and\n"
@@ -376,18 +362,10 @@ def _adapter(learner_class, extra=""):
                                                              "__module__": __name__})
 
 
-MTLinear = _adapter(_learners.MTLinear, ", ``predict_proba_one`` with ``loss='logistic'``")
-KernelPerceptron = _adapter(_learners.KernelPerceptron)
-MTPerceptron = _adapter(_learners.MTPerceptron)
-MTRBP = _adapter(_learners.MTRBP)
-MTFORG = _adapter(_learners.MTFORG)
-MTBPRJ = _adapter(_learners.MTBPRJ)
-MTBPRJ2 = _adapter(_learners.MTBPRJ2)
-ROMCO = _adapter(_learners.ROMCO)
-PAGlobal = _adapter(_learners.PAGlobal)
-PAUnique = _adapter(_learners.PAUnique)
-OMTL = _adapter(_learners.OMTL)
-OMTRL = _adapter(_learners.OMTRL)
-CWCOL = _adapter(_learners.CWCOL)
-MTFL = _adapter(_learners.MTFL)
-TRML = _adapter(_learners.TRML)
+#: One adapter per learner class (``omtl._registry.LEARNERS``), of the same name.
+__all__ = list(LEARNERS)
+globals().update({name: _adapter(getattr(_learners, name)) for name in __all__})
+
+if TYPE_CHECKING:  # the adapters, for type checkers: made above from the learner list
+
+    def __getattr__(name: str) -> type[RiverClassifier]: ...

@@ -36,7 +36,7 @@ import json
 import numpy as np
 
 from . import _native
-from .persistence import _limits, dumps, loads
+from .persistence import dumps, file_limits, loads
 
 __all__ = ["LAYOUT_VERSION", "apply", "changes", "combine", "empty_replica", "merge", "shards_of", "track"]
 
@@ -63,7 +63,7 @@ def empty_replica(model, n_features: int, *, label_mode: bool = True):
     if isinstance(n_features, bool) or not isinstance(n_features, (int, np.integer)) or n_features < 1:
         raise ValueError(f"n_features must be an integer >= 1, got {n_features!r}")
     blank = type(model)(**model.get_params())
-    data = _native.empty_replica(dumps(blank), int(n_features), bool(label_mode), **_limits())
+    data = _native.empty_replica(dumps(blank), int(n_features), bool(label_mode), **file_limits())
     replica = loads(data)
     track(replica)
     return replica
@@ -111,9 +111,9 @@ def merge(replicas, *, label_form=None):
     depend on its task number."""
     parts = [bytes(r) if isinstance(r, (bytes, bytearray, memoryview)) else dumps(r) for r in replicas]
     if label_form is None:
-        label_form = json.loads(_native.read_model_header(parts[0], **_limits()))["fitted"]["label_form"]
+        label_form = json.loads(_native.read_model_header(parts[0], **file_limits()))["fitted"]["label_form"]
     form = json.dumps(list(label_form) if isinstance(label_form, tuple) else label_form)
-    return loads(_native.merge_replicas(parts, form, **_limits()))
+    return loads(_native.merge_replicas(parts, form, **file_limits()))
 
 
 def shards_of(labels, n_shards: int) -> np.ndarray:

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::data::{Row, Rows};
+use crate::data::{Row, Rows, SelfKernel};
 use crate::error::{invalid, Result};
 
 /// The largest polynomial degree accepted: `(γ<x,x'> + c0)^degree` overflows double precision
@@ -207,6 +207,16 @@ impl BaseKernel {
     pub fn eval(&self, a: &Row, b: &Row) -> f64 {
         let (sa, sb) = (a.sq_norm(), b.sq_norm());
         self.from_dot(a.dot_row(b), sa, sb, self.raw_self(sa), self.raw_self(sb))
+    }
+}
+
+impl SelfKernel for BaseKernel {
+    fn self_value(&self, sq_norm: f64) -> f64 {
+        self.raw_self(sq_norm)
+    }
+
+    fn describe(&self) -> String {
+        format!("{:?}", self.kind)
     }
 }
 

@@ -119,7 +119,8 @@ fn check_bookkeeping(py: Python<'_>, learner: &NativeLearner, fitted: &str, open
     learner.with_model(py, |m| guarded(|| fitted.check_against(m, open_ended)))?
 }
 
-/// Adds the model-file functions and `MODEL_FILE_CLASSES` (class name -> learner kind).
+/// Adds the model-file functions, `MODEL_FILE_CLASSES` (class name -> learner kind) and
+/// `CLASS_ALIASES` (alias -> class name): the estimator class table, which Python's lists derive from.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(read_model_header, m)?)?;
@@ -132,6 +133,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         classes.set_item(class.name, class.kind)?;
     }
     m.add("MODEL_FILE_CLASSES", classes)?;
+    let aliases = PyDict::new(m.py());
+    for (alias, class) in crate::model::estimator::ALIASES {
+        aliases.set_item(alias, class)?;
+    }
+    m.add("CLASS_ALIASES", aliases)?;
     m.add("MODEL_FILE_MAGIC", PyBytes::new(m.py(), model_file::MAGIC))?;
     m.add("MODEL_FILE_VERSION", model_file::FORMAT_VERSION)?;
     Ok(())

@@ -11,9 +11,7 @@ import pickle
 
 import numpy as np
 
-#: checkpoint formats: omtl's model file (runs no code when read) or pickle (any learner)
-SAFE, PICKLE = "omtl", "pickle"
-
+from ._checkpoint import SAFE, check_identity
 
 #: the key of a shard file's identity (in a model file's metadata, or beside the model in a pickle)
 SHARD_KEY = "omtl_shard"
@@ -31,12 +29,10 @@ def model_to_bytes(model, fmt: str, identity: dict | None = None) -> bytes:
 
 def model_from_bytes(data: bytes, fmt: str, identity: dict | None = None):
     """The model in ``data``; with ``identity``, a shard file that must name exactly that shard."""
-    from ._checkpoint import check_identity
-
     if fmt == SAFE:
-        from ..persistence import _loads_with_header
+        from ..persistence import loads_with_header
 
-        model, header = _loads_with_header(data)
+        model, header = loads_with_header(data)
         found = (header.get("metadata") or {}).get(SHARD_KEY)
     else:
         model = pickle.loads(data)

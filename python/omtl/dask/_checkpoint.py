@@ -21,8 +21,10 @@ from pathlib import Path
 import numpy as np
 
 from ..graph import TaskGraph
-from ._actor import PICKLE, SAFE
 from ._plan import ShardPlan
+
+#: a shard's formats: omtl's model file (runs no code when read) or pickle (any learner)
+SAFE, PICKLE = "omtl", "pickle"
 
 CHECKPOINT_MANIFEST = "checkpoint.json"
 #: The manifest's layout; a manifest of another version is refused.

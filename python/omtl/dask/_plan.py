@@ -15,31 +15,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import learners as _learners
 from ..graph import TaskGraph
 
+
+# How a learner shards is declared by its class (``_shard_state``, ``_coupled_shards``).
+def _learners_where(test) -> frozenset:
+    return frozenset(name for name in _learners.__all__ if test(getattr(_learners, name)))
+
+
 #: Learners whose state splits by connected component of the task graph (ALGORITHMS.md §3-4,
-#: §6.1-6.2; MTLinear without hashing keeps its factor of T, its normalizer and its cells per
-#: component (under ``hash_bits`` all blocks share one table: shared state); OMTL's joint step
-#: couples only the tasks of one round, and a sharded stream is protocol P1): sharded by component
-#: they equal the one model on the whole stream; the budget learners up to their budget, which
-#: becomes a per-shard budget. (To move into the learner registry.)
-COMPONENT_LOCAL = frozenset({"KernelPerceptron", "MTPerceptron", "PAUnique", "MTRBP", "MTFORG", "MTBPRJ", "MTPRJ",
-                             "MTLinear", "OMTL"})
+#: §6.1-6.2; MTLinear keeps its factor of T, its normalizer and its cells per component, except
+#: under ``hash_bits``, where all blocks share one table; OMTL's joint step couples only the tasks
+#: of one round, and a sharded stream is protocol P1): sharded by component they equal the one
+#: model on the whole stream; the budget learners up to their budget, which becomes a per-shard
+#: budget.
+COMPONENT_LOCAL = _learners_where(lambda cls: getattr(cls, "_shard_state", None) == "component")
 
 #: Learners with a state shared by all tasks whatever the graph (MTBPRJ-2's span in the base-kernel
 #: space, ROMCO's low-rank U, PA-Global's and CW-COL's global model, OMTRL's learned coupling, the
 #: MTFL/TRML penalties): sharded, each shard is an independent model of its tasks, a different
 #: model, so they are refused unless ``independent_shards=True``.
-SHARED_STATE = frozenset({"MTBPRJ2", "MTPRJ2", "ROMCO", "PAGlobal", "CWCOL", "OMTRL", "MTFL", "TRML"})
+SHARED_STATE = _learners_where(lambda cls: getattr(cls, "_shard_state", None) == "shared")
 
-#: Learners whose budget (``budget``) is one global number; sharded it bounds each shard.
-PER_SHARD_BUDGET = frozenset({"MTRBP", "MTFORG", "MTBPRJ", "MTPRJ", "MTBPRJ2", "MTPRJ2"})
+#: Learners whose shared state coupled sharding (by task label, ``CoupledShardedLearner``) keeps in step.
+COUPLED = _learners_where(lambda cls: getattr(cls, "_coupled_shards", False))
 
 
 def splits_by_component(model) -> bool:
-    """True when ``model`` is known to keep its state per connected component (its class, and for
-    MTLinear no ``hash_bits``: hashed, every block lives in one shared table)."""
-    if type(model).__name__ == "MTLinear" and getattr(model, "hash_bits", None) is not None:
+    """True when ``model`` is known to keep its state per connected component (its class, and no
+    ``hash_bits``: hashed, every block lives in one shared table)."""
+    if getattr(model, "hash_bits", None) is not None:
         return False
     return type(model).__name__ in COMPONENT_LOCAL
 

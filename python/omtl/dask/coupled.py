@@ -18,11 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import shared_state
+from .. import _native, shared_state
+from .._atomic_file import write_atomically
 from .._tasks import label_list
 from .._validation import PM1, check_finite_X, check_labels, check_tasks, check_X, labels_in_form
-from ..persistence import REGISTRY, dumps, loads
-from .sharded import CHECKPOINT_MANIFEST, ShardedLearner, ShardError, _write_atomic
+from ..persistence import REGISTRY, dumps, file_limits, loads
+from ._checkpoint import CHECKPOINT_MANIFEST
+from ._plan import COUPLED
+from .sharded import ShardedLearner, ShardError
 
 #: Rows a shard learns between two syncs by default: on the per-user stream of
 #: benches/bench_dask_coupled.py (10^6 users, 4 shards, MTLinear hash_bits=22) the progressive
@@ -31,9 +34,6 @@ DEFAULT_SYNC_EVERY = 4096
 
 #: Learners whose shared state is kept in step (the engine refuses the others and MTLinear off
 #: the complete graph).
-COUPLED = frozenset({"MTLinear", "PAGlobal", "CWCOL"})
-
-
 class CoupledShard:
     """One shard of a coupled model: a replica (an omtl learner) that records its shared state."""
 
@@ -108,7 +108,7 @@ def rounds(shard: np.ndarray, since: np.ndarray, sync_every: int):
     return out, since
 
 
-class CoupledShardedLearner(ShardedLearner):
+class CoupledShardedLearner(ShardedLearner, without_graph=True):
     """An omtl learner whose tasks share state, sharded over Dask actors by task label.
 
     ``ShardedLearner(model)`` without a task graph builds one. Tasks go to shards by a stable hash
@@ -149,12 +149,13 @@ class CoupledShardedLearner(ShardedLearner):
         name = type(make_model).__name__
         if REGISTRY.get(name) is not type(make_model) or name not in COUPLED:
             raise ValueError(
-                f"coupled sharding keeps in step the shared state of {', '.join(sorted(COUPLED))} (MTLinear on the "
-                f"complete graph), got {make_model!r}; shard other learners by task-graph component"
+                f"coupled sharding keeps in step the shared state of {', '.join(sorted(COUPLED))} (on the complete "
+                f"graph, for a learner with a task graph), got {make_model!r}; shard other learners by task-graph "
+                "component"
             )
         if getattr(make_model, "graph", "complete") != "complete":
-            raise ValueError("coupled MTLinear shares its state through the complete graph's shared block: "
-                             "shard MTLinear on another graph by component (ShardedLearner(model, graph))")
+            raise ValueError(f"coupled {name} shares its state through the complete graph's shared block: "
+                             f"shard {name} on another graph by component (ShardedLearner(model, graph))")
         if isinstance(sync_every, bool) or not isinstance(sync_every, (int, np.integer)) or sync_every < 1:
             raise ValueError(f"sync_every must be an integer >= 1, got {sync_every!r}")
         if mix not in ("sum", "mean"):
@@ -196,7 +197,7 @@ class CoupledShardedLearner(ShardedLearner):
         if self._actors or X is None:
             return
         blank = dumps(self.prototype)
-        blob = bytes(shared_state._native.empty_replica(blank, X.shape[1], self._label_mode, **shared_state._limits()))
+        blob = bytes(_native.empty_replica(blank, X.shape[1], self._label_mode, **file_limits()))
         self._actors, self._actor_futures = self._new_actors([blob] * self.n_shards, "omtl")
 
     def _require_shards(self):
@@ -344,12 +345,12 @@ class CoupledShardedLearner(ShardedLearner):
         seq = max(self._checkpoint_seq, previous["seq"] if previous else 0) + 1
         files = [f"shard-{s:04d}-{seq}.omtl" for s in range(len(blobs))]
         for name, blob in zip(files, blobs):
-            _write_atomic(path / name, blob)
+            write_atomically(path / name, blob)
         manifest = {"seq": seq, "mode": "coupled", "format": "omtl", "files": files, "learner": self.learner_name_,
                     "n_tasks": self.n_tasks, "label_mode": self._label_mode, "n_features_in": self.n_features_in_,
                     "label_form": list(self._label_form) if isinstance(self._label_form, tuple) else self._label_form,
                     "sync_every": self.sync_every, "mix": self.mix}
-        _write_atomic(path / CHECKPOINT_MANIFEST, json.dumps(manifest).encode())
+        write_atomically(path / CHECKPOINT_MANIFEST, json.dumps(manifest).encode())
         for name in (previous or {}).get("files", []):
             if name not in files:
                 (path / name).unlink(missing_ok=True)

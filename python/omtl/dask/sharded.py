@@ -8,17 +8,19 @@ results are put back in input order.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic_file import write_atomically
 from .._kernel_params import scale_gamma
 from .._validation import PM1, check_finite_X, check_labels, check_tasks, check_X, classes_of, labels_in_form
 from ..graph import TaskGraph
-from ._actor import PICKLE, SAFE, ShardActor, model_to_bytes, safe_format_supported
+from ._actor import ShardActor, model_to_bytes, safe_format_supported
 from ._checkpoint import (
     CHECKPOINT_MANIFEST,
+    PICKLE,
+    SAFE,
     checked_plan,
     file_entry,
     graph_digest,
@@ -28,7 +30,7 @@ from ._checkpoint import (
     read_shard_files,
     shard_identity,
 )
-from ._plan import COMPONENT_LOCAL, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
+from ._plan import COMPONENT_LOCAL, COUPLED, ShardPlan, model_factory, plan_shards, splits_by_component, subgraph
 
 
 def _summed(key: str, doc: str) -> property:
@@ -88,11 +90,19 @@ class ShardedLearner:
     Within a shard rows are learned in input order; results come back in input order.
     """
 
+    # The subclass ``ShardedLearner(model)`` builds without a task graph (coupled sharding by
+    # label). It names itself (``without_graph=True``), so that this module does not import its own
+    # subclass's module; ``omtl.dask`` imports both.
+    _without_graph: type | None = None
+
+    def __init_subclass__(cls, *, without_graph: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if without_graph:
+            ShardedLearner._without_graph = cls
+
     def __new__(cls, make_model=None, graph=None, *args, **kwargs):
         if cls is ShardedLearner and graph is None:  # no task graph: coupled sharding by label
-            from .coupled import CoupledShardedLearner
-
-            return super().__new__(CoupledShardedLearner)
+            return super().__new__(ShardedLearner._without_graph)
         return super().__new__(cls)
 
     _actor_class = ShardActor
@@ -163,8 +173,9 @@ class ShardedLearner:
                 f"{name} keeps state shared by all tasks (or is not known to split by graph component): sharded over "
                 f"{n_shards} shards it would become {n_shards} independent models, a different learner. Pass "
                 "independent_shards=True to accept that, or use one shard. Learners that split exactly by "
-                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (MTLinear without hash_bits). MTLinear (complete "
-                "graph), PAGlobal and CWCOL shard by task label with their shared state kept in step: "
+                f"component: {', '.join(sorted(COMPONENT_LOCAL))} (without hash_bits, where a learner has it). "
+                f"{', '.join(sorted(COUPLED))} (on the complete graph, for a learner with one) shard by task label "
+                "with their shared state kept in step: "
                 "ShardedLearner(model) without a task graph"
             )
 
@@ -371,13 +382,13 @@ class ShardedLearner:
         ext = "omtl" if fmt == SAFE else "pkl"
         files = [f"shard-{s:04d}-{seq}.{ext}" for s in range(len(blobs))]
         for name, blob in zip(files, blobs):
-            _write_atomic(path / name, blob)
+            write_atomically(path / name, blob)
         manifest = new_manifest(
             id=checkpoint_id, seq=seq, format=fmt, n_tasks=self.n_tasks, learner=self.learner_name_,
             graph=graph_digest(self.graph), plan=plan.to_dict(),
             shards=[file_entry(name, blob) for name, blob in zip(files, blobs)],
             n_features_in=self.n_features_in_, label_form=self._label_form)
-        _write_atomic(path / CHECKPOINT_MANIFEST, manifest)
+        write_atomically(path / CHECKPOINT_MANIFEST, manifest)
         for entry in (previous or {}).get("shards", []):
             if entry["file"] not in files:
                 (path / entry["file"]).unlink(missing_ok=True)
@@ -481,9 +492,3 @@ def _release(futures) -> None:
             f.release()
         except Exception:  # a lost worker's future may already be gone
             pass
-
-
-def _write_atomic(path: Path, data: bytes):
-    from ..persistence import _write_atomically
-
-    _write_atomically(os.fspath(path), data)

@@ -31,7 +31,7 @@ import scipy.sparse as sp
 
 from ._stream import Stream
 
-_HINT = "pass data_dir=<folder holding the data-set folders> or set the OMTL_DATA environment variable"
+DATA_HINT = "pass data_dir=<folder holding the data-set folders> or set the OMTL_DATA environment variable"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -60,7 +60,7 @@ def default_data_dir() -> Path:
     if candidate.is_dir():
         return candidate
     raise FileNotFoundError(
-        f"cannot locate the omtl data folder: OMTL_DATA is not set and {candidate} does not exist; {_HINT}"
+        f"cannot locate the omtl data folder: OMTL_DATA is not set and {candidate} does not exist; {DATA_HINT}"
     )
 
 
@@ -70,7 +70,7 @@ def _root(data_dir) -> Path:
 
 def _require_file(path: Path, what: str) -> Path:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: file not found; expected {what} ({_HINT})")
+        raise FileNotFoundError(f"{path}: file not found; expected {what} ({DATA_HINT})")
     return path
 
 

@@ -38,13 +38,13 @@ def plot_f1_vs_budget(summary: list[dict], keys: list[str], path: Path) -> Path:
     return Path(path)
 
 
-def f1_vs_budget_png(summary: list[dict], keys: list[str]) -> bytes:
-    """One panel per data set: F1 (%) against B (% of the battery's active set)."""
+def f1_vs_budget_png(summary: list[dict], keys: list[str], *, algorithms: list[str], percents: list) -> bytes:
+    """One panel per data set: F1 (%) against B (% of the battery's active set), one line per
+    budget algorithm and task-relatedness matrix (the experiment's ``algorithms`` and ``percents``)."""
     import matplotlib
     from matplotlib.ticker import NullFormatter
 
     from .runner import DATASETS
-    from .table1 import ALGORITHMS, PERCENTS
 
     n = max(1, len(keys))
     fig = _figure((max(9.0, 4.6 * n), 4.2))
@@ -52,9 +52,9 @@ def f1_vs_budget_png(summary: list[dict], keys: list[str]) -> bytes:
     idx = {(r["dataset"], r["algorithm"], r["graph"], r["percent"]): r for r in summary}
     colors = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, key in zip(axes[0], keys):
-        for j, (alg, _, _) in enumerate(ALGORITHMS):
+        for j, alg in enumerate(algorithms):
             for g, style in (("C", "-"), ("D", "--")):
-                pts = [(p, idx[(key, alg, g, p)]) for p in PERCENTS if (key, alg, g, p) in idx]
+                pts = [(p, idx[(key, alg, g, p)]) for p in percents if (key, alg, g, p) in idx]
                 if not pts:
                     continue
                 xs = [p for p, _ in pts]
@@ -70,8 +70,8 @@ def f1_vs_budget_png(summary: list[dict], keys: list[str]) -> bytes:
             ax.axhline(mtp["f1_micro_mean"], color="grey", lw=1, ls="-.", label="MT Perceptron G=C (no budget)")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(PERCENTS)
-        ax.set_xticklabels([f"{p}%" for p in PERCENTS])
+        ax.set_xticks(percents)
+        ax.set_xticklabels([f"{p}%" for p in percents])
         ax.set_xlabel("budget B (% of the battery's active set)")
         ax.set_ylabel("online micro F1 (%)")
         ax.set_title(DATASETS[key].title if key in DATASETS else key)

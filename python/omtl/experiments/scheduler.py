@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ._state import STATE
-from .streams import _stream_key, load_stream
+from .streams import load_stream, stream_key
 
 
 @dataclass
@@ -129,7 +129,7 @@ def load_streams_ahead(keys: list[str], data_dir=None, subsample: int | None = N
         return
     client = STATE.client
     with STATE.stream_futures_lock:
-        todo = [ck for ck in dict.fromkeys(_stream_key(k, data_dir, subsample) for k in keys)
+        todo = [ck for ck in dict.fromkeys(stream_key(k, data_dir, subsample) for k in keys)
                 if not (ck in STATE.stream_futures and STATE.stream_futures[ck][0] is client)
                 and not (ck in STATE.loads_ahead and STATE.loads_ahead[ck][0] is client)]
         for ck in todo:
@@ -197,13 +197,13 @@ def stream_summary(key: str, data_dir=None, subsample: int | None = None) -> dic
     if STATE.client is None:
         return _summary(load_stream(key, data_dir, subsample))
     with STATE.client.as_current():
-        return STATE.client.submit(_summary, _stream_future(_stream_key(key, data_dir, subsample))[0],
+        return STATE.client.submit(_summary, _stream_future(stream_key(key, data_dir, subsample))[0],
                                    pure=False, priority=PRIORITY_WAITED).result()
 
 
 def _stream_keys(jobs: list) -> list[tuple]:
     """The cache keys of the streams some jobs read (jobs naming a data set), in a fixed order."""
-    keys = {_stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
+    keys = {stream_key(j["dataset"], j.get("data_dir"), j.get("subsample")) for j in jobs
             if isinstance(j, dict) and "dataset" in j}
     return sorted(keys, key=repr)
 

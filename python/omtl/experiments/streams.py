@@ -52,14 +52,14 @@ DATASETS = {
 QUICK_SUBSAMPLE_SEED = 4242
 
 
-def _stream_key(key: str, data_dir, subsample) -> tuple:
+def stream_key(key: str, data_dir, subsample) -> tuple:
     return (key, None if data_dir is None else str(data_dir), subsample)
 
 
 def load_stream(key: str, data_dir=None, subsample: int | None = None):
     """The data set ``key`` in file order, or a fixed random subsample of ``subsample`` rows
     (kept in file order), cached per process."""
-    cache_key = _stream_key(key, data_dir, subsample)
+    cache_key = stream_key(key, data_dir, subsample)
     if cache_key not in STATE.stream_cache:
         from .. import datasets
 

@@ -161,7 +161,7 @@ def run_table1(*, out: Path, seeds: int | None = None, quick: bool = False, jobs
             "partial": partial,
         }
         # The figure holds every data set: drawn once, at the end (a partial write keeps the tables).
-        figure = None if partial else run_task(f1_vs_budget_png, summary, list(settings["datasets"]))
+        figure = None if partial else run_task(figure_of, summary, list(settings["datasets"]))
         write_outputs(out, summary, runs, settings, figure=not partial, figure_png=figure)
         return {"summary": summary, "runs": runs, "settings": settings}
 
@@ -379,6 +379,11 @@ def shape_checks(summary: list[dict], keys: list[str]) -> list[str]:
     return lines
 
 
+def figure_of(summary: list[dict], keys: list[str]) -> bytes:
+    """The F1-against-budget figure of the data sets ``keys``, one line per budget algorithm."""
+    return f1_vs_budget_png(summary, keys, algorithms=[name for name, _, _ in ALGORITHMS], percents=PERCENTS)
+
+
 def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: dict, *, figure: bool = True,
                   figure_png: bytes | None = None) -> None:
     """Writes the table, the CSVs and the settings, and (``figure``) the F1-vs-budget figure:
@@ -390,5 +395,5 @@ def write_outputs(out: Path, summary: list[dict], runs: list[dict], settings: di
     if not figure:
         return
     if figure_png is None:
-        figure_png = f1_vs_budget_png(summary, list(settings["datasets"]))
+        figure_png = figure_of(summary, list(settings["datasets"]))
     (out / "fig_f1_vs_budget.png").write_bytes(figure_png)

@@ -1,6 +1,7 @@
 """The native (Rust-backed) learners, one module per family. A new learner class is imported
-here and named in ``__all__``; ``omtl._registry`` and ``omtl.reference`` derive from this list,
-and ``tests/test_registry.py`` fails on a learner class a module defines but this list lacks."""
+here and named in ``__all__``; ``omtl._registry``, ``omtl.reference`` and ``omtl.river`` derive
+from this list, and ``tests/test_registry.py`` fails on a learner class a module defines but this
+list lacks."""
 
 from .baselines import CWCOL, MTFL, OMTL, OMTRL, TRML
 from .budget import MTFORG, MTRBP

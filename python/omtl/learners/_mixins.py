@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._base import _locked
+from .._base import locked
 from .._kernel_params import KernelSpec, scale_gamma
 from ..graph import TaskGraph, resolve_graph
 
@@ -34,7 +34,7 @@ class KernelParamsMixin:
             self._gamma_scale = scale_gamma(X)
         return super()._ensure_core(X)
 
-    @_locked
+    @locked
     def _run_learn(self, *args, **kwargs):
         try:
             return super()._run_learn(*args, **kwargs)

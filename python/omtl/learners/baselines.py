@@ -66,6 +66,8 @@ class CWCOL(_ArraysMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "cw_col"
+    _shard_state = "shared"  # one global model (omtl.dask: refused by component, kept in step by label)
+    _coupled_shards = True
     _parameter_constraints = {
         "confidence": Number(),
         "a": Number(),
@@ -146,6 +148,7 @@ class OMTRL(_ArraysMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "omtrl"
+    _shard_state = "shared"  # the learned task coupling
     _parameter_constraints = {
         "relation_update": Name(),
         "eta": Number(),
@@ -204,6 +207,7 @@ class OMTL(_ArraysMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "omtl"
+    _shard_state = "component"  # a round couples its own tasks only
     _parameter_constraints = {
         "C": Number(),
         "global_norm": Name(),
@@ -217,11 +221,13 @@ class OMTL(_ArraysMixin, OnlineClassifier):
 
 class _BatchMTL(_ArraysMixin, OnlineClassifier):
     _regularizer = ""
+    _stores_examples = True  # every example, for the periodic retraining (omtl.evaluate.stores_examples)
 
     def __init__(self, *, n_tasks=None, rho=1e-2, retrain_every=100, n_features=2**18):
         self._store_params(locals())
 
     _native_kind = "batch_mtl"
+    _shard_state = "shared"  # the penalty couples every task
     _parameter_constraints = {"rho": Number(), "retrain_every": Integer(0)}
 
     def _native_params(self, n_features, sparse):

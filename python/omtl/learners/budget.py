@@ -14,6 +14,8 @@ BUDGET = Integer(0, 2**62, message="{name} must be a non-negative integer, got {
 
 class _BudgetMixin:
     _grows = True  # MTRBP and MTFORG add tasks (DECISIONS.md, open-ended task sets)
+    _shard_state = "component"  # the budget becomes a per-shard budget
+    _stores_examples = True  # at most `budget` (omtl.evaluate.stores_examples)
 
     """Fitted attributes shared by the budget learners."""
 

@@ -145,6 +145,9 @@ class MTLinear(OnlineClassifier):
         return resolve_graph(self.graph, self._check_n_tasks(), open_ended=self.n_tasks is None)
 
     _native_kind = "mt_linear"
+    # T's factor, the normalizer and the cells per component (under hash_bits one shared table)
+    _shard_state = "component"
+    _coupled_shards = True  # on the complete graph, its shared block kept in step
     _parameter_constraints = MT_LINEAR_CONSTRAINTS
 
     def _native_setting(self, n_features):

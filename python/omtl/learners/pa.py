@@ -40,6 +40,7 @@ class PAUnique(OnlineClassifier):
     """
 
     _global = False
+    _shard_state = "component"
     _grows = True  # DECISIONS.md, open-ended task sets
 
     def __init__(self, *, n_tasks=None, C=1.0, variant="pa1", n_features=2**18):
@@ -71,6 +72,8 @@ class PAGlobal(PAUnique):
     """
 
     _global = True
+    _shard_state = "shared"
+    _coupled_shards = True
 
     def __init__(self, *, n_tasks=None, C=1.0, variant="pa1", n_features=2**18):
         super().__init__(n_tasks=n_tasks, C=C, variant=variant, n_features=n_features)

@@ -41,6 +41,13 @@ class MTPerceptron(KernelParamsMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "mt_perceptron"
+    _shard_state = "component"
+
+    @property
+    def _stores_examples(self) -> bool:
+        # In dual form (a non-linear kernel) the active set is the stored examples
+        # (omtl.evaluate.stores_examples).
+        return self.kernel != "linear"
 
     def _native_params(self, n_features, sparse):
         return {}

@@ -17,6 +17,7 @@ PROJECTRON_CONSTRAINTS = {
 
 class _ProjectronAttributes:
     _grows = True  # DECISIONS.md, open-ended task sets
+    _stores_examples = True  # at most `budget` (omtl.evaluate.stores_examples)
 
     """Fitted attributes shared by both Projectrons (read from the core's diagnostics)."""
 
@@ -86,6 +87,7 @@ class MTBPRJ(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "mtbprj"
+    _shard_state = "component"  # the budget becomes a per-shard budget
     _parameter_constraints = PROJECTRON_CONSTRAINTS
 
 
@@ -147,6 +149,7 @@ class MTBPRJ2(_ProjectronAttributes, KernelParamsMixin, OnlineClassifier):
         return None
 
     _native_kind = "mtbprj2"
+    _shard_state = "shared"  # the span in the base-kernel space
     _parameter_constraints = {**PROJECTRON_CONSTRAINTS, "alg2_literal_line14": Boolean(lenient=True)}
 
 

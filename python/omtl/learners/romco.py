@@ -70,6 +70,7 @@ class ROMCO(OnlineClassifier):
         self._store_params(locals())
 
     _native_kind = "romco"
+    _shard_state = "shared"  # the low-rank U
     _parameter_constraints = ROMCO_CONSTRAINTS
 
     def _native_params(self, n_features, sparse):
