@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -268,3 +269,103 @@ def test_out_of_range_integers_raise_value_error_naming_the_parameter(cls, param
         else:
             model.partial_fit(X, y, **{"tasks": [0, 1, 0, 1], **call})
     assert not model._is_fitted()
+
+
+# ---- Ctrl-C in a batch that adds task labels -------------------------------------------------------
+
+
+@pytest.fixture
+def sigint_in_core(monkeypatch):
+    """``arm()``: from then on SIGINT (as Ctrl-C sends) every 5 ms, and a handler that raises
+    KeyboardInterrupt the second time the engine polls for signals (50 ms apart) inside a native
+    ``learn``: the call has then learned rows for at least one poll interval, however long the
+    Python-side preparation and the engine's validation took. (A signal handled in the Python
+    lines around the native call, within a millisecond of entering them, does not count.)"""
+    from omtl._base import NativeCore
+
+    learn, state = NativeCore.learn, {"armed": False, "polls": 0, "since": None}
+
+    def learn_flagged(self, *args, **kwargs):
+        state["since"] = time.monotonic()
+        try:
+            return learn(self, *args, **kwargs)
+        finally:
+            state["since"] = None
+
+    def handler(signum, frame):
+        since = state["since"]
+        if state["armed"] and since is not None and time.monotonic() - since > 1e-3:
+            state["polls"] += 1
+            if state["polls"] == 2:
+                state["armed"] = False
+                raise KeyboardInterrupt
+
+    stop, main = threading.Event(), threading.main_thread().ident
+
+    def send():
+        while not stop.wait(0.005):
+            if state["armed"]:
+                signal.pthread_kill(main, signal.SIGINT)
+
+    monkeypatch.setattr(NativeCore, "learn", learn_flagged)
+    previous = signal.signal(signal.SIGINT, handler)
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    yield lambda: state.update(armed=True, polls=0)
+    stop.set()
+    sender.join()
+    signal.signal(signal.SIGINT, previous)
+
+
+def labelled_batch(n, seed=5):
+    """n rows: the even ones name 96 known labels, the odd ones 4,904 new labels in increasing
+    order, so that an interrupt leaves the later new labels unreached."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, 10))
+    y = np.where(X[:, 0] + 0.3 * X[:, 1] > 0, 1, -1)
+    rows = np.arange(n)
+    tasks = np.where(rows % 2 == 0, 7 * (rows % 96), 10_000 + rows * 4_904 // n)
+    return X, y, tasks
+
+
+@pytest.mark.parametrize(
+    ("cls", "params", "n"),
+    [
+        (omtl.MTLinear, {}, 600_000),
+        (omtl.MTPerceptron, {"kernel": "rbf", "gamma": 0.5}, 300_000),
+        (omtl.MTBPRJ2, {"graph": "disconnected", "gamma": 0.5}, 200_000),
+        # PA-Unique's per-task slots, at CW-COL's pace: PA learns 10-feature rows too fast (~0.1 µs)
+        # for a signal to land early in a batch of a size a test should allocate; the engine's
+        # tests (src/model/grow_tests.rs) interrupt PAUnique and PAGlobal at a chosen poll.
+        (omtl.CWCOL, {}, 1_000_000),
+    ],
+    ids=["MTLinear", "MTPerceptron-rbf", "MTBPRJ2", "CWCOL"],
+)
+@pytest.mark.parametrize("first_batch", [False, True], ids=["fitted", "first-batch"])
+def test_ctrl_c_keeps_only_the_task_labels_of_the_rows_learned(sigint_in_core, cls, params, n, first_batch):
+    X, y, tasks = labelled_batch(n)
+    X0, y0, tasks0 = X[:192], y[:192], 7 * (np.arange(192) % 96)
+
+    def start():
+        model = cls(**params)
+        return model if first_batch else model.partial_fit(X0, y0, tasks=tasks0)
+
+    model = start()
+    before = 0 if first_batch else model.n_seen_
+    sigint_in_core()
+    with pytest.raises(KeyboardInterrupt):
+        model.partial_fit(X, y, tasks=tasks)
+    m = model.n_seen_ - before
+    assert 0 < m < n, f"{m} of {n} rows learned"
+    # The model is the one that learned the rows completed alone: labels, counts, engine tasks, files.
+    prefix = start().partial_fit(X[:m], y[:m], tasks=tasks[:m])
+    assert len(model.tasks_) < 96 + 4_904
+    assert np.array_equal(model.tasks_, prefix.tasks_)
+    assert np.array_equal(model.n_seen_per_task_, prefix.n_seen_per_task_)
+    assert model._fitted_n_tasks() == prefix._fitted_n_tasks() == model._core._learner.n_tasks
+    assert omtl.persistence.dumps(model) == omtl.persistence.dumps(prefix)
+    assert pickle.dumps(model) == pickle.dumps(prefix)
+    # It goes on as the prefix-only model does.
+    more = slice(m, m + 50)
+    assert np.array_equal(model.partial_fit(X[more], y[more], tasks=tasks[more]).decision_function(X[:20], tasks=tasks[:20]),
+                          prefix.partial_fit(X[more], y[more], tasks=tasks[more]).decision_function(X[:20], tasks=tasks[:20]))

@@ -480,11 +480,14 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         label_mode = self._label_mode(tasks)
         n_new = self._n_new_engine_tasks(new_labels)
         if not self._is_fitted() and self.n_tasks is None:
-            # The first batch of an open-ended model builds the engine with its labels' tasks.
-            self._pending_n_tasks, n_new = self._engine_n_tasks(len(new_labels)), 0
+            # The first batch of an open-ended model builds the engine with its fewest tasks and
+            # grows it by the labels' (as a fitted model grows), so that an interrupt keeps only
+            # the tasks of the rows learned.
+            self._pending_n_tasks = min(max(1, self._engine_n_tasks(0)), n_new)
+            n_new -= self._pending_n_tasks
             try:
                 core, new = self._core_for(X)
-                counts = self._task_counts(task_ids)
+                counts = self._task_counts(task_ids, n_new)
             finally:
                 del self._pending_n_tasks
         else:
@@ -497,13 +500,17 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
             else:
                 scores = core.learn(X, task_ids, y_pm1, n_new)
         except BaseException as exc:
-            # An interrupted native call (Ctrl-C) kept the rows it completed (and the tasks it
-            # added): count them.
+            # An interrupted native call (Ctrl-C) kept the rows it completed and the tasks their
+            # labels need: count them.
             partial = getattr(exc, "omtl_partial_scores", None)
             if partial is not None and (len(partial) or not new):
                 n = len(partial)
-                done = np.unique(task_ids[:n], return_counts=True) if not new else np.bincount(task_ids[:n], minlength=counts.shape[0])
-                self._commit_tasks(label_mode, new_labels, n_new, done)
+                reached = self._labels_reached(task_ids[:n], new_labels, new)
+                n_kept = self._n_new_engine_tasks(reached)
+                if new and self.n_tasks is None:
+                    n_kept -= counts.shape[0] - n_new  # the tasks the core was built with
+                done = np.unique(task_ids[:n], return_counts=True) if not new else np.bincount(task_ids[:n], minlength=counts.shape[0] - n_new + n_kept)
+                self._commit_tasks(label_mode, reached, n_kept, done)
                 self._record(core, new, X.shape[1], np.asarray(partial, dtype=np.float64), y_pm1[:n], form)
                 self._record_feature_names(feature_names if new else None)
             raise
@@ -512,6 +519,18 @@ class OnlineClassifier(ForgetMixin, DelayedLabelsMixin, SklearnClassifierMixin):
         self._record(core, new, X.shape[1], scores, y_pm1, form)
         self._record_feature_names(feature_names if new else None)
         return scores, form
+
+    def _labels_reached(self, learned_ids, new_labels: list, first: bool) -> list:
+        """The new labels that the rows learned before an interrupt name: the first ones, as
+        new labels take their tasks in order of first appearance (free tasks first)."""
+        if not new_labels or len(learned_ids) == 0:
+            return []
+        ids = np.unique(learned_ids)
+        if first:
+            return new_labels[: len(ids)]
+        tasks = self._tasks
+        free = set(tasks.free[: len(new_labels)])
+        return new_labels[: int(np.count_nonzero((ids >= len(tasks.labels)) | np.isin(ids, list(free))))]
 
     def _commit_tasks(self, label_mode: bool, new_labels: list, n_new: int, counts) -> None:
         """The Python-side record of a learned batch's tasks (no failure): ``counts`` are a first

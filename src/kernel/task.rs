@@ -359,6 +359,16 @@ impl TaskKernel {
         Ok(())
     }
 
+    /// Removes the last `n` tasks (fewer than k), added by [`TaskKernel::grow`]: the closed
+    /// forms keep every remaining entry, so this is the kernel as it was before that growth. A
+    /// dense kernel does not grow, and is left unchanged.
+    pub fn shrink(&mut self, n: usize) {
+        if let Self::Disconnected { k, .. } | Self::Complete { k, .. } = self {
+            debug_assert!(n < *k, "removing {n} of {k} tasks");
+            *k -= n.min(*k - 1);
+        }
+    }
+
     /// Number of tasks k.
     pub fn n_tasks(&self) -> usize {
         match *self {

@@ -682,6 +682,11 @@ impl MTFORG {
         self.tasks = tasks;
         Ok(())
     }
+
+    /// Undoes [`MTFORG::grow_tasks`] of the last `n` tasks, which hold no example.
+    fn shrink_tasks(&mut self, n: usize) {
+        self.tasks.shrink(n);
+    }
 }
 
 #[cfg(test)]

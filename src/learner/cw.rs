@@ -598,6 +598,13 @@ impl CwCol {
         self.n_tasks = new_k;
         Ok(())
     }
+
+    /// Undoes [`CwCol::grow_tasks`] of the last `n` tasks, which were not updated.
+    fn shrink_tasks(&mut self, n: usize) {
+        self.n_tasks -= n;
+        debug_assert!(self.individual[self.n_tasks..].iter().all(Option::is_none));
+        self.individual.truncate(self.n_tasks);
+    }
 }
 
 /// CW-COL as a replica of a coupled model: the global model is the shared state, its means

@@ -97,6 +97,12 @@ impl LinearWeights {
         Ok(())
     }
 
+    /// Removes the last `n` task slots, added by [`LinearWeights::grow`] and still empty.
+    pub fn shrink(&mut self, n: usize) {
+        debug_assert!(self.blocks.iter().rev().take(n).all(Option::is_none));
+        self.blocks.truncate(self.blocks.len().saturating_sub(n));
+    }
+
     fn input_scale(&self, x: &Row) -> f64 {
         if self.normalize {
             let n = x.sq_norm();

@@ -29,12 +29,17 @@ macro_rules! learner_params {
     };
 }
 
-/// `add_tasks` of a learner that can grow, by its inherent `grow_tasks` (inside an `impl
-/// OnlineLearner`; the shape macros take `grows` for it).
+/// `add_tasks` and `remove_added_tasks` of a learner that can grow, by its inherent
+/// `grow_tasks` and `shrink_tasks` (inside an `impl OnlineLearner`; the shape macros take `grows`
+/// for it).
 macro_rules! grows {
     () => {
         fn add_tasks(&mut self, n: usize) -> Result<()> {
             self.grow_tasks(n)
+        }
+
+        fn remove_added_tasks(&mut self, n: usize) {
+            self.shrink_tasks(n);
         }
     };
 }
@@ -107,7 +112,8 @@ macro_rules! same_kernel_setting {
 /// The shape of a kernel learner: its base kernel (`kernel`), tasks from its task kernel
 /// (`tasks`), and `n_features`; `kernel_shape!(grows)` adds [`grows!`], and
 /// `kernel_shape!(grows_task_kernel)` an `add_tasks` that grows the task kernel alone (atomic, as
-/// [`TaskKernel::grow`]), for a learner whose stored state does not depend on the number of tasks.
+/// [`TaskKernel::grow`]) and its inverse, for a learner whose stored state does not depend on the
+/// number of tasks.
 ///
 /// [`TaskKernel::grow`]: crate::kernel::TaskKernel::grow
 macro_rules! kernel_shape {
@@ -118,6 +124,10 @@ macro_rules! kernel_shape {
     (grows_task_kernel) => {
         fn add_tasks(&mut self, n: usize) -> Result<()> {
             self.tasks.grow(n)
+        }
+
+        fn remove_added_tasks(&mut self, n: usize) {
+            self.tasks.shrink(n);
         }
 
         kernel_shape!();
@@ -417,16 +427,18 @@ pub trait OnlineLearner {
         })
     }
 
-    /// Whether [`OnlineLearner::remove_added_tasks`] undoes [`OnlineLearner::add_tasks`]: a
-    /// one-row call that adds tasks then runs in place (the update checks before it writes), not
-    /// on a copy of a model whose size grows with its tasks.
+    /// Whether a one-row call that adds tasks runs in place, removing them again
+    /// ([`OnlineLearner::remove_added_tasks`]) if its update fails (the update checks before it
+    /// writes), rather than on a copy: for a learner whose copy costs the whole model per new
+    /// task.
     fn undoes_added_tasks(&self) -> bool {
         false
     }
 
-    /// Removes the last `n` tasks, just added by [`OnlineLearner::add_tasks`] for a one-row call
-    /// whose update then failed (and so changed nothing). Only called when
-    /// [`OnlineLearner::undoes_added_tasks`].
+    /// Removes the last `n` tasks, added by [`OnlineLearner::add_tasks`] and holding no example
+    /// (a batch interrupted before reaching them, or a one-row call whose update failed): the
+    /// model is then the one that never added them (equal bytes). Every learner that grows
+    /// implements it; the batch functions call it only on tasks they added.
     fn remove_added_tasks(&mut self, _n: usize) {}
 }
 
@@ -682,21 +694,33 @@ fn grown<L: OnlineLearner + Clone>(model: &L, n_new: usize) -> Result<Option<L>>
     Ok(Some(work))
 }
 
-/// Runs `body` after adding `n_new` tasks, atomically with the growth: in place under the
-/// learner's journal (the growth and the rows undone together on error), in place for one row of
-/// a learner that can remove the tasks it added (the update changes nothing on error), else on
-/// a copy.
+/// Runs `body` (learning the rows of `tasks`) after adding `n_new` tasks, atomically with the
+/// growth: in place under the learner's journal (the growth and the rows undone together on
+/// error), in place for one row of a learner that can remove the tasks it added (the update
+/// changes nothing on error), else on a copy. An interrupt keeps the rows learned and the tasks
+/// they need ([`unreached_tasks`]).
 fn run_grown<L: OnlineLearner + Clone>(
     model: &mut L,
     n_new: usize,
-    n_rows: usize,
+    tasks: &[i64],
     body: impl FnOnce(&mut L) -> Result<Vec<f64>>,
 ) -> Result<Vec<f64>> {
-    if n_rows <= 1 && model.undoes_added_tasks() {
+    let n_tasks = model.n_tasks();
+    let trim = |m: &mut L, outcome: &Result<Vec<f64>>| {
+        if let Err(Error::Interrupted { scores }) = outcome {
+            let unreached = unreached_tasks(n_tasks, n_new, &tasks[..scores.len()]);
+            if unreached > 0 {
+                m.remove_added_tasks(unreached);
+            }
+        }
+    };
+    if tasks.len() <= 1 && model.undoes_added_tasks() {
         model.add_tasks(n_new)?;
         let outcome = body(model);
-        if !matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
-            model.remove_added_tasks(n_new);
+        match outcome {
+            Ok(_) => {}
+            Err(Error::Interrupted { .. }) => trim(model, &outcome),
+            Err(_) => model.remove_added_tasks(n_new),
         }
         return outcome;
     }
@@ -704,6 +728,7 @@ fn run_grown<L: OnlineLearner + Clone>(
         let outcome = model.add_tasks(n_new).and_then(|()| body(model));
         if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
             model.journal_commit();
+            trim(model, &outcome);
         } else {
             model.journal_rollback();
         }
@@ -712,14 +737,30 @@ fn run_grown<L: OnlineLearner + Clone>(
     let mut work = grown(model, n_new)?.expect("n_new > 0");
     let outcome = body(&mut work);
     if matches!(outcome, Ok(_) | Err(Error::Interrupted { .. })) {
+        trim(&mut work, &outcome);
         *model = work;
     }
     outcome
 }
 
+/// Of the `n_new` tasks added to a model of `n_tasks` tasks for a batch, how many come after
+/// every task of the rows `learned` (the rows completed before an interrupt): those tasks hold
+/// no example and leave again ([`OnlineLearner::remove_added_tasks`]). New labels take task
+/// indices in order of first appearance, so the rows completed name exactly the first new
+/// tasks, and the model keeps the tasks of the model that learned those rows alone
+/// (DECISIONS.md, "Open-ended task sets").
+fn unreached_tasks(n_tasks: usize, n_new: usize, learned: &[i64]) -> usize {
+    let reached = learned
+        .iter()
+        .max()
+        .map_or(0, |&t| (t as usize + 1).saturating_sub(n_tasks));
+    n_new.saturating_sub(reached)
+}
+
 /// [`learn`] after adding `n_new` tasks (the batch may name them). Atomic as [`learn`], the
 /// growth included: on `Err` the model has neither the new tasks nor any row; an interrupt
-/// keeps the new tasks and the rows completed. The batch is validated before anything grows.
+/// keeps the rows completed and the new tasks they name, dropping the later ones (the model is
+/// the one that learned the rows completed alone). The batch is validated before anything grows.
 pub fn learn_grown<L: OnlineLearner + Clone>(
     model: &mut L,
     n_new: usize,
@@ -732,7 +773,7 @@ pub fn learn_grown<L: OnlineLearner + Clone>(
     }
     let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
     validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
-    run_grown(model, n_new, rows.len(), |m| {
+    run_grown(model, n_new, tasks, |m| {
         let mut scores = Vec::with_capacity(rows.len());
         match learn_rows(m, rows, tasks, y, &mut scores) {
             Ok(()) => Ok(scores),
@@ -757,7 +798,7 @@ pub fn learn_rounds_grown<L: OnlineLearner + Clone>(
     let n_tasks = grown_n_tasks(model.n_tasks(), n_new)?;
     validate_learn_batch(rows, tasks, y, n_tasks, model.n_features(), model.base_kernel())?;
     validate_rounds(tasks, rounds, n_tasks)?;
-    run_grown(model, n_new, rows.len(), |m| {
+    run_grown(model, n_new, tasks, |m| {
         let mut scores = Vec::with_capacity(rows.len());
         let outcome = if m.joint_rounds() {
             learn_joint_rounds(m, rows, tasks, y, rounds, &mut scores)

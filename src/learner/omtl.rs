@@ -383,6 +383,12 @@ impl Omtl {
         self.n_tasks = new_k;
         Ok(())
     }
+
+    /// Undoes [`Omtl::grow_tasks`] of the last `n` tasks, which were not updated (`w = 0`).
+    fn shrink_tasks(&mut self, n: usize) {
+        self.n_tasks -= n;
+        self.weights.truncate(self.n_tasks * self.n_features);
+    }
 }
 
 #[cfg(test)]

@@ -273,6 +273,15 @@ impl PassiveAggressive {
         self.n_tasks = new_k;
         Ok(())
     }
+
+    /// Undoes [`PassiveAggressive::grow_tasks`] of the last `n` tasks, which were not updated.
+    fn shrink_tasks(&mut self, n: usize) {
+        self.n_tasks -= n;
+        if !self.global {
+            debug_assert!(self.weights[self.n_tasks..].iter().all(Option::is_none));
+            self.weights.truncate(self.n_tasks);
+        }
+    }
 }
 
 /// PA-Global as a replica of a coupled model: its one `w` is the shared state, combined as

@@ -263,6 +263,14 @@ impl MTPerceptron {
         self.tasks = tasks;
         Ok(())
     }
+
+    /// Undoes [`MTPerceptron::grow_tasks`] of the last `n` tasks, which hold no example.
+    fn shrink_tasks(&mut self, n: usize) {
+        self.tasks.shrink(n);
+        if let Model::Primal(w) = &mut self.model {
+            w.shrink(n);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -81,3 +81,14 @@ pub(crate) fn learn_row_by_row(model: &mut dyn OnlineLearner, rows: &Rows, tasks
         })
         .collect()
 }
+
+/// Interrupts the call `f` on the hook's `polls`-th poll (the rows learned by then depend on
+/// the poller's stride, not on the test).
+pub(crate) fn interrupted_at_poll<T>(polls: usize, f: impl FnOnce() -> T) -> T {
+    let mut left = polls;
+    let hook = Box::new(move || {
+        left = left.saturating_sub(1);
+        left == 0
+    });
+    crate::interrupt::with_hook_every(std::time::Duration::ZERO, hook, f)
+}

@@ -466,8 +466,10 @@ impl Model {
         outcome
     }
 
-    /// The first batch: builds the learner (for the batch's width, tasks and data) and learns;
-    /// the model stays unfitted unless a row was learned.
+    /// The first batch: builds the learner (for the batch's width and data) and learns; the
+    /// model stays unfitted unless a row was learned. An open-ended learner is built with its
+    /// fewest tasks and grows by the batch's labels as a fitted model does, so that an interrupt
+    /// keeps only the tasks of the rows learned.
     fn learn_first(
         &mut self,
         rows: &Rows,
@@ -477,20 +479,25 @@ impl Model {
         rounds: Option<&[i64]>,
     ) -> Result<Vec<f64>> {
         let gamma_scale = self.estimator.gamma_of(rows);
+        let n_built = match self.estimator.n_tasks() {
+            None => self.estimator.engine_n_tasks(0).clamp(1, plan.n_engine.max(1)),
+            Some(_) => plan.n_engine,
+        };
         let mut learner = self
             .estimator
-            .build(plan.n_engine, rows.n_cols(), rows.is_sparse(), gamma_scale)?;
+            .build(n_built, rows.n_cols(), rows.is_sparse(), gamma_scale)?;
         let mut book = Book::new(
             learner.n_tasks(),
             rows.n_cols(),
             plan.label_mode.then(TaskLabels::default),
         )?;
+        let n_new = plan.n_engine.saturating_sub(n_built);
         book.gamma_scale = gamma_scale;
-        book.reserve(&plan.new, 0)?;
+        book.reserve(&plan.new, n_new)?;
         let warned = radius_warning(&learner, false, rows).is_some();
         let outcome = match rounds {
-            Some(r) => learner::learn_rounds(&mut learner, rows, &plan.ids, y, r),
-            None => learner::learn(&mut learner, rows, &plan.ids, y),
+            Some(r) => learner::learn_rounds_grown(&mut learner, n_new, rows, &plan.ids, y, r),
+            None => learner::learn_grown(&mut learner, n_new, rows, &plan.ids, y),
         };
         let mut fitted = Fitted { learner, book };
         if fitted.finish(plan, y, form, warned, &outcome) > 0 {
@@ -810,5 +817,7 @@ pub fn check_book(book: &Book, learner: &AnyLearner, open_ended: bool) -> Result
     }
 }
 
+#[cfg(test)]
+mod grow_tests;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::*;
 use crate::hashing::RowBuilder;
 
-fn stream(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<i64>) {
+pub(super) fn stream(n: usize, d: usize, seed: u64) -> (Vec<f64>, Vec<i64>) {
     let mut rng = crate::rng::SplitMix64::new(seed);
     let x: Vec<f64> = (0..n * d)
         .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 52) as f64 - 1.0)

@@ -742,6 +742,44 @@ impl MTLinear {
         Ok(())
     }
 
+    /// Undoes [`MTLinear::grow_tasks`] of the last `n` tasks, which hold no example: their
+    /// counters, block slots and budget state go, and a store that is sparse only because of
+    /// them comes back dense (the layout a model of this many tasks has: [`dense_fits`]). A
+    /// complete graph that holds weights keeps at least two tasks (its one-task form is a
+    /// single block, see `grow_tasks`).
+    fn shrink_tasks(&mut self, n: usize) {
+        let complete = matches!(self.tasks, TaskKernel::Complete { .. });
+        let floor = if complete && self.has_cells() { 2 } else { 1 };
+        let new_k = (self.n_tasks - n).max(floor.min(self.n_tasks));
+        let n = self.n_tasks - new_k;
+        if n == 0 {
+            return;
+        }
+        self.tasks.shrink(n);
+        self.n_tasks = new_k;
+        if !complete {
+            debug_assert!(self.stats[new_k..].iter().all(|s| s.n_examples == 0.0));
+            self.stats.truncate(new_k);
+        }
+        if let Store::Dense { own, .. } = &mut self.store {
+            debug_assert!(own[new_k..].iter().all(Option::is_none));
+            own.truncate(new_k);
+        }
+        if self.budget.is_some() {
+            self.truncate_budget(new_k, self.n_evicted_users());
+            return;
+        }
+        let (width, stride) = (self.width(), self.params.rule.stride());
+        if let Store::Sparse(cells) = &self.store {
+            if dense_fits(width, stride, self.n_blocks()) {
+                // On a failed allocation the sparse layout stays: the same weights.
+                if let Ok(dense) = Store::dense_from(cells, width, new_k) {
+                    self.store = dense;
+                }
+            }
+        }
+    }
+
     /// Whether any cell was written.
     fn has_cells(&self) -> bool {
         match &self.store {

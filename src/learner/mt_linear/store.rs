@@ -403,6 +403,26 @@ impl Store {
         Ok(out)
     }
 
+    /// The dense layout of `n_own` own blocks of `width` cells holding the sparse map's records
+    /// (the inverse of [`Store::to_sparse`]): a block is allocated when a record names it.
+    pub fn dense_from(cells: &SparseCells, width: usize, n_own: usize) -> Result<Self> {
+        let stride = cells.stride;
+        let need = Need::new("n_features", width, "an MTLinear weight block");
+        let mut own: Vec<Option<ZeroedBuf<f32>>> =
+            Need::new("n_tasks", n_own, "MTLinear's per-task block slots").filled(&[n_own], None)?;
+        let mut shared = None;
+        for (&(r, key), cell) in cells.keys().iter().zip(cells.cells().chunks_exact(stride)) {
+            let slot = if r == SHARED { &mut shared } else { &mut own[r as usize] };
+            if slot.is_none() {
+                *slot = Some(need.zeroed(&[width, stride])?);
+            }
+            let block = slot.as_mut().expect("allocated above");
+            let at = key as usize * stride;
+            block[at..at + stride].copy_from_slice(cell);
+        }
+        Ok(Self::Dense { width, own, shared })
+    }
+
     /// Calls `f(block, key, cell)` for every written (non-zero) cell of the dense blocks, in
     /// block order (own blocks, then the shared block) then feature order; nothing for the
     /// other layouts.

@@ -472,3 +472,43 @@ fn rejects_bad_parameters() {
     let tk = TaskKernel::complete(2).unwrap();
     assert!(MTLinear::build(&params("logistic", "sgd", None), &GraphSetting::new(&tk, 0)).is_err());
 }
+
+/// Tasks that make the wide dense blocks sparse (`dense_fits`) and then leave, unreached by an
+/// interrupted batch, bring the dense layout back: the model is the one that learned the rows
+/// completed alone, byte for byte.
+#[test]
+fn an_interrupt_before_the_tasks_that_made_the_layout_sparse_brings_it_back() {
+    use crate::learner::{learn_grown, OnlineLearner};
+    let (d, width) = (6, 1usize << 22);
+    let (x, y, _) = labelled(400, d, 2, 9);
+    // Row r's d values at columns 0, width / d, ...: rows a..b are a CSR batch of their own.
+    let idx: Vec<u32> = (0..400 * d).map(|i| ((i % d) * (width / d)) as u32).collect();
+    let ptr: Vec<i64> = (0..=400).map(|r| (r * d) as i64).collect();
+    let rows = |a: usize, b: usize| csr(&ptr[..=b - a], &idx[a * d..b * d], &x[a * d..b * d], width);
+    let tk = TaskKernel::complete_open(2).unwrap();
+    let mut cut = MTLinear::build(&params("logistic", "normalized", None), &GraphSetting::new(&tk, width)).unwrap();
+    learn_grown(&mut cut, 0, &rows(0, 20), &[0, 1].repeat(10), &y[..20]).unwrap();
+    let mut prefix = cut.clone();
+    // Rows 20.. name tasks 2, 2, 3, 3, ...: the 190 tasks added make 193 blocks, sparse.
+    let tasks: Vec<i64> = (0..380).map(|t| 2 + t / 2).collect();
+    let outcome = crate::learner::test_support::interrupted_at_poll(2, || {
+        learn_grown(&mut cut, 190, &rows(20, 400), &tasks, &y[20..])
+    });
+    let Err(Error::Interrupted { scores }) = outcome else {
+        panic!("not interrupted: {outcome:?}");
+    };
+    let n = scores.len();
+    let reached = (tasks[n - 1] - 1) as usize;
+    assert!(
+        n > 0 && reached <= 2,
+        "{n} rows name {reached} new tasks: the layout would stay sparse"
+    );
+    learn_grown(&mut prefix, reached, &rows(20, 20 + n), &tasks[..n], &y[20..20 + n]).unwrap();
+    assert!(matches!(prefix.store, Store::Dense { .. }));
+    assert_eq!(cut.n_tasks(), 2 + reached);
+    assert!(matches!(cut.store, Store::Dense { .. }));
+    assert_eq!(
+        crate::state::encode(&cut).unwrap(),
+        crate::state::encode(&prefix).unwrap()
+    );
+}

@@ -546,10 +546,6 @@ impl OnlineLearner for MTBPRJ2 {
         true
     }
 
-    fn remove_added_tasks(&mut self, n: usize) {
-        self.shrink_tasks(n);
-    }
-
     fn diagnostics(&self) -> Vec<(&'static str, f64)> {
         let mut d = diagnostics(&self.counters, &self.gram);
         d.push(("n_weights", self.n_weights() as f64));
@@ -638,8 +634,8 @@ impl MTBPRJ2 {
         Ok(())
     }
 
-    /// Undoes [`MTBPRJ2::grow_tasks`] of the last `n` tasks (their events failed, so they hold
-    /// nothing): O(n).
+    /// Undoes [`MTBPRJ2::grow_tasks`] of the last `n` tasks, which hold no example (their
+    /// events failed, or were not reached before an interrupt): O(n).
     fn shrink_tasks(&mut self, n: usize) {
         let k = self.tasks.n_tasks() - n;
         match &mut self.tasks {
