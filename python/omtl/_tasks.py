@@ -126,10 +126,8 @@ def map_labels(labels: list, index: dict, capacity: int | None, hint: str, base:
     # The new labels' indices in a map of their own: the model's map is not copied (its size).
     places = list(free[: len(new)]) + list(range(base, base + max(0, len(new) - len(free))))
     fresh = dict(zip(new, places))
-    out = np.array(codes, dtype=object)
-    unknown = np.equal(out, None)
-    out[unknown] = list(map(fresh.__getitem__, itertools.compress(labels, unknown)))
-    return out.astype(np.int64), new
+    # A known label keeps its code (the default of a lookup in the small map of new ones).
+    return np.fromiter(map(fresh.get, labels, codes), dtype=np.int64, count=len(labels)), new
 
 
 def _hashable(value) -> bool:
