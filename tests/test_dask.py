@@ -262,7 +262,7 @@ def test_checkpoint_restore_and_a_lost_worker(client, tmp_path):
         assert np.array_equal(sharded.learn(X[200:], y[200:], tasks=tasks[200:]), here("learn", X[200:], y[200:], tasks[200:]))
     finally:
         sharded.close()
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=180)  # the nanny restarts the killed worker
     del whole
 
 
@@ -690,4 +690,4 @@ def test_restore_right_after_a_worker_dies_does_not_wait_on_it(client, tmp_path)
         assert np.array_equal(sharded.decision_function(X, tasks=tasks), here.decision_function(X, tasks=tasks))
     finally:
         sharded.close()
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=180)  # the nanny restarts the killed worker

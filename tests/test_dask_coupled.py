@@ -110,7 +110,7 @@ def test_lost_worker_restore_and_replay_give_the_uninterrupted_run(client, tmp_p
         assert np.array_equal(merged.decision_function(X, tasks=users), ref.to_model().decision_function(X, tasks=users))
     finally:
         sharded.close()
-        client.wait_for_workers(2, timeout=60)
+        client.wait_for_workers(2, timeout=180)  # the nanny restarts the killed worker
 
 
 def test_coupled_sharding_refuses_what_it_cannot_keep_in_step(client, tmp_path):
