@@ -90,7 +90,7 @@ def label_list(tasks, n_rows: int) -> list:
     if len(values) != n_rows:
         raise ValueError(f"X has {n_rows} rows but tasks has {len(values)}")
     if not typed:
-        types = set(map(type, values))  # (a C loop; bool has no subclasses, np.bool_ none in use)
+        types = set(map(type, values))  # a C loop; exact types suffice: bool cannot be subclassed
         if bool in types or np.bool_ in types:
             raise TypeError("a task label cannot be a bool (True == 1 would make it task 1's label)")
     return values
